@@ -1,0 +1,28 @@
+"""The local backend: the agent's shell runs on the worker's own host.
+
+Every command the agent runs executes as the worker's user, in a fresh
+temporary directory that is removed at the end of the run. That is handy for
+development and for trusted workloads; for anything you would not run on the
+worker's machine yourself, use a remote backend such as Daytona or E2B.
+"""
+
+from agents.sandbox.sandboxes.unix_local import (
+    UnixLocalSandboxClient,
+    UnixLocalSandboxClientOptions,
+)
+
+# Credentials this backend needs on the worker, beyond the model's.
+REQUIRED_ENVIRONMENT: tuple[str, ...] = ()
+
+
+def sandbox_client() -> UnixLocalSandboxClient:
+    """Build the client the worker registers (runs on the worker only)."""
+    # By default the local sandbox hands the worker's whole environment to the
+    # agent's shell, OPENAI_API_KEY included. Give it only a minimal, harmless
+    # set (PATH, HOME, locale, ...) instead.
+    return UnixLocalSandboxClient(inherit_host_environment=False)
+
+
+def sandbox_options() -> UnixLocalSandboxClientOptions:
+    """Options sent with each run (they are recorded in workflow history)."""
+    return UnixLocalSandboxClientOptions()

