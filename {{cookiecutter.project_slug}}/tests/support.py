@@ -4,17 +4,23 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from agents import Model
+{%- if cookiecutter.sandbox_backend != "local" %}
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+{%- endif %}
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.worker import Worker
 
-{%- if cookiecutter.sandbox_backend == "local" %}
-from {{ cookiecutter.package_name }}.backends.local import sandbox_client
-{%- else %}
-from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
-{%- endif %}
-from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker
+{% if cookiecutter.sandbox_backend == "local" -%}
+from {{ cookiecutter.package_name }}.backends.local import (
+    sandbox_client,
+)
+{% endif -%}
+from {{ cookiecutter.package_name }}.worker import (
+    agents_plugin,
+    build_worker,
+)
 
 
 def sandbox_for_tests() -> BaseSandboxClient:

@@ -5,9 +5,16 @@ import uuid
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
+    TASK_QUEUE,
+)
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+from {{ cookiecutter.package_name }}.workflow import (
+    SandboxAgentWorkflow,
+)
 
 from .scripted_model import ScriptedModel
 from .support import running_worker
@@ -47,12 +54,12 @@ async def test_every_sandbox_operation_is_an_activity_named_after_the_provider(
         answer = await handle.result()
 
     assert "42" in answer
-    sandbox_activities = [
-        name for name in await activity_types(handle) if "sandbox_" in name
-    ]
+    sandbox_activities = [name for name in await activity_types(handle) if "sandbox_" in name]
     assert f"{SANDBOX_PROVIDER}-sandbox_client_create" in sandbox_activities
     assert f"{SANDBOX_PROVIDER}-sandbox_client_delete" in sandbox_activities
-    assert any(name.startswith(f"{SANDBOX_PROVIDER}-sandbox_session_") for name in sandbox_activities)
+    assert any(
+        name.startswith(f"{SANDBOX_PROVIDER}-sandbox_session_") for name in sandbox_activities
+    )
     assert all(name.startswith(f"{SANDBOX_PROVIDER}-") for name in sandbox_activities)
 
 

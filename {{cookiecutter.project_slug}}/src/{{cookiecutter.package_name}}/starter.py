@@ -14,9 +14,17 @@ import uuid
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.openai_agents import OpenAIAgentsPlugin
 
-from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
-from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.connection import (
+    ConnectionFailed,
+    connect,
+)
+from {{ cookiecutter.package_name }}.shared import (
+    TASK_QUEUE,
+    WORKFLOW_EXECUTION_TIMEOUT,
+)
+from {{ cookiecutter.package_name }}.workflow import (
+    SandboxAgentWorkflow,
+)
 
 DEFAULT_PROMPT = (
     "Write a file holding the first 20 Fibonacci numbers, one per line, "

@@ -22,14 +22,21 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import sandbox_client
-from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
+    sandbox_client,
+)
+from {{ cookiecutter.package_name }}.connection import (
+    ConnectionFailed,
+    connect,
+)
 from {{ cookiecutter.package_name }}.shared import (
     MODEL_ACTIVITY_TIMEOUT,
     SANDBOX_PROVIDER,
     TASK_QUEUE,
 )
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.workflow import (
+    SandboxAgentWorkflow,
+)
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
 

@@ -26,7 +26,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents.workflow import temporal_sandbox_client
 
-from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import sandbox_options
+from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
+    sandbox_options,
+)
 from {{ cookiecutter.package_name }}.shared import (
     MAX_TURNS,
     MODEL,
@@ -76,9 +78,7 @@ class SandboxAgentWorkflow:
             ),
         )
         try:
-            result = await Runner.run(
-                agent, prompt, max_turns=MAX_TURNS, run_config=run_config
-            )
+            result = await Runner.run(agent, prompt, max_turns=MAX_TURNS, run_config=run_config)
         except AgentsException as e:
             # An exception escaping workflow code fails only the workflow
             # *task*, which Temporal retries for ever: the run would hang.

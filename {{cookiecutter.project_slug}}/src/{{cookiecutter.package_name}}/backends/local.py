@@ -3,7 +3,8 @@
 Every command the agent runs executes as the worker's user, in a fresh
 temporary directory that is removed at the end of the run. That is handy for
 development and for trusted workloads; for anything you would not run on the
-worker's machine yourself, use a remote backend such as Daytona or E2B.
+worker's machine yourself, generate the service with a remote sandbox
+backend instead.
 """
 
 from agents.sandbox.sandboxes.unix_local import (

@@ -1,0 +1,83 @@
+"""A rendered project and the commands a user would run in it."""
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+TEMPLATE = Path(__file__).resolve().parents[1]
+BACKENDS = ("local", "daytona", "e2b")
+
+
+def _clean_env() -> dict[str, str]:
+    # Run uv inside the baked project with the project's own environment,
+    # not the template's virtualenv.
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("TEMPORAL_TEST_ADDRESS", None)
+    return env
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of exactly this minor version, if this machine has one."""
+    found = subprocess.run(
+        [tool("uv"), "python", "find", "--no-python-downloads", version],
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode == 0 and found.stdout.strip():
+        return found.stdout.strip()
+    # pyenv keeps versions that are installed but not on PATH.
+    for candidate in sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}")):
+        return str(candidate)
+    if sys.version_info[:2] == tuple(int(p) for p in version.split(".")):
+        return sys.executable
+    return None
+
+
+@dataclass
+class BakedProject:
+    path: Path
+    context: dict[str, object]
+
+    @property
+    def package(self) -> Path:
+        return self.path / "src" / str(self.context["package_name"])
+
+    def files(self) -> list[Path]:
+        """The files the template rendered (not those an install or a test run adds)."""
+        made_later = {".venv", ".pytest_cache", ".ruff_cache", ".mypy_cache", "__pycache__", "uv.lock"}
+        return sorted(
+            p for p in self.path.rglob("*") if p.is_file() and not made_later & set(p.relative_to(self.path).parts)
+        )
+
+    def text(self, relative: str) -> str:
+        return (self.path / relative).read_text()
+
+    def run(self, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            args,
+            cwd=self.path,
+            env={**_clean_env(), **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def install(self) -> subprocess.CompletedProcess[str]:
+        python = find_python(str(self.context["python_version"]))
+        env = {"UV_PYTHON": python} if python else {}
+        return self.run(tool("uv"), "sync", "--no-python-downloads", **env)
+
+    def run_tests(self, *pytest_args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return self.run(tool("uv"), "run", "--no-sync", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args, **env)
+
+
+def tool(name: str) -> str:
+    """A command installed with the template's test dependencies."""
+    beside_python = Path(sys.executable).parent / name
+    found = str(beside_python) if beside_python.exists() else shutil.which(name)
+    assert found, f"{name} is a test dependency of the template: pip install -e '.[test]'"
+    return found

@@ -1,0 +1,21 @@
+import pytest
+from pytest_cookies.plugin import Cookies
+
+from .baked import BakedProject
+
+_baked: dict[str, BakedProject] = {}
+
+
+@pytest.fixture(scope="session")
+def bake(cookies_session: Cookies):
+    """Render a combination once per session; every test of it shares the render."""
+
+    def bake(answers: dict[str, object]) -> BakedProject:
+        key = repr(sorted(answers.items()))
+        if key not in _baked:
+            result = cookies_session.bake(extra_context=answers)
+            assert result.exit_code == 0, result.exception
+            _baked[key] = BakedProject(result.project_path, dict(result.context))
+        return _baked[key]
+
+    return bake

@@ -1,0 +1,59 @@
+"""Bad answers stop generation with one clear line and leave nothing behind."""
+
+import pytest
+
+BAD_INPUTS = [
+    pytest.param({"project_slug": "My Agent"}, "project_slug='My Agent'", id="slug-with-space"),
+    pytest.param({"project_slug": "-agent"}, "project_slug='-agent'", id="slug-leading-dash"),
+    pytest.param({"package_name": "my-agent"}, "package_name='my-agent'", id="package-with-dash"),
+    pytest.param({"package_name": "class"}, "package_name='class'", id="package-keyword"),
+    pytest.param({"package_name": "json"}, "package_name='json'", id="package-shadows-stdlib"),
+    pytest.param({"package_name": "agents"}, "package_name='agents'", id="package-shadows-sdk"),
+    pytest.param(
+        {"sandbox_provider_name": "my sandbox"}, "sandbox_provider_name='my sandbox'", id="provider-space"
+    ),
+    pytest.param({"sandbox_provider_name": "Local"}, "sandbox_provider_name='Local'", id="provider-uppercase"),
+    pytest.param({"sandbox_provider_name": "a.b"}, "sandbox_provider_name='a.b'", id="provider-dot"),
+    pytest.param({"sandbox_provider_name": "x" * 41}, "sandbox_provider_name='xxxx", id="provider-too-long"),
+    pytest.param({"task_queue": "my queue"}, "task_queue='my queue'", id="queue-space"),
+    pytest.param(
+        {"sandbox_activity_timeout_seconds": "0"},
+        "sandbox_activity_timeout_seconds='0'",
+        id="sandbox-timeout-zero",
+    ),
+    pytest.param(
+        {"sandbox_activity_timeout_seconds": "2.5"},
+        "sandbox_activity_timeout_seconds='2.5'",
+        id="sandbox-timeout-fraction",
+    ),
+    pytest.param(
+        {"model_activity_timeout_seconds": "-5"}, "model_activity_timeout_seconds='-5'", id="model-timeout-negative"
+    ),
+    pytest.param(
+        {"model_activity_timeout_seconds": "9999"},
+        "model_activity_timeout_seconds='9999'",
+        id="model-timeout-too-long",
+    ),
+    pytest.param(
+        {"workflow_execution_timeout_seconds": "30", "sandbox_activity_timeout_seconds": "60"},
+        "workflow_execution_timeout_seconds='30'",
+        id="workflow-shorter-than-activity",
+    ),
+    pytest.param({"max_turns": "many"}, "max_turns='many'", id="turns-not-a-number"),
+    pytest.param({"model_name": "gpt 5"}, "model_name='gpt 5'", id="model-with-space"),
+    pytest.param({"project_name": "   ", "project_slug": "agent"}, "project_name='   '", id="empty-name"),
+]
+
+
+@pytest.mark.parametrize(("answers", "message"), BAD_INPUTS)
+def test_bad_answer_is_rejected_with_one_clear_line(cookies, capfd, answers, message) -> None:
+    result = cookies.bake(extra_context=answers)
+    err = capfd.readouterr().err
+
+    assert result.exit_code != 0
+    lines = [line for line in err.splitlines() if line.startswith("ERROR: ") and "not allowed" in line]
+    assert len(lines) == 1, err
+    assert message in lines[0]
+    assert " is not allowed: " in lines[0]
+    assert result.project_path is None or not result.project_path.exists()
+    assert not any(result.project_path.parent.iterdir()) if result.project_path else True

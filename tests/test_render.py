@@ -1,0 +1,96 @@
+"""Each combination renders into a clean project written for exactly that choice."""
+
+import py_compile
+import re
+
+import pytest
+
+from .baked import BACKENDS, BakedProject, tool
+from .combinations import COMBINATIONS
+
+BACKEND_WORDS = {
+    "local": re.compile(r"unix_local|UnixLocal|backends\.local|backends/local"),
+    "daytona": re.compile(r"daytona", re.IGNORECASE),
+    "e2b": re.compile(r"e2b", re.IGNORECASE),
+}
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_renders_without_template_residue(bake, answers: dict[str, object]) -> None:
+    project = bake(answers)
+    for path in project.files():
+        text = path.read_text()
+        for residue in ("{{", "}}", "{%", "%}", "cookiecutter"):
+            assert residue not in text, f"{residue!r} left in {path.relative_to(project.path)}"
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_mentions_only_the_chosen_backend(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    chosen = str(project.context["sandbox_backend"])
+    assert sorted(p.stem for p in (project.package / "backends").glob("*.py")) == ["__init__", chosen]
+    for path in project.files():
+        relative = path.relative_to(project.path)
+        text = path.read_text()
+        for other in BACKENDS:
+            if other == chosen:
+                continue
+            if other == "local" and relative.parts[0] == "tests":
+                # Remote backends' tests stand a local sandbox in for the remote one.
+                continue
+            assert not BACKEND_WORDS[other].search(text), f"{relative} mentions {other}"
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_python_compiles_and_ruff_is_clean(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    for path in project.files():
+        if path.suffix == ".py":
+            py_compile.compile(str(path), doraise=True)
+    lint = project.run(tool("ruff"), "check", "--no-cache", ".")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    fmt = project.run(tool("ruff"), "format", "--check", "--diff", "--no-cache", ".")
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_answers_reach_the_names_module(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    shared = (project.package / "shared.py").read_text()
+    context = project.context
+    assert f'TASK_QUEUE = "{context["task_queue"]}"' in shared
+    assert f'SANDBOX_PROVIDER = "{context["sandbox_provider_name"]}"' in shared
+    assert f"MAX_TURNS = {context['max_turns']}" in shared
+    assert f"timedelta(seconds={context['sandbox_activity_timeout_seconds']})" in shared
+    assert f"timedelta(seconds={context['model_activity_timeout_seconds']})" in shared
+    assert f"timedelta(seconds={context['workflow_execution_timeout_seconds']})" in shared
+    pyproject = project.text("pyproject.toml")
+    assert f'requires-python = ">={context["python_version"]}"' in pyproject
+
+
+INJECTION = {
+    "project_name": '{% raw %}Évil "Agent" \\ {{ x }}\'s{% endraw %}',
+    "description": '{% raw %}"""; import os; os.system("echo pwned")  # {{ }} \\{% endraw %}',
+    "sandbox_backend": "local",
+}
+
+
+def test_quotes_backslashes_unicode_and_braces_cannot_inject(bake) -> None:
+    project: BakedProject = bake(INJECTION)
+    for path in project.files():
+        if path.suffix == ".py":
+            py_compile.compile(str(path), doraise=True)
+    # The values arrive intact, as data.
+    found = project.run(
+        "python3",
+        "-c",
+        "import ast, sys, tomllib;"
+        "init = ast.parse(open(sys.argv[1]).read());"
+        "print(ast.get_docstring(init));"
+        "print(tomllib.load(open('pyproject.toml', 'rb'))['project']['description'])",
+        str(project.package / "__init__.py"),
+    )
+    assert found.returncode == 0, found.stderr
+    assert 'Évil "Agent" \\ {{ x }}\'s' in found.stdout
+    assert 'import os; os.system("echo pwned")  # {{ }} \\' in found.stdout
+    assert "pwned" not in project.run("python3", "-c", f"import runpy; runpy.run_path({str(project.package / '__init__.py')!r})").stdout
