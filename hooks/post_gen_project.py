@@ -1,21 +1,35 @@
 """Remove what the chosen answers do not need.
 
 The template carries one module per sandbox backend; the generated service
-keeps only the one it uses, so it reads as if written for that backend alone.
-Runs offline: it only deletes files.
+keeps only those it uses (the primary backend and any additional ones), so it
+reads as if written for them alone. Tests of features that were not chosen go
+too. Runs offline: it only deletes files.
 """
 
 from pathlib import Path
 
-BACKEND = {{ cookiecutter.sandbox_backend | tojson }}
+BACKENDS = [
+    {{ cookiecutter.sandbox_backend | tojson }},
+    *(name.strip() for name in {{ cookiecutter.additional_sandbox_backends | tojson }}.split(",") if name.strip()),
+]
+HAS_SECRETS = bool({{ cookiecutter.sandbox_secret_env_vars | tojson }}.strip(" ,"))
 PACKAGE = Path("src") / {{ cookiecutter.package_name | tojson }}
+TESTS = Path("tests")
 
 
-def remove_unused_backends(package: Path, backend: str) -> None:
+def remove_unused_backends(package: Path, backends: list[str]) -> None:
     for module in (package / "backends").glob("*.py"):
-        if module.stem not in ("__init__", backend):
+        if module.stem not in ("__init__", *backends):
             module.unlink()
 
 
+def remove_unused_tests(tests: Path, backends: list[str], has_secrets: bool) -> None:
+    if len(backends) == 1:
+        (tests / "test_providers.py").unlink()
+    if not has_secrets:
+        (tests / "test_secrets.py").unlink()
+
+
 if __name__ == "__main__":
-    remove_unused_backends(PACKAGE, BACKEND)
+    remove_unused_backends(PACKAGE, BACKENDS)
+    remove_unused_tests(TESTS, BACKENDS, HAS_SECRETS)

@@ -5,6 +5,7 @@ line. A failing check exits non-zero; cookiecutter then removes the partly
 created output directory, so a rejected answer leaves nothing behind.
 """
 
+import json
 import keyword
 import re
 import sys
@@ -16,6 +17,19 @@ ANSWERS = {
     "description": {{ cookiecutter.description | tojson }},
     "sandbox_backend": {{ cookiecutter.sandbox_backend | tojson }},
     "sandbox_provider_name": {{ cookiecutter.sandbox_provider_name | tojson }},
+    "additional_sandbox_backends": {{ cookiecutter.additional_sandbox_backends | tojson }},
+    "daytona_auto_stop_interval_minutes": {{ cookiecutter.daytona_auto_stop_interval_minutes | tojson }},
+    "daytona_create_timeout_seconds": {{ cookiecutter.daytona_create_timeout_seconds | tojson }},
+    # Booleans arrive as JSON text: `true` is not Python.
+    "daytona_pause_on_exit": json.loads({{ cookiecutter.daytona_pause_on_exit | tojson | tojson }}),
+    "daytona_image": {{ cookiecutter.daytona_image | tojson }},
+    "daytona_snapshot": {{ cookiecutter.daytona_snapshot | tojson }},
+    "e2b_sandbox_type": {{ cookiecutter.e2b_sandbox_type | tojson }},
+    "e2b_template": {{ cookiecutter.e2b_template | tojson }},
+    "e2b_timeout_seconds": {{ cookiecutter.e2b_timeout_seconds | tojson }},
+    "e2b_on_timeout": {{ cookiecutter.e2b_on_timeout | tojson }},
+    "e2b_pause_on_exit": json.loads({{ cookiecutter.e2b_pause_on_exit | tojson | tojson }}),
+    "sandbox_secret_env_vars": {{ cookiecutter.sandbox_secret_env_vars | tojson }},
     "task_queue": {{ cookiecutter.task_queue | tojson }},
     "sandbox_activity_timeout_seconds": {{ cookiecutter.sandbox_activity_timeout_seconds | tojson }},
     "model_activity_timeout_seconds": {{ cookiecutter.model_activity_timeout_seconds | tojson }},
@@ -27,6 +41,9 @@ ANSWERS = {
 
 BACKENDS = ("local", "daytona", "e2b")
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
+E2B_SANDBOX_TYPES = ("e2b", "e2b_code_interpreter")
+E2B_ON_TIMEOUT = ("kill", "pause")
+ENV_VAR_NAME = r"[A-Z_][A-Z0-9_]*"
 
 # Top-level modules the generated service imports; a package with one of
 # these names would shadow it.
@@ -69,6 +86,31 @@ PATTERNS = [
 ]
 MAX_LENGTHS = {"project_slug": 64, "sandbox_provider_name": 40, "task_queue": 200, "model_name": 100}
 
+# Backend options, checked only when that backend is generated (the others'
+# answers are ignored). (variable, regular expression, what is allowed)
+BACKEND_PATTERNS = {
+    "daytona": [
+        (
+            "daytona_image",
+            r"([a-z0-9][A-Za-z0-9._/:@-]*)?",
+            "an image reference such as 'python:3.12-slim' (letters, digits and . _ / : @ -), or nothing",
+        ),
+        (
+            "daytona_snapshot",
+            r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?",
+            "a snapshot name (letters, digits and . _ / : -), or nothing",
+        ),
+    ],
+    "e2b": [
+        (
+            "e2b_template",
+            r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?",
+            "a template name or id (letters, digits and . _ / : -), or nothing",
+        ),
+    ],
+}
+BACKEND_MAX_LENGTHS = {"daytona_image": 255, "daytona_snapshot": 255, "e2b_template": 255}
+
 # (variable, smallest, largest, unit)
 WHOLE_NUMBERS = [
     ("sandbox_activity_timeout_seconds", 1, 86_400, "seconds (1 day)"),
@@ -76,10 +118,99 @@ WHOLE_NUMBERS = [
     ("workflow_execution_timeout_seconds", 10, 31_536_000, "seconds (1 year)"),
     ("max_turns", 1, 1_000, "turns"),
 ]
+BACKEND_WHOLE_NUMBERS = {
+    # 0 would be Daytona's "never stop": a sandbox whose run died before its
+    # teardown would run, and cost, for ever.
+    "daytona": [
+        ("daytona_auto_stop_interval_minutes", 1, 43_200, "minutes (30 days; 0, never, is not offered)"),
+        ("daytona_create_timeout_seconds", 1, 3_600, "seconds (1 hour)"),
+    ],
+    "e2b": [("e2b_timeout_seconds", 60, 86_400, "seconds (1 day)")],
+}
+BACKEND_BOOLEANS = {"daytona": ["daytona_pause_on_exit"], "e2b": ["e2b_pause_on_exit"]}
+BACKEND_CHOICES = {
+    "daytona": [],
+    "e2b": [("e2b_sandbox_type", E2B_SANDBOX_TYPES), ("e2b_on_timeout", E2B_ON_TIMEOUT)],
+}
 
 
 def fail(variable: str, value: object, rule: str) -> None:
     sys.exit(f"ERROR: {variable}={value!r} is not allowed: {rule}.")
+
+
+def names(text: str) -> list[str]:
+    """The items of a comma-separated answer, blanks dropped."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def whole_number(variable: str, value: object, low: int, high: int, unit: str) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", text) or not low <= int(text) <= high:
+        fail(variable, value, f"use a whole number from {low} to {high} {unit}")
+    return int(text)
+
+
+def check_backends(answers: dict[str, object]) -> list[str]:
+    """The backends to generate: the primary one, then the additional ones."""
+    primary = str(answers["sandbox_backend"])
+    text = str(answers["additional_sandbox_backends"])
+    extras = names(text)
+    for extra in extras:
+        if extra not in BACKENDS:
+            fail(
+                "additional_sandbox_backends",
+                text,
+                f"{extra!r} is not a backend; use a comma-separated list of {', '.join(BACKENDS)}, or nothing",
+            )
+        if extra == primary:
+            fail("additional_sandbox_backends", text, f"{extra!r} is already the primary sandbox_backend")
+        if extra == answers["sandbox_provider_name"]:
+            fail(
+                "additional_sandbox_backends",
+                text,
+                f"each additional backend registers under its own name, and {extra!r} is already "
+                "the sandbox_provider_name; choose another sandbox_provider_name",
+            )
+    if len(set(extras)) != len(extras):
+        fail("additional_sandbox_backends", text, "name each backend once")
+    return [primary, *extras]
+
+
+def check_backend_options(answers: dict[str, object], backends: list[str]) -> None:
+    for backend in backends:
+        for variable, pattern, rule in BACKEND_PATTERNS.get(backend, []):
+            value = str(answers[variable])
+            if not re.fullmatch(pattern, value) or len(value) > BACKEND_MAX_LENGTHS[variable]:
+                fail(variable, value, f"use {rule}")
+        for variable, low, high, unit in BACKEND_WHOLE_NUMBERS.get(backend, []):
+            whole_number(variable, answers[variable], low, high, unit)
+        for variable in BACKEND_BOOLEANS.get(backend, []):
+            if not isinstance(answers[variable], bool):
+                fail(variable, answers[variable], "use yes or no (true or false)")
+        for variable, choices in BACKEND_CHOICES.get(backend, []):
+            if answers[variable] not in choices:
+                fail(variable, answers[variable], f"choose one of {', '.join(choices)}")
+    if "daytona" in backends and answers["daytona_image"] and answers["daytona_snapshot"]:
+        fail(
+            "daytona_snapshot",
+            answers["daytona_snapshot"],
+            "a sandbox starts from an image or from a snapshot, not both; leave daytona_image or daytona_snapshot empty",
+        )
+
+
+def check_secrets(answers: dict[str, object]) -> None:
+    text = str(answers["sandbox_secret_env_vars"])
+    secrets = names(text)
+    for name in secrets:
+        if not re.fullmatch(ENV_VAR_NAME, name) or len(name) > 100:
+            fail(
+                "sandbox_secret_env_vars",
+                text,
+                f"{name!r} is not an environment variable name; use comma-separated names of "
+                "uppercase letters, digits and underscores, not starting with a digit, or nothing",
+            )
+    if len(set(secrets)) != len(secrets):
+        fail("sandbox_secret_env_vars", text, "name each variable once")
 
 
 def check(answers: dict[str, object]) -> None:
@@ -110,11 +241,7 @@ def check(answers: dict[str, object]) -> None:
 
     numbers = {}
     for variable, low, high, unit in WHOLE_NUMBERS:
-        value = answers[variable]
-        text = str(value).strip()
-        if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", text) or not low <= int(text) <= high:
-            fail(variable, value, f"use a whole number from {low} to {high} {unit}")
-        numbers[variable] = int(text)
+        numbers[variable] = whole_number(variable, answers[variable], low, high, unit)
 
     longest_step = max(numbers["sandbox_activity_timeout_seconds"], numbers["model_activity_timeout_seconds"])
     if numbers["workflow_execution_timeout_seconds"] < longest_step:
@@ -123,6 +250,9 @@ def check(answers: dict[str, object]) -> None:
             answers["workflow_execution_timeout_seconds"],
             f"it must be at least the longest activity timeout ({longest_step} seconds)",
         )
+
+    check_backend_options(answers, check_backends(answers))
+    check_secrets(answers)
 
 
 if __name__ == "__main__":

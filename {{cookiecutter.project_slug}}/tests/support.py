@@ -1,37 +1,130 @@
 """Helpers that run the service's real worker with a scripted model."""
+{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
+{%- set backends = [cookiecutter.sandbox_backend] + extras %}
+{%- set primary = cookiecutter.sandbox_backend %}
+{%- set remote = backends | reject("equalto", "local") | list %}
+{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any, NoReturn
 
 from agents import Model
-{%- if cookiecutter.sandbox_backend != "local" %}
+{%- if primary == "local" %}
+from agents.sandbox.errors import ConfigurationError, ErrorCode
+{%- endif %}
+{%- if remote and secrets %}
+from agents.sandbox.manifest import Manifest
+{%- endif %}
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+{%- if remote and secrets %}
+from agents.sandbox.session import SandboxSession
 {%- endif %}
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
+{%- if primary == "daytona" %}
+from daytona import DaytonaAuthenticationError
+{%- elif primary == "e2b" %}
+from e2b import AuthenticationException
+{%- endif %}
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.worker import Worker
 
-{% if cookiecutter.sandbox_backend == "local" -%}
-from {{ cookiecutter.package_name }}.backends.local import (
-    sandbox_client,
+{% if "local" in backends -%}
+from {{ cookiecutter.package_name }}.backends import (
+    local,
+)
+{% endif -%}
+{% if extras -%}
+from {{ cookiecutter.package_name }}.shared import (
+{%- for backend in extras | sort %}
+    {{ backend | upper }}_PROVIDER,
+{%- endfor %}
 )
 {% endif -%}
 from {{ cookiecutter.package_name }}.worker import (
     agents_plugin,
     build_worker,
 )
+{%- if primary == "local" %}
+
+# Why the stand-in below refuses to create a sandbox.
+REJECTION = "The sandbox configuration was rejected"
+{%- else %}
+
+# What the {{ "Daytona" if primary == "daytona" else "E2B" }} API answers a worker whose key it does not accept.
+REJECTION = "Invalid API key"
+{%- endif %}
+{%- if remote and secrets %}
+
+
+class LocalStandIn(UnixLocalSandboxClient):
+    """A local sandbox standing in for a remote backend, which tests cannot
+    reach. Its workspace is a fresh temporary directory wherever the remote
+    backend would have put it."""
+
+    async def create(self, *, manifest: Manifest | None = None, **kwargs: Any) -> SandboxSession:
+        if manifest is not None:
+            manifest = manifest.model_copy(update={"root": Manifest().root})
+        return await super().create(manifest=manifest, **kwargs)
+{%- endif %}
+{%- if remote %}
+
+
+def local_stand_in() -> BaseSandboxClient:
+    """A local sandbox standing in for a remote backend, which tests cannot
+    reach. It is registered under the same provider name, so everything but
+    the remote service itself (names, activities, session state) is real."""
+    return {{ "LocalStandIn" if secrets else "UnixLocalSandboxClient" }}(inherit_host_environment=False)
+{%- endif %}
 
 
 def sandbox_for_tests() -> BaseSandboxClient:
-{%- if cookiecutter.sandbox_backend == "local" %}
+{%- if primary == "local" %}
     """The service's own local sandbox: real commands in a real temp dir."""
-    return sandbox_client()
+    return local.sandbox_client()
 {%- else %}
-    """A local sandbox standing in for the remote backend, which tests cannot
-    reach. It is registered under the same provider name, so everything but
-    the remote service itself (names, activities, session state) is real."""
-    return UnixLocalSandboxClient(inherit_host_environment=False)
+    """The sandbox registered under SANDBOX_PROVIDER: a local stand-in."""
+    return local_stand_in()
+{%- endif %}
+{%- if extras %}
+
+
+def additional_sandboxes_for_tests() -> dict[str, BaseSandboxClient]:
+    """The other providers' sandboxes: local stand-ins for remote backends."""
+    return {
+{%- for backend in extras %}
+        {{ backend | upper }}_PROVIDER: {{ "local.sandbox_client()" if backend == "local" else "local_stand_in()" }},
+{%- endfor %}
+    }
+{%- endif %}
+
+
+class RejectingSandbox(UnixLocalSandboxClient):
+{%- if primary == "daytona" %}
+    """A Daytona that rejects the worker's key: creating a sandbox raises the
+    error the Daytona SDK raises for a bad ``DAYTONA_API_KEY``."""
+
+    async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise DaytonaAuthenticationError(REJECTION, status_code=401)
+{%- elif primary == "e2b" %}
+    """An E2B that rejects the worker's key: creating a sandbox raises the
+    error the E2B SDK raises for a bad ``E2B_API_KEY``."""
+
+    async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AuthenticationException(REJECTION)
+{%- else %}
+    """A local sandbox that cannot be set up: creating one raises the error
+    the SDK raises for a sandbox configuration that no retry can fix."""
+
+    async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ConfigurationError(
+            message=REJECTION,
+            error_code=ErrorCode.SANDBOX_CONFIG_INVALID,
+            op="start",
+            context={},
+            retryable=False,
+        )
 {%- endif %}
 
 
@@ -47,6 +140,9 @@ async def running_worker(
     plugin = agents_plugin(
         sandbox=sandbox if sandbox is not None else sandbox_for_tests(),
         model_provider=TestModelProvider(model),
+{%- if extras %}
+        additional_sandboxes=additional_sandboxes_for_tests(),
+{%- endif %}
     )
     config = client.config()
     config["plugins"] = [plugin]

@@ -16,6 +16,28 @@ TASK_QUEUE = {{ cookiecutter.task_queue | tojson }}
 # every sandbox activity name ("{{ cookiecutter.sandbox_provider_name }}-sandbox_session_start", ...), which is
 # what lets several sandbox backends share one worker.
 SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
+{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
+{%- if extras %}
+
+# The other providers the worker registers, each named after its backend. A
+# run uses SANDBOX_PROVIDER unless it names one of these.
+{%- for backend in extras %}
+{{ backend | upper }}_PROVIDER = {{ backend | tojson }}
+{%- endfor %}
+{%- endif %}
+{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
+{%- if secrets %}
+
+# Environment variables of the worker that the agent's sandbox sees. Only
+# their names travel with a run; the worker reads each value when the sandbox
+# needs it, so no value is ever recorded in workflow history. Every worker
+# must have them set.
+SANDBOX_SECRETS = (
+{%- for name in secrets %}
+    {{ name | tojson }},
+{%- endfor %}
+)
+{%- endif %}
 
 # Each sandbox operation (create, one shell command, one file read or write,
 # teardown) is one activity with this start-to-close timeout. Sandbox

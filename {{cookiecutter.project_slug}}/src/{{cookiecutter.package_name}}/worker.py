@@ -7,9 +7,15 @@ Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
 Temporal hands it to the next worker on the same task queue.
 """
 
+{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
+{%- set backends = [cookiecutter.sandbox_backend] + extras %}
+{%- set remote = backends | reject("equalto", "local") | list %}
+{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
 import asyncio
+import os
 import signal
 import sys
+from collections.abc import Mapping
 from datetime import timedelta
 
 from agents.models.interface import ModelProvider
@@ -22,16 +28,24 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
-    sandbox_client,
+from {{ cookiecutter.package_name }}.backends import (
+{%- for backend in backends | sort %}
+    {{ backend }},
+{%- endfor %}
 )
 from {{ cookiecutter.package_name }}.connection import (
     ConnectionFailed,
     connect,
 )
 from {{ cookiecutter.package_name }}.shared import (
+{%- for backend in extras | sort %}
+    {{ backend | upper }}_PROVIDER,
+{%- endfor %}
     MODEL_ACTIVITY_TIMEOUT,
     SANDBOX_PROVIDER,
+{%- if secrets %}
+    SANDBOX_SECRETS,
+{%- endif %}
     TASK_QUEUE,
 )
 from {{ cookiecutter.package_name }}.workflow import (
@@ -40,16 +54,63 @@ from {{ cookiecutter.package_name }}.workflow import (
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
 
+# Any one of these sets of environment variables, each set and non-empty.
+Alternatives = tuple[tuple[str, ...], ...]
+
+# What the worker needs in its environment before it starts, and where to get
+# it. The OpenAI client wants a key even for another OpenAI-compatible
+# endpoint (OPENAI_BASE_URL); for one that ignores keys, any value will do.
+REQUIRED_CREDENTIALS: list[tuple[Alternatives, str]] = [
+    ((("OPENAI_API_KEY",),), "https://platform.openai.com/api-keys"),
+{%- for backend in remote %}
+    ({{ backend }}.REQUIRED_ENVIRONMENT, {{ backend }}.CREDENTIALS_URL),
+{%- endfor %}
+{%- if secrets %}
+    *(((name,),), "forwarded to the agent's sandbox") for name in SANDBOX_SECRETS),
+{%- endif %}
+]
+
+
+def missing_credentials(environ: Mapping[str, str]) -> str | None:
+    """One line naming the credentials the worker lacks, or None."""
+    missing = [
+        f"{' or '.join(' with '.join(names) for names in alternatives)} ({where})"
+        for alternatives, where in REQUIRED_CREDENTIALS
+        if not any(all(environ.get(name) for name in names) for names in alternatives)
+    ]
+    if not missing:
+        return None
+    return f"Missing credentials: set {'; '.join(missing)}. See .env.example."
+
 
 def agents_plugin(
     sandbox: BaseSandboxClient | None = None,
     model_provider: ModelProvider | None = None,
+{%- if extras %}
+    additional_sandboxes: Mapping[str, BaseSandboxClient] | None = None,
+{%- endif %}
 ) -> OpenAIAgentsPlugin:
     """The plugin that runs model calls and sandbox operations as activities.
 
+{%- if extras %}
+
+    Tests pass their own sandbox clients (``sandbox`` for SANDBOX_PROVIDER,
+    ``additional_sandboxes`` by provider name) and a scripted model provider;
+    the real worker uses each backend's client and the OpenAI model provider.
+{%- else %}
+
     Tests pass their own sandbox client and a scripted model provider; the
     real worker uses the backend's client and the OpenAI model provider.
+{%- endif %}
     """
+{%- if extras %}
+    if additional_sandboxes is None:
+        additional_sandboxes = {
+{%- for backend in extras %}
+            {{ backend | upper }}_PROVIDER: {{ backend }}.sandbox_client(),
+{%- endfor %}
+        }
+{%- endif %}
     return OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
             start_to_close_timeout=MODEL_ACTIVITY_TIMEOUT,
@@ -59,9 +120,17 @@ def agents_plugin(
         # provider's name; the workflow picks the provider by that name.
         sandbox_clients=[
             SandboxClientProvider(
-                SANDBOX_PROVIDER, sandbox if sandbox is not None else sandbox_client()
+                SANDBOX_PROVIDER,
+                sandbox if sandbox is not None else {{ cookiecutter.sandbox_backend }}.sandbox_client(),
             ),
+{%- if extras %}
+            *(SandboxClientProvider(name, client) for name, client in additional_sandboxes.items()),
+{%- endif %}
         ],
+{%- if secrets %}
+        # The only worker environment variables the sandbox may read.
+        resolvable_worker_env_vars=SANDBOX_SECRETS,
+{%- endif %}
     )
 
 
@@ -93,6 +162,10 @@ async def run_worker() -> None:
 
 
 def main() -> None:
+    # Say what is missing before connecting, instead of failing on the first run.
+    problem = missing_credentials(os.environ)
+    if problem:
+        sys.exit(problem)
     try:
         asyncio.run(run_worker())
     except ConnectionFailed as e:

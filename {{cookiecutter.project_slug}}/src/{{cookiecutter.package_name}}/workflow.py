@@ -15,25 +15,58 @@ Workflow code must be deterministic: everything that touches the outside world
 (the model, the sandbox) happens in activities, never here.
 """
 
+{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
+{%- set backends = [cookiecutter.sandbox_backend] + extras %}
+{%- set remote = backends | reject("equalto", "local") | list %}
+{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
 from datetime import timedelta
+{%- if extras %}
+from types import ModuleType
+{%- endif %}
 
 from agents import AgentsException, Runner
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
+{%- if secrets %}
+from agents.sandbox.manifest import Environment, Manifest
+{%- endif %}
 from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
+{%- if secrets %}
+from temporalio.openai_agents import TemporalWorkerEnvValue
+{%- endif %}
 from temporalio.openai_agents.workflow import temporal_sandbox_client
 
+{% if extras -%}
+from {{ cookiecutter.package_name }}.backends import (
+{%- for backend in backends | sort %}
+    {{ backend }},
+{%- endfor %}
+)
+{%- else -%}
 from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
+{%- if remote %}
+    NON_RETRYABLE_ERRORS,
+{%- endif %}
+{%- if secrets %}
+    WORKSPACE_ROOT,
+{%- endif %}
     sandbox_options,
 )
+{%- endif %}
 from {{ cookiecutter.package_name }}.shared import (
+{%- for backend in extras | sort %}
+    {{ backend | upper }}_PROVIDER,
+{%- endfor %}
     MAX_TURNS,
     MODEL,
     SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_PROVIDER,
+{%- if secrets %}
+    SANDBOX_SECRETS,
+{%- endif %}
 )
 
 INSTRUCTIONS = (
@@ -41,20 +74,59 @@ INSTRUCTIONS = (
     "rather than answering from memory, then report what the commands returned."
 )
 
-# A sandbox operation that keeps failing (a bad credential, a missing image)
-# ends the run after a few attempts instead of backing off for ever.
+{%- if extras %}
+# Every sandbox provider the worker registers, by name, with the backend
+# module that builds its options. A run names the one it uses.
+SANDBOX_BACKENDS: dict[str, ModuleType] = {
+    SANDBOX_PROVIDER: {{ cookiecutter.sandbox_backend }},
+{%- for backend in extras %}
+    {{ backend | upper }}_PROVIDER: {{ backend }},
+{%- endfor %}
+}
+
+{% endif -%}
+# A sandbox operation that keeps failing ends the run after a few attempts
+# (about 15 seconds of back-off) instead of backing off for ever.
+{%- if remote %} An error
+# that no retry can fix (a rejected key, an unknown template) ends it at once.
+{%- else %} Errors the
+# SDK knows no retry can fix are not retried at all.
+{%- endif %}
 SANDBOX_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=5,
+{%- if extras and remote %}
+    non_retryable_error_types=[
+{%- for backend in remote | sort %}
+        *{{ backend }}.NON_RETRYABLE_ERRORS,
+{%- endfor %}
+    ],
+{%- elif remote %}
+    non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
+{%- endif %}
 )
 
 
 @workflow.defn
 class SandboxAgentWorkflow:
+{%- if extras %}
+    @workflow.run
+    async def run(self, prompt: str, provider: str = SANDBOX_PROVIDER) -> str:
+        """Run the agent on ``prompt`` in a sandbox of ``provider``."""
+        if provider not in SANDBOX_BACKENDS:
+            raise ApplicationError(
+                f"Unknown sandbox provider {provider!r}: "
+                f"this service registers {', '.join(SANDBOX_BACKENDS)}.",
+                type="UnknownSandboxProvider",
+                non_retryable=True,
+            )
+        backend = SANDBOX_BACKENDS[provider]
+{%- else %}
     @workflow.run
     async def run(self, prompt: str) -> str:
+{%- endif %}
         # A default SandboxAgent already carries the Filesystem, Shell and
         # Compaction capabilities, so there are no tools to declare here.
         agent = SandboxAgent[None](
@@ -66,13 +138,23 @@ class SandboxAgentWorkflow:
             sandbox=SandboxRunConfig(
                 # Must match the name the worker registered its provider under.
                 client=temporal_sandbox_client(
-                    SANDBOX_PROVIDER,
+                    {{ "provider" if extras else "SANDBOX_PROVIDER" }},
                     workflow.ActivityConfig(
                         start_to_close_timeout=SANDBOX_ACTIVITY_TIMEOUT,
                         retry_policy=SANDBOX_RETRY_POLICY,
                     ),
                 ),
-                options=sandbox_options(),
+                options={{ "backend.sandbox_options()" if extras else "sandbox_options()" }},
+{%- if secrets %}
+                # Only the names of the forwarded variables travel with the
+                # run; the worker resolves each one when the sandbox needs it.
+                manifest=Manifest(
+                    root={{ "backend.WORKSPACE_ROOT" if extras else "WORKSPACE_ROOT" }},
+                    environment=Environment(
+                        value={name: TemporalWorkerEnvValue(name=name) for name in SANDBOX_SECRETS}
+                    ),
+                ),
+{%- endif %}
                 # No snapshot of the workspace is written when the session ends.
                 snapshot=NoopSnapshotSpec(),
             ),

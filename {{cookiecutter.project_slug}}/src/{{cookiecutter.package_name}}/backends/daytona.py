@@ -6,17 +6,57 @@ read too when set. Nothing here runs on the worker's host.
 """
 
 from agents.extensions.sandbox.daytona import (
+{%- if cookiecutter.sandbox_secret_env_vars.strip(" ,") %}
+    DEFAULT_DAYTONA_WORKSPACE_ROOT,
+{%- endif %}
     DaytonaSandboxClient,
     DaytonaSandboxClientOptions,
 )
 
-# Credentials this backend needs on the worker, beyond the model's.
-REQUIRED_ENVIRONMENT: tuple[str, ...] = ("DAYTONA_API_KEY",)
+# Credentials this backend needs on the worker, beyond the model's: any one
+# of these sets of environment variables, each variable set and non-empty.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (
+    ("DAYTONA_API_KEY",),
+    ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"),
+)
+CREDENTIALS_URL = "https://app.daytona.io/dashboard/keys"
+
+# Errors from Daytona that no retry can fix (a rejected key, a forbidden
+# action, an unknown image or snapshot, invalid parameters): the sandbox
+# activity that meets one fails at once, and so does the run. These are the
+# Daytona SDK's class names, which is how Temporal records the error type.
+NON_RETRYABLE_ERRORS = (
+    "DaytonaAuthenticationError",
+    "DaytonaForbiddenError",
+    "DaytonaNotFoundError",
+    "DaytonaBadRequestError",
+)
+{%- if cookiecutter.sandbox_secret_env_vars.strip(" ,") %}
+
+# Where the agent's workspace lives in the sandbox (Daytona's default).
+WORKSPACE_ROOT = DEFAULT_DAYTONA_WORKSPACE_ROOT
+{%- endif %}
 
 # Minutes of inactivity after which Daytona stops a sandbox by itself. The
 # SDK's default (0) never stops it, so a run that dies before its teardown
 # would leave a paid sandbox running for good.
-AUTO_STOP_MINUTES = 15
+AUTO_STOP_MINUTES = {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
+
+# Seconds to wait for Daytona to create a sandbox.
+CREATE_TIMEOUT_SECONDS = {{ cookiecutter.daytona_create_timeout_seconds | int }}
+
+# At the end of a run, {% if cookiecutter.daytona_pause_on_exit %}stop the sandbox and keep it (its disk is still billed){% else %}delete the sandbox{% endif %}
+# {% if cookiecutter.daytona_pause_on_exit %}rather than delete it{% else %}rather than stop and keep it{% endif %}.
+PAUSE_ON_EXIT = {{ "True" if cookiecutter.daytona_pause_on_exit else "False" }}
+{%- if cookiecutter.daytona_image %}
+
+# The container image every sandbox starts from.
+IMAGE = {{ cookiecutter.daytona_image | tojson }}
+{%- elif cookiecutter.daytona_snapshot %}
+
+# The Daytona snapshot every sandbox starts from.
+SNAPSHOT = {{ cookiecutter.daytona_snapshot | tojson }}
+{%- endif %}
 
 
 def sandbox_client() -> DaytonaSandboxClient:
@@ -27,4 +67,13 @@ def sandbox_client() -> DaytonaSandboxClient:
 def sandbox_options() -> DaytonaSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
-    return DaytonaSandboxClientOptions(auto_stop_interval=AUTO_STOP_MINUTES)
+    return DaytonaSandboxClientOptions(
+        auto_stop_interval=AUTO_STOP_MINUTES,
+        create_timeout=CREATE_TIMEOUT_SECONDS,
+        pause_on_exit=PAUSE_ON_EXIT,
+{%- if cookiecutter.daytona_image %}
+        image=IMAGE,
+{%- elif cookiecutter.daytona_snapshot %}
+        sandbox_snapshot_name=SNAPSHOT,
+{%- endif %}
+    )

@@ -4,14 +4,48 @@ The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
 Nothing here runs on the worker's host.
 """
 
+from typing import Literal
+
 from agents.extensions.sandbox.e2b import E2BSandboxClient, E2BSandboxClientOptions
 
-# Credentials this backend needs on the worker, beyond the model's.
-REQUIRED_ENVIRONMENT: tuple[str, ...] = ("E2B_API_KEY",)
+# Credentials this backend needs on the worker, beyond the model's: any one
+# of these sets of environment variables, each variable set and non-empty.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("E2B_API_KEY",),)
+CREDENTIALS_URL = "https://e2b.dev/dashboard?tab=keys"
 
-# Seconds an E2B sandbox may live. E2B ends it after that even if the run's
-# teardown never happens, so a crashed run cannot leave it running.
-SANDBOX_LIFETIME_SECONDS = 3600
+# Errors from E2B that no retry can fix (a rejected key, an unknown template
+# or sandbox, invalid parameters): the sandbox activity that meets one fails
+# at once, and so does the run. These are the E2B SDK's class names, which is
+# how Temporal records the error type.
+NON_RETRYABLE_ERRORS = (
+    "AuthenticationException",
+    "NotFoundException",
+    "SandboxNotFoundException",
+    "InvalidArgumentException",
+    "TemplateException",
+)
+{%- if cookiecutter.sandbox_secret_env_vars.strip(" ,") %}
+
+# Where the agent's workspace lives in the sandbox (E2B's default).
+WORKSPACE_ROOT = "/workspace"
+{%- endif %}
+
+# The kind of sandbox: "e2b" (a plain one) or "e2b_code_interpreter".
+SANDBOX_TYPE = {{ cookiecutter.e2b_sandbox_type | tojson }}
+{%- if cookiecutter.e2b_template %}
+
+# The E2B template every sandbox starts from.
+TEMPLATE = {{ cookiecutter.e2b_template | tojson }}
+{%- endif %}
+
+# Seconds an E2B sandbox may live, and what E2B does then ("kill" ends it,
+# "pause" keeps it paused). E2B enforces it even if the run's teardown never
+# happens, so a crashed run cannot leave a sandbox running.
+SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.e2b_timeout_seconds | int }}
+ON_TIMEOUT: Literal["kill", "pause"] = {{ cookiecutter.e2b_on_timeout | tojson }}
+
+# At the end of a run, {% if cookiecutter.e2b_pause_on_exit %}pause the sandbox rather than end it{% else %}end the sandbox rather than pause it{% endif %}.
+PAUSE_ON_EXIT = {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
 
 
 def sandbox_client() -> E2BSandboxClient:
@@ -23,7 +57,11 @@ def sandbox_options() -> E2BSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
     return E2BSandboxClientOptions(
-        sandbox_type="e2b",
+        sandbox_type=SANDBOX_TYPE,
+{%- if cookiecutter.e2b_template %}
+        template=TEMPLATE,
+{%- endif %}
         timeout=SANDBOX_LIFETIME_SECONDS,
-        on_timeout="kill",
+        on_timeout=ON_TIMEOUT,
+        pause_on_exit=PAUSE_ON_EXIT,
     )

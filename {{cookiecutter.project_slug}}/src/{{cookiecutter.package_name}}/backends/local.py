@@ -12,8 +12,14 @@ from agents.sandbox.sandboxes.unix_local import (
     UnixLocalSandboxClientOptions,
 )
 
-# Credentials this backend needs on the worker, beyond the model's.
-REQUIRED_ENVIRONMENT: tuple[str, ...] = ()
+# Credentials this backend needs on the worker, beyond the model's: none.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
+{%- if cookiecutter.sandbox_secret_env_vars.strip(" ,") %}
+
+# The SDK's default root, which the local client turns into a fresh temporary
+# directory for each run (removed at the end of the run).
+WORKSPACE_ROOT = "/workspace"
+{%- endif %}
 
 
 def sandbox_client() -> UnixLocalSandboxClient:

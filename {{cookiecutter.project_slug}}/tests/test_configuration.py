@@ -1,0 +1,225 @@
+"""Configuration mistakes stop the service early, with a reason a person can act on."""
+{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
+{%- set backends = [cookiecutter.sandbox_backend] + extras %}
+{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
+
+import os
+import subprocess
+import sys
+
+import pytest
+{%- if "daytona" in backends %}
+from agents.extensions.sandbox.daytona import DaytonaSandboxClient
+{%- endif %}
+{%- if "e2b" in backends %}
+from agents.extensions.sandbox.e2b import E2BSandboxClient
+{%- endif %}
+{%- if "local" in backends %}
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+{%- endif %}
+{%- if "daytona" in backends %}
+from daytona import (
+    DaytonaAuthenticationError,
+    DaytonaAuthorizationError,
+    DaytonaNotFoundError,
+    DaytonaValidationError,
+)
+{%- endif %}
+{%- if "e2b" in backends %}
+from e2b import (
+    AuthenticationException,
+    InvalidArgumentException,
+    NotFoundException,
+    SandboxNotFoundException,
+    TemplateException,
+)
+{%- endif %}
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+
+from {{ cookiecutter.package_name }}.backends import (
+{%- for backend in backends | sort %}
+    {{ backend }},
+{%- endfor %}
+)
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+from {{ cookiecutter.package_name }}.worker import (
+    missing_credentials,
+)
+
+from .scripted_model import ScriptedModel
+from .support import REJECTION, RejectingSandbox, running_worker
+
+# Every variable the worker could take a credential from.
+CREDENTIALS = {
+    "OPENAI_API_KEY": "sk-test",
+{%- if "daytona" in backends %}
+    "DAYTONA_API_KEY": "test-key",
+{%- endif %}
+{%- if "e2b" in backends %}
+    "E2B_API_KEY": "test-key",
+{%- endif %}
+{%- for name in secrets %}
+    {{ name | tojson }}: "test-value",
+{%- endfor %}
+}
+
+
+def test_worker_without_credentials_exits_at_once_with_one_clear_line() -> None:
+    # Nothing but what Python needs: no credentials at all. The Temporal
+    # address leads nowhere, so a worker that tried to connect would fail
+    # differently.
+    keep = ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")
+    env = {name: value for name, value in os.environ.items() if name in keep}
+    env["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
+    worker = subprocess.run(
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}.worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert worker.returncode == 1
+    lines = worker.stderr.strip().splitlines()
+    assert len(lines) == 1, worker.stderr
+    assert lines[0].startswith("Missing credentials: set OPENAI_API_KEY")
+    for name in CREDENTIALS:
+        assert name in lines[0]
+    assert "https://platform.openai.com/api-keys" in lines[0]
+{%- if "daytona" in backends %}
+    assert "DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID" in lines[0]
+    assert daytona.CREDENTIALS_URL in lines[0]
+{%- endif %}
+{%- if "e2b" in backends %}
+    assert e2b.CREDENTIALS_URL in lines[0]
+{%- endif %}
+    assert worker.stdout == ""
+
+
+def test_credentials_check_names_only_what_is_missing() -> None:
+    assert missing_credentials(CREDENTIALS) is None
+    without_model = {**CREDENTIALS, "OPENAI_API_KEY": ""}
+    assert missing_credentials(without_model) == (
+        "Missing credentials: set OPENAI_API_KEY (https://platform.openai.com/api-keys). "
+        "See .env.example."
+    )
+{%- if "daytona" in backends %}
+    token_instead_of_key = {
+        **{name: value for name, value in CREDENTIALS.items() if name != "DAYTONA_API_KEY"},
+        "DAYTONA_JWT_TOKEN": "test-token",
+        "DAYTONA_ORGANIZATION_ID": "test-org",
+    }
+    assert missing_credentials(token_instead_of_key) is None
+    del token_instead_of_key["DAYTONA_ORGANIZATION_ID"]
+    assert "DAYTONA_ORGANIZATION_ID" in str(missing_credentials(token_instead_of_key))
+{%- endif %}
+{%- for backend in backends %}
+{%- if backend == "daytona" %}
+
+
+def test_daytona_client_and_options_come_from_the_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DAYTONA_API_KEY", "test-key")
+    assert isinstance(daytona.sandbox_client(), DaytonaSandboxClient)
+
+    options = daytona.sandbox_options()
+    assert options.auto_stop_interval == {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
+    assert options.create_timeout == {{ cookiecutter.daytona_create_timeout_seconds | int }}
+    assert options.pause_on_exit is {{ "True" if cookiecutter.daytona_pause_on_exit else "False" }}
+{%- if cookiecutter.daytona_image %}
+    assert options.image == {{ cookiecutter.daytona_image | tojson }}
+{%- else %}
+    assert options.image is None
+{%- endif %}
+{%- if cookiecutter.daytona_snapshot %}
+    assert options.sandbox_snapshot_name == {{ cookiecutter.daytona_snapshot | tojson }}
+{%- else %}
+    assert options.sandbox_snapshot_name is None
+{%- endif %}
+    # Credentials never travel with the options: those land in history.
+    assert not options.env_vars
+
+
+def test_daytona_errors_that_no_retry_fixes_are_named_as_temporal_records_them() -> None:
+    # Temporal records an activity's error type as the exception's class
+    # name, which for some of these differs from the name they are imported by.
+    errors = (
+        DaytonaAuthenticationError,
+        DaytonaAuthorizationError,
+        DaytonaNotFoundError,
+        DaytonaValidationError,
+    )
+    assert sorted(daytona.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+{%- elif backend == "e2b" %}
+
+
+def test_e2b_client_and_options_come_from_the_answers() -> None:
+    assert isinstance(e2b.sandbox_client(), E2BSandboxClient)
+
+    options = e2b.sandbox_options()
+    assert options.sandbox_type == {{ cookiecutter.e2b_sandbox_type | tojson }}
+{%- if cookiecutter.e2b_template %}
+    assert options.template == {{ cookiecutter.e2b_template | tojson }}
+{%- else %}
+    assert options.template is None
+{%- endif %}
+    assert options.timeout == {{ cookiecutter.e2b_timeout_seconds | int }}
+    assert options.on_timeout == {{ cookiecutter.e2b_on_timeout | tojson }}
+    assert options.pause_on_exit is {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
+    # Credentials never travel with the options: those land in history.
+    assert not options.envs
+
+
+def test_e2b_errors_that_no_retry_fixes_are_named_as_temporal_records_them() -> None:
+    errors = (
+        AuthenticationException,
+        NotFoundException,
+        SandboxNotFoundException,
+        InvalidArgumentException,
+        TemplateException,
+    )
+    assert sorted(e2b.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+{%- else %}
+
+
+def test_local_client_is_a_shell_on_the_workers_host() -> None:
+    assert isinstance(local.sandbox_client(), UnixLocalSandboxClient)
+    assert local.REQUIRED_ENVIRONMENT == ()
+{%- endif %}
+{%- endfor %}
+
+
+async def test_a_sandbox_that_rejects_the_worker_fails_the_run_at_once(
+    temporal_client: Client,
+) -> None:
+    async with running_worker(
+        temporal_client, ScriptedModel(["true"]), sandbox=RejectingSandbox()
+    ) as (client, _):
+        handle = await start(client, "Do nothing.")
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+
+    cause: BaseException | None = failure.value
+    reasons = []
+    while cause is not None:
+        reasons.append(str(cause))
+        cause = cause.__cause__
+    assert any(REJECTION in reason for reason in reasons), reasons
+
+    # The sandbox was asked once: the error was not retried.
+    attempts = [
+        event.activity_task_started_event_attributes.attempt
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    failures = [
+        event
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+    ]
+    assert len(failures) == 1
+    assert attempts[-1] == 1

@@ -1,0 +1,63 @@
+"""A real agent turn on the real sandbox backend with the real model.
+
+Not part of the default run: ``uv run pytest -m live`` runs it, with the
+worker's credentials set (see ``.env.example``); without them it is skipped
+and says which are missing.
+"""
+{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
+
+import os
+import uuid
+
+import pytest
+from temporalio.client import Client
+
+from {{ cookiecutter.package_name }}.shared import (
+    TASK_QUEUE,
+    WORKFLOW_EXECUTION_TIMEOUT,
+)
+from {{ cookiecutter.package_name }}.worker import (
+    agents_plugin,
+    build_worker,
+    missing_credentials,
+)
+from {{ cookiecutter.package_name }}.workflow import (
+{%- if extras %}
+    SANDBOX_BACKENDS,
+{%- endif %}
+    SandboxAgentWorkflow,
+)
+
+pytestmark = pytest.mark.live
+
+{% if extras -%}
+@pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))
+async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
+    temporal_client: Client, provider: str
+) -> None:
+{%- else -%}
+async def test_the_real_agent_runs_a_command_in_a_real_sandbox(temporal_client: Client) -> None:
+{%- endif %}
+    problem = missing_credentials(os.environ)
+    if problem:
+        pytest.skip(problem)
+    config = temporal_client.config()
+    config["plugins"] = [agents_plugin()]
+    client = Client(**config)
+    async with build_worker(client):
+        answer = await client.execute_workflow(
+            SandboxAgentWorkflow.run,
+{%- if extras %}
+            args=[
+                "Run `echo $((6 * 7))` in the shell and answer with what it printed.",
+                provider,
+            ],
+{%- else %}
+            "Run `echo $((6 * 7))` in the shell and answer with what it printed.",
+{%- endif %}
+            id=f"live-{uuid.uuid4()}",
+            task_queue=TASK_QUEUE,
+            execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+        )
+
+    assert "42" in answer

@@ -1,0 +1,87 @@
+"""One worker, several sandbox providers: a run picks one by name."""
+
+import uuid
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
+    TASK_QUEUE,
+)
+from {{ cookiecutter.package_name }}.workflow import (
+    SANDBOX_BACKENDS,
+    SandboxAgentWorkflow,
+)
+
+from .scripted_model import ScriptedModel
+from .support import running_worker
+
+
+@pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))
+async def test_each_registered_provider_runs_the_agent(
+    temporal_client: Client, provider: str
+) -> None:
+    model = ScriptedModel(["echo $((6 * 7))"])
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await client.start_workflow(
+            SandboxAgentWorkflow.run,
+            args=["Multiply six by seven in the shell.", provider],
+            id=f"provider-{provider}-{uuid.uuid4()}",
+            task_queue=TASK_QUEUE,
+        )
+        answer = await handle.result()
+
+    assert "42" in answer
+    sandbox_activities = [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and "sandbox_" in event.activity_task_scheduled_event_attributes.activity_type.name
+    ]
+    assert f"{provider}-sandbox_client_create" in sandbox_activities
+    assert all(name.startswith(f"{provider}-") for name in sandbox_activities)
+
+
+async def test_a_run_without_a_provider_uses_the_primary_one(temporal_client: Client) -> None:
+    model = ScriptedModel(["true"])
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await client.start_workflow(
+            SandboxAgentWorkflow.run,
+            "Do nothing.",
+            id=f"primary-{uuid.uuid4()}",
+            task_queue=TASK_QUEUE,
+        )
+        await handle.result()
+
+    scheduled = [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert f"{SANDBOX_PROVIDER}-sandbox_client_create" in scheduled
+
+
+async def test_an_unknown_provider_fails_the_run_with_a_clear_reason(
+    temporal_client: Client,
+) -> None:
+    model = ScriptedModel(["true"])
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await client.start_workflow(
+            SandboxAgentWorkflow.run,
+            args=["Do nothing.", "nowhere"],
+            id=f"unknown-provider-{uuid.uuid4()}",
+            task_queue=TASK_QUEUE,
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "UnknownSandboxProvider"
+    assert cause.non_retryable
+    assert "'nowhere'" in cause.message
+    for name in SANDBOX_BACKENDS:
+        assert name in cause.message
