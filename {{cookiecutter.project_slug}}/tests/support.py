@@ -1,9 +1,9 @@
+{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set backends = [cookiecutter.sandbox_backend] + extras -%}
+{% set primary = cookiecutter.sandbox_backend -%}
+{% set remote = backends | reject("equalto", "local") | list -%}
+{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """Helpers that run the service's real worker with a scripted model."""
-{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
-{%- set backends = [cookiecutter.sandbox_backend] + extras %}
-{%- set primary = cookiecutter.sandbox_backend %}
-{%- set remote = backends | reject("equalto", "local") | list %}
-{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager

@@ -1,10 +1,10 @@
+{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
 """A real agent turn on the real sandbox backend with the real model.
 
 Not part of the default run: ``uv run pytest -m live`` runs it, with the
 worker's credentials set (see ``.env.example``); without them it is skipped
 and says which are missing.
 """
-{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
 
 import os
 import uuid
@@ -29,13 +29,14 @@ from {{ cookiecutter.package_name }}.workflow import (
 )
 
 pytestmark = pytest.mark.live
+{% if extras %}
 
-{% if extras -%}
 @pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))
 async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     temporal_client: Client, provider: str
 ) -> None:
-{%- else -%}
+{%- else %}
+
 async def test_the_real_agent_runs_a_command_in_a_real_sandbox(temporal_client: Client) -> None:
 {%- endif %}
     problem = missing_credentials(os.environ)

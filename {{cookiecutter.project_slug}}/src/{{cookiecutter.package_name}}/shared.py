@@ -1,3 +1,5 @@
+{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """Names and limits that the worker, the workflow and the starter must agree on.
 
 They live in one module because a mismatch fails silently: a starter that
@@ -16,7 +18,6 @@ TASK_QUEUE = {{ cookiecutter.task_queue | tojson }}
 # every sandbox activity name ("{{ cookiecutter.sandbox_provider_name }}-sandbox_session_start", ...), which is
 # what lets several sandbox backends share one worker.
 SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
-{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
 {%- if extras %}
 
 # The other providers the worker registers, each named after its backend. A
@@ -25,18 +26,21 @@ SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
 {{ backend | upper }}_PROVIDER = {{ backend | tojson }}
 {%- endfor %}
 {%- endif %}
-{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
 {%- if secrets %}
 
 # Environment variables of the worker that the agent's sandbox sees. Only
 # their names travel with a run; the worker reads each value when the sandbox
 # needs it, so no value is ever recorded in workflow history. Every worker
 # must have them set.
+{%- if secrets | length == 1 %}
+SANDBOX_SECRETS = ({{ secrets[0] | tojson }},)
+{%- else %}
 SANDBOX_SECRETS = (
 {%- for name in secrets %}
     {{ name | tojson }},
 {%- endfor %}
 )
+{%- endif %}
 {%- endif %}
 
 # Each sandbox operation (create, one shell command, one file read or write,

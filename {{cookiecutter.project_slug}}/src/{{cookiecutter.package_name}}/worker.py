@@ -1,3 +1,7 @@
+{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set backends = [cookiecutter.sandbox_backend] + extras -%}
+{% set remote = backends | reject("equalto", "local") | list -%}
+{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """The worker: runs the agent's workflow, its model calls and its sandbox.
 
     python -m {{ cookiecutter.package_name }}.worker
@@ -7,10 +11,6 @@ Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
 Temporal hands it to the next worker on the same task queue.
 """
 
-{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
-{%- set backends = [cookiecutter.sandbox_backend] + extras %}
-{%- set remote = backends | reject("equalto", "local") | list %}
-{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
 import asyncio
 import os
 import signal
@@ -65,10 +65,13 @@ REQUIRED_CREDENTIALS: list[tuple[Alternatives, str]] = [
 {%- for backend in remote %}
     ({{ backend }}.REQUIRED_ENVIRONMENT, {{ backend }}.CREDENTIALS_URL),
 {%- endfor %}
-{%- if secrets %}
-    *(((name,),), "forwarded to the agent's sandbox") for name in SANDBOX_SECRETS),
-{%- endif %}
 ]
+{%- if secrets %}
+# The variables forwarded to the agent's sandbox must be set too.
+REQUIRED_CREDENTIALS += [
+    (((name,),), "forwarded to the agent's sandbox") for name in SANDBOX_SECRETS
+]
+{%- endif %}
 
 
 def missing_credentials(environ: Mapping[str, str]) -> str | None:

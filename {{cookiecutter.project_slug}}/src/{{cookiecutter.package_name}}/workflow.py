@@ -1,3 +1,7 @@
+{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set backends = [cookiecutter.sandbox_backend] + extras -%}
+{% set remote = backends | reject("equalto", "local") | list -%}
+{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """A ``SandboxAgent`` whose every sandbox operation is a Temporal activity.
 
 The agent gets a machine to work on: a shell to run commands in and a
@@ -15,10 +19,6 @@ Workflow code must be deterministic: everything that touches the outside world
 (the model, the sandbox) happens in activities, never here.
 """
 
-{%- set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list %}
-{%- set backends = [cookiecutter.sandbox_backend] + extras %}
-{%- set remote = backends | reject("equalto", "local") | list %}
-{%- set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list %}
 from datetime import timedelta
 {%- if extras %}
 from types import ModuleType
@@ -75,6 +75,7 @@ INSTRUCTIONS = (
 )
 
 {%- if extras %}
+
 # Every sandbox provider the worker registers, by name, with the backend
 # module that builds its options. A run names the one it uses.
 SANDBOX_BACKENDS: dict[str, ModuleType] = {
@@ -83,8 +84,8 @@ SANDBOX_BACKENDS: dict[str, ModuleType] = {
     {{ backend | upper }}_PROVIDER: {{ backend }},
 {%- endfor %}
 }
+{%- endif %}
 
-{% endif -%}
 # A sandbox operation that keeps failing ends the run after a few attempts
 # (about 15 seconds of back-off) instead of backing off for ever.
 {%- if remote %} An error
