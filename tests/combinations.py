@@ -32,4 +32,50 @@ COMBINATIONS = [
         },
         id="daytona-custom-provider-py313",
     ),
+    pytest.param(
+        {
+            "sandbox_backend": "daytona",
+            "daytona_image": "python:3.12-slim",
+            "daytona_pause_on_exit": True,
+            "daytona_auto_stop_interval_minutes": 30,
+            "daytona_create_timeout_seconds": 120,
+            "sandbox_secret_env_vars": "GITHUB_TOKEN",
+        },
+        id="daytona-image-paused-one-secret",
+    ),
+    pytest.param(
+        {
+            "sandbox_backend": "daytona",
+            "daytona_snapshot": "agent-tools",
+            "python_version": "3.12",
+        },
+        id="daytona-snapshot-py312",
+    ),
+    pytest.param(
+        {
+            "sandbox_backend": "e2b",
+            "e2b_sandbox_type": "e2b_code_interpreter",
+            "e2b_template": "my-team/agent-tools",
+            "e2b_timeout_seconds": 600,
+            "e2b_on_timeout": "pause",
+            "e2b_pause_on_exit": True,
+        },
+        id="e2b-code-interpreter-template-paused",
+    ),
+    pytest.param(
+        {
+            "sandbox_backend": "daytona",
+            "additional_sandbox_backends": "local, e2b",
+            "sandbox_secret_env_vars": "GITHUB_TOKEN, NPM_TOKEN",
+        },
+        id="daytona-plus-local-and-e2b-two-secrets",
+    ),
+    pytest.param(
+        {
+            "sandbox_backend": "local",
+            "additional_sandbox_backends": "e2b",
+            "sandbox_provider_name": "workstation",
+        },
+        id="local-plus-e2b",
+    ),
 ]

@@ -42,6 +42,65 @@ BAD_INPUTS = [
     pytest.param({"max_turns": "many"}, "max_turns='many'", id="turns-not-a-number"),
     pytest.param({"model_name": "gpt 5"}, "model_name='gpt 5'", id="model-with-space"),
     pytest.param({"project_name": "   ", "project_slug": "agent"}, "project_name='   '", id="empty-name"),
+    pytest.param(
+        {"additional_sandbox_backends": "docker"}, "additional_sandbox_backends='docker'", id="extra-backend-unknown"
+    ),
+    pytest.param(
+        {"sandbox_backend": "local", "additional_sandbox_backends": "local"},
+        "'local' is already the primary sandbox_backend",
+        id="extra-backend-is-primary",
+    ),
+    pytest.param(
+        {"additional_sandbox_backends": "e2b, e2b"}, "additional_sandbox_backends='e2b, e2b'", id="extra-backend-twice"
+    ),
+    pytest.param(
+        {"sandbox_backend": "daytona", "sandbox_provider_name": "local", "additional_sandbox_backends": "local"},
+        "'local' is already the sandbox_provider_name",
+        id="extra-backend-name-taken",
+    ),
+    pytest.param(
+        {"sandbox_backend": "daytona", "daytona_auto_stop_interval_minutes": "0"},
+        "daytona_auto_stop_interval_minutes='0'",
+        id="daytona-never-stops",
+    ),
+    pytest.param(
+        {"sandbox_backend": "daytona", "daytona_create_timeout_seconds": "soon"},
+        "daytona_create_timeout_seconds='soon'",
+        id="daytona-create-timeout-not-a-number",
+    ),
+    pytest.param(
+        {"sandbox_backend": "daytona", "daytona_image": "my image"},
+        "daytona_image='my image'",
+        id="daytona-image-space",
+    ),
+    pytest.param(
+        {"sandbox_backend": "daytona", "daytona_image": "python:3.12", "daytona_snapshot": "tools"},
+        "daytona_snapshot='tools'",
+        id="daytona-image-and-snapshot",
+    ),
+    pytest.param(
+        {
+            "sandbox_backend": "local",
+            "additional_sandbox_backends": "daytona",
+            "daytona_auto_stop_interval_minutes": "0",
+        },
+        "daytona_auto_stop_interval_minutes='0'",
+        id="extra-daytona-options-checked",
+    ),
+    pytest.param(
+        {"sandbox_backend": "e2b", "e2b_template": "team template"},
+        "e2b_template='team template'",
+        id="e2b-template-space",
+    ),
+    pytest.param(
+        {"sandbox_backend": "e2b", "e2b_timeout_seconds": "10"}, "e2b_timeout_seconds='10'", id="e2b-lifetime-too-short"
+    ),
+    pytest.param(
+        {"sandbox_secret_env_vars": "github-token"}, "sandbox_secret_env_vars='github-token'", id="secret-bad-name"
+    ),
+    pytest.param(
+        {"sandbox_secret_env_vars": "TOKEN, TOKEN"}, "sandbox_secret_env_vars='TOKEN, TOKEN'", id="secret-twice"
+    ),
 ]
 
 

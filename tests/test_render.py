@@ -24,16 +24,21 @@ def test_renders_without_template_residue(bake, answers: dict[str, object]) -> N
             assert residue not in text, f"{residue!r} left in {path.relative_to(project.path)}"
 
 
+def chosen_backends(project: BakedProject) -> list[str]:
+    extras = str(project.context["additional_sandbox_backends"]).split(",")
+    return [str(project.context["sandbox_backend"]), *(name.strip() for name in extras if name.strip())]
+
+
 @pytest.mark.parametrize("answers", COMBINATIONS)
-def test_mentions_only_the_chosen_backend(bake, answers: dict[str, object]) -> None:
+def test_mentions_only_the_chosen_backends(bake, answers: dict[str, object]) -> None:
     project: BakedProject = bake(answers)
-    chosen = str(project.context["sandbox_backend"])
-    assert sorted(p.stem for p in (project.package / "backends").glob("*.py")) == ["__init__", chosen]
+    chosen = chosen_backends(project)
+    assert sorted(p.stem for p in (project.package / "backends").glob("*.py")) == sorted(["__init__", *chosen])
     for path in project.files():
         relative = path.relative_to(project.path)
         text = path.read_text()
         for other in BACKENDS:
-            if other == chosen:
+            if other in chosen:
                 continue
             if other == "local" and relative.parts[0] == "tests":
                 # Remote backends' tests stand a local sandbox in for the remote one.
@@ -94,3 +99,40 @@ def test_quotes_backslashes_unicode_and_braces_cannot_inject(bake) -> None:
     assert 'Évil "Agent" \\ {{ x }}\'s' in found.stdout
     assert 'import os; os.system("echo pwned")  # {{ }} \\' in found.stdout
     assert "pwned" not in project.run("python3", "-c", f"import runpy; runpy.run_path({str(project.package / '__init__.py')!r})").stdout
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_keeps_tests_only_for_the_chosen_features(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    tests = {p.name for p in (project.path / "tests").glob("test_*.py")}
+    assert ("test_providers.py" in tests) == (len(chosen_backends(project)) > 1)
+    assert ("test_secrets.py" in tests) == bool(str(project.context["sandbox_secret_env_vars"]).strip(" ,"))
+    assert {"test_agent_workflow.py", "test_configuration.py", "test_live.py"} <= tests
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_env_example_lists_what_the_worker_reads(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    example = project.text(".env.example")
+    assert "OPENAI_API_KEY=" in example
+    chosen = chosen_backends(project)
+    assert ("DAYTONA_API_KEY=" in example) == ("daytona" in chosen)
+    assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
+    for name in str(project.context["sandbox_secret_env_vars"]).split(","):
+        if name.strip():
+            assert f"\n{name.strip()}=" in example
+
+
+def test_options_of_backends_not_chosen_leave_no_trace(bake) -> None:
+    project: BakedProject = bake(
+        {
+            "sandbox_backend": "daytona",
+            "e2b_template": "unused template!",
+            "e2b_timeout_seconds": "not checked",
+            "daytona_image": "python:3.12-slim",
+        }
+    )
+    texts = "\n".join(path.read_text() for path in project.files())
+    assert "unused template!" not in texts
+    assert "not checked" not in texts
+    assert '"python:3.12-slim"' in (project.package / "backends" / "daytona.py").read_text()
