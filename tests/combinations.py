@@ -45,14 +45,6 @@ COMBINATIONS = [
     ),
     pytest.param(
         {
-            "sandbox_backend": "daytona",
-            "daytona_snapshot": "agent-tools",
-            "python_version": "3.12",
-        },
-        id="daytona-snapshot-py312",
-    ),
-    pytest.param(
-        {
             "sandbox_backend": "e2b",
             "e2b_sandbox_type": "e2b_code_interpreter",
             "e2b_template": "my-team/agent-tools",
@@ -73,9 +65,11 @@ COMBINATIONS = [
     pytest.param(
         {
             "sandbox_backend": "local",
-            "additional_sandbox_backends": "e2b",
+            "additional_sandbox_backends": "daytona",
             "sandbox_provider_name": "workstation",
+            "daytona_snapshot": "agent-tools",
+            "python_version": "3.12",
         },
-        id="local-plus-e2b",
+        id="local-plus-daytona-snapshot-py312",
     ),
 ]
