@@ -44,9 +44,14 @@ AUTO_STOP_MINUTES = {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
 
 # Seconds to wait for Daytona to create a sandbox.
 CREATE_TIMEOUT_SECONDS = {{ cookiecutter.daytona_create_timeout_seconds | int }}
+{%- if cookiecutter.daytona_pause_on_exit %}
 
-# At the end of a run, {% if cookiecutter.daytona_pause_on_exit %}stop the sandbox and keep it (its disk is still billed){% else %}delete the sandbox{% endif %}
-# {% if cookiecutter.daytona_pause_on_exit %}rather than delete it{% else %}rather than stop and keep it{% endif %}.
+# At the end of a run, stop the sandbox and keep it (its disk is still
+# billed) rather than delete it.
+{%- else %}
+
+# At the end of a run, delete the sandbox rather than stop and keep it.
+{%- endif %}
 PAUSE_ON_EXIT = {{ "True" if cookiecutter.daytona_pause_on_exit else "False" }}
 {%- if cookiecutter.daytona_image %}
 
