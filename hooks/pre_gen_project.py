@@ -251,7 +251,15 @@ def check(answers: dict[str, object]) -> None:
             f"it must be at least the longest activity timeout ({longest_step} seconds)",
         )
 
-    check_backend_options(answers, check_backends(answers))
+    backends = check_backends(answers)
+    # The Daytona and E2B SDKs are the top-level modules `daytona` and `e2b`.
+    if package in backends and package != "local":
+        fail(
+            "package_name",
+            package,
+            f"it is the name of the {package} SDK's module, which the service imports; choose another",
+        )
+    check_backend_options(answers, backends)
     check_secrets(answers)
 
 

@@ -43,6 +43,9 @@ BAD_INPUTS = [
     pytest.param({"model_name": "gpt 5"}, "model_name='gpt 5'", id="model-with-space"),
     pytest.param({"project_name": "   ", "project_slug": "agent"}, "project_name='   '", id="empty-name"),
     pytest.param(
+        {"sandbox_backend": "e2b", "package_name": "e2b"}, "package_name='e2b'", id="package-shadows-backend-sdk"
+    ),
+    pytest.param(
         {"additional_sandbox_backends": "docker"}, "additional_sandbox_backends='docker'", id="extra-backend-unknown"
     ),
     pytest.param(
