@@ -12,7 +12,7 @@ BACKENDS = [
     {{ cookiecutter.sandbox_backend | tojson }},
     *(name.strip() for name in {{ cookiecutter.additional_sandbox_backends | tojson }}.split(",") if name.strip()),
 ]
-HAS_SECRETS = bool({{ cookiecutter.sandbox_secret_env_vars | tojson }}.strip(" ,"))
+HAS_SECRETS = any(name.strip() for name in {{ cookiecutter.sandbox_secret_env_vars | tojson }}.split(","))
 PACKAGE = Path("src") / {{ cookiecutter.package_name | tojson }}
 TESTS = Path("tests")
 

@@ -106,7 +106,8 @@ def test_keeps_tests_only_for_the_chosen_features(bake, answers: dict[str, objec
     project: BakedProject = bake(answers)
     tests = {p.name for p in (project.path / "tests").glob("test_*.py")}
     assert ("test_providers.py" in tests) == (len(chosen_backends(project)) > 1)
-    assert ("test_secrets.py" in tests) == bool(str(project.context["sandbox_secret_env_vars"]).strip(" ,"))
+    secrets = [name for name in str(project.context["sandbox_secret_env_vars"]).split(",") if name.strip()]
+    assert ("test_secrets.py" in tests) == bool(secrets)
     assert {"test_agent_workflow.py", "test_configuration.py", "test_live.py"} <= tests
 
 

@@ -1,3 +1,4 @@
+{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """The Daytona backend: the agent's shell runs in a remote Daytona sandbox.
 
 The worker needs ``DAYTONA_API_KEY`` (or ``DAYTONA_JWT_TOKEN`` with
@@ -6,7 +7,7 @@ read too when set. Nothing here runs on the worker's host.
 """
 
 from agents.extensions.sandbox.daytona import (
-{%- if cookiecutter.sandbox_secret_env_vars.strip(" ,") %}
+{%- if secrets %}
     DEFAULT_DAYTONA_WORKSPACE_ROOT,
 {%- endif %}
     DaytonaSandboxClient,
@@ -31,7 +32,7 @@ NON_RETRYABLE_ERRORS = (
     "DaytonaNotFoundError",
     "DaytonaBadRequestError",
 )
-{%- if cookiecutter.sandbox_secret_env_vars.strip(" ,") %}
+{%- if secrets %}
 
 # Where the agent's workspace lives in the sandbox (Daytona's default).
 WORKSPACE_ROOT = DEFAULT_DAYTONA_WORKSPACE_ROOT

@@ -1,3 +1,4 @@
+{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """The E2B backend: the agent's shell runs in a remote E2B sandbox.
 
 The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
@@ -24,7 +25,7 @@ NON_RETRYABLE_ERRORS = (
     "InvalidArgumentException",
     "TemplateException",
 )
-{%- if cookiecutter.sandbox_secret_env_vars.strip(" ,") %}
+{%- if secrets %}
 
 # Where the agent's workspace lives in the sandbox (E2B's default).
 WORKSPACE_ROOT = "/workspace"

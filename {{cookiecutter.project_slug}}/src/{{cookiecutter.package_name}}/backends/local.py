@@ -1,3 +1,4 @@
+{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """The local backend: the agent's shell runs on the worker's own host.
 
 Every command the agent runs executes as the worker's user, in a fresh
@@ -14,7 +15,7 @@ from agents.sandbox.sandboxes.unix_local import (
 
 # Credentials this backend needs on the worker, beyond the model's: none.
 REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
-{%- if cookiecutter.sandbox_secret_env_vars.strip(" ,") %}
+{%- if secrets %}
 
 # The SDK's default root, which the local client turns into a fresh temporary
 # directory for each run (removed at the end of the run).
