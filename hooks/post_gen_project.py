@@ -8,8 +8,9 @@ too. Runs offline: it only deletes files.
 
 from pathlib import Path
 
+BACKEND = {{ cookiecutter.sandbox_backend | tojson }}
 BACKENDS = [
-    {{ cookiecutter.sandbox_backend | tojson }},
+    BACKEND,
     *(name.strip() for name in {{ cookiecutter.additional_sandbox_backends | tojson }}.split(",") if name.strip()),
 ]
 HAS_SECRETS = any(name.strip() for name in {{ cookiecutter.sandbox_secret_env_vars | tojson }}.split(","))

@@ -71,7 +71,7 @@ class LocalStandIn(UnixLocalSandboxClient):
 {%- if remote %}
 
 
-def local_stand_in() -> BaseSandboxClient:
+def local_stand_in() -> BaseSandboxClient[Any]:
     """A local sandbox standing in for a remote backend, which tests cannot
     reach. It is registered under the same provider name, so everything but
     the remote service itself (names, activities, session state) is real."""
@@ -90,7 +90,7 @@ def sandbox_for_tests() -> BaseSandboxClient:
 {%- if extras %}
 
 
-def additional_sandboxes_for_tests() -> dict[str, BaseSandboxClient]:
+def additional_sandboxes_for_tests() -> dict[str, BaseSandboxClient[Any]]:
     """The other providers' sandboxes: local stand-ins for remote backends."""
     return {
 {%- for backend in extras %}

@@ -17,6 +17,9 @@ import signal
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
+{%- if extras %}
+from typing import Any
+{%- endif %}
 
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
@@ -90,7 +93,7 @@ def agents_plugin(
     sandbox: BaseSandboxClient | None = None,
     model_provider: ModelProvider | None = None,
 {%- if extras %}
-    additional_sandboxes: Mapping[str, BaseSandboxClient] | None = None,
+    additional_sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
 {%- endif %}
 ) -> OpenAIAgentsPlugin:
     """The plugin that runs model calls and sandbox operations as activities.
