@@ -23,7 +23,8 @@ from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.openai_agents import AgentsWorkflowError
 from temporalio.openai_agents.workflow import temporal_sandbox_client
 
 from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
@@ -42,7 +43,8 @@ INSTRUCTIONS = (
 )
 
 # A sandbox operation that keeps failing (a bad credential, a missing image)
-# ends the run after a few attempts instead of backing off for ever.
+# ends the run after a few attempts instead of backing off for ever: about 15 s
+# of retries in all. An error the sandbox marks as terminal is not retried.
 SANDBOX_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
@@ -89,4 +91,35 @@ class SandboxAgentWorkflow:
                 type=type(e).__name__,
                 non_retryable=True,
             ) from e
+        except (ActivityError, AgentsWorkflowError) as e:
+            # A model call or a sandbox operation failed for good: say which,
+            # and why, in the failure the starter and the Web UI show.
+            failed = e if isinstance(e, ActivityError) else e.__cause__
+            if not isinstance(failed, ActivityError):
+                raise
+            raise ApplicationError(
+                f"The agent could not finish: {describe(failed)}",
+                type="ActivityFailed",
+                non_retryable=True,
+            ) from e
         return result.final_output_as(str, raise_if_incorrect_type=True)
+
+
+def describe(error: ActivityError) -> str:
+    """One line a person can act on: which step failed, how, and the reason."""
+    reason: BaseException = error
+    while reason.__cause__ is not None:
+        reason = reason.__cause__
+    message = getattr(reason, "message", str(reason))
+    name = error.activity_type
+    if name.startswith(f"{SANDBOX_PROVIDER}-"):
+        step = f"the sandbox operation {name}"
+    else:
+        step = "the model call"
+    if error.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
+        how = "kept failing until its retries ran out"
+    elif error.retry_state == RetryState.TIMEOUT:
+        how = "timed out"
+    else:
+        how = "failed with an error that retrying cannot fix"
+    return f"{step} {how}: {message}"
