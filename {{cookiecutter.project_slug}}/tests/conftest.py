@@ -14,6 +14,10 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+# The tests never talk to OpenAI: keep the SDK from exporting traces there
+# (it reads this once, before the first trace).
+os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+
 
 @pytest.fixture(scope="session")
 async def temporal_client() -> AsyncIterator[Client]:
