@@ -17,5 +17,13 @@ def remove_unused_backends(package: Path, backend: str) -> None:
             module.unlink()
 
 
+def remove_stand_in_worker(tests: Path, backend: str) -> None:
+    # Only a remote backend's process test needs a worker with a local sandbox
+    # standing in for the remote one.
+    if backend == "local":
+        (tests / "stand_in_worker.py").unlink()
+
+
 if __name__ == "__main__":
     remove_unused_backends(PACKAGE, BACKEND)
+    remove_stand_in_worker(Path("tests"), BACKEND)
