@@ -111,19 +111,21 @@ async def test_a_run_survives_its_worker_being_killed_and_the_starter_prints_the
         # worker that asked for it has been killed.
         model.hold_at_step = 1
         environment = service_environment(address, model.url)
-        async with service(WORKER, environment) as first_worker:
-            await first_worker.wait_for("Worker polling")
-            async with service(STARTER + ["Write a note, then read it."], environment) as asking:
-                await asyncio.to_thread(model.reached.wait, 60)
-                first_worker.process.send_signal(signal.SIGKILL)
-                assert await first_worker.exit_status() == -signal.SIGKILL
-                model.release.set()
+        async with (
+            service(WORKER, environment) as first_worker,
+            service(STARTER + ["Write a note, then read it."], environment) as asking,
+        ):
+            # The first command has run; the worker is waiting for the model.
+            assert await asyncio.to_thread(model.reached.wait, 120), asking.output
+            first_worker.process.send_signal(signal.SIGKILL)
+            assert await first_worker.exit_status() == -signal.SIGKILL
+            model.release.set()
 
-                async with service(WORKER, environment) as second_worker:
-                    status = await asking.exit_status()
-                    # Ctrl+C or SIGTERM stops a worker cleanly.
-                    second_worker.process.send_signal(signal.SIGTERM)
-                    stopped = await second_worker.exit_status()
+            async with service(WORKER, environment) as second_worker:
+                status = await asking.exit_status()
+                # Ctrl+C or SIGTERM stops a worker cleanly.
+                second_worker.process.send_signal(signal.SIGTERM)
+                stopped = await second_worker.exit_status()
 
     assert status == 0, asking.output
     assert asking.output[0].startswith("Started workflow ")
