@@ -40,5 +40,5 @@ class FailingSandbox(UnixLocalSandboxClient):
                 raise self.command_errors.pop(0)
             return await run_command(*args, **kwargs)  # type: ignore[arg-type]
 
-        session.pty_exec_start = pty_exec_start  # type: ignore[method-assign]
+        session.pty_exec_start = pty_exec_start  # type: ignore[method-assign,assignment]
         return session

@@ -34,8 +34,7 @@ class ScriptedOpenAIServer:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._server.server_port}/v1"
 
     def respond(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         self.requests += 1

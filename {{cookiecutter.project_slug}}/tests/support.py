@@ -3,6 +3,7 @@
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from agents import Model
 {%- if cookiecutter.sandbox_backend != "local" %}
@@ -69,7 +70,7 @@ class ActivityAttempt:
     worker: str
 
 
-async def activity_attempts(handle: WorkflowHandle) -> list[ActivityAttempt]:
+async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[ActivityAttempt]:
     """Each activity the run started, in order: its name, which attempt it
     was, and the identity of the worker that ran it."""
     names: dict[int, str] = {}

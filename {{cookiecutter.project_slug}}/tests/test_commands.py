@@ -21,6 +21,9 @@ from {{ cookiecutter.package_name }} import (
     starter,
     worker,
 )
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
+)
 
 from .scripted_openai import scripted_openai_server
 
@@ -165,6 +168,5 @@ def test_the_worker_refuses_to_start_when_its_sandbox_backend_cannot_be_built(
         worker.main()
 
     assert str(refused.value.code) == (
-        f"Cannot start the {worker.SANDBOX_PROVIDER!r} sandbox backend: "
-        "RuntimeError: no credentials found"
+        f"Cannot start the {SANDBOX_PROVIDER!r} sandbox backend: RuntimeError: no credentials found"
     )

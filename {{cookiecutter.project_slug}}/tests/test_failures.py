@@ -4,6 +4,7 @@ hangs. A failure that goes away is retried, and the run completes."""
 import dataclasses
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents import OpenAIResponsesModel
@@ -30,7 +31,7 @@ from .scripted_openai import scripted_openai_server
 from .support import activity_attempts, running_worker
 
 
-async def failure_of(handle: WorkflowHandle) -> str:
+async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
     """The reason the run failed, as the starter prints it."""
     with pytest.raises(WorkflowFailureError) as failed:
         await handle.result()

@@ -14,6 +14,7 @@ import asyncio
 import signal
 import sys
 from datetime import timedelta
+from typing import Any
 
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
@@ -104,7 +105,7 @@ def build_worker(client: Client, **options: object) -> Worker:
     )
 
 
-def backend_client() -> BaseSandboxClient:
+def backend_client() -> BaseSandboxClient[Any]:
     """The backend's client, built before the worker connects, so a backend
     that cannot be built stops the worker at once with a clear line."""
     try:
