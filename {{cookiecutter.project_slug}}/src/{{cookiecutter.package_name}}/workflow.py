@@ -95,14 +95,22 @@ class SandboxAgentWorkflow:
             # A model call or a sandbox operation failed for good: say which,
             # and why, in the failure the starter and the Web UI show.
             failed = e if isinstance(e, ActivityError) else e.__cause__
-            if not isinstance(failed, ActivityError):
-                raise
+            if not isinstance(failed, ActivityError) or failed.retry_state not in GAVE_UP:
+                raise  # e.g. the run was cancelled: let it end as cancelled
             raise ApplicationError(
                 f"The agent could not finish: {describe(failed)}",
                 type="ActivityFailed",
                 non_retryable=True,
             ) from e
         return result.final_output_as(str, raise_if_incorrect_type=True)
+
+
+# How an activity that Temporal stopped retrying failed, in words.
+GAVE_UP: dict[RetryState | None, str] = {
+    RetryState.NON_RETRYABLE_FAILURE: "failed with an error that retrying cannot fix",
+    RetryState.MAXIMUM_ATTEMPTS_REACHED: "kept failing until its retries ran out",
+    RetryState.TIMEOUT: "timed out",
+}
 
 
 def describe(error: ActivityError) -> str:
@@ -116,10 +124,4 @@ def describe(error: ActivityError) -> str:
         step = f"the sandbox operation {name}"
     else:
         step = "the model call"
-    if error.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
-        how = "kept failing until its retries ran out"
-    elif error.retry_state == RetryState.TIMEOUT:
-        how = "timed out"
-    else:
-        how = "failed with an error that retrying cannot fix"
-    return f"{step} {how}: {message}"
+    return f"{step} {GAVE_UP[error.retry_state]}: {message}"
