@@ -16,6 +16,7 @@ from {{ cookiecutter.package_name }}.shared import (
     MAX_TURNS,
     MODEL,
     SANDBOX_PROVIDER,
+    WORKFLOW_EXECUTION_TIMEOUT,
 )
 from {{ cookiecutter.package_name }}.starter import (
     run,
@@ -48,6 +49,18 @@ def unreachable_image() -> WorkspaceStartError:
     return WorkspaceStartError(
         path=Path("/workspace"), message="the sandbox image does not exist", retryable=False
     )
+
+
+async def test_every_run_has_an_execution_timeout_as_a_backstop(
+    temporal_client: Client,
+) -> None:
+    async with running_worker(temporal_client, ScriptedModel(["true"])) as (client, _):
+        handle = await start(client, "Do nothing.")
+        description = await handle.describe()
+        await handle.result()
+
+    config = description.raw_description.execution_config
+    assert config.workflow_execution_timeout.ToTimedelta() == WORKFLOW_EXECUTION_TIMEOUT
 
 
 async def test_a_run_that_exceeds_its_turn_budget_fails_saying_so(
