@@ -29,6 +29,10 @@ def remove_unused_tests(tests: Path, backends: list[str], has_secrets: bool) -> 
         (tests / "test_providers.py").unlink()
     if not has_secrets:
         (tests / "test_secrets.py").unlink()
+    # Only a remote backend's process test needs a worker with a local sandbox
+    # standing in for the remote one.
+    if backends[0] == "local":
+        (tests / "stand_in_worker.py").unlink()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ def test_generated_suite_passes(bake, answers: dict[str, object]) -> None:
     installed = project.install()
     assert installed.returncode == 0, installed.stderr
 
-    tests = project.run_tests(OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9")
+    # Everything, including the test that runs the worker and the starter as
+    # processes (left out of a plain `uv run pytest` because it is slower).
+    tests = project.run_tests("-m", "process or not process", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9")
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert " passed" in tests.stdout and "failed" not in tests.stdout

@@ -21,6 +21,10 @@ from {{ cookiecutter.package_name }}.shared import (
 )
 {%- endif %}
 
+# The tests never talk to OpenAI: keep the SDK from exporting traces there
+# (it reads this once, before the first trace).
+os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+
 
 @pytest.fixture(scope="session")
 async def temporal_client() -> AsyncIterator[Client]:

@@ -15,7 +15,7 @@ from agents import ModelResponse
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 
-def _tool_outputs(conversation: str | list[Any]) -> list[str]:
+def tool_outputs(conversation: str | list[Any]) -> list[str]:
     if isinstance(conversation, str):
         return []
     return [
@@ -33,7 +33,7 @@ class ScriptedModel(TestModel):
     async def get_response(
         self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
     ) -> ModelResponse:
-        outputs = _tool_outputs(input)
+        outputs = tool_outputs(input)
         step = len(outputs)
         if step < len(self.commands):
             return ResponseBuilders.tool_call(

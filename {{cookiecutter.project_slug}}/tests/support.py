@@ -7,6 +7,7 @@
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from agents import Model
@@ -26,7 +27,9 @@ from daytona import DaytonaAuthenticationError
 {%- elif primary == "e2b" %}
 from e2b import AuthenticationException
 {%- endif %}
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import RetryPolicy
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.worker import Worker
 
@@ -43,6 +46,7 @@ from {{ cookiecutter.package_name }}.shared import (
 )
 {% endif -%}
 from {{ cookiecutter.package_name }}.worker import (
+    MODEL_RETRY_POLICY,
     agents_plugin,
     build_worker,
 )
@@ -133,6 +137,7 @@ async def running_worker(
     client: Client,
     model: Model,
     sandbox: BaseSandboxClient | None = None,
+    model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     **worker_options: object,
 ) -> AsyncIterator[tuple[Client, Worker]]:
     """Run the service's worker with a scripted model; yield a client whose
@@ -143,6 +148,7 @@ async def running_worker(
 {%- if extras %}
         additional_sandboxes=additional_sandboxes_for_tests(),
 {%- endif %}
+        model_retry_policy=model_retry_policy,
     )
     config = client.config()
     config["plugins"] = [plugin]
@@ -150,3 +156,30 @@ async def running_worker(
     worker = build_worker(plugged, **worker_options)
     async with worker:
         yield plugged, worker
+
+
+@dataclass
+class ActivityAttempt:
+    name: str
+    attempt: int
+    worker: str
+
+
+async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[ActivityAttempt]:
+    """Each activity the run started, in order: its name, which attempt it
+    was, and the identity of the worker that ran it."""
+    names: dict[int, str] = {}
+    attempts = []
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            names[event.event_id] = (
+                event.activity_task_scheduled_event_attributes.activity_type.name
+            )
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = event.activity_task_started_event_attributes
+            attempts.append(
+                ActivityAttempt(
+                    names[started.scheduled_event_id], started.attempt, started.identity
+                )
+            )
+    return attempts

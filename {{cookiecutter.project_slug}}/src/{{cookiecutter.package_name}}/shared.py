@@ -51,7 +51,10 @@ SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_ti
 # Each call to the model is one activity with this start-to-close timeout.
 MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.model_activity_timeout_seconds | int }})
 
-# The longest a whole run may take before Temporal fails it.
+# The longest a whole run may take before Temporal fails it as timed out; the
+# starter sets it on every run. It is the backstop for whatever the turn
+# budget and the retry policies do not catch, so no run waits for ever. It
+# must leave room for MAX_TURNS model calls and commands, with their retries.
 WORKFLOW_EXECUTION_TIMEOUT = timedelta(seconds={{ cookiecutter.workflow_execution_timeout_seconds | int }})
 
 # The most model turns one run may take; a run that needs more fails.

@@ -56,10 +56,9 @@ async def run(prompt: str) -> int:
     try:
         answer = await handle.result()
     except WorkflowFailureError as e:
-        cause = e.cause
-        while cause.__cause__ is not None:
-            cause = cause.__cause__
-        print(f"Workflow {handle.id} failed: {cause}", file=sys.stderr)
+        # The workflow's own failure says which step failed and why.
+        reason = getattr(e.cause, "message", None) or str(e.cause)
+        print(f"Workflow {handle.id} failed: {reason}", file=sys.stderr)
         return 1
     print(answer)
     return 0

@@ -7,8 +7,11 @@
     python -m {{ cookiecutter.package_name }}.worker
 
 Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
-``SHUTDOWN_GRACE`` to finish, and exits. Work it did not finish is not lost;
-Temporal hands it to the next worker on the same task queue.
+``SHUTDOWN_GRACE`` (30 s) to finish, cancels what is left, and exits with
+status 0. Work it did not finish is not lost; Temporal hands it to the next
+worker on the same task queue. A worker that dies without warning (SIGKILL, a
+lost machine) is noticed when its model call misses a heartbeat
+(``MODEL_HEARTBEAT_TIMEOUT``) or its sandbox operation reaches its timeout.
 """
 
 import asyncio
@@ -17,13 +20,12 @@ import signal
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
-{%- if extras %}
 from typing import Any
-{%- endif %}
 
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.client import Client
+from temporalio.common import RetryPolicy
 from temporalio.openai_agents import (
     ModelActivityParameters,
     OpenAIAgentsPlugin,
@@ -56,6 +58,28 @@ from {{ cookiecutter.package_name }}.workflow import (
 )
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
+
+# A model call that keeps failing (the provider is down, the rate limit does
+# not lift) ends the run after about three minutes of retries instead of
+# backing off for ever. Errors the provider says retrying cannot fix (a bad
+# key: 401, a bad request: 400) are not retried at all, and a Retry-After
+# header from the provider overrides these intervals.
+MODEL_RETRY_POLICY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=8,
+)
+
+# The worker heartbeats while a model call is in flight, so a worker that dies
+# part-way through one is noticed after this long, not after the whole
+# MODEL_ACTIVITY_TIMEOUT, and the call is retried on another worker.
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+
+
+class BackendUnavailable(Exception):
+    """The worker cannot build the client of its sandbox backend."""
+
 
 # Any one of these sets of environment variables, each set and non-empty.
 Alternatives = tuple[tuple[str, ...], ...]
@@ -95,6 +119,7 @@ def agents_plugin(
 {%- if extras %}
     additional_sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
 {%- endif %}
+    model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
 ) -> OpenAIAgentsPlugin:
     """The plugin that runs model calls and sandbox operations as activities.
 
@@ -120,6 +145,8 @@ def agents_plugin(
     return OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
             start_to_close_timeout=MODEL_ACTIVITY_TIMEOUT,
+            heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+            retry_policy=model_retry_policy,
         ),
         model_provider=model_provider,
         # One set of sandbox activities per provider, each prefixed with the
@@ -142,17 +169,28 @@ def agents_plugin(
 
 def build_worker(client: Client, **options: object) -> Worker:
     """A worker for this service's task queue and workflow."""
+    options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
     return Worker(
         client,
         task_queue=TASK_QUEUE,
         workflows=[SandboxAgentWorkflow],
-        graceful_shutdown_timeout=SHUTDOWN_GRACE,
         **options,  # type: ignore[arg-type]
     )
 
 
+def backend_client() -> BaseSandboxClient[Any]:
+    """The backend's client, built before the worker connects, so a backend
+    that cannot be built stops the worker at once with a clear line."""
+    try:
+        return {{ cookiecutter.sandbox_backend }}.sandbox_client()
+    except Exception as e:
+        raise BackendUnavailable(
+            f"Cannot start the {SANDBOX_PROVIDER!r} sandbox backend: {type(e).__name__}: {e}"
+        ) from e
+
+
 async def run_worker() -> None:
-    client = await connect(plugins=[agents_plugin()])
+    client = await connect(plugins=[agents_plugin(sandbox=backend_client())])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -174,7 +212,7 @@ def main() -> None:
         sys.exit(problem)
     try:
         asyncio.run(run_worker())
-    except ConnectionFailed as e:
+    except (BackendUnavailable, ConnectionFailed) as e:
         sys.exit(str(e))
 
 

@@ -33,9 +33,11 @@ from agents.sandbox.manifest import Environment, Manifest
 from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 {%- if secrets %}
-from temporalio.openai_agents import TemporalWorkerEnvValue
+from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
+{%- else %}
+from temporalio.openai_agents import AgentsWorkflowError
 {%- endif %}
 from temporalio.openai_agents.workflow import temporal_sandbox_client
 
@@ -172,4 +174,34 @@ class SandboxAgentWorkflow:
                 type=type(e).__name__,
                 non_retryable=True,
             ) from e
+        except (ActivityError, AgentsWorkflowError) as e:
+            # A model call or a sandbox operation failed for good: say which,
+            # and why, in the failure the starter and the Web UI show.
+            failed = e if isinstance(e, ActivityError) else e.__cause__
+            if not isinstance(failed, ActivityError) or failed.retry_state not in GAVE_UP:
+                raise  # e.g. the run was cancelled: let it end as cancelled
+            raise ApplicationError(
+                f"The agent could not finish: {describe(failed)}",
+                type="ActivityFailed",
+                non_retryable=True,
+            ) from e
         return result.final_output_as(str, raise_if_incorrect_type=True)
+
+
+# How an activity that Temporal stopped retrying failed, in words.
+GAVE_UP: dict[RetryState | None, str] = {
+    RetryState.NON_RETRYABLE_FAILURE: "failed with an error that retrying cannot fix",
+    RetryState.MAXIMUM_ATTEMPTS_REACHED: "kept failing until its retries ran out",
+    RetryState.TIMEOUT: "timed out",
+}
+
+
+def describe(error: ActivityError) -> str:
+    """One line a person can act on: which step failed, how, and the reason."""
+    reason: BaseException = error
+    while reason.__cause__ is not None:
+        reason = reason.__cause__
+    message = getattr(reason, "message", str(reason))
+    name = error.activity_type
+    step = f"the sandbox operation {name}" if "-sandbox_" in name else "the model call"
+    return f"{step} {GAVE_UP[error.retry_state]}: {message}"

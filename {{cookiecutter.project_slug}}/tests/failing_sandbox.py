@@ -1,0 +1,44 @@
+"""A local sandbox that fails on cue, as a remote one whose service hiccups
+or refuses would."""
+
+from collections.abc import Sequence
+
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from agents.sandbox.session.sandbox_session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+
+
+class FailingSandbox(UnixLocalSandboxClient):
+    """Raises the given errors, one per attempt, when creating the session
+    or running a command; then behaves as the real local sandbox."""
+
+    def __init__(
+        self,
+        *,
+        create_errors: Sequence[Exception] = (),
+        command_errors: Sequence[Exception] = (),
+    ) -> None:
+        super().__init__(inherit_host_environment=False)
+        self.create_errors = list(create_errors)
+        self.command_errors = list(command_errors)
+        self.commands_attempted = 0
+
+    async def create(self, **kwargs: object) -> SandboxSession:
+        if self.create_errors:
+            raise self.create_errors.pop(0)
+        return self._failing_commands(await super().create(**kwargs))  # type: ignore[arg-type]
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        return self._failing_commands(await super().resume(state))
+
+    def _failing_commands(self, session: SandboxSession) -> SandboxSession:
+        run_command = session.pty_exec_start
+
+        async def pty_exec_start(*args: object, **kwargs: object) -> object:
+            self.commands_attempted += 1
+            if self.command_errors:
+                raise self.command_errors.pop(0)
+            return await run_command(*args, **kwargs)  # type: ignore[arg-type]
+
+        session.pty_exec_start = pty_exec_start  # type: ignore[method-assign,assignment]
+        return session

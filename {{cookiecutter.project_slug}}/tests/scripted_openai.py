@@ -1,0 +1,119 @@
+"""A scripted OpenAI-compatible HTTP server, so the real ``openai`` client and
+the real model activity can run without an API key or a network.
+
+It serves the one endpoint the SDK's default model calls, the Responses API
+(``POST /v1/responses``), and answers exactly as ``ScriptedModel`` does: it
+counts the tool outputs in the request's input items and asks for the next
+command, or answers with the last output. Point ``OPENAI_BASE_URL`` at
+``server.url``.
+"""
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .scripted_model import tool_outputs
+
+
+class ScriptedOpenAIServer:
+    def __init__(self, commands: Sequence[str], *, error_status: int | None = None) -> None:
+        self.commands = list(commands)
+        # Answer every request with this HTTP error instead (e.g. 401: a bad key).
+        self.error_status = error_status
+        self.requests = 0
+        # Set hold_at_step to hold the request made after that many commands
+        # until release is set; reached is set when it arrives.
+        self.hold_at_step: int | None = None
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}/v1"
+
+    def respond(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.requests += 1
+        if self.error_status is not None:
+            return self.error_status, {
+                "error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}
+            }
+        outputs = tool_outputs(request.get("input", []))
+        step = len(outputs)
+        if step == self.hold_at_step:
+            self.reached.set()
+            self.release.wait()
+            self.hold_at_step = None
+        if step < len(self.commands):
+            item: dict[str, Any] = {
+                "type": "function_call",
+                "id": f"fc_{step}",
+                "call_id": f"call_{step}",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": self.commands[step]}),
+                "status": "completed",
+            }
+        else:
+            text = outputs[-1] if outputs else "nothing to do"
+            item = {
+                "type": "message",
+                "id": f"msg_{step}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        return 200, {
+            "id": f"resp_{self.requests}",
+            "object": "response",
+            "created_at": 0,
+            "model": request.get("model", "scripted"),
+            "status": "completed",
+            "output": [item],
+            "parallel_tool_calls": False,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                if self.path.rstrip("/") != "/v1/responses":
+                    self.send_error(404)
+                    return
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status, reply = server.respond(json.loads(body))
+                data = json.dumps(reply).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client is gone (a worker that was killed)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+@contextmanager
+def scripted_openai_server(
+    commands: Sequence[str], *, error_status: int | None = None
+) -> Iterator[ScriptedOpenAIServer]:
+    server = ScriptedOpenAIServer(commands, error_status=error_status)
+    thread = threading.Thread(target=server._server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.release.set()
+        server._server.shutdown()
+        server._server.server_close()

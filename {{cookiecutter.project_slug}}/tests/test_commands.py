@@ -1,0 +1,174 @@
+"""The worker and the starter as a user runs them.
+
+The test marked ``process`` runs them as separate processes against the dev
+server, with the real ``openai`` client talking to a scripted
+OpenAI-compatible server. Starting each process costs seconds, so it is left
+out of a plain ``uv run pytest``; run it with ``uv run pytest -m process``."""
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from {{ cookiecutter.package_name }} import (
+    starter,
+    worker,
+)
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
+)
+
+from .scripted_openai import scripted_openai_server
+
+PROJECT = Path(__file__).resolve().parents[1]
+{%- if cookiecutter.sandbox_backend == "local" %}
+WORKER = [sys.executable, "-m", "{{ cookiecutter.package_name }}.worker"]
+{%- else %}
+# The real worker needs the remote sandbox, which tests cannot reach; this
+# runs the same worker with a local sandbox standing in for it.
+WORKER = [sys.executable, "-m", "tests.stand_in_worker"]
+{%- endif %}
+STARTER = [sys.executable, "-m", "{{ cookiecutter.package_name }}.starter"]
+WRITE_THEN_READ = [
+    "printf 'written before the kill\\n' > note.txt",
+    "cat note.txt",
+]
+
+
+def service_environment(temporal_address: str, model_url: str) -> dict[str, str]:
+    """What a user exports before running the worker or the starter."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    environment.update(
+        TEMPORAL_ADDRESS=temporal_address,
+        OPENAI_BASE_URL=model_url,
+        OPENAI_API_KEY="dummy",
+        PYTHONUNBUFFERED="1",
+    )
+    return environment
+
+
+class Service:
+    """One process of the service, its output collected as it comes."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.output: list[str] = []
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        async for line in self.process.stdout:
+            self.output.append(line.decode(errors="replace").rstrip("\n"))
+
+    async def wait_for(self, text: str, timeout: float = 60) -> None:
+        async with asyncio.timeout(timeout):
+            while not any(text in line for line in self.output):
+                if self._reader.done():
+                    raise AssertionError(f"exited before printing {text!r}: {self.output}")
+                await asyncio.sleep(0.05)
+
+    async def exit_status(self, timeout: float = 90) -> int:
+        async with asyncio.timeout(timeout):
+            status = await self.process.wait()
+            await self._reader
+        return status
+
+
+@asynccontextmanager
+async def service(command: list[str], environment: dict[str, str]) -> AsyncIterator[Service]:
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        cwd=PROJECT,
+        env=environment,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        yield Service(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.process
+async def test_a_run_survives_its_worker_being_killed_and_the_starter_prints_the_answer(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    with scripted_openai_server(WRITE_THEN_READ) as model:
+        # The model holds its answer to the first command's output until the
+        # worker that asked for it has been killed.
+        model.hold_at_step = 1
+        environment = service_environment(address, model.url)
+        async with (
+            service(WORKER, environment) as first_worker,
+            service(STARTER + ["Write a note, then read it."], environment) as asking,
+        ):
+            # The first command has run; the worker is waiting for the model.
+            assert await asyncio.to_thread(model.reached.wait, 120), asking.output
+            first_worker.process.send_signal(signal.SIGKILL)
+            assert await first_worker.exit_status() == -signal.SIGKILL
+            model.release.set()
+
+            async with service(WORKER, environment) as second_worker:
+                status = await asking.exit_status()
+                # Ctrl+C or SIGTERM stops a worker cleanly.
+                second_worker.process.send_signal(signal.SIGTERM)
+                stopped = await second_worker.exit_status()
+
+    assert status == 0, asking.output
+    assert asking.output[0].startswith("Started workflow ")
+    assert "written before the kill" in asking.output
+    assert stopped == 0, second_worker.output
+    assert second_worker.output[-1] == "Worker stopped."
+
+
+def test_the_starter_says_in_one_line_where_it_could_not_connect(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    address = f"127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
+    monkeypatch.setattr(sys, "argv", ["starter", "Say hello."])
+    with pytest.raises(SystemExit) as exited:
+        starter.main()
+
+    printed = capsys.readouterr()
+    assert exited.value.code == 2
+    assert printed.out == ""
+    [line] = printed.err.splitlines()
+    assert line.startswith(f"Cannot reach Temporal at {address} ")
+    assert "temporal server start-dev" in line
+
+
+def test_the_worker_refuses_to_start_when_its_sandbox_backend_cannot_be_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken_backend() -> None:
+        raise RuntimeError("no credentials found")
+
+    monkeypatch.setattr(worker.{{ cookiecutter.sandbox_backend }}, "sandbox_client", broken_backend)
+    # Credentials are checked first (test_configuration.py); assume they are set.
+    monkeypatch.setattr(worker, "missing_credentials", lambda environ: None)
+    # Nothing listens here: had the worker tried to connect first, it would
+    # have failed with a different message.
+    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
+    with pytest.raises(SystemExit) as refused:
+        worker.main()
+
+    assert str(refused.value.code) == (
+        f"Cannot start the {SANDBOX_PROVIDER!r} sandbox backend: RuntimeError: no credentials found"
+    )

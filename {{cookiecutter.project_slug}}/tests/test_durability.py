@@ -1,0 +1,120 @@
+"""A run outlives the worker that started it: it resumes on another worker,
+against the same sandbox session, and its history replays step for step."""
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from agents import ModelResponse
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
+)
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+from {{ cookiecutter.package_name }}.worker import (
+    agents_plugin,
+)
+from {{ cookiecutter.package_name }}.workflow import (
+    SandboxAgentWorkflow,
+)
+
+from .scripted_model import ScriptedModel, tool_outputs
+from .support import activity_attempts, running_worker, sandbox_for_tests
+
+# A worker that drops a workflow from its cache (always, with no cache) leaves
+# the agent's coroutines to the garbage collector, and the agents SDK reports
+# them being closed that way. It is noise, not a failure.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <coroutine object:pytest.PytestUnraisableExceptionWarning"
+)
+
+WRITE_THEN_READ = [
+    "printf 'written before the restart\\n' > note.txt",
+    "cat note.txt",
+]
+COMMAND = f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+
+
+class StallsAfterTheFirstCommand(ScriptedModel):
+    """Runs the first command, then never answers again: the worker it runs
+    on goes away while it waits, as a crashed or redeployed worker would."""
+
+    def __init__(self, commands: list[str]) -> None:
+        super().__init__(commands)
+        self.first_command_done = asyncio.Event()
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        if tool_outputs(input):
+            self.first_command_done.set()
+            await asyncio.Future()  # until the worker stops and cancels it
+        return await super().get_response(system_instructions, input, *args, **kwargs)
+
+
+async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sandbox(
+    temporal_client: Client,
+) -> None:
+    stalling = StallsAfterTheFirstCommand(WRITE_THEN_READ)
+    async with running_worker(
+        temporal_client,
+        stalling,
+        identity="first-worker",
+        # Stop at once, cancelling the model call in flight, as a crash would.
+        graceful_shutdown_timeout=timedelta(0),
+    ) as (client, _):
+        handle = await start(client, "Write a note, then read it back.")
+        await stalling.first_command_done.wait()
+
+    # A fresh worker with a fresh model: nothing carried over in memory.
+    async with running_worker(
+        temporal_client, ScriptedModel(WRITE_THEN_READ), identity="second-worker"
+    ):
+        answer = await handle.result()
+
+    # The second command saw the file the first one wrote...
+    assert "written before the restart" in answer
+    attempts = await activity_attempts(handle)
+    commands = [a.worker for a in attempts if a.name == COMMAND]
+    # ...even though each ran on a different worker...
+    assert commands == ["first-worker", "second-worker"]
+    # ...because the sandbox session was created once and resumed.
+    creates = [a for a in attempts if a.name == f"{SANDBOX_PROVIDER}-sandbox_client_create"]
+    assert len(creates) == 1
+
+
+async def test_a_run_completes_when_every_step_is_replayed_from_history(
+    temporal_client: Client,
+) -> None:
+    # With no workflow cache, the worker rebuilds the workflow from its
+    # history before every step: any non-determinism would fail the run.
+    async with running_worker(
+        temporal_client, ScriptedModel(WRITE_THEN_READ), max_cached_workflows=0
+    ) as (client, _):
+        handle = await start(client, "Write a note, then read it back.")
+        answer = await handle.result()
+
+    assert "written before the restart" in answer
+
+
+async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
+    temporal_client: Client,
+) -> None:
+    async with running_worker(temporal_client, ScriptedModel(WRITE_THEN_READ)) as (client, _):
+        handle = await start(client, "Write a note, then read it back.")
+        await handle.result()
+    history = await handle.fetch_history()
+
+    replayer = Replayer(
+        workflows=[SandboxAgentWorkflow],
+        plugins=[agents_plugin(sandbox=sandbox_for_tests())],
+    )
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+
+    assert replayed.replay_failure is None
+    assert len(history.events) > 10

@@ -1,0 +1,212 @@
+"""A run that cannot finish fails, with a reason a person can read; it never
+hangs. A failure that goes away is retried, and the run completes."""
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import OpenAIResponsesModel
+from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
+from openai import AsyncOpenAI
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+
+from {{ cookiecutter.package_name }}.shared import (
+    MAX_TURNS,
+    MODEL,
+    SANDBOX_PROVIDER,
+    WORKFLOW_EXECUTION_TIMEOUT,
+)
+from {{ cookiecutter.package_name }}.starter import (
+    run,
+    start,
+)
+from {{ cookiecutter.package_name }}.worker import (
+    MODEL_RETRY_POLICY,
+)
+
+from .failing_sandbox import FailingSandbox
+from .scripted_model import ScriptedModel
+from .scripted_openai import scripted_openai_server
+from .support import activity_attempts, running_worker
+
+
+async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
+    """The reason the run failed, as the starter prints it."""
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    return str(getattr(failed.value.cause, "message", failed.value.cause))
+
+
+def openai_model(base_url: str) -> OpenAIResponsesModel:
+    """The SDK's real default model, talking to a scripted server."""
+    client = AsyncOpenAI(base_url=base_url, api_key="dummy", max_retries=0)
+    return OpenAIResponsesModel(MODEL, client)
+
+
+def unreachable_image() -> WorkspaceStartError:
+    return WorkspaceStartError(
+        path=Path("/workspace"), message="the sandbox image does not exist", retryable=False
+    )
+
+
+async def test_every_run_has_an_execution_timeout_as_a_backstop(
+    temporal_client: Client,
+) -> None:
+    async with running_worker(temporal_client, ScriptedModel(["true"])) as (client, _):
+        handle = await start(client, "Do nothing.")
+        description = await handle.describe()
+        await handle.result()
+
+    config = description.raw_description.execution_config
+    assert config.workflow_execution_timeout.ToTimedelta() == WORKFLOW_EXECUTION_TIMEOUT
+
+
+async def test_a_run_that_exceeds_its_turn_budget_fails_saying_so(
+    temporal_client: Client,
+) -> None:
+    endless = ScriptedModel(["true"] * (MAX_TURNS + 1))
+    async with running_worker(temporal_client, endless) as (client, _):
+        handle = await start(client, "Keep going.")
+        reason = await failure_of(handle)
+
+    assert reason == f"The agent could not finish: Max turns ({MAX_TURNS}) exceeded"
+
+
+async def test_a_model_that_rejects_the_api_key_fails_the_run_without_retrying(
+    temporal_client: Client,
+) -> None:
+    with scripted_openai_server([], error_status=401) as server:
+        async with running_worker(temporal_client, openai_model(server.url)) as (client, _):
+            handle = await start(client, "Say hello.")
+            reason = await failure_of(handle)
+
+    assert reason.startswith(
+        "The agent could not finish: the model call failed with an error that retrying cannot fix:"
+    )
+    assert "401" in reason and "Incorrect API key provided" in reason
+    assert server.requests == 1
+
+
+async def test_a_model_that_keeps_failing_fails_the_run_when_its_retries_run_out(
+    temporal_client: Client,
+) -> None:
+    # The service's retry policy gives up after a fixed number of attempts;
+    # the test gives up after two, and without the waits, to stay quick.
+    assert MODEL_RETRY_POLICY.maximum_attempts > 0
+    quick = dataclasses.replace(
+        MODEL_RETRY_POLICY,
+        initial_interval=timedelta(milliseconds=10),
+        maximum_interval=timedelta(milliseconds=10),
+        maximum_attempts=2,
+    )
+    with scripted_openai_server([], error_status=503) as server:
+        async with running_worker(
+            temporal_client, openai_model(server.url), model_retry_policy=quick
+        ) as (client, _):
+            handle = await start(client, "Say hello.")
+            reason = await failure_of(handle)
+
+    assert reason.startswith(
+        "The agent could not finish: the model call kept failing until its retries ran out:"
+    )
+    assert "503" in reason
+    assert server.requests == 2
+
+
+async def test_a_sandbox_that_cannot_be_created_fails_the_run_without_retrying(
+    temporal_client: Client,
+) -> None:
+    sandbox = FailingSandbox(create_errors=[unreachable_image()])
+    async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox) as (client, _):
+        handle = await start(client, "Do nothing.")
+        reason = await failure_of(handle)
+
+    assert reason == (
+        f"The agent could not finish: the sandbox operation {SANDBOX_PROVIDER}-sandbox_client_create"
+        " failed with an error that retrying cannot fix: the sandbox image does not exist"
+    )
+    assert sandbox.create_errors == []
+
+
+async def test_a_command_the_sandbox_marks_as_terminal_fails_the_run_without_retrying(
+    temporal_client: Client,
+) -> None:
+    broken = ExecTransportError(
+        command=["true"], message="the sandbox was deleted", retryable=False
+    )
+    sandbox = FailingSandbox(command_errors=[broken])
+    async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox) as (client, _):
+        handle = await start(client, "Do nothing.")
+        reason = await failure_of(handle)
+
+    assert reason == (
+        f"The agent could not finish: the sandbox operation {SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+        " failed with an error that retrying cannot fix: the sandbox was deleted"
+    )
+    assert sandbox.commands_attempted == 1
+
+
+async def test_a_command_that_fails_once_is_retried_and_the_run_completes(
+    temporal_client: Client,
+) -> None:
+    hiccup = ExecTransportError(command=["echo"], message="connection reset", retryable=True)
+    sandbox = FailingSandbox(command_errors=[hiccup])
+    async with running_worker(temporal_client, ScriptedModel(["echo $((6 * 7))"]), sandbox) as (
+        client,
+        _,
+    ):
+        handle = await start(client, "Multiply six by seven in the shell.")
+        answer = await handle.result()
+
+    assert "42" in answer
+    commands = [
+        a.attempt
+        for a in await activity_attempts(handle)
+        if a.name == f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+    ]
+    assert commands == [2]
+    assert sandbox.commands_attempted == 2
+
+
+async def test_a_sandbox_that_fails_to_start_once_is_retried_and_the_run_completes(
+    temporal_client: Client,
+) -> None:
+    hiccup = WorkspaceStartError(path=Path("/workspace"), message="busy", retryable=True)
+    sandbox = FailingSandbox(create_errors=[hiccup])
+    async with running_worker(temporal_client, ScriptedModel(["echo ready"]), sandbox) as (
+        client,
+        _,
+    ):
+        handle = await start(client, "Say ready from the shell.")
+        answer = await handle.result()
+
+    assert "ready" in answer
+    creates = [
+        a.attempt
+        for a in await activity_attempts(handle)
+        if a.name == f"{SANDBOX_PROVIDER}-sandbox_client_create"
+    ]
+    assert creates == [2]
+
+
+async def test_the_starter_prints_why_a_run_failed_and_exits_1(
+    temporal_client: Client,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
+    sandbox = FailingSandbox(create_errors=[unreachable_image()])
+    async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox):
+        status = await run("Do nothing.")
+
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1
+    assert len(err) == 1
+    assert err[0].startswith("Workflow ")
+    assert err[0].endswith(
+        " failed: The agent could not finish: the sandbox operation "
+        f"{SANDBOX_PROVIDER}-sandbox_client_create failed with an error that retrying cannot fix:"
+        " the sandbox image does not exist"
+    )

@@ -1,0 +1,87 @@
+"""The sandbox gets what the run needs and nothing else, and a run leaves
+nothing behind on the worker: no workspace, no snapshot."""
+
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from agents.sandbox.errors import ExecTransportError
+from temporalio.client import Client, WorkflowFailureError
+
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+
+from .failing_sandbox import FailingSandbox
+from .scripted_model import ScriptedModel
+from .support import running_worker
+
+
+@dataclass
+class WorkerDisk:
+    temp: Path  # where the sandbox makes its workspace (the system temp dir)
+    state: Path  # where the SDK writes workspace snapshots by default
+
+    def leftovers(self) -> list[Path]:
+        return sorted(p for root in (self.temp, self.state) for p in root.rglob("*"))
+
+
+@pytest.fixture
+def worker_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkerDisk]:
+    """The worker's temp dir and snapshot dir, pointed at empty dirs to watch."""
+    disk = WorkerDisk(temp=tmp_path / "tmp", state=tmp_path / "state")
+    disk.temp.mkdir()
+    disk.state.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(disk.temp))
+    monkeypatch.setenv("XDG_STATE_HOME", str(disk.state))
+    yield disk
+
+{%- if cookiecutter.sandbox_backend == "local" %}
+
+
+async def test_the_sandbox_shell_does_not_see_the_workers_environment(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-worker-secret-canary")
+    monkeypatch.setenv("WORKER_ONLY_SETTING", "worker-only-canary")
+    async with running_worker(temporal_client, ScriptedModel(["env"])) as (client, _):
+        handle = await start(client, "Show me your environment.")
+        environment = await handle.result()
+
+    assert "PATH=" in environment  # the command did run and print the environment
+    assert "OPENAI_API_KEY" not in environment
+    assert "sk-worker-secret-canary" not in environment
+    assert "worker-only-canary" not in environment
+{%- endif %}
+
+
+async def test_a_run_removes_its_workspace_and_writes_no_snapshot(
+    temporal_client: Client, worker_disk: WorkerDisk
+) -> None:
+    model = ScriptedModel(["echo draft > draft.txt && pwd"])
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await start(client, "Write a draft and tell me where it is.")
+        answer = await handle.result()
+
+    # The workspace was a fresh directory in the watched temp dir...
+    assert f"{worker_disk.temp}/sandbox-local-" in answer
+    # ...and the run removed it, and wrote no snapshot.
+    assert worker_disk.leftovers() == []
+
+
+async def test_a_failed_run_removes_its_workspace_too(
+    temporal_client: Client, worker_disk: WorkerDisk
+) -> None:
+    broken = ExecTransportError(
+        command=["true"], message="the sandbox was deleted", retryable=False
+    )
+    sandbox = FailingSandbox(command_errors=[broken])
+    async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox) as (client, _):
+        handle = await start(client, "Do nothing.")
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+
+    assert sandbox.commands_attempted == 1  # the workspace existed when the run failed
+    assert worker_disk.leftovers() == []
