@@ -2,6 +2,7 @@
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from agents import Model
 {%- if cookiecutter.sandbox_backend != "local" %}
@@ -23,7 +24,7 @@ from {{ cookiecutter.package_name }}.worker import (
 )
 
 
-def sandbox_for_tests() -> BaseSandboxClient:
+def sandbox_for_tests() -> BaseSandboxClient[Any]:
 {%- if cookiecutter.sandbox_backend == "local" %}
     """The service's own local sandbox: real commands in a real temp dir."""
     return sandbox_client()
@@ -39,7 +40,7 @@ def sandbox_for_tests() -> BaseSandboxClient:
 async def running_worker(
     client: Client,
     model: Model,
-    sandbox: BaseSandboxClient | None = None,
+    sandbox: BaseSandboxClient[Any] | None = None,
     **worker_options: object,
 ) -> AsyncIterator[tuple[Client, Worker]]:
     """Run the service's worker with a scripted model; yield a client whose

@@ -7,10 +7,12 @@ Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
 Temporal hands it to the next worker on the same task queue.
 """
 
+import argparse
 import asyncio
 import signal
 import sys
 from datetime import timedelta
+from typing import Any
 
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
@@ -42,7 +44,7 @@ SHUTDOWN_GRACE = timedelta(seconds=30)
 
 
 def agents_plugin(
-    sandbox: BaseSandboxClient | None = None,
+    sandbox: BaseSandboxClient[Any] | None = None,
     model_provider: ModelProvider | None = None,
 ) -> OpenAIAgentsPlugin:
     """The plugin that runs model calls and sandbox operations as activities.
@@ -93,6 +95,7 @@ async def run_worker() -> None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args()
     try:
         asyncio.run(run_worker())
     except ConnectionFailed as e:
