@@ -9,6 +9,7 @@ from pathlib import Path
 
 BACKEND = {{ cookiecutter.sandbox_backend | tojson }}
 PACKAGE = Path("src") / {{ cookiecutter.package_name | tojson }}
+LICENSE = {{ cookiecutter.license | tojson }}
 
 
 def remove_unused_backends(package: Path, backend: str) -> None:
@@ -17,5 +18,12 @@ def remove_unused_backends(package: Path, backend: str) -> None:
             module.unlink()
 
 
+def remove_license_file(license_name: str) -> None:
+    # "none" means all rights reserved: no license text at all.
+    if license_name == "none":
+        Path("LICENSE").unlink()
+
+
 if __name__ == "__main__":
     remove_unused_backends(PACKAGE, BACKEND)
+    remove_license_file(LICENSE)
