@@ -9,7 +9,9 @@ BAD_INPUTS = [
     pytest.param({"package_name": "class"}, "package_name='class'", id="package-keyword"),
     pytest.param({"package_name": "json"}, "package_name='json'", id="package-shadows-stdlib"),
     pytest.param({"package_name": "agents"}, "package_name='agents'", id="package-shadows-sdk"),
-    pytest.param({"sandbox_provider_name": "my sandbox"}, "sandbox_provider_name='my sandbox'", id="provider-space"),
+    pytest.param(
+        {"sandbox_provider_name": "my sandbox"}, "sandbox_provider_name='my sandbox'", id="provider-space"
+    ),
     pytest.param({"sandbox_provider_name": "Local"}, "sandbox_provider_name='Local'", id="provider-uppercase"),
     pytest.param({"sandbox_provider_name": "a.b"}, "sandbox_provider_name='a.b'", id="provider-dot"),
     pytest.param({"sandbox_provider_name": "x" * 41}, "sandbox_provider_name='xxxx", id="provider-too-long"),

@@ -93,9 +93,4 @@ def test_quotes_backslashes_unicode_and_braces_cannot_inject(bake) -> None:
     assert found.returncode == 0, found.stderr
     assert 'Évil "Agent" \\ {{ x }}\'s' in found.stdout
     assert 'import os; os.system("echo pwned")  # {{ }} \\' in found.stdout
-    assert (
-        "pwned"
-        not in project.run(
-            "python3", "-c", f"import runpy; runpy.run_path({str(project.package / '__init__.py')!r})"
-        ).stdout
-    )
+    assert "pwned" not in project.run("python3", "-c", f"import runpy; runpy.run_path({str(project.package / '__init__.py')!r})").stdout
