@@ -30,7 +30,13 @@ def test_generated_suite_types_and_hooks_pass(bake, answers: dict[str, object]) 
     for command in (["git", "init", "-q"], ["git", "add", "-A"]):
         assert project.run(*command).returncode == 0
     hooks = project.run(
-        tool("pre-commit"), "run", "--all-files", PRE_COMMIT_HOME=str(project.path / ".git" / "pre-commit")
+        tool("uv"),
+        "run",
+        "--no-sync",
+        "pre-commit",
+        "run",
+        "--all-files",
+        PRE_COMMIT_HOME=str(project.path / ".git" / "pre-commit"),
     )
     assert hooks.returncode == 0, hooks.stdout + hooks.stderr
     for hook in ("ruff check", "ruff format", "mypy"):

@@ -25,12 +25,14 @@ SCRIPTS = Path(sys.executable).parent
 
 
 @pytest.fixture
-def starter_env(temporal_client: Client, monkeypatch: pytest.MonkeyPatch) -> Client:
-    """Point the starter's own connection at the test server."""
+def starter_env(temporal_client: Client, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Client:
+    """Point the starter's own connection at the test server, whatever this
+    machine's own Temporal settings are."""
+    for name in ("TEMPORAL_PROFILE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_UI_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path / "absent.toml"))
     monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
     monkeypatch.setenv("TEMPORAL_NAMESPACE", temporal_client.namespace)
-    monkeypatch.delenv("TEMPORAL_PROFILE", raising=False)
-    monkeypatch.delenv("TEMPORAL_UI_URL", raising=False)
     return temporal_client
 
 
