@@ -28,7 +28,7 @@ COMBINATIONS = [
         {
             "sandbox_backend": "daytona",
             "project_name": "Data Cleaner",
-            "sandbox_provider_name": "daytona_eu",
+            "sandbox_provider_name": "daytona-eu_1",
             "python_version": "3.13",
             "model_name": "gpt-5.2",
             "license": "none",

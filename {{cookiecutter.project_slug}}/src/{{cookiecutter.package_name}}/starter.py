@@ -149,9 +149,10 @@ class Progress:
         if name.startswith(MODEL_ACTIVITY_PREFIX):
             self.turns += 1
             return f"model    turn {self.turns}"
-        provider, _, operation = name.partition("-")
-        if provider != SANDBOX_PROVIDER:
+        prefix = f"{SANDBOX_PROVIDER}-"
+        if not name.startswith(prefix):
             return f"activity {name}"
+        operation = name.removeprefix(prefix)
         arguments = await self._arguments(event)
         if operation in SANDBOX_COMMANDS:
             command = arguments.get("command") or ["?"]
