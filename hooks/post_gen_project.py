@@ -16,6 +16,7 @@ BACKENDS = [
 HAS_SECRETS = any(name.strip() for name in {{ cookiecutter.sandbox_secret_env_vars | tojson }}.split(","))
 PACKAGE = Path("src") / {{ cookiecutter.package_name | tojson }}
 TESTS = Path("tests")
+LICENSE = {{ cookiecutter.license | tojson }}
 
 
 def remove_unused_backends(package: Path, backends: list[str]) -> None:
@@ -35,6 +36,13 @@ def remove_unused_tests(tests: Path, backends: list[str], has_secrets: bool) -> 
         (tests / "stand_in_worker.py").unlink()
 
 
+def remove_license_file(license_name: str) -> None:
+    # "none" means all rights reserved: no license text at all.
+    if license_name == "none":
+        Path("LICENSE").unlink()
+
+
 if __name__ == "__main__":
     remove_unused_backends(PACKAGE, BACKENDS)
     remove_unused_tests(TESTS, BACKENDS, HAS_SECRETS)
+    remove_license_file(LICENSE)

@@ -37,6 +37,8 @@ ANSWERS = {
     "max_turns": {{ cookiecutter.max_turns | tojson }},
     "model_name": {{ cookiecutter.model_name | tojson }},
     "python_version": {{ cookiecutter.python_version | tojson }},
+    "author_name": {{ cookiecutter.author_name | tojson }},
+    "license": {{ cookiecutter.license | tojson }},
 }
 
 BACKENDS = ("local", "daytona", "e2b")
@@ -44,6 +46,7 @@ PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 E2B_SANDBOX_TYPES = ("e2b", "e2b_code_interpreter")
 E2B_ON_TIMEOUT = ("kill", "pause")
 ENV_VAR_NAME = r"[A-Z_][A-Z0-9_]*"
+LICENSES = ("MIT", "Apache-2.0", "none")
 
 # Top-level modules the generated service imports; a package with one of
 # these names would shadow it.
@@ -214,9 +217,9 @@ def check_secrets(answers: dict[str, object]) -> None:
 
 
 def check(answers: dict[str, object]) -> None:
-    for variable in ("project_name", "description"):
+    for variable in ("project_name", "description", "author_name"):
         text = str(answers[variable])
-        if not text.strip() and variable == "project_name":
+        if not text.strip() and variable in ("project_name", "author_name"):
             fail(variable, text, "it must not be empty")
         if any(ord(ch) < 32 for ch in text):
             fail(variable, text, "it must be a single line without control characters")
@@ -236,6 +239,8 @@ def check(answers: dict[str, object]) -> None:
 
     if answers["sandbox_backend"] not in BACKENDS:
         fail("sandbox_backend", answers["sandbox_backend"], f"choose one of {', '.join(BACKENDS)}")
+    if answers["license"] not in LICENSES:
+        fail("license", answers["license"], f"choose one of {', '.join(LICENSES)}")
     if answers["python_version"] not in PYTHON_VERSIONS:
         fail("python_version", answers["python_version"], f"choose one of {', '.join(PYTHON_VERSIONS)}")
 

@@ -48,7 +48,7 @@ class BakedProject:
 
     def files(self) -> list[Path]:
         """The files the template rendered (not those an install or a test run adds)."""
-        made_later = {".venv", ".pytest_cache", ".ruff_cache", ".mypy_cache", "__pycache__", "uv.lock"}
+        made_later = {".venv", ".pytest_cache", ".ruff_cache", ".mypy_cache", "__pycache__", "uv.lock", ".git"}
         return sorted(
             p for p in self.path.rglob("*") if p.is_file() and not made_later & set(p.relative_to(self.path).parts)
         )

@@ -104,6 +104,8 @@ BAD_INPUTS = [
     pytest.param(
         {"sandbox_secret_env_vars": "TOKEN, TOKEN"}, "sandbox_secret_env_vars='TOKEN, TOKEN'", id="secret-twice"
     ),
+    pytest.param({"author_name": " "}, "author_name=' '", id="empty-author"),
+    pytest.param({"author_name": "Acme\nInc"}, "author_name='Acme\\nInc'", id="author-two-lines"),
 ]
 
 

@@ -1,14 +1,15 @@
-"""Each combination's own test suite installs and passes, offline, no API key."""
+"""Each combination's own checks pass, offline, with no API key: its test suite,
+its type checker (mypy, strict) and its pre-commit hooks, after one install."""
 
 import pytest
 
-from .baked import BakedProject, find_python
+from .baked import BakedProject, find_python, tool
 from .combinations import COMBINATIONS
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("answers", COMBINATIONS)
-def test_generated_suite_passes(bake, answers: dict[str, object]) -> None:
+def test_generated_suite_types_and_hooks_pass(bake, answers: dict[str, object]) -> None:
     project: BakedProject = bake(answers)
     version = str(project.context["python_version"])
     if find_python(version) is None:
@@ -22,3 +23,25 @@ def test_generated_suite_passes(bake, answers: dict[str, object]) -> None:
     tests = project.run_tests("-m", "process or not process", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9")
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert " passed" in tests.stdout and "failed" not in tests.stdout
+
+    types = project.run(tool("uv"), "run", "--no-sync", "mypy", "src", "tests")
+    assert types.returncode == 0, types.stdout + types.stderr
+    assert types.stdout.startswith("Success: no issues found")
+
+    # The hooks run on a repository's tracked files, as they would on a commit.
+    for command in (["git", "init", "-q"], ["git", "add", "-A"]):
+        assert project.run(*command).returncode == 0
+    hooks = project.run(
+        tool("uv"),
+        "run",
+        "--no-sync",
+        "pre-commit",
+        "run",
+        "--all-files",
+        PRE_COMMIT_HOME=str(project.path / ".git" / "pre-commit"),
+    )
+    assert hooks.returncode == 0, hooks.stdout + hooks.stderr
+    for hook in ("ruff check", "ruff format", "mypy"):
+        assert any(line.startswith(hook) and line.endswith("Passed") for line in hooks.stdout.splitlines()), (
+            hooks.stdout
+        )

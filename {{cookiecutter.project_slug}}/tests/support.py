@@ -83,7 +83,7 @@ def local_stand_in() -> BaseSandboxClient[Any]:
 {%- endif %}
 
 
-def sandbox_for_tests() -> BaseSandboxClient:
+def sandbox_for_tests() -> BaseSandboxClient[Any]:
 {%- if primary == "local" %}
     """The service's own local sandbox: real commands in a real temp dir."""
     return local.sandbox_client()
@@ -136,7 +136,7 @@ class RejectingSandbox(UnixLocalSandboxClient):
 async def running_worker(
     client: Client,
     model: Model,
-    sandbox: BaseSandboxClient | None = None,
+    sandbox: BaseSandboxClient[Any] | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     **worker_options: object,
 ) -> AsyncIterator[tuple[Client, Worker]]:

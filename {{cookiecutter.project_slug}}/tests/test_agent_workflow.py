@@ -1,6 +1,7 @@
 """The agent does real work in a real sandbox, through Temporal activities."""
 
 import uuid
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -20,7 +21,7 @@ from .scripted_model import ScriptedModel
 from .support import running_worker
 
 
-async def activity_types(handle: WorkflowHandle) -> list[str]:
+async def activity_types(handle: WorkflowHandle[Any, Any]) -> list[str]:
     return [
         event.activity_task_scheduled_event_attributes.activity_type.name
         async for event in handle.fetch_history_events()

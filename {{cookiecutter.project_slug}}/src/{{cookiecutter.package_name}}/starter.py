@@ -1,24 +1,50 @@
-"""The starter: asks the agent to do something and prints its answer.
+"""The starter: asks the agent to do something, shows each step as it happens, and prints the answer.
 
-    python -m {{ cookiecutter.package_name }}.starter "Count the files in /etc"
+    {{ cookiecutter.project_slug }}-starter "Count the files in /etc"      # start, follow, print the answer
+    {{ cookiecutter.project_slug }}-starter --no-wait "Count the files"    # start, print id and link, exit
+    {{ cookiecutter.project_slug }}-starter --attach WORKFLOW_ID           # follow a run started earlier
 
-Exit status: 0 when the run completed, 1 when it failed or timed out, 2 when
-the Temporal service could not be reached.
+(``python -m {{ cookiecutter.package_name }}.starter`` is the same command.) It prints the
+workflow id and a link to the run in the Temporal Web UI. The link starts with
+``TEMPORAL_UI_URL`` when that is set; otherwise with https://cloud.temporal.io
+for a Temporal Cloud address, and with the dev server's http://localhost:8233
+for anything else.
+
+Progress is read from the run's history, so it shows what Temporal recorded:
+one line per model turn and per sandbox operation (each shell command with the
+command itself), in the order the workflow scheduled them.
+
+Exit status, for scripts:
+
+    0    the run completed and its answer was printed (with --no-wait: the run was started)
+    1    the run ended without an answer: it failed, timed out, was terminated or cancelled
+    2    the Temporal service could not be reached
+    3    bad usage: an unknown option, or no workflow with the id given to --attach
+    130  interrupted (Ctrl+C) while following; the run itself goes on
 """
 
 import argparse
 import asyncio
+import os
 import sys
 import uuid
+from collections.abc import Sequence
+from typing import Any, NoReturn
+from urllib.parse import quote
 
+from temporalio import exceptions
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.openai_agents import OpenAIAgentsPlugin
+from temporalio.service import RPCError, RPCStatusCode
 
 from {{ cookiecutter.package_name }}.connection import (
     ConnectionFailed,
     connect,
 )
 from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
     TASK_QUEUE,
     WORKFLOW_EXECUTION_TIMEOUT,
 )
@@ -30,6 +56,32 @@ DEFAULT_PROMPT = (
     "Write a file holding the first 20 Fibonacci numbers, one per line, "
     "then tell me how many lines it has and what the last one is."
 )
+
+EXIT_COMPLETED = 0
+EXIT_NOT_COMPLETED = 1
+EXIT_UNREACHABLE = 2
+EXIT_USAGE = 3
+EXIT_INTERRUPTED = 130
+
+DEV_SERVER_UI = "http://localhost:8233"
+CLOUD_UI = "https://cloud.temporal.io"
+CLOUD_HOST_SUFFIXES = (".tmprl.cloud", ".api.temporal.io")
+
+# What the sandbox activities do, in words. Activities not listed here (the
+# "is the command still running?" polls, for instance) are not shown.
+SANDBOX_STEPS = {
+    "sandbox_client_create": "creating the sandbox",
+    "sandbox_client_resume": "resuming the sandbox",
+    "sandbox_session_start": "starting a session",
+    "sandbox_session_read": "reading {path}",
+    "sandbox_session_write": "writing {path}",
+    "sandbox_session_pty_write_stdin": "typing into a running command",
+    "sandbox_session_stop": "stopping the session",
+    "sandbox_client_delete": "removing the sandbox",
+}
+SANDBOX_COMMANDS = ("sandbox_session_exec", "sandbox_session_pty_exec_start")
+MODEL_ACTIVITY_PREFIX = "invoke_model_activity"
+LONGEST_COMMAND_SHOWN = 120
 
 
 async def start(
@@ -45,30 +97,199 @@ async def start(
     )
 
 
-async def run(prompt: str) -> int:
+def web_ui_link(client: Client, workflow_id: str) -> str:
+    """The run's page in the Temporal Web UI."""
+    base = os.environ.get("TEMPORAL_UI_URL")
+    if not base:
+        host = client.service_client.config.target_host.rsplit(":", 1)[0]
+        base = CLOUD_UI if host.endswith(CLOUD_HOST_SUFFIXES) else DEV_SERVER_UI
+    namespace = quote(client.namespace, safe="")
+    return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    if len(line) > LONGEST_COMMAND_SHOWN:
+        line = line[: LONGEST_COMMAND_SHOWN - 3] + "..."
+    return line
+
+
+class Progress:
+    """Turns the events of a run's history into lines a person can follow."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.turns = 0
+        self.steps: dict[int, str] = {}
+
+    async def describe(self, event: HistoryEvent) -> str | None:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            step = await self._scheduled(event)
+            if step is not None:
+                self.steps[event.event_id] = step
+            return step
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+            failed = event.activity_task_failed_event_attributes
+            step = self.steps.get(failed.scheduled_event_id, "a step")
+            return f"! {step}: failed: {failed.failure.message}"
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+            timed_out = event.activity_task_timed_out_event_attributes
+            return f"! {self.steps.get(timed_out.scheduled_event_id, 'a step')}: timed out"
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+            reason = event.workflow_execution_terminated_event_attributes.reason
+            return f"! terminated: {reason or 'no reason given'}"
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            message = event.workflow_task_failed_event_attributes.failure.message
+            return f"! the workflow code failed (Temporal retries it): {message}"
+        return None
+
+    async def _scheduled(self, event: HistoryEvent) -> str | None:
+        attributes = event.activity_task_scheduled_event_attributes
+        name = attributes.activity_type.name
+        if name.startswith(MODEL_ACTIVITY_PREFIX):
+            self.turns += 1
+            return f"model    turn {self.turns}"
+        prefix = f"{SANDBOX_PROVIDER}-"
+        if not name.startswith(prefix):
+            return f"activity {name}"
+        operation = name.removeprefix(prefix)
+        arguments = await self._arguments(event)
+        if operation in SANDBOX_COMMANDS:
+            command = arguments.get("command") or ["?"]
+            return f"sandbox  $ {_one_line(' '.join(str(part) for part in command))}"
+        step = SANDBOX_STEPS.get(operation)
+        if step is None:
+            return None
+        return "sandbox  " + step.format(path=arguments.get("path", "a file"))
+
+    async def _arguments(self, event: HistoryEvent) -> dict[str, Any]:
+        payloads = event.activity_task_scheduled_event_attributes.input.payloads
+        try:
+            values = await self.client.data_converter.decode(payloads)
+        except Exception:
+            # Progress is a convenience: a payload it cannot read (a custom
+            # codec, a new SDK format) only makes the line less detailed.
+            return {}
+        return values[0] if values and isinstance(values[0], dict) else {}
+
+
+def _why_not_completed(error: WorkflowFailureError) -> str:
+    cause = error.cause
+    if isinstance(cause, exceptions.TimeoutError):
+        return "timed out"
+    if isinstance(cause, exceptions.TerminatedError):
+        return "was terminated"
+    if isinstance(cause, exceptions.CancelledError):
+        return "was cancelled"
+    # The workflow's own failure says which step failed and why.
+    return f"failed: {getattr(cause, 'message', None) or cause}"
+
+
+async def follow(client: Client, handle: WorkflowHandle[SandboxAgentWorkflow, str]) -> int:
+    """Print each step of the run as it happens, then its answer; return the exit status."""
+    progress = Progress(client)
+    try:
+        async for event in handle.fetch_history_events(wait_new_event=True):
+            line = await progress.describe(event)
+            if line is not None:
+                print(f"  {line}", flush=True)
+        answer = await handle.result()
+    except WorkflowFailureError as e:
+        print(f"Workflow {handle.id} {_why_not_completed(e)}", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
+    except asyncio.CancelledError:
+        print(
+            f"\nStopped following. The run goes on; follow it again with --attach {handle.id}",
+            file=sys.stderr,
+        )
+        raise
+    print("Answer:")
+    print(answer.rstrip("\n"), flush=True)
+    return EXIT_COMPLETED
+
+
+async def run(prompt: str, wait: bool = True) -> int:
+    """Start a run, print its id and Web UI link, then (unless ``wait`` is
+    false) follow it to its answer. Returns the exit status."""
     try:
         client = await connect(plugins=[OpenAIAgentsPlugin()])
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
-        return 2
+        return EXIT_UNREACHABLE
     handle = await start(client, prompt)
-    print(f"Started workflow {handle.id}", flush=True)
+    print(f"Started workflow {handle.id}")
+    print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
+    if not wait:
+        return EXIT_COMPLETED
+    return await follow(client, handle)
+
+
+async def attach(workflow_id: str) -> int:
+    """Follow a run that was started earlier, from its first step to its answer."""
     try:
-        answer = await handle.result()
-    except WorkflowFailureError as e:
-        # The workflow's own failure says which step failed and why.
-        reason = getattr(e.cause, "message", None) or str(e.cause)
-        print(f"Workflow {handle.id} failed: {reason}", file=sys.stderr)
-        return 1
-    print(answer)
-    return 0
+        client = await connect(plugins=[OpenAIAgentsPlugin()])
+    except ConnectionFailed as e:
+        print(e, file=sys.stderr)
+        return EXIT_UNREACHABLE
+    handle = client.get_workflow_handle_for(SandboxAgentWorkflow.run, workflow_id)
+    try:
+        await handle.describe()
+    except RPCError as e:
+        if e.status != RPCStatusCode.NOT_FOUND:
+            raise
+        print(
+            f"ERROR: --attach {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    print(f"Following workflow {handle.id}")
+    print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
+    return await follow(client, handle)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT, help="what to ask the agent")
-    args = parser.parse_args()
-    sys.exit(asyncio.run(run(args.prompt)))
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse's own status for bad usage (2) would collide with
+        # "cannot reach Temporal".
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    description, _, details = (__doc__ or "").partition("\n")
+    parser = _ArgumentParser(
+        description=description,
+        epilog="Exit status:\n" + details.split("Exit status, for scripts:", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("prompt", nargs="?", help="what to ask the agent (default: a small task)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="start the run, print its id and Web UI link, and exit",
+    )
+    mode.add_argument(
+        "--attach",
+        metavar="WORKFLOW_ID",
+        help="follow a run started earlier instead of starting one",
+    )
+    args = parser.parse_args(argv)
+    if args.attach is not None and args.prompt is not None:
+        parser.error("--attach follows an existing run; it takes no prompt")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_arguments(argv)
+    try:
+        if args.attach is not None:
+            status = asyncio.run(attach(args.attach))
+        else:
+            status = asyncio.run(run(args.prompt or DEFAULT_PROMPT, wait=not args.no_wait))
+    except KeyboardInterrupt:
+        status = EXIT_INTERRUPTED
+    sys.exit(status)
 
 
 if __name__ == "__main__":

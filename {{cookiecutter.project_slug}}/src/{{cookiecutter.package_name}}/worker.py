@@ -14,6 +14,7 @@ lost machine) is noticed when its model call misses a heartbeat
 (``MODEL_HEARTBEAT_TIMEOUT``) or its sandbox operation reaches its timeout.
 """
 
+import argparse
 import asyncio
 import os
 import signal
@@ -114,7 +115,7 @@ def missing_credentials(environ: Mapping[str, str]) -> str | None:
 
 
 def agents_plugin(
-    sandbox: BaseSandboxClient | None = None,
+    sandbox: BaseSandboxClient[Any] | None = None,
     model_provider: ModelProvider | None = None,
 {%- if extras %}
     additional_sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
@@ -206,6 +207,7 @@ async def run_worker() -> None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args()
     # Say what is missing before connecting, instead of failing on the first run.
     problem = missing_credentials(os.environ)
     if problem:

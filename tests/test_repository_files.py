@@ -1,0 +1,142 @@
+"""The generated repository's CI, container, pre-commit and license files.
+
+No Docker engine and no GitHub runner exist here, so these files are checked
+with what does run: hadolint for the Dockerfile, the GitHub-workflow and
+Compose JSON schemas (vendored in check-jsonschema, no download) for the YAML,
+pre-commit's own validator, and the structure each file must have.
+"""
+
+import fnmatch
+import re
+import tomllib
+
+import pytest
+import yaml
+
+from .baked import BakedProject, tool
+from .combinations import COMBINATIONS
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_dockerfile_passes_hadolint(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    lint = project.run(tool("hadolint"), "--no-color", "Dockerfile")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_dockerfile_caches_dependencies_runs_the_worker_unprivileged(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    dockerfile = project.text("Dockerfile")
+    lines = [line.strip() for line in dockerfile.splitlines()]
+    python = project.context["python_version"]
+    assert [line for line in lines if line.startswith("FROM ")] == [
+        f"FROM python:{python}-slim-bookworm AS build",
+        f"FROM python:{python}-slim-bookworm",
+    ]
+    # Dependencies from the lock in a layer of their own, before the source is copied.
+    deps = lines.index("uv sync --locked --no-dev --no-install-project")
+    assert deps < lines.index("COPY . /src") < lines.index("uv sync --locked --no-dev --no-editable")
+    user = re.findall(r"^USER (\S+)$", dockerfile, re.MULTILINE)
+    assert user and user[-1].split(":")[0] not in ("root", "0")
+    scripts = tomllib.loads(project.text("pyproject.toml"))["project"]["scripts"]
+    command = re.search(r'^CMD \["([^"]+)"\]$', dockerfile, re.MULTILINE)
+    assert command and command.group(1) in scripts
+    assert scripts[command.group(1)].endswith(".worker:main")
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_dockerignore_keeps_secrets_out_and_build_inputs_in(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    patterns = [
+        line.strip() for line in project.text(".dockerignore").splitlines() if line.strip() and not line.startswith("#")
+    ]
+
+    def ignored(path: str) -> bool:
+        return any(fnmatch.fnmatch(path, p) or path.startswith(p.rstrip("/") + "/") for p in patterns)
+
+    for needed in ["pyproject.toml", "uv.lock", "README.md", f"src/{project.context['package_name']}/worker.py"]:
+        assert not ignored(needed), needed
+    if (project.path / "LICENSE").exists():
+        assert not ignored("LICENSE")
+    for secret in [".env", ".env.local", ".venv/bin/python", ".git/config"]:
+        assert ignored(secret), secret
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_compose_runs_the_dev_server_and_the_worker(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    schema = project.run(tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", "compose.yaml")
+    assert schema.returncode == 0, schema.stdout + schema.stderr
+
+    services = yaml.safe_load(project.text("compose.yaml"))["services"]
+    assert set(services) == {"temporal", "worker"}
+    temporal = services["temporal"]
+    assert temporal["image"].startswith("temporalio/temporal:")
+    assert temporal["command"] == ["server", "start-dev", "--ip", "0.0.0.0"]
+    assert {"7233:7233", "8233:8233"} <= set(temporal["ports"])
+    worker = services["worker"]
+    assert worker["build"] == "."
+    assert worker["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
+    assert worker["depends_on"]["temporal"]["condition"] == "service_healthy"
+    assert worker["env_file"] == [{"path": ".env", "required": False}]
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    path = ".github/workflows/ci.yml"
+    schema = project.run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", path)
+    assert schema.returncode == 0, schema.stdout + schema.stderr
+
+    workflow = yaml.safe_load(project.text(path))
+    steps = workflow["jobs"]["check"]["steps"]
+    setup_uv = [step for step in steps if str(step.get("uses", "")).startswith("astral-sh/setup-uv@")]
+    assert setup_uv and setup_uv[0]["with"]["python-version"] == project.context["python_version"]
+    commands = [step["run"] for step in steps if "run" in step]
+    assert commands == [
+        "uv sync --locked",
+        "uv run ruff check . && uv run ruff format --check .",
+        "uv run mypy src tests",
+        "uv run pytest",
+    ]
+    assert workflow["permissions"] == {"contents": "read"}
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_pre_commit_runs_ruff_and_mypy(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    valid = project.run(tool("pre-commit"), "validate-config", ".pre-commit-config.yaml")
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+
+    hooks = {
+        hook["id"]: hook
+        for repo in yaml.safe_load(project.text(".pre-commit-config.yaml"))["repos"]
+        for hook in repo["hooks"]
+    }
+    assert hooks["ruff-check"]["entry"].startswith("uv run ruff check")
+    assert hooks["ruff-format"]["entry"] == "uv run ruff format"
+    assert hooks["mypy"]["entry"] == "uv run mypy src tests"
+
+
+@pytest.mark.parametrize("answers", COMBINATIONS)
+def test_license_file_and_metadata_match_the_choice(bake, answers: dict[str, object]) -> None:
+    project: BakedProject = bake(answers)
+    chosen = project.context["license"]
+    metadata = tomllib.loads(project.text("pyproject.toml"))["project"]
+    assert metadata["authors"] == [{"name": project.context["author_name"]}]
+    if chosen == "none":
+        assert not (project.path / "LICENSE").exists()
+        assert "license" not in metadata
+        assert metadata["classifiers"] == ["Private :: Do Not Upload"]
+        return
+    assert metadata["license"] == chosen
+    assert metadata["license-files"] == ["LICENSE"]
+    text = project.text("LICENSE")
+    if chosen == "MIT":
+        assert text.startswith("MIT License\n\nCopyright (c) ")
+        assert text.splitlines()[2].endswith(f" {project.context['author_name']}")
+    else:
+        assert text.lstrip().startswith("Apache License\n")
+        assert "Version 2.0, January 2004" in text
+    assert text.endswith("\n") and not text.endswith("\n\n")

@@ -1,0 +1,137 @@
+"""A generated project can follow the template: cruft records where it came from
+and brings template changes in without losing the project's own changes."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .baked import TEMPLATE, tool
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Template Test",
+    "GIT_AUTHOR_EMAIL": "template-test@example.com",
+    "GIT_COMMITTER_NAME": "Template Test",
+    "GIT_COMMITTER_EMAIL": "template-test@example.com",
+}
+NOT_TEMPLATE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "*.egg-info", ".pytest_cache")
+README_INSTALL_LINE = "uv sync                 # install the service and its dev tools"
+
+
+def sh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    done = subprocess.run(args, cwd=cwd, env={**env, **GIT_IDENTITY}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def commit_all(repo: Path, message: str) -> str:
+    sh("git", "add", "-A", cwd=repo)
+    sh("git", "commit", "-q", "-m", message, cwd=repo)
+    return sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
+
+
+@pytest.fixture
+def template_repo(tmp_path: Path) -> Path:
+    """The template as it is in this checkout, committed in a git repository of its own."""
+    repo = tmp_path / "template"
+    shutil.copytree(TEMPLATE, repo, ignore=NOT_TEMPLATE)
+    sh("git", "init", "-q", "-b", "main", cwd=repo)
+    commit_all(repo, "template A")
+    return repo
+
+
+def project_readme(template: Path) -> Path:
+    return template / "{{cookiecutter.project_slug}}" / "README.md"
+
+
+def create_with_cruft(template: Path, into: Path) -> Path:
+    into.mkdir()
+    sh(tool("cruft"), "create", str(template), "--no-input", "--output-dir", str(into), cwd=into)
+    project = into / "sandbox-agent"
+    sh("git", "init", "-q", "-b", "main", cwd=project)
+    commit_all(project, "generated")
+    return project
+
+
+def test_cruft_update_brings_template_changes_and_keeps_hand_changes(template_repo: Path, tmp_path: Path) -> None:
+    project = create_with_cruft(template_repo, tmp_path / "out")
+    recorded = json.loads((project / ".cruft.json").read_text())
+    assert recorded["template"] == str(template_repo)
+    assert recorded["context"]["cookiecutter"]["sandbox_backend"] == "local"
+
+    # The team changes its project...
+    with (project / "README.md").open("a") as readme:
+        readme.write("\n## Team notes\n\nOwned by the platform team.\n")
+    commit_all(project, "our notes")
+    # ...and the template moves on.
+    gitignore = template_repo / "{{cookiecutter.project_slug}}" / ".gitignore"
+    gitignore.write_text(gitignore.read_text() + "*.log\n")
+    commit_b = commit_all(template_repo, "template B")
+
+    outdated = subprocess.run([tool("cruft"), "check"], cwd=project, capture_output=True, text=True)
+    assert outdated.returncode != 0, outdated.stdout
+
+    sh(tool("cruft"), "update", "--skip-apply-ask", "--allow-untracked-files", cwd=project)
+
+    assert (project / ".gitignore").read_text().endswith("*.log\n")
+    assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")
+    assert json.loads((project / ".cruft.json").read_text())["commit"] == commit_b
+    sh(tool("cruft"), "check", cwd=project)
+
+
+def test_cruft_update_reports_a_conflict_and_keeps_both_sides(template_repo: Path, tmp_path: Path) -> None:
+    project = create_with_cruft(template_repo, tmp_path / "out")
+    readme = project / "README.md"
+    readme.write_text(readme.read_text().replace(README_INSTALL_LINE, "uv sync --frozen  # our way"))
+    commit_all(project, "our install line")
+    template_readme = project_readme(template_repo)
+    template_readme.write_text(
+        template_readme.read_text().replace(README_INSTALL_LINE, "uv sync  # the template's new way")
+    )
+    commit_all(template_repo, "template B")
+
+    update = sh(tool("cruft"), "update", "--skip-apply-ask", "--allow-untracked-files", cwd=project)
+
+    assert "Applied patch to 'README.md' with conflicts." in update.stdout + update.stderr
+    status = sh("git", "status", "--porcelain", cwd=project).stdout
+    assert "UU README.md" in status
+    text = readme.read_text()
+    assert "uv sync --frozen  # our way" in text
+    assert "uv sync  # the template's new way" in text
+    assert "<<<<<<< " in text
+
+
+def test_cruft_link_adopts_a_project_made_with_plain_cookiecutter(template_repo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    answers = {"project_name": "Data Cleaner", "sandbox_backend": "e2b", "license": "Apache-2.0"}
+    sh(
+        tool("cookiecutter"),
+        "--no-input",
+        "--output-dir",
+        str(out),
+        str(template_repo),
+        *(f"{key}={value}" for key, value in answers.items()),
+        cwd=tmp_path,
+    )
+    project = out / "data-cleaner"
+    sh("git", "init", "-q", "-b", "main", cwd=project)
+    commit_all(project, "generated with cookiecutter")
+
+    sh(
+        tool("cruft"),
+        "link",
+        str(template_repo),
+        "--no-input",
+        "--extra-context",
+        json.dumps(answers),
+        cwd=project,
+    )
+
+    context = json.loads((project / ".cruft.json").read_text())["context"]["cookiecutter"]
+    assert {key: context[key] for key in answers} == answers
+    # Linked with the answers it was made with, the project matches the template exactly.
+    sh(tool("cruft"), "diff", "--exit-code", cwd=project)

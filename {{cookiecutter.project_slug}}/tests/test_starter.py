@@ -1,0 +1,146 @@
+"""The starter shows where the run is, what the agent is doing, and how it ended."""
+
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from {{ cookiecutter.package_name }}.starter import (
+    EXIT_COMPLETED,
+    EXIT_NOT_COMPLETED,
+    EXIT_USAGE,
+    attach,
+    run,
+    start,
+)
+
+from .scripted_model import ScriptedModel
+from .support import running_worker
+
+SCRIPTS = Path(sys.executable).parent
+
+
+@pytest.fixture
+def starter_env(temporal_client: Client, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Client:
+    """Point the starter's own connection at the test server, whatever this
+    machine's own Temporal settings are."""
+    for name in ("TEMPORAL_PROFILE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_UI_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path / "absent.toml"))
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", temporal_client.namespace)
+    return temporal_client
+
+
+def started_id(output: str) -> str:
+    found = re.search(r"^Started workflow (\S+)$", output, re.MULTILINE)
+    assert found, output
+    return found.group(1)
+
+
+async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = ScriptedModel(["echo step-one", "echo answer-$((40 + 2))"])
+    async with running_worker(starter_env, model):
+        status = await run("Say two things.")
+
+    out = capsys.readouterr().out
+    workflow_id = started_id(out)
+    assert status == EXIT_COMPLETED
+    assert f"Web UI: http://localhost:8233/namespaces/default/workflows/{workflow_id}\n" in out
+    steps = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    assert steps[0] == "sandbox  creating the sandbox"
+    assert steps.index("model    turn 1") < steps.index("sandbox  $ echo step-one")
+    assert steps.index("sandbox  $ echo step-one") < steps.index("model    turn 2")
+    assert steps.index("model    turn 2") < steps.index("sandbox  $ echo answer-$((40 + 2))")
+    assert steps.index("sandbox  $ echo answer-$((40 + 2))") < steps.index("model    turn 3")
+    assert steps[-1] == "sandbox  removing the sandbox"
+    # The scripted model answers with the last command's output.
+    answer = out.split("\nAnswer:\n", 1)[1]
+    assert "removing the sandbox" not in answer
+    assert answer.endswith("answer-42\n")
+
+
+async def test_ui_link_follows_temporal_ui_url(
+    starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEMPORAL_UI_URL", "https://temporal.example.com/")
+    status = await run("Nothing to do.", wait=False)
+
+    out = capsys.readouterr().out
+    workflow_id = started_id(out)
+    assert status == EXIT_COMPLETED
+    link = f"https://temporal.example.com/namespaces/default/workflows/{workflow_id}"
+    assert f"Web UI: {link}\n" in out
+    await starter_env.get_workflow_handle(workflow_id).terminate(reason="test over")
+
+
+async def test_no_wait_starts_and_returns_then_attach_follows_the_run_to_its_answer(
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No worker yet: the run waits on its task queue, and --no-wait returns at once.
+    status = await run("Count to three.", wait=False)
+    out = capsys.readouterr().out
+    workflow_id = started_id(out)
+    assert status == EXIT_COMPLETED
+    assert "Answer:" not in out
+    description = await starter_env.get_workflow_handle(workflow_id).describe()
+    assert description.status == WorkflowExecutionStatus.RUNNING
+
+    async with running_worker(starter_env, ScriptedModel(["seq 3 | paste -sd+"])):
+        status = await attach(workflow_id)
+
+    out = capsys.readouterr().out
+    assert status == EXIT_COMPLETED
+    assert out.startswith(f"Following workflow {workflow_id}\n")
+    assert "  sandbox  $ seq 3 | paste -sd+\n" in out
+    assert out.split("\nAnswer:\n", 1)[1].endswith("1+2+3\n")
+
+
+async def test_a_run_that_ends_without_an_answer_exits_1(
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = await start(starter_env, "Never mind.", workflow_id=f"stopped-{uuid.uuid4()}")
+    await handle.terminate(reason="changed my mind")
+
+    status = await attach(handle.id)
+
+    captured = capsys.readouterr()
+    assert status == EXIT_NOT_COMPLETED
+    assert "  ! terminated: changed my mind\n" in captured.out
+    assert captured.err == f"Workflow {handle.id} was terminated\n"
+
+
+async def test_attach_to_an_unknown_id_is_bad_usage(
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = await attach("no-such-run")
+
+    err = capsys.readouterr().err
+    assert status == EXIT_USAGE
+    assert err.strip() == "ERROR: --attach 'no-such-run': no such workflow in namespace 'default'."
+
+
+@pytest.mark.parametrize("role", ["worker", "starter"])
+def test_console_scripts_are_installed_and_answer_help(role: str) -> None:
+    script = SCRIPTS / f"{{ cookiecutter.project_slug }}-{role}"
+    assert script.exists(), f"{script.name} is not installed: run `uv sync`"
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: ")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--no-wait", "--attach", "some-id"], ["--attach", "some-id", "a prompt"], ["--frobnicate"]],
+)
+def test_bad_usage_exits_3_not_2(arguments: list[str]) -> None:
+    script = SCRIPTS / "{{ cookiecutter.project_slug }}-starter"
+    result = subprocess.run([str(script), *arguments], capture_output=True, text=True, timeout=120)
+    assert result.returncode == EXIT_USAGE
+    assert "error: " in result.stderr
