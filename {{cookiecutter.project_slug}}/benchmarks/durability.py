@@ -21,6 +21,7 @@ starter) and in the dev server. Figures are medians over ``--rounds``.
 import argparse
 import asyncio
 import json
+import logging
 import os
 import shutil
 import statistics
@@ -28,7 +29,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,6 @@ from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio.client import Client
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel, TestModelProvider
 from temporalio.testing import WorkflowEnvironment
-
-from tests.support import sandbox_for_tests
 
 from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
     sandbox_options,
@@ -80,7 +79,9 @@ class ScriptedLoop(TestModel):
         items = [input] if isinstance(input, str) else input
         prompt = next(str(i.get("content", i)) if isinstance(i, dict) else str(i) for i in items)
         self.turns[prompt].append(time.perf_counter())
-        done = sum(1 for i in items if isinstance(i, dict) and i.get("type") == "function_call_output")
+        done = sum(
+            1 for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
+        )
         if done < self.steps:
             return ResponseBuilders.tool_call(
                 json.dumps({"cmd": f"echo step {done}"}),
@@ -127,17 +128,24 @@ def direct_agent() -> SandboxAgent[None]:
     return SandboxAgent[None](name="benchmark", instructions=INSTRUCTIONS, model=MODEL)
 
 
-async def measure(label: str, runs: int, steps: int, run_one: Any, server: int | None) -> Round:
-    model_turns: list[dict[str, list[float]]] = []
+RunOne = Callable[[str], Awaitable[list[float]]]
+
+
+def server_cpu(pid: int | None) -> float:
+    seconds = cpu_seconds(pid) if pid is not None else None
+    return float("nan") if seconds is None else seconds
+
+
+async def measure(label: str, runs: int, steps: int, run_one: RunOne, server: int | None) -> Round:
+    """Run ``runs`` agent runs at once; each returns when its model turns began."""
     prompts = [f"benchmark {label} run {uuid.uuid4()}" for _ in range(runs)]
-    here, there = time.process_time(), cpu_seconds(server) if server else None
+    cpu_here, cpu_there = time.process_time(), server_cpu(server)
     began = time.perf_counter()
     model_turns = await asyncio.gather(*(run_one(prompt) for prompt in prompts))
     wall = time.perf_counter() - began
-    here = time.process_time() - here
-    there = (cpu_seconds(server) or 0.0) - there if server and there is not None else float("nan")
+    cpu_here, cpu_there = time.process_time() - cpu_here, server_cpu(server) - cpu_there
     latencies = [b - a for turns in model_turns for a, b in zip(turns, turns[1:], strict=False)]
-    return Round(wall, runs * steps, latencies, here, there)
+    return Round(wall, runs * steps, latencies, cpu_here, cpu_there)
 
 
 def p95(values: Sequence[float]) -> float:
@@ -157,6 +165,11 @@ def summarize(rounds: list[Round]) -> dict[str, float]:
 
 
 async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
+    # The sandbox the tests use: the service's own local one, or a local one
+    # standing in for a remote backend (the benchmark runs offline). Imported
+    # here, as `python -m benchmarks.durability` puts the project on sys.path.
+    from tests.support import sandbox_for_tests
+
     model = ScriptedLoop(steps)
 
     async def direct(prompt: str) -> list[float]:
@@ -177,7 +190,9 @@ async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
     async with env:
         server = dev_server_pid()
         plugin = agents_plugin(sandbox=sandbox_for_tests(), model_provider=TestModelProvider(model))
-        client = Client(**{**env.client.config(), "plugins": [plugin]})
+        config = env.client.config()
+        config["plugins"] = [plugin]
+        client = Client(**config)
 
         async def durable(prompt: str) -> list[float]:
             handle = await start(client, prompt)
@@ -229,8 +244,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    # Without an API key the SDK's trace exporter warns at every batch; the
+    # traces are still built, as they would be with a key.
+    logging.getLogger("openai.agents").setLevel(logging.ERROR)
     if not 1 <= args.steps < MAX_TURNS:
-        parser.error(f"--steps={args.steps} is not allowed: use 1 to {MAX_TURNS - 1} (MAX_TURNS - 1)")
+        parser.error(
+            f"--steps={args.steps} is not allowed: use 1 to {MAX_TURNS - 1} (MAX_TURNS - 1)"
+        )
     asyncio.run(benchmark(args.steps, args.concurrency, args.rounds))
 
 
