@@ -14,8 +14,8 @@ the conversation, then answer. The same agent runs twice:
 
 For 1, 8 and 32 concurrent runs it prints steps per second, the latency of one
 step (one model turn plus its command: median and p95), the ratio
-Temporal/direct, and the CPU each step costs in this process (worker and
-starter) and in the dev server. Figures are medians over ``--rounds``.
+Temporal/direct, and the CPU each step costs in this process (the worker and
+the starter) and in the dev server. Figures are medians over ``--rounds``.
 """
 
 import argparse
@@ -207,12 +207,12 @@ async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
             await durable("warm-up durable")
             print(
                 f"{steps} steps per run, median of {rounds} rounds; CPU per step: "
-                "'here' is this process (worker and starter), 'server' the dev server.\n"
+                "'worker' is this process (the worker and the starter), 'server' the dev server.\n"
             )
             header = (
                 "| concurrent runs | direct steps/s | Temporal steps/s | time ratio "
                 "| step latency direct (median / p95) | step latency Temporal (median / p95) "
-                "| CPU per step direct | CPU per step Temporal (here + server) |"
+                "| CPU per step direct | CPU per step Temporal (worker + server) |"
             )
             print(header)
             print("|---" * header.count(" | ") + "|---|")
