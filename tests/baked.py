@@ -18,8 +18,9 @@ def _clean_env() -> dict[str, str]:
     env.pop("PYTEST_ADDOPTS", None)
     env.pop("TEMPORAL_TEST_ADDRESS", None)
     # Let Python cache bytecode in the project's virtualenv, as it does on a
-    # user's machine; otherwise each run compiles again the ~1,800 modules the
-    # generated suite imports (seconds of CPU per run).
+    # user's machine, so a second run of a generated suite costs what it costs
+    # a user (benchmarks/time_to_green.py) instead of compiling the ~1,800
+    # modules it imports again.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
