@@ -65,12 +65,13 @@ def agents_plugin(
             # once, with no round trip through the Temporal service to schedule
             # it, and history keeps only its answer, not the whole conversation
             # it was sent (some 25 kB per turn). benchmarks/durability.py
-            # measured about 1.5x the agent steps per second for it, with the
-            # server's CPU per step nearly halved. A run stays durable: answers
+            # measured about 1.3x the agent steps per second for it, and a
+            # third less server CPU per step. A run stays durable: answers
             # already recorded are never asked again, and a call cut short by a
-            # worker crash is made again by the next worker. In the Web UI model
-            # calls show as markers, not activities. Set False to route model
-            # calls to another task queue or to see them as activities.
+            # worker crash is made again by the next worker (after the 10 s
+            # workflow task timeout, not the model call's own timeout). In the
+            # Web UI model calls show as markers, not activities. Set False to
+            # route model calls to another task queue or see them as activities.
             use_local_activity=True,
         ),
         model_provider=model_provider,
