@@ -167,7 +167,7 @@ def test_the_worker_refuses_to_start_when_its_sandbox_backend_cannot_be_built(
     # have failed with a different message.
     monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
     with pytest.raises(SystemExit) as refused:
-        worker.main()
+        worker.main([])
 
     assert str(refused.value.code) == (
         f"Cannot start the {SANDBOX_PROVIDER!r} sandbox backend: RuntimeError: no credentials found"

@@ -19,7 +19,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from importlib.metadata import version
 from typing import Any
@@ -220,8 +220,8 @@ async def run_worker() -> None:
     print("Worker stopped.")
 
 
-def main() -> None:
-    argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args()
+def main(argv: Sequence[str] | None = None) -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
     # Say what is missing before connecting, instead of failing on the first run.
     problem = missing_credentials(os.environ)
     if problem:
