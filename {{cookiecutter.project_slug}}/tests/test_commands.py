@@ -21,6 +21,9 @@ from {{ cookiecutter.package_name }} import (
     starter,
     worker,
 )
+from {{ cookiecutter.package_name }}.backends import (
+    {{ cookiecutter.sandbox_backend }},
+)
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
 )
@@ -160,7 +163,7 @@ def test_the_worker_refuses_to_start_when_its_sandbox_backend_cannot_be_built(
     def broken_backend() -> None:
         raise RuntimeError("no credentials found")
 
-    monkeypatch.setattr(worker.{{ cookiecutter.sandbox_backend }}, "sandbox_client", broken_backend)
+    monkeypatch.setattr({{ cookiecutter.sandbox_backend }}, "sandbox_client", broken_backend)
     # Credentials are checked first (test_configuration.py); assume they are set.
     monkeypatch.setattr(worker, "missing_credentials", lambda environ: None)
     # Nothing listens here: had the worker tried to connect first, it would
