@@ -30,9 +30,9 @@ def remove_unused_tests(tests: Path, backends: list[str], has_secrets: bool) -> 
         (tests / "test_providers.py").unlink()
     if not has_secrets:
         (tests / "test_secrets.py").unlink()
-    # Only a remote backend's process test needs a worker with a local sandbox
-    # standing in for the remote one.
-    if backends[0] == "local":
+    # Only a service with a remote backend needs, for its process test, a
+    # worker with a local sandbox standing in for the remote one.
+    if all(backend == "local" for backend in backends):
         (tests / "stand_in_worker.py").unlink()
 
 
