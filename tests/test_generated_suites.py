@@ -6,7 +6,6 @@ import pytest
 from .baked import BakedProject, find_python, tool
 from .combinations import COMBINATIONS
 
-
 # The process test (worker and starter as real processes, a worker killed
 # part-way) costs about 35 s a project; it runs for the default local project
 # and for one whose remote backends the stand-in worker replaces.

@@ -24,7 +24,16 @@ from {{ cookiecutter.package_name }}.workflow import (
 )
 
 from .scripted_model import ScriptedModel, tool_outputs
+{%- if cookiecutter.additional_sandbox_backends.strip() %}
+from .support import (
+    activity_attempts,
+    additional_sandboxes_for_tests,
+    running_worker,
+    sandbox_for_tests,
+)
+{%- else %}
 from .support import activity_attempts, running_worker, sandbox_for_tests
+{%- endif %}
 
 # A worker that drops a workflow from its cache (always, with no cache) leaves
 # the agent's coroutines to the garbage collector, and the agents SDK reports
@@ -112,7 +121,16 @@ async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
 
     replayer = Replayer(
         workflows=[SandboxAgentWorkflow],
+{%- if cookiecutter.additional_sandbox_backends.strip() %}
+        plugins=[
+            agents_plugin(
+                sandbox=sandbox_for_tests(),
+                additional_sandboxes=additional_sandboxes_for_tests(),
+            )
+        ],
+{%- else %}
         plugins=[agents_plugin(sandbox=sandbox_for_tests())],
+{%- endif %}
     )
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
 
