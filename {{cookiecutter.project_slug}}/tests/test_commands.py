@@ -1,17 +1,22 @@
 """The worker and the starter as a user runs them.
 
-The test marked ``process`` runs them as separate processes against the dev
-server, with the real ``openai`` client talking to a scripted
-OpenAI-compatible server. Starting each process costs seconds, so it is left
-out of a plain ``uv run pytest``; run it with ``uv run pytest -m process``."""
+The tests marked ``process`` run the installed commands as separate
+processes: the worker and the starter against the dev server, with the real
+``openai`` client talking to a scripted OpenAI-compatible server, and a worker
+killed part-way. Starting each process costs seconds (importing the SDKs), so
+they are left out of a plain ``uv run pytest``; run them with
+``uv run pytest -m process``. The other tests call the same ``main`` functions
+in this process."""
 
 import asyncio
 import os
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -31,14 +36,16 @@ from {{ cookiecutter.package_name }}.shared import (
 from .scripted_openai import scripted_openai_server
 
 PROJECT = Path(__file__).resolve().parents[1]
+# Where `uv sync` installs the console scripts.
+SCRIPTS = Path(sys.executable).parent
 {%- if cookiecutter.sandbox_backend == "local" and not cookiecutter.additional_sandbox_backends.strip() %}
-WORKER = [sys.executable, "-m", "{{ cookiecutter.package_name }}.worker"]
+WORKER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")]
 {%- else %}
 # The real worker needs the remote sandbox, which tests cannot reach; this
 # runs the same worker with a local sandbox standing in for it.
 WORKER = [sys.executable, "-m", "tests.stand_in_worker"]
 {%- endif %}
-STARTER = [sys.executable, "-m", "{{ cookiecutter.package_name }}.starter"]
+STARTER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-starter")]
 WRITE_THEN_READ = [
     "printf 'written before the kill\\n' > note.txt",
     "cat note.txt",
@@ -138,6 +145,42 @@ async def test_a_run_survives_its_worker_being_killed_and_the_starter_prints_the
     assert "written before the kill" in asking.output
     assert stopped == 0, second_worker.output
     assert "Worker stopped." in second_worker.output
+
+
+@pytest.mark.parametrize("role", ["worker", "starter"])
+def test_console_scripts_are_installed_and_answer_help(
+    role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    [script] = entry_points(group="console_scripts", name=f"{{ cookiecutter.project_slug }}-{role}")
+    assert script.value == f"{{ cookiecutter.package_name }}.{role}:main"
+    assert (SCRIPTS / script.name).exists(), f"{script.name} is not installed: run `uv sync`"
+    with pytest.raises(SystemExit) as exited:
+        script.load()(["--help"])
+
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: ")
+
+
+@pytest.mark.process
+def test_the_worker_command_without_credentials_prints_one_line_and_exits_1() -> None:
+    # Nothing but what Python needs: no credentials at all. The Temporal
+    # address leads nowhere, so a worker that tried to connect would fail
+    # differently.
+    keep = ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")
+    environment = {name: value for name, value in os.environ.items() if name in keep}
+    environment["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
+    result = subprocess.run(
+        [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 1
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("Missing credentials: set OPENAI_API_KEY")
 
 
 def test_the_starter_says_in_one_line_where_it_could_not_connect(

@@ -3,10 +3,6 @@
 {% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """Configuration mistakes stop the service early, with a reason a person can act on."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 {%- if "daytona" in backends %}
 from agents.extensions.sandbox.daytona import DaytonaSandboxClient
@@ -37,6 +33,9 @@ from e2b import (
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 
+from {{ cookiecutter.package_name }} import (
+    worker,
+)
 from {{ cookiecutter.package_name }}.backends import (
 {%- for backend in backends | sort %}
     {{ backend }},
@@ -44,9 +43,6 @@ from {{ cookiecutter.package_name }}.backends import (
 )
 from {{ cookiecutter.package_name }}.starter import (
     start,
-)
-from {{ cookiecutter.package_name }}.worker import (
-    missing_credentials,
 )
 
 from .scripted_model import ScriptedModel
@@ -67,24 +63,24 @@ CREDENTIALS = {
 }
 
 
-def test_worker_without_credentials_exits_at_once_with_one_clear_line() -> None:
-    # Nothing but what Python needs: no credentials at all. The Temporal
-    # address leads nowhere, so a worker that tried to connect would fail
-    # differently.
-    keep = ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")
-    env = {name: value for name, value in os.environ.items() if name in keep}
-    env["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
-    worker = subprocess.run(
-        [sys.executable, "-m", "{{ cookiecutter.package_name }}.worker"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_worker_without_credentials_exits_at_once_with_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No credentials at all. The Temporal address leads nowhere, so a worker
+    # that tried to connect would fail differently.
+    for alternatives, _ in worker.REQUIRED_CREDENTIALS:
+        for names in alternatives:
+            for name in names:
+                monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
 
-    assert worker.returncode == 1
-    lines = worker.stderr.strip().splitlines()
-    assert len(lines) == 1, worker.stderr
+    # A string exit code: Python prints it on stderr and exits with status 1.
+    message = exited.value.code
+    assert isinstance(message, str)
+    lines = message.splitlines()
+    assert len(lines) == 1, message
     assert lines[0].startswith("Missing credentials: set OPENAI_API_KEY")
     for name in CREDENTIALS:
         assert name in lines[0]
@@ -96,13 +92,13 @@ def test_worker_without_credentials_exits_at_once_with_one_clear_line() -> None:
 {%- if "e2b" in backends %}
     assert e2b.CREDENTIALS_URL in lines[0]
 {%- endif %}
-    assert worker.stdout == ""
+    assert capsys.readouterr().out == ""
 
 
 def test_credentials_check_names_only_what_is_missing() -> None:
-    assert missing_credentials(CREDENTIALS) is None
+    assert worker.missing_credentials(CREDENTIALS) is None
     without_model = {**CREDENTIALS, "OPENAI_API_KEY": ""}
-    assert missing_credentials(without_model) == (
+    assert worker.missing_credentials(without_model) == (
         "Missing credentials: set OPENAI_API_KEY (https://platform.openai.com/api-keys). "
         "See .env.example."
     )
@@ -112,9 +108,9 @@ def test_credentials_check_names_only_what_is_missing() -> None:
         "DAYTONA_JWT_TOKEN": "test-token",
         "DAYTONA_ORGANIZATION_ID": "test-org",
     }
-    assert missing_credentials(token_instead_of_key) is None
+    assert worker.missing_credentials(token_instead_of_key) is None
     del token_instead_of_key["DAYTONA_ORGANIZATION_ID"]
-    assert "DAYTONA_ORGANIZATION_ID" in str(missing_credentials(token_instead_of_key))
+    assert "DAYTONA_ORGANIZATION_ID" in str(worker.missing_credentials(token_instead_of_key))
 {%- endif %}
 {%- for backend in backends %}
 {%- if backend == "daytona" %}
