@@ -95,7 +95,7 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(bake, answer
     assert setup_uv and setup_uv[0]["with"]["python-version"] == project.context["python_version"]
     commands = [step["run"] for step in steps if "run" in step]
     assert commands == [
-        "uv sync --locked",
+        "uv sync --locked --compile-bytecode",
         "uv run ruff check . && uv run ruff format --check .",
         "uv run mypy src tests",
         "uv run pytest",
