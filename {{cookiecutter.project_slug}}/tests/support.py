@@ -50,6 +50,9 @@ from {{ cookiecutter.package_name }}.worker import (
     agents_plugin,
     build_worker,
 )
+from {{ cookiecutter.package_name }}.workflow import (
+    SandboxAgentWorkflow,
+)
 {%- if primary == "local" %}
 
 # Why the stand-in below refuses to create a sandbox.
@@ -156,6 +159,15 @@ async def running_worker(
     worker = build_worker(plugged, **worker_options)
     async with worker:
         yield plugged, worker
+
+
+@dataclass
+class CompletedRun:
+    """A finished run, as the ``completed_run`` fixture (conftest.py) leaves it."""
+
+    handle: WorkflowHandle[SandboxAgentWorkflow, str]
+    answer: str
+    worker_task_queue: str
 
 
 @dataclass

@@ -28,13 +28,14 @@ from {{ cookiecutter.package_name }}.workflow import (
 from .scripted_model import ScriptedModel, tool_outputs
 {%- if cookiecutter.additional_sandbox_backends.strip() %}
 from .support import (
+    CompletedRun,
     activity_attempts,
     additional_sandboxes_for_tests,
     running_worker,
     sandbox_for_tests,
 )
 {%- else %}
-from .support import activity_attempts, running_worker, sandbox_for_tests
+from .support import CompletedRun, activity_attempts, running_worker, sandbox_for_tests
 {%- endif %}
 
 # A worker that drops a run from its cache part-way (stopped, or with no
@@ -127,12 +128,9 @@ async def test_a_run_completes_when_every_step_is_replayed_from_history(
 
 
 async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
-    temporal_client: Client,
+    completed_run: CompletedRun,
 ) -> None:
-    async with running_worker(temporal_client, ScriptedModel(WRITE_THEN_READ)) as (client, _):
-        handle = await start(client, "Write a note, then read it back.")
-        await handle.result()
-    history = await handle.fetch_history()
+    history = await completed_run.handle.fetch_history()
 
     replayer = Replayer(
         workflows=[SandboxAgentWorkflow],

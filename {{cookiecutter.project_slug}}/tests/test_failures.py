@@ -29,7 +29,7 @@ from {{ cookiecutter.package_name }}.worker import (
 from .failing_sandbox import FailingSandbox
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
-from .support import activity_attempts, running_worker
+from .support import CompletedRun, activity_attempts, running_worker
 
 
 async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
@@ -52,12 +52,9 @@ def unreachable_image() -> WorkspaceStartError:
 
 
 async def test_every_run_has_an_execution_timeout_as_a_backstop(
-    temporal_client: Client,
+    completed_run: CompletedRun,
 ) -> None:
-    async with running_worker(temporal_client, ScriptedModel(["true"])) as (client, _):
-        handle = await start(client, "Do nothing.")
-        description = await handle.describe()
-        await handle.result()
+    description = await completed_run.handle.describe()
 
     config = description.raw_description.execution_config
     assert config.workflow_execution_timeout.ToTimedelta() == WORKFLOW_EXECUTION_TIMEOUT
