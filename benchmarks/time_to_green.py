@@ -6,10 +6,13 @@
 For each backend it renders the default project and times what a new user
 runs: ``uv sync`` (dependencies already in uv's cache, as on any machine that
 has synced once), then ``uv run pytest`` twice: the first run also compiles
-every imported module to bytecode (uv does not compile at install), the second
-is what each later run costs. The same commands the template's own suite uses
-(``tests/baked.py``), offline and without an API key. Figures are medians over
-``--runs`` fresh renders.
+every imported module to bytecode, in each of its test processes (uv does not
+compile at install), the second is what each later run costs. It does the
+same with ``uv sync --compile-bytecode``, which compiles once, at install, as
+the generated CI workflow does. The same commands the template's own suite
+uses (``tests/baked.py``), offline and without an API key, with Python allowed
+to write bytecode as on a user's machine. Figures are medians over ``--runs``
+fresh renders.
 """
 
 import argparse
@@ -56,26 +59,28 @@ def main() -> None:
 
     uv = tool("uv")
     print(f"Python {platform.python_version()}, {platform.machine()}, median of {args.runs} fresh renders\n")
-    print("| backend | `uv sync` (warm cache) | first `uv run pytest` | later `uv run pytest` | sync + first run |")
-    print("|---|---|---|---|---|")
+    print("| backend | install | install time (warm cache) | first `uv run pytest` | later `uv run pytest` | install + first run |")
+    print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as scratch:
         for backend in args.backends:
             # Fill uv's cache with this backend's dependencies first, untimed.
             warm = render(backend, Path(scratch) / "warm")
             timed(warm.install)
             shutil.rmtree(warm.path)
-            syncs, firsts, laters = [], [], []
-            for run in range(args.runs):
-                project = render(backend, Path(scratch) / f"run{run}")
-                syncs.append(timed(project.install))
-                firsts.append(timed(lambda p=project: p.run_tests(**OFFLINE)))
-                laters.append(timed(lambda p=project: p.run_tests(**OFFLINE)))
-                shutil.rmtree(project.path)
-            sync, first, later = (statistics.median(x) for x in (syncs, firsts, laters))
-            print(
-                f"| {backend} | {sync:.1f} s | {first:.1f} s | {later:.1f} s | {sync + first:.1f} s |",
-                flush=True,
-            )
+            for install in ([], ["--compile-bytecode"]):
+                syncs, firsts, laters = [], [], []
+                for run in range(args.runs):
+                    project = render(backend, Path(scratch) / f"run{run}")
+                    syncs.append(timed(lambda p=project: p.install(*install)))
+                    firsts.append(timed(lambda p=project: p.run_tests(**OFFLINE)))
+                    laters.append(timed(lambda p=project: p.run_tests(**OFFLINE)))
+                    shutil.rmtree(project.path)
+                sync, first, later = (statistics.median(x) for x in (syncs, firsts, laters))
+                command = " ".join(["`uv sync", *install]) + "`"
+                print(
+                    f"| {backend} | {command} | {sync:.1f} s | {first:.1f} s | {later:.1f} s | {sync + first:.1f} s |",
+                    flush=True,
+                )
     version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.strip()
     print(f"\n({version}; the suites run offline with no API key)")
 

@@ -71,10 +71,10 @@ class BakedProject:
             timeout=timeout,
         )
 
-    def install(self) -> subprocess.CompletedProcess[str]:
+    def install(self, *uv_sync_args: str) -> subprocess.CompletedProcess[str]:
         python = find_python(str(self.context["python_version"]))
         env = {"UV_PYTHON": python} if python else {}
-        return self.run(tool("uv"), "sync", "--no-python-downloads", **env)
+        return self.run(tool("uv"), "sync", "--no-python-downloads", *uv_sync_args, **env)
 
     def run_tests(self, *pytest_args: str, **env: str) -> subprocess.CompletedProcess[str]:
         return self.run(tool("uv"), "run", "--no-sync", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args, **env)

