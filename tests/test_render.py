@@ -116,6 +116,7 @@ def test_env_example_lists_what_the_worker_reads(bake, answers: dict[str, object
     project: BakedProject = bake(answers)
     example = project.text(".env.example")
     assert "OPENAI_API_KEY=" in example
+    assert "# OPENAI_AGENTS_DISABLE_TRACING=1" in example
     chosen = chosen_backends(project)
     assert ("DAYTONA_API_KEY=" in example) == ("daytona" in chosen)
     assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
