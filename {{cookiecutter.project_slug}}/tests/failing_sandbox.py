@@ -2,10 +2,24 @@
 or refuses would."""
 
 from collections.abc import Sequence
+from pathlib import Path
 
+from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+
+
+def unreachable_image() -> WorkspaceStartError:
+    """Creating the session fails for good, as with an image that does not exist."""
+    return WorkspaceStartError(
+        path=Path("/workspace"), message="the sandbox image does not exist", retryable=False
+    )
+
+
+def deleted_sandbox() -> ExecTransportError:
+    """A command fails for good, as when the sandbox was deleted under the run."""
+    return ExecTransportError(command=["true"], message="the sandbox was deleted", retryable=False)
 
 
 class FailingSandbox(UnixLocalSandboxClient):

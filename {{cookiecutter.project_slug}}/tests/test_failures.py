@@ -26,7 +26,7 @@ from {{ cookiecutter.package_name }}.worker import (
     MODEL_RETRY_POLICY,
 )
 
-from .failing_sandbox import FailingSandbox
+from .failing_sandbox import FailingSandbox, deleted_sandbox, unreachable_image
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
 from .support import CompletedRun, activity_attempts, running_worker
@@ -43,12 +43,6 @@ def openai_model(base_url: str) -> OpenAIResponsesModel:
     """The SDK's real default model, talking to a scripted server."""
     client = AsyncOpenAI(base_url=base_url, api_key="dummy", max_retries=0)
     return OpenAIResponsesModel(MODEL, client)
-
-
-def unreachable_image() -> WorkspaceStartError:
-    return WorkspaceStartError(
-        path=Path("/workspace"), message="the sandbox image does not exist", retryable=False
-    )
 
 
 async def test_every_run_has_an_execution_timeout_as_a_backstop(
@@ -130,10 +124,7 @@ async def test_a_sandbox_that_cannot_be_created_fails_the_run_without_retrying(
 async def test_a_command_the_sandbox_marks_as_terminal_fails_the_run_without_retrying(
     temporal_client: Client,
 ) -> None:
-    broken = ExecTransportError(
-        command=["true"], message="the sandbox was deleted", retryable=False
-    )
-    sandbox = FailingSandbox(command_errors=[broken])
+    sandbox = FailingSandbox(command_errors=[deleted_sandbox()])
     async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox) as (client, _):
         handle = await start(client, "Do nothing.")
         reason = await failure_of(handle)

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from agents.sandbox.errors import ExecTransportError
 from temporalio.client import Client, WorkflowFailureError
 
 from {{ cookiecutter.package_name }}.starter import (
     start,
 )
 
-from .failing_sandbox import FailingSandbox
+from .failing_sandbox import FailingSandbox, deleted_sandbox
 from .scripted_model import ScriptedModel
 from .support import running_worker
 
@@ -74,10 +73,7 @@ async def test_a_run_removes_its_workspace_and_writes_no_snapshot(
 async def test_a_failed_run_removes_its_workspace_too(
     temporal_client: Client, worker_disk: WorkerDisk
 ) -> None:
-    broken = ExecTransportError(
-        command=["true"], message="the sandbox was deleted", retryable=False
-    )
-    sandbox = FailingSandbox(command_errors=[broken])
+    sandbox = FailingSandbox(command_errors=[deleted_sandbox()])
     async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox) as (client, _):
         handle = await start(client, "Do nothing.")
         with pytest.raises(WorkflowFailureError):
