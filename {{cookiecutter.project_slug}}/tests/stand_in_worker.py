@@ -21,4 +21,4 @@ if __name__ == "__main__":
 {%- for backend in remote %}
     {{ backend }}.sandbox_client = local_stand_in  # type: ignore[assignment]
 {%- endfor %}
-    worker.main()
+    worker.cli()

@@ -5,6 +5,7 @@
 {% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
 """Helpers that run the service's real worker with a scripted model."""
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -195,3 +196,10 @@ async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[ActivityAt
                 )
             )
     return attempts
+
+
+def started_id(output: str) -> str:
+    """The workflow id in the starter's "Started workflow ..." line."""
+    found = re.search(r"^Started workflow (\S+)$", output, re.MULTILINE)
+    assert found, output
+    return found.group(1)

@@ -1,117 +1,54 @@
+{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
 """The worker and the starter as a user runs them.
 
 The tests marked ``process`` run the installed commands as separate
-processes: the worker and the starter against the dev server, with the real
-``openai`` client talking to a scripted OpenAI-compatible server, and a worker
-killed part-way. Starting each process costs seconds (importing the SDKs), so
-they are left out of a plain ``uv run pytest``; run them with
-``uv run pytest -m process``. The other tests call the same ``main`` functions
-in this process."""
+processes (see processes.py): the worker and the starter against the dev
+server, with the real ``openai`` client talking to a scripted
+OpenAI-compatible server, and a worker killed part-way. The other tests call
+the same ``main`` functions in this process."""
 
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from importlib.metadata import entry_points
-from pathlib import Path
+from types import ModuleType
 
 import pytest
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
 from {{ cookiecutter.package_name }} import (
     starter,
     worker,
 )
+{%- if extras %}
+from {{ cookiecutter.package_name }}.workflow import (
+    SANDBOX_BACKENDS,
+)
+{%- else %}
 from {{ cookiecutter.package_name }}.backends import (
     {{ cookiecutter.sandbox_backend }},
 )
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
 )
+{%- endif %}
 
+from .processes import SCRIPTS, STARTER, WORKER, closed_port, service, service_environment
 from .scripted_openai import scripted_openai_server
 
-PROJECT = Path(__file__).resolve().parents[1]
-# Where `uv sync` installs the console scripts.
-SCRIPTS = Path(sys.executable).parent
-{%- if cookiecutter.sandbox_backend == "local" and not cookiecutter.additional_sandbox_backends.strip() %}
-WORKER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")]
-{%- else %}
-# The real worker needs the remote sandbox, which tests cannot reach; this
-# runs the same worker with a local sandbox standing in for it.
-WORKER = [sys.executable, "-m", "tests.stand_in_worker"]
-{%- endif %}
-STARTER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-starter")]
 WRITE_THEN_READ = [
     "printf 'written before the kill\\n' > note.txt",
     "cat note.txt",
 ]
-
-
-def service_environment(temporal_address: str, model_url: str) -> dict[str, str]:
-    """What a user exports before running the worker or the starter."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
-    environment.update(
-        TEMPORAL_ADDRESS=temporal_address,
-        OPENAI_BASE_URL=model_url,
-        OPENAI_API_KEY="dummy",
-        PYTHONUNBUFFERED="1",
-    )
-    return environment
-
-
-class Service:
-    """One process of the service, its output collected as it comes."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.output: list[str] = []
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.process.stdout is not None
-        async for line in self.process.stdout:
-            self.output.append(line.decode(errors="replace").rstrip("\n"))
-
-    async def wait_for(self, text: str, timeout: float = 60) -> None:
-        async with asyncio.timeout(timeout):
-            while not any(text in line for line in self.output):
-                if self._reader.done():
-                    raise AssertionError(f"exited before printing {text!r}: {self.output}")
-                await asyncio.sleep(0.05)
-
-    async def exit_status(self, timeout: float = 90) -> int:
-        async with asyncio.timeout(timeout):
-            status = await self.process.wait()
-            await self._reader
-        return status
-
-
-@asynccontextmanager
-async def service(command: list[str], environment: dict[str, str]) -> AsyncIterator[Service]:
-    process = await asyncio.create_subprocess_exec(
-        *command,
-        cwd=PROJECT,
-        env=environment,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        yield Service(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Every sandbox backend the worker builds a client for, by provider name.
+{%- if extras %}
+BACKENDS = list(SANDBOX_BACKENDS.items())
+{%- else %}
+BACKENDS = [(SANDBOX_PROVIDER, {{ cookiecutter.sandbox_backend }})]
+{%- endif %}
 
 
 @pytest.mark.process
@@ -152,10 +89,12 @@ def test_console_scripts_are_installed_and_answer_help(
     role: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     [script] = entry_points(group="console_scripts", name=f"{{ cookiecutter.project_slug }}-{role}")
-    assert script.value == f"{{ cookiecutter.package_name }}.{role}:main"
+    # cli() runs main() and ends the process without the interpreter's
+    # shutdown (exits.py); the tests call main() itself.
+    assert script.value == f"{{ cookiecutter.package_name }}.{role}:cli"
     assert (SCRIPTS / script.name).exists(), f"{script.name} is not installed: run `uv sync`"
     with pytest.raises(SystemExit) as exited:
-        script.load()(["--help"])
+        {"worker": worker, "starter": starter}[role].main(["--help"])
 
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: ")
@@ -200,13 +139,17 @@ def test_the_starter_says_in_one_line_where_it_could_not_connect(
     assert "temporal server start-dev" in line
 
 
-def test_the_worker_refuses_to_start_when_its_sandbox_backend_cannot_be_built(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("provider", "backend"), BACKENDS)
+def test_the_worker_refuses_to_start_when_a_sandbox_backend_cannot_be_built(
+    provider: str, backend: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken_backend() -> None:
         raise RuntimeError("no credentials found")
 
-    monkeypatch.setattr({{ cookiecutter.sandbox_backend }}, "sandbox_client", broken_backend)
+    # Every other backend builds (a local sandbox each); this one cannot.
+    for _, other in BACKENDS:
+        monkeypatch.setattr(other, "sandbox_client", UnixLocalSandboxClient)
+    monkeypatch.setattr(backend, "sandbox_client", broken_backend)
     # Credentials are checked first (test_configuration.py); assume they are set.
     monkeypatch.setattr(worker, "missing_credentials", lambda environ: None)
     # Nothing listens here: had the worker tried to connect first, it would
@@ -216,5 +159,5 @@ def test_the_worker_refuses_to_start_when_its_sandbox_backend_cannot_be_built(
         worker.main([])
 
     assert str(refused.value.code) == (
-        f"Cannot start the {SANDBOX_PROVIDER!r} sandbox backend: RuntimeError: no credentials found"
+        f"Cannot start the {provider!r} sandbox backend: RuntimeError: no credentials found"
     )

@@ -7,17 +7,28 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from {{ cookiecutter.package_name }} import (
+    starter,
+)
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
     TASK_QUEUE,
+)
+from {{ cookiecutter.package_name }}.starter import (
+    EXIT_COMPLETED,
+    EXIT_USAGE,
+    attach,
+    run,
+    start,
 )
 from {{ cookiecutter.package_name }}.workflow import (
     SANDBOX_BACKENDS,
     SandboxAgentWorkflow,
 )
 
+from .processes import closed_port
 from .scripted_model import ScriptedModel
-from .support import running_worker
+from .support import running_worker, started_id
 
 
 @pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))
@@ -26,12 +37,7 @@ async def test_each_registered_provider_runs_the_agent(
 ) -> None:
     model = ScriptedModel(["echo $((6 * 7))"])
     async with running_worker(temporal_client, model) as (client, _):
-        handle = await client.start_workflow(
-            SandboxAgentWorkflow.run,
-            args=["Multiply six by seven in the shell.", provider],
-            id=f"provider-{provider}-{uuid.uuid4()}",
-            task_queue=TASK_QUEUE,
-        )
+        handle = await start(client, "Multiply six by seven in the shell.", provider=provider)
         answer = await handle.result()
 
     assert "42" in answer
@@ -48,12 +54,7 @@ async def test_each_registered_provider_runs_the_agent(
 async def test_a_run_without_a_provider_uses_the_primary_one(temporal_client: Client) -> None:
     model = ScriptedModel(["true"])
     async with running_worker(temporal_client, model) as (client, _):
-        handle = await client.start_workflow(
-            SandboxAgentWorkflow.run,
-            "Do nothing.",
-            id=f"primary-{uuid.uuid4()}",
-            task_queue=TASK_QUEUE,
-        )
+        handle = await start(client, "Do nothing.")
         await handle.result()
 
     scheduled = [
@@ -85,3 +86,36 @@ async def test_an_unknown_provider_fails_the_run_with_a_clear_reason(
     assert "'nowhere'" in cause.message
     for name in SANDBOX_BACKENDS:
         assert name in cause.message
+
+
+async def test_the_starter_runs_in_the_provider_it_is_given_and_attach_shows_it(
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    provider = list(SANDBOX_BACKENDS)[-1]
+    async with running_worker(starter_env, ScriptedModel(["echo $((6 * 7))"])):
+        assert await run("Multiply six by seven.", provider=provider) == EXIT_COMPLETED
+        started = capsys.readouterr().out
+        assert await attach(started_id(started)) == EXIT_COMPLETED
+        attached = capsys.readouterr().out
+
+    for out in (started, attached):
+        assert f"  sandbox  provider {provider!r}\n" in out
+        # Its sandbox operations show as such, not as unknown activities.
+        assert "  sandbox  creating the sandbox\n" in out
+        assert "  sandbox  $ echo $((6 * 7))\n" in out
+
+
+def test_the_starter_refuses_an_unknown_provider_before_starting_a_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Nothing listens here: a starter that tried to start the run would
+    # exit 2, unable to connect.
+    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
+    with pytest.raises(SystemExit) as refused:
+        starter.main(["--provider", "nowhere", "Do nothing."])
+
+    err = capsys.readouterr().err
+    assert refused.value.code == EXIT_USAGE
+    assert "argument --provider: invalid choice: 'nowhere'" in err
+    for name in SANDBOX_BACKENDS:
+        assert repr(name) in err

@@ -1,14 +1,15 @@
 """The starter shows where the run is, what the agent is doing, and how it ended."""
 
-import re
 import uuid
-from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from {{ cookiecutter.package_name }} import (
     starter,
+)
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
 )
 from {{ cookiecutter.package_name }}.starter import (
     EXIT_COMPLETED,
@@ -20,25 +21,7 @@ from {{ cookiecutter.package_name }}.starter import (
 )
 
 from .scripted_model import ScriptedModel
-from .support import running_worker
-
-
-@pytest.fixture
-def starter_env(temporal_client: Client, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Client:
-    """Point the starter's own connection at the test server, whatever this
-    machine's own Temporal settings are."""
-    for name in ("TEMPORAL_PROFILE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_UI_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path / "absent.toml"))
-    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
-    monkeypatch.setenv("TEMPORAL_NAMESPACE", temporal_client.namespace)
-    return temporal_client
-
-
-def started_id(output: str) -> str:
-    found = re.search(r"^Started workflow (\S+)$", output, re.MULTILINE)
-    assert found, output
-    return found.group(1)
+from .support import running_worker, started_id
 
 
 async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
@@ -53,7 +36,8 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     assert status == EXIT_COMPLETED
     assert f"Web UI: http://localhost:8233/namespaces/default/workflows/{workflow_id}\n" in out
     steps = [line.strip() for line in out.splitlines() if line.startswith("  ")]
-    assert steps[0] == "sandbox  creating the sandbox"
+    assert steps[0] == f"sandbox  provider {SANDBOX_PROVIDER!r}"
+    assert steps[1] == "sandbox  creating the sandbox"
     assert steps.index("model    turn 1") < steps.index("sandbox  $ echo step-one")
     assert steps.index("sandbox  $ echo step-one") < steps.index("model    turn 2")
     assert steps.index("model    turn 2") < steps.index("sandbox  $ echo answer-$((40 + 2))")

@@ -62,3 +62,11 @@ MAX_TURNS = {{ cookiecutter.max_turns | int }}
 
 # The model the agent talks to.
 MODEL = {{ cookiecutter.model_name | tojson }}
+
+
+def sandbox_operation(activity: str) -> str | None:
+    """The sandbox operation an activity runs ("sandbox_session_start" for
+    "<provider>-sandbox_session_start"), or None for any other activity (a
+    model call)."""
+    _, prefix, operation = activity.rpartition("-sandbox_")
+    return f"sandbox_{operation}" if prefix else None

@@ -1,8 +1,12 @@
+{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
 """The starter: asks the agent to do something, shows each step as it happens, and prints the answer.
 
     {{ cookiecutter.project_slug }}-starter "Count the files in /etc"      # start, follow, print the answer
     {{ cookiecutter.project_slug }}-starter --no-wait "Count the files"    # start, print id and link, exit
     {{ cookiecutter.project_slug }}-starter --attach WORKFLOW_ID           # follow a run started earlier
+{%- if extras %}
+    {{ cookiecutter.project_slug }}-starter --provider NAME "Count the files"  # run in another sandbox provider
+{%- endif %}
 
 (``python -m {{ cookiecutter.package_name }}.starter`` is the same command.) It prints the
 workflow id and a link to the run in the Temporal Web UI. The link starts with
@@ -11,15 +15,20 @@ for a Temporal Cloud address, and with the dev server's http://localhost:8233
 for anything else.
 
 Progress is read from the run's history, so it shows what Temporal recorded:
-one line per model turn and per sandbox operation (each shell command with the
-command itself), in the order the workflow scheduled them.
+the sandbox provider the run uses, then one line per model turn and per
+sandbox operation (each shell command with the command itself), in the order
+the workflow scheduled them.
 
 Exit status, for scripts:
 
     0    the run completed and its answer was printed (with --no-wait: the run was started)
     1    the run ended without an answer: it failed, timed out, was terminated or cancelled
     2    the Temporal service could not be reached
+{%- if extras %}
+    3    bad usage: an unknown option or provider, or no workflow with the id given to --attach
+{%- else %}
     3    bad usage: an unknown option, or no workflow with the id given to --attach
+{%- endif %}
     130  interrupted (Ctrl+C) while following; the run itself goes on
 """
 
@@ -33,6 +42,7 @@ from typing import Any, NoReturn
 from urllib.parse import quote
 
 from temporalio import exceptions
+from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -43,12 +53,19 @@ from {{ cookiecutter.package_name }}.connection import (
     ConnectionFailed,
     connect,
 )
+from {{ cookiecutter.package_name }}.exits import (
+    exit_after,
+)
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
     TASK_QUEUE,
     WORKFLOW_EXECUTION_TIMEOUT,
+    sandbox_operation,
 )
 from {{ cookiecutter.package_name }}.workflow import (
+{%- if extras %}
+    SANDBOX_BACKENDS,
+{%- endif %}
     SandboxAgentWorkflow,
 )
 
@@ -82,6 +99,22 @@ SANDBOX_STEPS = {
 SANDBOX_COMMANDS = ("sandbox_session_exec", "sandbox_session_pty_exec_start")
 MODEL_ACTIVITY_PREFIX = "invoke_model_activity"
 LONGEST_COMMAND_SHOWN = 120
+{%- if extras %}
+
+
+async def start(
+    client: Client,
+    prompt: str,
+    workflow_id: str | None = None,
+    provider: str = SANDBOX_PROVIDER,
+) -> WorkflowHandle[SandboxAgentWorkflow, str]:
+    """Start one run of the agent, in a sandbox of ``provider``, on the
+    worker's task queue."""
+    return await client.start_workflow(
+        SandboxAgentWorkflow.run,
+        args=[prompt, provider],
+        id=workflow_id or f"{TASK_QUEUE}-{uuid.uuid4()}",
+{%- else %}
 
 
 async def start(
@@ -92,6 +125,7 @@ async def start(
         SandboxAgentWorkflow.run,
         prompt,
         id=workflow_id or f"{TASK_QUEUE}-{uuid.uuid4()}",
+{%- endif %}
         task_queue=TASK_QUEUE,
         execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
     )
@@ -123,6 +157,11 @@ class Progress:
         self.steps: dict[int, str] = {}
 
     async def describe(self, event: HistoryEvent) -> str | None:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            # The workflow's arguments: the prompt, then the provider if not the default.
+            arguments = await self._decode(event.workflow_execution_started_event_attributes.input)
+            provider = arguments[1] if len(arguments) > 1 else SANDBOX_PROVIDER
+            return f"sandbox  provider {provider!r}"
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             step = await self._scheduled(event)
             if step is not None:
@@ -149,11 +188,11 @@ class Progress:
         if name.startswith(MODEL_ACTIVITY_PREFIX):
             self.turns += 1
             return f"model    turn {self.turns}"
-        prefix = f"{SANDBOX_PROVIDER}-"
-        if not name.startswith(prefix):
+        operation = sandbox_operation(name)
+        if operation is None:
             return f"activity {name}"
-        operation = name.removeprefix(prefix)
-        arguments = await self._arguments(event)
+        decoded = await self._decode(attributes.input)
+        arguments = decoded[0] if decoded and isinstance(decoded[0], dict) else {}
         if operation in SANDBOX_COMMANDS:
             command = arguments.get("command") or ["?"]
             return f"sandbox  $ {_one_line(' '.join(str(part) for part in command))}"
@@ -162,15 +201,13 @@ class Progress:
             return None
         return "sandbox  " + step.format(path=arguments.get("path", "a file"))
 
-    async def _arguments(self, event: HistoryEvent) -> dict[str, Any]:
-        payloads = event.activity_task_scheduled_event_attributes.input.payloads
+    async def _decode(self, payloads: Payloads) -> list[Any]:
         try:
-            values = await self.client.data_converter.decode(payloads)
+            return await self.client.data_converter.decode(payloads.payloads)
         except Exception:
             # Progress is a convenience: a payload it cannot read (a custom
             # codec, a new SDK format) only makes the line less detailed.
-            return {}
-        return values[0] if values and isinstance(values[0], dict) else {}
+            return []
 
 
 def _why_not_completed(error: WorkflowFailureError) -> str:
@@ -206,9 +243,15 @@ async def follow(client: Client, handle: WorkflowHandle[SandboxAgentWorkflow, st
     print("Answer:")
     print(answer.rstrip("\n"), flush=True)
     return EXIT_COMPLETED
+{%- if extras %}
+
+
+async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) -> int:
+{%- else %}
 
 
 async def run(prompt: str, wait: bool = True) -> int:
+{%- endif %}
     """Start a run, print its id and Web UI link, then (unless ``wait`` is
     false) follow it to its answer. Returns the exit status."""
     try:
@@ -216,7 +259,11 @@ async def run(prompt: str, wait: bool = True) -> int:
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
+{%- if extras %}
+    handle = await start(client, prompt, provider=provider)
+{%- else %}
     handle = await start(client, prompt)
+{%- endif %}
     print(f"Started workflow {handle.id}")
     print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
     if not wait:
@@ -274,23 +321,47 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="WORKFLOW_ID",
         help="follow a run started earlier instead of starting one",
     )
+{%- if extras %}
+    parser.add_argument(
+        "--provider",
+        choices=list(SANDBOX_BACKENDS),
+        help=f"the sandbox provider the run uses (default: {SANDBOX_PROVIDER})",
+    )
+{%- endif %}
     args = parser.parse_args(argv)
     if args.attach is not None and args.prompt is not None:
         parser.error("--attach follows an existing run; it takes no prompt")
+{%- if extras %}
+    if args.attach is not None and args.provider is not None:
+        parser.error("--attach follows an existing run, in the provider it started with")
+{%- endif %}
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Start or follow a run; exit with the status documented above."""
     args = parse_arguments(argv)
     try:
         if args.attach is not None:
             status = asyncio.run(attach(args.attach))
         else:
+{%- if extras %}
+            prompt = args.prompt or DEFAULT_PROMPT
+            provider = args.provider or SANDBOX_PROVIDER
+            status = asyncio.run(run(prompt, wait=not args.no_wait, provider=provider))
+{%- else %}
             status = asyncio.run(run(args.prompt or DEFAULT_PROMPT, wait=not args.no_wait))
+{%- endif %}
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
     sys.exit(status)
 
 
+def cli() -> NoReturn:
+    """The installed command: ``main()``, then exit with its status without
+    the interpreter's shutdown, which the Temporal SDK can crash (exits.py)."""
+    exit_after(main)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -19,10 +19,10 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from importlib.metadata import version
-from typing import Any
+from typing import Any, NoReturn
 
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
@@ -43,6 +43,9 @@ from {{ cookiecutter.package_name }}.backends import (
 from {{ cookiecutter.package_name }}.connection import (
     ConnectionFailed,
     connect,
+)
+from {{ cookiecutter.package_name }}.exits import (
+    exit_after,
 )
 from {{ cookiecutter.package_name }}.shared import (
 {%- for backend in extras | sort %}
@@ -136,18 +139,21 @@ def agents_plugin(
 
     Tests pass their own sandbox clients (``sandbox`` for SANDBOX_PROVIDER,
     ``additional_sandboxes`` by provider name) and a scripted model provider;
-    the real worker uses each backend's client and the OpenAI model provider.
+    the real worker builds each backend's client and uses the OpenAI model
+    provider.
 {%- else %}
 
     Tests pass their own sandbox client and a scripted model provider; the
-    real worker uses the backend's client and the OpenAI model provider.
+    real worker builds the backend's client and uses the OpenAI model provider.
 {%- endif %}
     """
+    if sandbox is None:
+        sandbox = backend_client(SANDBOX_PROVIDER, {{ cookiecutter.sandbox_backend }}.sandbox_client)
 {%- if extras %}
     if additional_sandboxes is None:
         additional_sandboxes = {
 {%- for backend in extras %}
-            {{ backend | upper }}_PROVIDER: {{ backend }}.sandbox_client(),
+            {{ backend | upper }}_PROVIDER: backend_client({{ backend | upper }}_PROVIDER, {{ backend }}.sandbox_client),
 {%- endfor %}
         }
 {%- endif %}
@@ -166,10 +172,7 @@ def agents_plugin(
         # One set of sandbox activities per provider, each prefixed with the
         # provider's name; the workflow picks the provider by that name.
         sandbox_clients=[
-            SandboxClientProvider(
-                SANDBOX_PROVIDER,
-                sandbox if sandbox is not None else {{ cookiecutter.sandbox_backend }}.sandbox_client(),
-            ),
+            SandboxClientProvider(SANDBOX_PROVIDER, sandbox),
 {%- if extras %}
             *(SandboxClientProvider(name, client) for name, client in additional_sandboxes.items()),
 {%- endif %}
@@ -179,6 +182,19 @@ def agents_plugin(
         resolvable_worker_env_vars=SANDBOX_SECRETS,
 {%- endif %}
     )
+
+
+def backend_client(
+    provider: str, build: Callable[[], BaseSandboxClient[Any]]
+) -> BaseSandboxClient[Any]:
+    """A backend's client, built before the worker connects, so a backend
+    that cannot be built stops the worker at once with one clear line."""
+    try:
+        return build()
+    except Exception as e:
+        raise BackendUnavailable(
+            f"Cannot start the {provider!r} sandbox backend: {type(e).__name__}: {e}"
+        ) from e
 
 
 def build_worker(client: Client, **options: object) -> Worker:
@@ -193,19 +209,8 @@ def build_worker(client: Client, **options: object) -> Worker:
     )
 
 
-def backend_client() -> BaseSandboxClient[Any]:
-    """The backend's client, built before the worker connects, so a backend
-    that cannot be built stops the worker at once with a clear line."""
-    try:
-        return {{ cookiecutter.sandbox_backend }}.sandbox_client()
-    except Exception as e:
-        raise BackendUnavailable(
-            f"Cannot start the {SANDBOX_PROVIDER!r} sandbox backend: {type(e).__name__}: {e}"
-        ) from e
-
-
 async def run_worker() -> None:
-    client = await connect(plugins=[agents_plugin(sandbox=backend_client())])
+    client = await connect(plugins=[agents_plugin()])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -221,6 +226,8 @@ async def run_worker() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Run the worker until it is stopped; exit 1 with one line when it
+    cannot start."""
     argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
     # Say what is missing before connecting, instead of failing on the first run.
     problem = missing_credentials(os.environ)
@@ -232,5 +239,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(str(e))
 
 
+def cli() -> NoReturn:
+    """The installed command: ``main()``, then exit with its status without
+    the interpreter's shutdown, which the Temporal SDK can crash (exits.py)."""
+    exit_after(main)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -69,6 +69,7 @@ from {{ cookiecutter.package_name }}.shared import (
 {%- if secrets %}
     SANDBOX_SECRETS,
 {%- endif %}
+    sandbox_operation,
 )
 
 INSTRUCTIONS = (
@@ -203,5 +204,5 @@ def describe(error: ActivityError) -> str:
         reason = reason.__cause__
     message = getattr(reason, "message", str(reason))
     name = error.activity_type
-    step = f"the sandbox operation {name}" if "-sandbox_" in name else "the model call"
+    step = "the model call" if sandbox_operation(name) is None else f"the sandbox operation {name}"
     return f"{step} {GAVE_UP[error.retry_state]}: {message}"

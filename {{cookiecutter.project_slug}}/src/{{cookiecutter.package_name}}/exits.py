@@ -1,0 +1,54 @@
+"""How the worker and the starter end their process.
+
+The Temporal SDK runs a Rust runtime with threads of its own. A process that
+used it and then ends the usual way can abort while the interpreter shuts
+down (``Fatal Python error: PyGILState_Release``, status 134) or hang there
+for ever, after its work succeeded: the runtime's threads outlive Python
+(https://github.com/temporalio/sdk-python/issues/300). Scripts, CI and
+Kubernetes read the exit status, so the installed commands run ``main()``,
+flush what they printed and leave with ``os._exit``, skipping that shutdown:
+the documented status, every time. Code that calls ``main()`` itself (the
+tests) gets the usual ``SystemExit`` instead.
+"""
+
+import io
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from contextlib import suppress
+from typing import NoReturn
+
+# Ctrl+C before the command handles it itself: 128 + SIGINT, as a shell says.
+EXIT_INTERRUPTED = 130
+
+
+def exit_after(main: Callable[[], object]) -> NoReturn:
+    """Run a command's ``main()`` and end the process with its status."""
+    # Each line reaches a pipe (a log collector, `| tee`) as it is printed.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+    try:
+        main()
+        status = 0
+    except SystemExit as exit:
+        status = _status(exit)
+    except KeyboardInterrupt:
+        status = EXIT_INTERRUPTED
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):  # nowhere left to write to (a closed pipe)
+            stream.flush()
+    os._exit(status)
+
+
+def _status(exit: SystemExit) -> int:
+    """The status, and the message, Python itself would give a SystemExit."""
+    if exit.code is None:
+        return 0
+    if isinstance(exit.code, int):
+        return exit.code
+    print(exit.code, file=sys.stderr)
+    return 1

@@ -1,0 +1,105 @@
+"""The worker and the starter as separate processes, as a user runs them.
+
+Starting either costs seconds (importing the SDKs), so the tests that use
+these helpers are marked ``process`` and left out of a plain
+``uv run pytest``; run them with ``uv run pytest -m process``.
+"""
+
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+# Where `uv sync` installs the console scripts.
+SCRIPTS = Path(sys.executable).parent
+{%- if cookiecutter.sandbox_backend == "local" and not cookiecutter.additional_sandbox_backends.strip() %}
+WORKER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")]
+WORKER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.worker"]
+{%- else %}
+# The real worker needs the remote sandbox, which tests cannot reach; this
+# runs the same worker with a local sandbox standing in for it.
+WORKER = [sys.executable, "-m", "tests.stand_in_worker"]
+WORKER_MODULE = WORKER
+{%- endif %}
+STARTER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-starter")]
+STARTER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.starter"]
+
+
+def service_environment(temporal_address: str, model_url: str) -> dict[str, str]:
+    """What a user exports before running the worker or the starter. Output
+    goes to a pipe, so it is block-buffered, as under systemd or Kubernetes:
+    whatever the commands print must reach it without PYTHONUNBUFFERED."""
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TEMPORAL_") and k != "PYTHONUNBUFFERED"
+    }
+    environment.update(
+        TEMPORAL_ADDRESS=temporal_address,
+        OPENAI_BASE_URL=model_url,
+        OPENAI_API_KEY="dummy",
+    )
+    return environment
+
+
+class Service:
+    """One process of the service, its output collected as it comes."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.output: list[str] = []
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        async for line in self.process.stdout:
+            self.output.append(line.decode(errors="replace").rstrip("\n"))
+
+    async def wait_for(self, text: str, timeout: float = 60) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                while not any(text in line for line in self.output):
+                    if self._reader.done():
+                        raise AssertionError(f"exited before printing {text!r}: {self.output}")
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            raise AssertionError(
+                f"did not print {text!r} within {timeout} s: {self.output}"
+            ) from None
+
+    async def exit_status(self, timeout: float = 90) -> int:
+        try:
+            async with asyncio.timeout(timeout):
+                status = await self.process.wait()
+                await self._reader
+        except TimeoutError:
+            raise AssertionError(f"did not exit within {timeout} s: {self.output}") from None
+        return status
+
+
+@asynccontextmanager
+async def service(command: list[str], environment: dict[str, str]) -> AsyncIterator[Service]:
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        cwd=PROJECT,
+        env=environment,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        yield Service(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def closed_port() -> int:
+    """A local port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,167 @@
+"""The worker and the starter exit with the status they document, every time.
+
+Scripts, CI jobs, systemd and Kubernetes read a process's exit status; a crash
+at exit after a successful run looks like a failure and gets restarted or
+alerted on. A process that used the Temporal SDK can abort or hang as the
+interpreter shuts down (temporalio/sdk-python#300), about once in 6 to 10
+runs, so one run of each proves nothing: these tests run each command many
+times, as the installed console script and as ``python -m``, and check every
+status and the last line each one printed.
+"""
+
+import re
+import signal
+import uuid
+from collections import Counter
+
+import pytest
+from temporalio.client import Client
+
+from {{ cookiecutter.package_name }}.starter import (
+    EXIT_COMPLETED,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_COMPLETED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    start,
+)
+
+from .processes import (
+    STARTER,
+    STARTER_MODULE,
+    WORKER,
+    WORKER_MODULE,
+    Service,
+    closed_port,
+    service,
+    service_environment,
+)
+from .scripted_openai import scripted_openai_server
+
+pytestmark = pytest.mark.process
+
+ROUNDS = 4  # of each of the six starter outcomes below: 24 starter runs
+WORKER_CYCLES = 12  # half stopped by SIGTERM, half by SIGINT (Ctrl+C)
+EXIT_WITHIN = 60  # seconds; a process that takes longer is stuck
+CRASH = "Fatal Python error"
+
+
+class Tally:
+    """Every exit status seen, by case, and every exit that was wrong."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[tuple[str, int | str]] = Counter()
+        self.wrong: list[str] = []
+
+    async def record(self, case: str, process: Service, status: int, last_line: str) -> None:
+        """Wait for ``process`` to exit; it should exit with ``status``, its
+        output should end with a line matching ``last_line`` (nothing lost)
+        and hold no crash report."""
+        try:
+            seen: int | str = await process.exit_status(timeout=EXIT_WITHIN)
+        except AssertionError:
+            seen = f"no exit within {EXIT_WITHIN} s"
+        self.seen[(case, seen)] += 1
+        output = process.output
+        if (
+            seen != status
+            or not output
+            or not re.fullmatch(last_line, output[-1])
+            or any(CRASH in line for line in output)
+        ):
+            self.wrong.append(f"{case}: exit {seen}, expected {status}: {output}")
+
+    def check(self) -> None:
+        summary = ", ".join(f"{case}: {status} x{n}" for (case, status), n in self.seen.items())
+        assert not self.wrong, f"exit statuses seen: {summary}\n" + "\n".join(self.wrong)
+
+
+async def test_the_starter_exits_with_its_documented_status_every_time(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    unreachable = f"127.0.0.1:{closed_port()}"
+    tally = Tally()
+    with scripted_openai_server(["echo all-done"]) as model:
+        environment = service_environment(address, model.url)
+        elsewhere = {**environment, "TEMPORAL_ADDRESS": unreachable}
+        async with service(WORKER, environment) as worker:
+            await worker.wait_for("Worker polling")
+            for round in range(ROUNDS):
+                starter = STARTER if round % 2 == 0 else STARTER_MODULE
+                async with service(starter + ["Say it."], environment) as completed:
+                    await tally.record("completed", completed, EXIT_COMPLETED, "all-done")
+                async with service(starter + ["--no-wait", "Say it."], environment) as no_wait:
+                    await tally.record("--no-wait", no_wait, EXIT_COMPLETED, r"Web UI: \S+")
+                # The model rejects the key: the run fails at once.
+                model.error_status = 401
+                async with service(starter + ["Say it."], environment) as failed:
+                    await tally.record(
+                        "failed", failed, EXIT_NOT_COMPLETED, r"Workflow \S+ failed: .+"
+                    )
+                model.error_status = None
+                async with service(starter + ["Say it."], elsewhere) as unreached:
+                    await tally.record(
+                        "unreachable",
+                        unreached,
+                        EXIT_UNREACHABLE,
+                        f"Cannot reach Temporal at {unreachable} .+",
+                    )
+                async with service(starter + ["--frobnicate"], environment) as misused:
+                    await tally.record(
+                        "bad usage",
+                        misused,
+                        EXIT_USAGE,
+                        ".+ error: unrecognized arguments: --frobnicate",
+                    )
+                await interrupted_while_following(temporal_client, starter, environment, tally)
+            worker.process.send_signal(signal.SIGTERM)
+            await tally.record("worker", worker, 0, "Worker stopped.")
+    tally.check()
+
+
+async def interrupted_while_following(
+    client: Client, starter: list[str], environment: dict[str, str], tally: Tally
+) -> None:
+    """Ctrl+C while the starter follows a run: it stops following, says how
+    to follow it again, and exits 130; the run goes on."""
+    # A run on a queue no worker polls waits for ever, so the starter is
+    # still following it when the signal comes.
+    handle = await client.start_workflow(
+        "SandboxAgentWorkflow",
+        "Wait.",
+        id=f"interrupted-{uuid.uuid4()}",
+        task_queue=f"nobody-polls-{uuid.uuid4()}",
+    )
+    async with service(starter + ["--attach", handle.id], environment) as following:
+        await following.wait_for("Web UI: ")
+        following.process.send_signal(signal.SIGINT)
+        await tally.record(
+            "interrupted",
+            following,
+            EXIT_INTERRUPTED,
+            re.escape(
+                f"Stopped following. The run goes on; follow it again with --attach {handle.id}"
+            ),
+        )
+    await handle.terminate(reason="test over")
+
+
+async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    tally = Tally()
+    with scripted_openai_server(["echo all-done"]) as model:
+        environment = service_environment(address, model.url)
+        for cycle in range(WORKER_CYCLES):
+            stop = signal.SIGTERM if cycle % 2 == 0 else signal.SIGINT
+            command = WORKER if cycle % 4 < 2 else WORKER_MODULE
+            async with service(command, environment) as worker:
+                await worker.wait_for("Worker polling")
+                # Stop a worker that has done real work: a whole run.
+                handle = await start(temporal_client, "Say it.")
+                assert (await handle.result()).endswith("all-done\n")
+                worker.process.send_signal(stop)
+                await tally.record(stop.name, worker, 0, "Worker stopped.")
+    tally.check()
