@@ -38,7 +38,7 @@ from .scripted_openai import scripted_openai_server
 PROJECT = Path(__file__).resolve().parents[1]
 # Where `uv sync` installs the console scripts.
 SCRIPTS = Path(sys.executable).parent
-{%- if cookiecutter.sandbox_backend == "local" and not cookiecutter.additional_sandbox_backends.strip() %}
+{%- if not cookiecutter | remote_backends %}
 WORKER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")]
 {%- else %}
 # The real worker needs the remote sandbox, which tests cannot reach; this
