@@ -13,6 +13,7 @@ and the template's tests import ``derive``. A fact that several files need
 about the chosen backends (a fourth backend, say) belongs here too.
 """
 
+import sys
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -55,6 +56,11 @@ class DerivedAnswers(Extension):
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
+        # `cruft update` renders the project's old template commit and then the
+        # new one in one process. Forgetting this module here makes the next
+        # render import it again, as the new commit has it; otherwise Python
+        # would reuse the old one, and a filter added since would be missing.
+        sys.modules.pop(__name__, None)
         environment.filters.update(
             backends=lambda answers: derive(answers).backends,
             additional_backends=lambda answers: derive(answers).additional_backends,
