@@ -8,12 +8,10 @@ too. Runs offline: it only deletes files.
 
 from pathlib import Path
 
-BACKEND = {{ cookiecutter.sandbox_backend | tojson }}
-BACKENDS = [
-    BACKEND,
-    *(name.strip() for name in {{ cookiecutter.additional_sandbox_backends | tojson }}.split(",") if name.strip()),
-]
-HAS_SECRETS = any(name.strip() for name in {{ cookiecutter.sandbox_secret_env_vars | tojson }}.split(","))
+# As every template file reads the answers (local_extensions.py).
+BACKENDS = {{ cookiecutter | backends | tojson }}
+REMOTE_BACKENDS = {{ cookiecutter | remote_backends | tojson }}
+HAS_SECRETS = bool({{ cookiecutter | secret_env_vars | tojson }})
 PACKAGE = Path("src") / {{ cookiecutter.package_name | tojson }}
 TESTS = Path("tests")
 LICENSE = {{ cookiecutter.license | tojson }}
@@ -25,14 +23,14 @@ def remove_unused_backends(package: Path, backends: list[str]) -> None:
             module.unlink()
 
 
-def remove_unused_tests(tests: Path, backends: list[str], has_secrets: bool) -> None:
+def remove_unused_tests(tests: Path, backends: list[str], remote_backends: list[str], has_secrets: bool) -> None:
     if len(backends) == 1:
         (tests / "test_providers.py").unlink()
     if not has_secrets:
         (tests / "test_secrets.py").unlink()
     # Only a service with a remote backend needs, for its process test, a
     # worker with a local sandbox standing in for the remote one.
-    if all(backend == "local" for backend in backends):
+    if not remote_backends:
         (tests / "stand_in_worker.py").unlink()
 
 
@@ -44,5 +42,5 @@ def remove_license_file(license_name: str) -> None:
 
 if __name__ == "__main__":
     remove_unused_backends(PACKAGE, BACKENDS)
-    remove_unused_tests(TESTS, BACKENDS, HAS_SECRETS)
+    remove_unused_tests(TESTS, BACKENDS, REMOTE_BACKENDS, HAS_SECRETS)
     remove_license_file(LICENSE)

@@ -41,6 +41,15 @@ ANSWERS = {
     "license": {{ cookiecutter.license | tojson }},
 }
 
+# The comma-separated answers as every template file reads them
+# (local_extensions.py): items trimmed, blank items dropped, so " e2b , " is
+# ["e2b"] and "," is []. The checks judge these items; an error line still
+# shows the answer as it was typed.
+ITEMS = {
+    "additional_sandbox_backends": {{ cookiecutter | additional_backends | tojson }},
+    "sandbox_secret_env_vars": {{ cookiecutter | secret_env_vars | tojson }},
+}
+
 BACKENDS = ("local", "daytona", "e2b")
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 E2B_SANDBOX_TYPES = ("e2b", "e2b_code_interpreter")
@@ -141,11 +150,6 @@ def fail(variable: str, value: object, rule: str) -> None:
     sys.exit(f"ERROR: {variable}={value!r} is not allowed: {rule}.")
 
 
-def names(text: str) -> list[str]:
-    """The items of a comma-separated answer, blanks dropped."""
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
 def whole_number(variable: str, value: object, low: int, high: int, unit: str) -> int:
     text = str(value).strip()
     if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", text) or not low <= int(text) <= high:
@@ -153,11 +157,10 @@ def whole_number(variable: str, value: object, low: int, high: int, unit: str) -
     return int(text)
 
 
-def check_backends(answers: dict[str, object]) -> list[str]:
+def check_backends(answers: dict[str, object], extras: list[str]) -> list[str]:
     """The backends to generate: the primary one, then the additional ones."""
     primary = str(answers["sandbox_backend"])
     text = str(answers["additional_sandbox_backends"])
-    extras = names(text)
     for extra in extras:
         if extra not in BACKENDS:
             fail(
@@ -201,9 +204,8 @@ def check_backend_options(answers: dict[str, object], backends: list[str]) -> No
         )
 
 
-def check_secrets(answers: dict[str, object]) -> None:
+def check_secrets(answers: dict[str, object], secrets: list[str]) -> None:
     text = str(answers["sandbox_secret_env_vars"])
-    secrets = names(text)
     for name in secrets:
         if not re.fullmatch(ENV_VAR_NAME, name) or len(name) > 100:
             fail(
@@ -216,7 +218,7 @@ def check_secrets(answers: dict[str, object]) -> None:
         fail("sandbox_secret_env_vars", text, "name each variable once")
 
 
-def check(answers: dict[str, object]) -> None:
+def check(answers: dict[str, object], items: dict[str, list[str]]) -> None:
     for variable in ("project_name", "description", "author_name"):
         text = str(answers[variable])
         if not text.strip() and variable in ("project_name", "author_name"):
@@ -256,7 +258,7 @@ def check(answers: dict[str, object]) -> None:
             f"it must be at least the longest activity timeout ({longest_step} seconds)",
         )
 
-    backends = check_backends(answers)
+    backends = check_backends(answers, items["additional_sandbox_backends"])
     # The Daytona and E2B SDKs are the top-level modules `daytona` and `e2b`.
     if package in backends and package != "local":
         fail(
@@ -265,8 +267,8 @@ def check(answers: dict[str, object]) -> None:
             f"it is the name of the {package} SDK's module, which the service imports; choose another",
         )
     check_backend_options(answers, backends)
-    check_secrets(answers)
+    check_secrets(answers, items["sandbox_secret_env_vars"])
 
 
 if __name__ == "__main__":
-    check(ANSWERS)
+    check(ANSWERS, ITEMS)

@@ -7,6 +7,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+# The template's own derivation of the list answers (its root, beside tests/, is on sys.path).
+from local_extensions import Derived, derive
+
 TEMPLATE = Path(__file__).resolve().parents[1]
 BACKENDS = ("local", "daytona", "e2b")
 
@@ -46,6 +49,11 @@ def find_python(version: str) -> str | None:
 class BakedProject:
     path: Path
     context: dict[str, object]
+
+    @property
+    def derived(self) -> Derived:
+        """What every template file read from the answers: the chosen backends, the secrets' names."""
+        return derive(self.context)
 
     @property
     def package(self) -> Path:

@@ -1,5 +1,8 @@
 """Every combination the template's tests render: each backend, and every
-value of every other choice at least once. Add a row when you add a choice."""
+value of every other choice at least once. Add a row when you add a choice.
+
+Some list answers are spelled as a hurried person types them (blank items,
+stray commas and spaces): they must render what the tidy spelling renders."""
 
 import pytest
 
@@ -21,6 +24,9 @@ COMBINATIONS = [
             "workflow_execution_timeout_seconds": 600,
             "author_name": "Research Platform Team",
             "license": "Apache-2.0",
+            # Blank lists: no additional backend, no secret.
+            "additional_sandbox_backends": ",",
+            "sandbox_secret_env_vars": " ",
         },
         id="local-custom-names-py312",
     ),
@@ -42,7 +48,7 @@ COMBINATIONS = [
             "daytona_pause_on_exit": True,
             "daytona_auto_stop_interval_minutes": 30,
             "daytona_create_timeout_seconds": 120,
-            "sandbox_secret_env_vars": "GITHUB_TOKEN",
+            "sandbox_secret_env_vars": "GITHUB_TOKEN,,",
         },
         id="daytona-image-paused-one-secret",
     ),
@@ -68,7 +74,7 @@ COMBINATIONS = [
     pytest.param(
         {
             "sandbox_backend": "local",
-            "additional_sandbox_backends": "daytona",
+            "additional_sandbox_backends": " daytona , ",
             "sandbox_provider_name": "workstation",
             "daytona_snapshot": "agent-tools",
             "python_version": "3.12",

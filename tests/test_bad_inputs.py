@@ -57,6 +57,19 @@ BAD_INPUTS = [
         {"additional_sandbox_backends": "e2b, e2b"}, "additional_sandbox_backends='e2b, e2b'", id="extra-backend-twice"
     ),
     pytest.param(
+        {"additional_sandbox_backends": " e2b,,e2b "},
+        "additional_sandbox_backends=' e2b,,e2b ' is not allowed: name each backend once",
+        id="extra-backend-twice-among-blanks",
+    ),
+    pytest.param(
+        {"additional_sandbox_backends": "daytona e2b"},
+        "'daytona e2b' is not a backend",
+        id="extra-backends-without-comma",
+    ),
+    pytest.param(
+        {"additional_sandbox_backends": "E2B"}, "additional_sandbox_backends='E2B'", id="extra-backend-uppercase"
+    ),
+    pytest.param(
         {"sandbox_backend": "daytona", "sandbox_provider_name": "local", "additional_sandbox_backends": "local"},
         "'local' is already the sandbox_provider_name",
         id="extra-backend-name-taken",
@@ -103,6 +116,11 @@ BAD_INPUTS = [
     ),
     pytest.param(
         {"sandbox_secret_env_vars": "TOKEN, TOKEN"}, "sandbox_secret_env_vars='TOKEN, TOKEN'", id="secret-twice"
+    ),
+    pytest.param(
+        {"sandbox_secret_env_vars": "GITHUB_TOKEN NPM_TOKEN"},
+        "'GITHUB_TOKEN NPM_TOKEN' is not an environment variable name",
+        id="secrets-without-comma",
     ),
     pytest.param({"author_name": " "}, "author_name=' '", id="empty-author"),
     pytest.param({"author_name": "Acme\nInc"}, "author_name='Acme\\nInc'", id="author-two-lines"),

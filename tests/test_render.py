@@ -24,15 +24,10 @@ def test_renders_without_template_residue(bake, answers: dict[str, object]) -> N
             assert residue not in text, f"{residue!r} left in {path.relative_to(project.path)}"
 
 
-def chosen_backends(project: BakedProject) -> list[str]:
-    extras = str(project.context["additional_sandbox_backends"]).split(",")
-    return [str(project.context["sandbox_backend"]), *(name.strip() for name in extras if name.strip())]
-
-
 @pytest.mark.parametrize("answers", COMBINATIONS)
 def test_mentions_only_the_chosen_backends(bake, answers: dict[str, object]) -> None:
     project: BakedProject = bake(answers)
-    chosen = chosen_backends(project)
+    chosen = project.derived.backends
     assert sorted(p.stem for p in (project.package / "backends").glob("*.py")) == sorted(["__init__", *chosen])
     for path in project.files():
         relative = path.relative_to(project.path)
@@ -105,10 +100,14 @@ def test_quotes_backslashes_unicode_and_braces_cannot_inject(bake) -> None:
 def test_keeps_tests_only_for_the_chosen_features(bake, answers: dict[str, object]) -> None:
     project: BakedProject = bake(answers)
     tests = {p.name for p in (project.path / "tests").glob("test_*.py")}
-    assert ("test_providers.py" in tests) == (len(chosen_backends(project)) > 1)
-    secrets = [name for name in str(project.context["sandbox_secret_env_vars"]).split(",") if name.strip()]
-    assert ("test_secrets.py" in tests) == bool(secrets)
+    assert ("test_providers.py" in tests) == (len(project.derived.backends) > 1)
+    assert ("test_secrets.py" in tests) == bool(project.derived.secret_env_vars)
     assert {"test_agent_workflow.py", "test_configuration.py", "test_live.py"} <= tests
+    # The process tests start the stand-in worker exactly when the project keeps one.
+    stand_in = project.path / "tests" / "stand_in_worker.py"
+    assert stand_in.exists() == bool(project.derived.remote_backends)
+    started = [path for path in stand_in.parent.glob("*.py") if "tests.stand_in_worker" in path.read_text()]
+    assert bool(set(started) - {stand_in}) == stand_in.exists()
 
 
 @pytest.mark.parametrize("answers", COMBINATIONS)
@@ -117,12 +116,41 @@ def test_env_example_lists_what_the_worker_reads(bake, answers: dict[str, object
     example = project.text(".env.example")
     assert "OPENAI_API_KEY=" in example
     assert "# OPENAI_AGENTS_DISABLE_TRACING=1" in example
-    chosen = chosen_backends(project)
+    chosen = project.derived.backends
     assert ("DAYTONA_API_KEY=" in example) == ("daytona" in chosen)
     assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
-    for name in str(project.context["sandbox_secret_env_vars"]).split(","):
-        if name.strip():
-            assert f"\n{name.strip()}=" in example
+    for name in project.derived.secret_env_vars:
+        assert f"\n{name}=" in example
+
+
+# Odd but accepted spellings of the list answers, each beside the tidy one.
+ODD_LIST_SPELLINGS = [
+    pytest.param(
+        {"additional_sandbox_backends": ",", "sandbox_secret_env_vars": " , "}, {}, id="only-commas-and-spaces"
+    ),
+    pytest.param(
+        {
+            "sandbox_backend": "e2b",
+            "additional_sandbox_backends": ",daytona ,, local ",
+            "sandbox_secret_env_vars": "GITHUB_TOKEN,,\tNPM_TOKEN\n",
+        },
+        {
+            "sandbox_backend": "e2b",
+            "additional_sandbox_backends": "daytona, local",
+            "sandbox_secret_env_vars": "GITHUB_TOKEN, NPM_TOKEN",
+        },
+        id="stray-commas-and-spaces",
+    ),
+]
+
+
+@pytest.mark.parametrize(("odd", "tidy"), ODD_LIST_SPELLINGS)
+def test_blank_items_and_spaces_in_list_answers_change_nothing(bake, odd, tidy) -> None:
+    odd_project, tidy_project = bake(odd), bake(tidy)
+    files = [path.relative_to(tidy_project.path) for path in tidy_project.files()]
+    assert [path.relative_to(odd_project.path) for path in odd_project.files()] == files
+    for relative in files:
+        assert (odd_project.path / relative).read_bytes() == (tidy_project.path / relative).read_bytes(), relative
 
 
 def test_options_of_backends_not_chosen_leave_no_trace(bake) -> None:

@@ -83,6 +83,27 @@ def test_cruft_update_brings_template_changes_and_keeps_hand_changes(template_re
     sh(tool("cruft"), "check", cwd=project)
 
 
+def test_cruft_update_renders_the_new_commit_with_its_own_local_extensions(template_repo: Path, tmp_path: Path) -> None:
+    # cruft renders the old commit and the new one in one process: the new
+    # commit's files may use a filter that only its local_extensions.py has.
+    project = create_with_cruft(template_repo, tmp_path / "out")
+    extensions = template_repo / "local_extensions.py"
+    last_filter = "            secret_env_vars=lambda answers: derive(answers).secret_env_vars,\n"
+    assert last_filter in extensions.read_text()
+    extensions.write_text(
+        extensions.read_text().replace(
+            last_filter, last_filter + '            added_later=lambda answers: "added later",\n'
+        )
+    )
+    gitignore = template_repo / "{{cookiecutter.project_slug}}" / ".gitignore"
+    gitignore.write_text(gitignore.read_text() + "# {{ cookiecutter | added_later }}\n")
+    commit_all(template_repo, "template B")
+
+    sh(tool("cruft"), "update", "--skip-apply-ask", "--allow-untracked-files", cwd=project)
+
+    assert (project / ".gitignore").read_text().endswith("# added later\n")
+
+
 def test_cruft_update_reports_a_conflict_and_keeps_both_sides(template_repo: Path, tmp_path: Path) -> None:
     project = create_with_cruft(template_repo, tmp_path / "out")
     readme = project / "README.md"

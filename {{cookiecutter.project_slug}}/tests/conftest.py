@@ -1,4 +1,4 @@
-{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set secrets = cookiecutter | secret_env_vars -%}
 """A real Temporal dev server for the whole test session, and one finished
 run of the agent for the tests that only inspect one.
 

@@ -16,7 +16,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 # Where `uv sync` installs the console scripts.
 SCRIPTS = Path(sys.executable).parent
-{%- if cookiecutter.sandbox_backend == "local" and not cookiecutter.additional_sandbox_backends.strip() %}
+{%- if not cookiecutter | remote_backends %}
 WORKER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")]
 WORKER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.worker"]
 {%- else %}

@@ -1,5 +1,4 @@
-{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
-{% set remote = ([cookiecutter.sandbox_backend] + extras) | reject("equalto", "local") | sort -%}
+{% set remote = cookiecutter | remote_backends | sort -%}
 """The service's worker with a local sandbox standing in for the remote
 {{ "backend" if remote | length == 1 else "backends" }}, which tests cannot reach: ``python -m tests.stand_in_worker``.
 Everything else (connection, plugin, model calls, signals) is the real worker's."""

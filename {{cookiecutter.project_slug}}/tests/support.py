@@ -1,8 +1,8 @@
-{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
-{% set backends = [cookiecutter.sandbox_backend] + extras -%}
+{% set extras = cookiecutter | additional_backends -%}
+{% set backends = cookiecutter | backends -%}
 {% set primary = cookiecutter.sandbox_backend -%}
-{% set remote = backends | reject("equalto", "local") | list -%}
-{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set remote = cookiecutter | remote_backends -%}
+{% set secrets = cookiecutter | secret_env_vars -%}
 """Helpers that run the service's real worker with a scripted model."""
 
 import re

@@ -1,4 +1,4 @@
-{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set extras = cookiecutter | additional_backends -%}
 """The worker and the starter as a user runs them.
 
 The tests marked ``process`` run the installed commands as separate

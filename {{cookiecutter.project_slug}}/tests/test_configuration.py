@@ -1,6 +1,5 @@
-{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
-{% set backends = [cookiecutter.sandbox_backend] + extras -%}
-{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set backends = cookiecutter | backends -%}
+{% set secrets = cookiecutter | secret_env_vars -%}
 """Configuration mistakes stop the service early, with a reason a person can act on."""
 
 import pytest

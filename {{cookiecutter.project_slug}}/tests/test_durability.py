@@ -26,7 +26,7 @@ from {{ cookiecutter.package_name }}.workflow import (
 )
 
 from .scripted_model import ScriptedModel, tool_outputs
-{%- if cookiecutter.additional_sandbox_backends.strip() %}
+{%- if cookiecutter | additional_backends %}
 from .support import (
     CompletedRun,
     activity_attempts,
@@ -134,7 +134,7 @@ async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
 
     replayer = Replayer(
         workflows=[SandboxAgentWorkflow],
-{%- if cookiecutter.additional_sandbox_backends.strip() %}
+{%- if cookiecutter | additional_backends %}
         plugins=[
             agents_plugin(
                 sandbox=sandbox_for_tests(),

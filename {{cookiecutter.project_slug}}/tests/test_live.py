@@ -1,4 +1,4 @@
-{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set extras = cookiecutter | additional_backends -%}
 """A real agent turn on the real sandbox backend with the real model.
 
 Not part of the default run: ``uv run pytest -m live`` runs it, with the

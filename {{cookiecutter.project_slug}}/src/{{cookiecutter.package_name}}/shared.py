@@ -1,5 +1,5 @@
-{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
-{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set extras = cookiecutter | additional_backends -%}
+{% set secrets = cookiecutter | secret_env_vars -%}
 """Names and limits that the worker, the workflow and the starter must agree on.
 
 They live in one module because a mismatch fails silently: a starter that

@@ -1,4 +1,4 @@
-{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set extras = cookiecutter | additional_backends -%}
 """The starter: asks the agent to do something, shows each step as it happens, and prints the answer.
 
     {{ cookiecutter.project_slug }}-starter "Count the files in /etc"      # start, follow, print the answer

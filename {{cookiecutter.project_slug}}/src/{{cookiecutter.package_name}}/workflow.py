@@ -1,7 +1,7 @@
-{% set extras = cookiecutter.additional_sandbox_backends.split(",") | map("trim") | reject("equalto", "") | list -%}
-{% set backends = [cookiecutter.sandbox_backend] + extras -%}
-{% set remote = backends | reject("equalto", "local") | list -%}
-{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set extras = cookiecutter | additional_backends -%}
+{% set backends = cookiecutter | backends -%}
+{% set remote = cookiecutter | remote_backends -%}
+{% set secrets = cookiecutter | secret_env_vars -%}
 """A ``SandboxAgent`` whose every sandbox operation is a Temporal activity.
 
 The agent gets a machine to work on: a shell to run commands in and a

@@ -1,4 +1,4 @@
-{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set secrets = cookiecutter | secret_env_vars -%}
 """The Daytona backend: the agent's shell runs in a remote Daytona sandbox.
 
 The worker needs ``DAYTONA_API_KEY`` (or ``DAYTONA_JWT_TOKEN`` with

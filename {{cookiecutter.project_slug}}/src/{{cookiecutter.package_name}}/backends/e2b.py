@@ -1,4 +1,4 @@
-{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set secrets = cookiecutter | secret_env_vars -%}
 """The E2B backend: the agent's shell runs in a remote E2B sandbox.
 
 The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.

@@ -1,4 +1,4 @@
-{% set secrets = cookiecutter.sandbox_secret_env_vars.split(",") | map("trim") | reject("equalto", "") | list -%}
+{% set secrets = cookiecutter | secret_env_vars -%}
 """The local backend: the agent's shell runs on the worker's own host.
 
 Every command the agent runs executes as the worker's user, in a fresh
