@@ -31,6 +31,10 @@ class Derived(NamedTuple):
     remote_backends: list[str]
     # The worker environment variables the agent's sandbox sees.
     secret_env_vars: list[str]
+    # (constant in shared.py, backend) for every provider the worker
+    # registers: SANDBOX_PROVIDER for the primary backend, then one constant
+    # named after each additional backend (E2B_PROVIDER = "e2b").
+    providers: list[tuple[str, str]]
 
 
 def items(text: object) -> list[str]:
@@ -48,6 +52,10 @@ def derive(answers: Mapping[str, object]) -> Derived:
         additional_backends=additional,
         remote_backends=[backend for backend in backends if backend != "local"],
         secret_env_vars=items(answers["sandbox_secret_env_vars"]),
+        providers=[
+            ("SANDBOX_PROVIDER", backends[0]),
+            *((f"{backend.upper()}_PROVIDER", backend) for backend in additional),
+        ],
     )
 
 
@@ -66,4 +74,5 @@ class DerivedAnswers(Extension):
             additional_backends=lambda answers: derive(answers).additional_backends,
             remote_backends=lambda answers: derive(answers).remote_backends,
             secret_env_vars=lambda answers: derive(answers).secret_env_vars,
+            providers=lambda answers: derive(answers).providers,
         )

@@ -42,12 +42,13 @@ from temporalio.client import Client
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel, TestModelProvider
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
-    sandbox_options,
+from {{ cookiecutter.package_name }}.backends import (
+    SANDBOX_BACKENDS,
 )
 from {{ cookiecutter.package_name }}.shared import (
     MAX_TURNS,
     MODEL,
+    SANDBOX_PROVIDER,
 )
 from {{ cookiecutter.package_name }}.starter import (
     start,
@@ -168,7 +169,7 @@ async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
     # The sandbox the tests use: the service's own local one, or a local one
     # standing in for a remote backend (the benchmark runs offline). Imported
     # here, as `python -m benchmarks.durability` puts the project on sys.path.
-    from tests.support import sandbox_for_tests
+    from tests.support import sandboxes_for_tests
 
     model = ScriptedLoop(steps)
 
@@ -176,7 +177,9 @@ async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
         config = RunConfig(
             model_provider=TestModelProvider(model),
             sandbox=SandboxRunConfig(
-                client=sandbox_for_tests(), options=sandbox_options(), snapshot=NoopSnapshotSpec()
+                client=sandboxes_for_tests()[SANDBOX_PROVIDER],
+                options=SANDBOX_BACKENDS[SANDBOX_PROVIDER].sandbox_options(),
+                snapshot=NoopSnapshotSpec(),
             ),
         )
         result = await Runner.run(direct_agent(), prompt, max_turns=MAX_TURNS, run_config=config)
@@ -189,7 +192,9 @@ async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal)
     async with env:
         server = dev_server_pid()
-        plugin = agents_plugin(sandbox=sandbox_for_tests(), model_provider=TestModelProvider(model))
+        plugin = agents_plugin(
+            sandboxes=sandboxes_for_tests(), model_provider=TestModelProvider(model)
+        )
         config = env.client.config()
         config["plugins"] = [plugin]
         client = Client(**config)

@@ -1,12 +1,10 @@
-{% set extras = cookiecutter | additional_backends -%}
 {% set backends = cookiecutter | backends -%}
 {% set primary = cookiecutter.sandbox_backend -%}
 {% set remote = cookiecutter | remote_backends -%}
-{% set secrets = cookiecutter | secret_env_vars -%}
 """Helpers that run the service's real worker with a scripted model."""
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -15,11 +13,11 @@ from agents import Model
 {%- if primary == "local" %}
 from agents.sandbox.errors import ConfigurationError, ErrorCode
 {%- endif %}
-{%- if remote and secrets %}
+{%- if remote %}
 from agents.sandbox.manifest import Manifest
 {%- endif %}
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
-{%- if remote and secrets %}
+{%- if remote %}
 from agents.sandbox.session import SandboxSession
 {%- endif %}
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
@@ -39,13 +37,11 @@ from {{ cookiecutter.package_name }}.backends import (
     local,
 )
 {% endif -%}
-{% if extras -%}
 from {{ cookiecutter.package_name }}.shared import (
-{%- for backend in extras | sort %}
-    {{ backend | upper }}_PROVIDER,
+{%- for constant, _ in cookiecutter | providers | sort %}
+    {{ constant }},
 {%- endfor %}
 )
-{% endif -%}
 from {{ cookiecutter.package_name }}.worker import (
     MODEL_RETRY_POLICY,
     agents_plugin,
@@ -63,49 +59,46 @@ REJECTION = "The sandbox configuration was rejected"
 # What the {{ "Daytona" if primary == "daytona" else "E2B" }} API answers a worker whose key it does not accept.
 REJECTION = "Invalid API key"
 {%- endif %}
-{%- if remote and secrets %}
+{%- if remote %}
 
 
 class LocalStandIn(UnixLocalSandboxClient):
     """A local sandbox standing in for a remote backend, which tests cannot
-    reach. Its workspace is a fresh temporary directory wherever the remote
-    backend would have put it."""
+    reach. It is registered under the same provider name, so everything but
+    the remote service itself (names, activities, session state) is real. Its
+    workspace is a fresh temporary directory wherever the remote backend
+    would have put it."""
 
     async def create(self, *, manifest: Manifest | None = None, **kwargs: Any) -> SandboxSession:
         if manifest is not None:
             manifest = manifest.model_copy(update={"root": Manifest().root})
         return await super().create(manifest=manifest, **kwargs)
-{%- endif %}
-{%- if remote %}
 
 
 def local_stand_in() -> BaseSandboxClient[Any]:
-    """A local sandbox standing in for a remote backend, which tests cannot
-    reach. It is registered under the same provider name, so everything but
-    the remote service itself (names, activities, session state) is real."""
-    return {{ "LocalStandIn" if secrets else "UnixLocalSandboxClient" }}(inherit_host_environment=False)
+    """A local stand-in for a remote backend's sandbox."""
+    return LocalStandIn(inherit_host_environment=False)
 {%- endif %}
 
 
-def sandbox_for_tests() -> BaseSandboxClient[Any]:
-{%- if primary == "local" %}
-    """The service's own local sandbox: real commands in a real temp dir."""
-    return local.sandbox_client()
-{%- else %}
-    """The sandbox registered under SANDBOX_PROVIDER: a local stand-in."""
-    return local_stand_in()
-{%- endif %}
-{%- if extras %}
-
-
-def additional_sandboxes_for_tests() -> dict[str, BaseSandboxClient[Any]]:
-    """The other providers' sandboxes: local stand-ins for remote backends."""
-    return {
-{%- for backend in extras %}
-        {{ backend | upper }}_PROVIDER: {{ "local.sandbox_client()" if backend == "local" else "local_stand_in()" }},
+# Each provider's sandbox in tests: the service's own local sandbox for the
+# local backend (real commands in a real temp dir), a local stand-in for a
+# remote one.
+SANDBOXES_FOR_TESTS: dict[str, Callable[[], BaseSandboxClient[Any]]] = {
+{%- for constant, backend in cookiecutter | providers %}
+    {{ constant }}: {{ "local.sandbox_client" if backend == "local" else "local_stand_in" }},
 {%- endfor %}
-    }
-{%- endif %}
+}
+
+
+def sandboxes_for_tests(
+    primary: BaseSandboxClient[Any] | None = None,
+) -> dict[str, BaseSandboxClient[Any]]:
+    """Every provider's sandbox in tests; ``primary`` replaces SANDBOX_PROVIDER's."""
+    sandboxes = {provider: build() for provider, build in SANDBOXES_FOR_TESTS.items()}
+    if primary is not None:
+        sandboxes[SANDBOX_PROVIDER] = primary
+    return sandboxes
 
 
 class RejectingSandbox(UnixLocalSandboxClient):
@@ -147,11 +140,8 @@ async def running_worker(
     """Run the service's worker with a scripted model; yield a client whose
     data converter matches the worker's."""
     plugin = agents_plugin(
-        sandbox=sandbox if sandbox is not None else sandbox_for_tests(),
+        sandboxes=sandboxes_for_tests(sandbox),
         model_provider=TestModelProvider(model),
-{%- if extras %}
-        additional_sandboxes=additional_sandboxes_for_tests(),
-{%- endif %}
         model_retry_policy=model_retry_policy,
     )
     config = client.config()

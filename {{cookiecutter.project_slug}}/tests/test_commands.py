@@ -24,7 +24,7 @@ from {{ cookiecutter.package_name }} import (
     worker,
 )
 {%- if extras %}
-from {{ cookiecutter.package_name }}.workflow import (
+from {{ cookiecutter.package_name }}.backends import (
     SANDBOX_BACKENDS,
 )
 {%- else %}

@@ -26,17 +26,7 @@ from {{ cookiecutter.package_name }}.workflow import (
 )
 
 from .scripted_model import ScriptedModel, tool_outputs
-{%- if cookiecutter | additional_backends %}
-from .support import (
-    CompletedRun,
-    activity_attempts,
-    additional_sandboxes_for_tests,
-    running_worker,
-    sandbox_for_tests,
-)
-{%- else %}
-from .support import CompletedRun, activity_attempts, running_worker, sandbox_for_tests
-{%- endif %}
+from .support import CompletedRun, activity_attempts, running_worker, sandboxes_for_tests
 
 # A worker that drops a run from its cache part-way (stopped, or with no
 # cache at all) leaves some of the agents SDK's coroutines for the garbage
@@ -134,16 +124,7 @@ async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
 
     replayer = Replayer(
         workflows=[SandboxAgentWorkflow],
-{%- if cookiecutter | additional_backends %}
-        plugins=[
-            agents_plugin(
-                sandbox=sandbox_for_tests(),
-                additional_sandboxes=additional_sandboxes_for_tests(),
-            )
-        ],
-{%- else %}
-        plugins=[agents_plugin(sandbox=sandbox_for_tests())],
-{%- endif %}
+        plugins=[agents_plugin(sandboxes=sandboxes_for_tests())],
     )
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
 

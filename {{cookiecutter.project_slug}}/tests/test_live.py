@@ -1,4 +1,3 @@
-{% set extras = cookiecutter | additional_backends -%}
 """A real agent turn on the real sandbox backend with the real model.
 
 Not part of the default run: ``uv run pytest -m live`` runs it, with the
@@ -12,6 +11,9 @@ import uuid
 import pytest
 from temporalio.client import Client
 
+from {{ cookiecutter.package_name }}.backends import (
+    SANDBOX_BACKENDS,
+)
 from {{ cookiecutter.package_name }}.shared import (
     TASK_QUEUE,
     WORKFLOW_EXECUTION_TIMEOUT,
@@ -22,23 +24,16 @@ from {{ cookiecutter.package_name }}.worker import (
     missing_credentials,
 )
 from {{ cookiecutter.package_name }}.workflow import (
-{%- if extras %}
-    SANDBOX_BACKENDS,
-{%- endif %}
     SandboxAgentWorkflow,
 )
 
 pytestmark = pytest.mark.live
-{% if extras %}
+
 
 @pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))
 async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     temporal_client: Client, provider: str
 ) -> None:
-{%- else %}
-
-async def test_the_real_agent_runs_a_command_in_a_real_sandbox(temporal_client: Client) -> None:
-{%- endif %}
     problem = missing_credentials(os.environ)
     if problem:
         pytest.skip(problem)
@@ -48,14 +43,10 @@ async def test_the_real_agent_runs_a_command_in_a_real_sandbox(temporal_client: 
     async with build_worker(client):
         answer = await client.execute_workflow(
             SandboxAgentWorkflow.run,
-{%- if extras %}
             args=[
                 "Run `echo $((6 * 7))` in the shell and answer with what it printed.",
                 provider,
             ],
-{%- else %}
-            "Run `echo $((6 * 7))` in the shell and answer with what it printed.",
-{%- endif %}
             id=f"live-{uuid.uuid4()}",
             task_queue=TASK_QUEUE,
             execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,

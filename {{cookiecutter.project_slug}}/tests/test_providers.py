@@ -10,6 +10,9 @@ from temporalio.exceptions import ApplicationError
 from {{ cookiecutter.package_name }} import (
     starter,
 )
+from {{ cookiecutter.package_name }}.backends import (
+    SANDBOX_BACKENDS,
+)
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
     TASK_QUEUE,
@@ -22,7 +25,6 @@ from {{ cookiecutter.package_name }}.starter import (
     start,
 )
 from {{ cookiecutter.package_name }}.workflow import (
-    SANDBOX_BACKENDS,
     SandboxAgentWorkflow,
 )
 

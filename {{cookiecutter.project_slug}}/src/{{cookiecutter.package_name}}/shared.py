@@ -1,4 +1,3 @@
-{% set extras = cookiecutter | additional_backends -%}
 {% set secrets = cookiecutter | secret_env_vars -%}
 """Names and limits that the worker, the workflow and the starter must agree on.
 
@@ -18,29 +17,28 @@ TASK_QUEUE = {{ cookiecutter.task_queue | tojson }}
 # every sandbox activity name ("{{ cookiecutter.sandbox_provider_name }}-sandbox_session_start", ...), which is
 # what lets several sandbox backends share one worker.
 SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
-{%- if extras %}
+{%- set other_providers = (cookiecutter | providers)[1:] %}
+{%- if other_providers %}
 
 # The other providers the worker registers, each named after its backend. A
 # run uses SANDBOX_PROVIDER unless it names one of these.
-{%- for backend in extras %}
-{{ backend | upper }}_PROVIDER = {{ backend | tojson }}
+{%- for constant, backend in other_providers %}
+{{ constant }} = {{ backend | tojson }}
 {%- endfor %}
 {%- endif %}
-{%- if secrets %}
 
 # Environment variables of the worker that the agent's sandbox sees. Only
 # their names travel with a run; the worker reads each value when the sandbox
 # needs it, so no value is ever recorded in workflow history. Every worker
 # must have them set.
-{%- if secrets | length == 1 %}
-SANDBOX_SECRETS = ({{ secrets[0] | tojson }},)
-{%- else %}
-SANDBOX_SECRETS = (
+{%- if secrets | length > 1 %}
+SANDBOX_SECRETS: tuple[str, ...] = (
 {%- for name in secrets %}
     {{ name | tojson }},
 {%- endfor %}
 )
-{%- endif %}
+{%- else %}
+SANDBOX_SECRETS: tuple[str, ...] = ({{ (secrets | map("tojson") | first) ~ "," if secrets }})
 {%- endif %}
 
 # Each sandbox operation (create, one shell command, one file read or write,

@@ -49,6 +49,11 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.service import RPCError, RPCStatusCode
 
+{% if extras -%}
+from {{ cookiecutter.package_name }}.backends import (
+    SANDBOX_BACKENDS,
+)
+{% endif -%}
 from {{ cookiecutter.package_name }}.connection import (
     ConnectionFailed,
     connect,
@@ -63,9 +68,6 @@ from {{ cookiecutter.package_name }}.shared import (
     sandbox_operation,
 )
 from {{ cookiecutter.package_name }}.workflow import (
-{%- if extras %}
-    SANDBOX_BACKENDS,
-{%- endif %}
     SandboxAgentWorkflow,
 )
 

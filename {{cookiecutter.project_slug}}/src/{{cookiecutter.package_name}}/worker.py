@@ -1,7 +1,3 @@
-{% set extras = cookiecutter | additional_backends -%}
-{% set backends = cookiecutter | backends -%}
-{% set remote = cookiecutter | remote_backends -%}
-{% set secrets = cookiecutter | secret_env_vars -%}
 """The worker: runs the agent's workflow, its model calls and its sandbox.
 
     python -m {{ cookiecutter.package_name }}.worker
@@ -36,9 +32,7 @@ from temporalio.openai_agents import (
 from temporalio.worker import Worker
 
 from {{ cookiecutter.package_name }}.backends import (
-{%- for backend in backends | sort %}
-    {{ backend }},
-{%- endfor %}
+    SANDBOX_BACKENDS,
 )
 from {{ cookiecutter.package_name }}.connection import (
     ConnectionFailed,
@@ -48,14 +42,8 @@ from {{ cookiecutter.package_name }}.exits import (
     exit_after,
 )
 from {{ cookiecutter.package_name }}.shared import (
-{%- for backend in extras | sort %}
-    {{ backend | upper }}_PROVIDER,
-{%- endfor %}
     MODEL_ACTIVITY_TIMEOUT,
-    SANDBOX_PROVIDER,
-{%- if secrets %}
     SANDBOX_SECRETS,
-{%- endif %}
     TASK_QUEUE,
 )
 from {{ cookiecutter.package_name }}.workflow import (
@@ -90,7 +78,7 @@ MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
 class BackendUnavailable(Exception):
-    """The worker cannot build the client of its sandbox backend."""
+    """The worker cannot build the client of one of its sandbox backends."""
 
 
 # Any one of these sets of environment variables, each set and non-empty.
@@ -99,18 +87,17 @@ Alternatives = tuple[tuple[str, ...], ...]
 # What the worker needs in its environment before it starts, and where to get
 # it. The OpenAI client wants a key even for another OpenAI-compatible
 # endpoint (OPENAI_BASE_URL); for one that ignores keys, any value will do.
+# Then each sandbox backend's credentials, and the variables forwarded to
+# the agent's sandbox.
 REQUIRED_CREDENTIALS: list[tuple[Alternatives, str]] = [
     ((("OPENAI_API_KEY",),), "https://platform.openai.com/api-keys"),
-{%- for backend in remote %}
-    ({{ backend }}.REQUIRED_ENVIRONMENT, {{ backend }}.CREDENTIALS_URL),
-{%- endfor %}
+    *(
+        (backend.REQUIRED_ENVIRONMENT, backend.CREDENTIALS_URL)
+        for backend in SANDBOX_BACKENDS.values()
+        if backend.REQUIRED_ENVIRONMENT
+    ),
+    *((((name,),), "forwarded to the agent's sandbox") for name in SANDBOX_SECRETS),
 ]
-{%- if secrets %}
-# The variables forwarded to the agent's sandbox must be set too.
-REQUIRED_CREDENTIALS += [
-    (((name,),), "forwarded to the agent's sandbox") for name in SANDBOX_SECRETS
-]
-{%- endif %}
 
 
 def missing_credentials(environ: Mapping[str, str]) -> str | None:
@@ -126,37 +113,21 @@ def missing_credentials(environ: Mapping[str, str]) -> str | None:
 
 
 def agents_plugin(
-    sandbox: BaseSandboxClient[Any] | None = None,
+    sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
     model_provider: ModelProvider | None = None,
-{%- if extras %}
-    additional_sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
-{%- endif %}
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
 ) -> OpenAIAgentsPlugin:
     """The plugin that runs model calls and sandbox operations as activities.
 
-{%- if extras %}
-
-    Tests pass their own sandbox clients (``sandbox`` for SANDBOX_PROVIDER,
-    ``additional_sandboxes`` by provider name) and a scripted model provider;
-    the real worker builds each backend's client and uses the OpenAI model
-    provider.
-{%- else %}
-
-    Tests pass their own sandbox client and a scripted model provider; the
-    real worker builds the backend's client and uses the OpenAI model provider.
-{%- endif %}
+    The real worker builds each backend's client and uses the OpenAI model
+    provider; tests pass their own sandbox clients (by provider name) and a
+    scripted model provider.
     """
-    if sandbox is None:
-        sandbox = backend_client(SANDBOX_PROVIDER, {{ cookiecutter.sandbox_backend }}.sandbox_client)
-{%- if extras %}
-    if additional_sandboxes is None:
-        additional_sandboxes = {
-{%- for backend in extras %}
-            {{ backend | upper }}_PROVIDER: backend_client({{ backend | upper }}_PROVIDER, {{ backend }}.sandbox_client),
-{%- endfor %}
+    if sandboxes is None:
+        sandboxes = {
+            provider: backend_client(provider, backend.sandbox_client)
+            for provider, backend in SANDBOX_BACKENDS.items()
         }
-{%- endif %}
     return OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
             start_to_close_timeout=MODEL_ACTIVITY_TIMEOUT,
@@ -164,23 +135,16 @@ def agents_plugin(
             retry_policy=model_retry_policy,
             # Model calls stay ordinary activities, so each one shows in the Web
             # UI and the starter's progress, heartbeats, and is retried on its
-            # own. As local activities (use_local_activity=True) they measured
-            # only 1.1x to 1.3x the steps per second (see the README's
-            # Benchmarks), not worth losing that visibility by default.
+            # own (use_local_activity=True would trade that for a little speed).
         ),
         model_provider=model_provider,
         # One set of sandbox activities per provider, each prefixed with the
         # provider's name; the workflow picks the provider by that name.
         sandbox_clients=[
-            SandboxClientProvider(SANDBOX_PROVIDER, sandbox),
-{%- if extras %}
-            *(SandboxClientProvider(name, client) for name, client in additional_sandboxes.items()),
-{%- endif %}
+            SandboxClientProvider(provider, client) for provider, client in sandboxes.items()
         ],
-{%- if secrets %}
         # The only worker environment variables the sandbox may read.
         resolvable_worker_env_vars=SANDBOX_SECRETS,
-{%- endif %}
     )
 
 
@@ -216,9 +180,11 @@ async def run_worker() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with build_worker(client):
+        providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
         print(
-            f"Worker polling task queue {TASK_QUEUE!r} with sandbox provider "
-            f"{SANDBOX_PROVIDER!r}. Ctrl+C to stop."
+            f"Worker polling task queue {TASK_QUEUE!r} with sandbox "
+            f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}. "
+            "Ctrl+C to stop."
         )
         await stop.wait()
         print("Stopping: letting work in flight finish...")

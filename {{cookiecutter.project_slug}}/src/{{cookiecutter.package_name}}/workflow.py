@@ -1,7 +1,3 @@
-{% set extras = cookiecutter | additional_backends -%}
-{% set backends = cookiecutter | backends -%}
-{% set remote = cookiecutter | remote_backends -%}
-{% set secrets = cookiecutter | secret_env_vars -%}
 """A ``SandboxAgent`` whose every sandbox operation is a Temporal activity.
 
 The agent gets a machine to work on: a shell to run commands in and a
@@ -20,55 +16,27 @@ Workflow code must be deterministic: everything that touches the outside world
 """
 
 from datetime import timedelta
-{%- if extras %}
-from types import ModuleType
-{%- endif %}
 
 from agents import AgentsException, Runner
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
-{%- if secrets %}
 from agents.sandbox.manifest import Environment, Manifest
-{%- endif %}
 from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
-{%- if secrets %}
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
-{%- else %}
-from temporalio.openai_agents import AgentsWorkflowError
-{%- endif %}
 from temporalio.openai_agents.workflow import temporal_sandbox_client
 
-{% if extras -%}
 from {{ cookiecutter.package_name }}.backends import (
-{%- for backend in backends | sort %}
-    {{ backend }},
-{%- endfor %}
+    SANDBOX_BACKENDS,
 )
-{%- else -%}
-from {{ cookiecutter.package_name }}.backends.{{ cookiecutter.sandbox_backend }} import (
-{%- if remote %}
-    NON_RETRYABLE_ERRORS,
-{%- endif %}
-{%- if secrets %}
-    WORKSPACE_ROOT,
-{%- endif %}
-    sandbox_options,
-)
-{%- endif %}
 from {{ cookiecutter.package_name }}.shared import (
-{%- for backend in extras | sort %}
-    {{ backend | upper }}_PROVIDER,
-{%- endfor %}
     MAX_TURNS,
     MODEL,
     SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_PROVIDER,
-{%- if secrets %}
     SANDBOX_SECRETS,
-{%- endif %}
     sandbox_operation,
 )
 
@@ -77,45 +45,23 @@ INSTRUCTIONS = (
     "rather than answering from memory, then report what the commands returned."
 )
 
-{%- if extras %}
-
-# Every sandbox provider the worker registers, by name, with the backend
-# module that builds its options. A run names the one it uses.
-SANDBOX_BACKENDS: dict[str, ModuleType] = {
-    SANDBOX_PROVIDER: {{ cookiecutter.sandbox_backend }},
-{%- for backend in extras %}
-    {{ backend | upper }}_PROVIDER: {{ backend }},
-{%- endfor %}
-}
-{%- endif %}
-
 # A sandbox operation that keeps failing ends the run after a few attempts
-# (about 15 seconds of back-off) instead of backing off for ever.
-{%- if remote %} An error
-# that no retry can fix (a rejected key, an unknown template) ends it at once.
-{%- else %} Errors the
-# SDK knows no retry can fix are not retried at all.
-{%- endif %}
+# (about 15 seconds of back-off) instead of backing off for ever. An error
+# that no retry can fix (one the SDK marks so, or one of a backend's
+# NON_RETRYABLE_ERRORS: a rejected key, an unknown template) ends it at once.
 SANDBOX_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=5,
-{%- if extras and remote %}
     non_retryable_error_types=[
-{%- for backend in remote | sort %}
-        *{{ backend }}.NON_RETRYABLE_ERRORS,
-{%- endfor %}
+        error for backend in SANDBOX_BACKENDS.values() for error in backend.NON_RETRYABLE_ERRORS
     ],
-{%- elif remote %}
-    non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
-{%- endif %}
 )
 
 
 @workflow.defn
 class SandboxAgentWorkflow:
-{%- if extras %}
     @workflow.run
     async def run(self, prompt: str, provider: str = SANDBOX_PROVIDER) -> str:
         """Run the agent on ``prompt`` in a sandbox of ``provider``."""
@@ -127,10 +73,6 @@ class SandboxAgentWorkflow:
                 non_retryable=True,
             )
         backend = SANDBOX_BACKENDS[provider]
-{%- else %}
-    @workflow.run
-    async def run(self, prompt: str) -> str:
-{%- endif %}
         # A default SandboxAgent already carries the Filesystem, Shell and
         # Compaction capabilities, so there are no tools to declare here.
         agent = SandboxAgent[None](
@@ -140,25 +82,24 @@ class SandboxAgentWorkflow:
         )
         run_config = RunConfig(
             sandbox=SandboxRunConfig(
-                # Must match the name the worker registered its provider under.
+                # Must match the name the worker registered the provider under.
                 client=temporal_sandbox_client(
-                    {{ "provider" if extras else "SANDBOX_PROVIDER" }},
+                    provider,
                     workflow.ActivityConfig(
                         start_to_close_timeout=SANDBOX_ACTIVITY_TIMEOUT,
                         retry_policy=SANDBOX_RETRY_POLICY,
                     ),
                 ),
-                options={{ "backend.sandbox_options()" if extras else "sandbox_options()" }},
-{%- if secrets %}
-                # Only the names of the forwarded variables travel with the
-                # run; the worker resolves each one when the sandbox needs it.
+                options=backend.sandbox_options(),
+                # Only the names of the variables forwarded to the sandbox
+                # (SANDBOX_SECRETS) travel with the run; the worker resolves
+                # each one when the sandbox needs it.
                 manifest=Manifest(
-                    root={{ "backend.WORKSPACE_ROOT" if extras else "WORKSPACE_ROOT" }},
+                    root=backend.WORKSPACE_ROOT,
                     environment=Environment(
                         value={name: TemporalWorkerEnvValue(name=name) for name in SANDBOX_SECRETS}
                     ),
                 ),
-{%- endif %}
                 # No snapshot of the workspace is written when the session ends.
                 snapshot=NoopSnapshotSpec(),
             ),

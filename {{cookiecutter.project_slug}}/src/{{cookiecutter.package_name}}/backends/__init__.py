@@ -1,8 +1,55 @@
+{% set providers = cookiecutter | providers -%}
 """Sandbox backends: everything specific to where the agent's sandbox runs.
 
-Each module exposes ``sandbox_client()``, which the worker calls to build the
-real client, and ``sandbox_options()``, which the workflow passes with every
-run, plus the credentials the worker needs (``REQUIRED_ENVIRONMENT``). Changing
-backend means changing which module the worker and workflow use; nothing else
-in the service knows where the sandbox lives.
+Each module of this package is one backend, and every one offers the same
+interface (``Backend`` below): the client the worker registers, the options
+the workflow sends with every run, the credentials the worker needs, the
+errors no retry can fix and where the workspace lives. ``SANDBOX_BACKENDS``
+says which provider name the worker registers each one under; the worker and
+the workflow read it and know nothing else about where the sandbox lives.
 """
+
+from typing import Any, Protocol
+
+from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
+
+from {{ cookiecutter.package_name }}.backends import (
+{%- for backend in cookiecutter | backends | sort %}
+    {{ backend }},
+{%- endfor %}
+)
+from {{ cookiecutter.package_name }}.shared import (
+{%- for constant, _ in providers | sort %}
+    {{ constant }},
+{%- endfor %}
+)
+
+
+class Backend(Protocol):
+    # Credentials the worker needs for this backend, beyond the model's: any
+    # one of these sets of environment variables, each set and non-empty.
+    REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...]
+    # Where to get them.
+    CREDENTIALS_URL: str
+    # The backend SDK's error types that no retry can fix: a sandbox
+    # operation that raises one fails at once, and so does the run.
+    NON_RETRYABLE_ERRORS: tuple[str, ...]
+    # Where the agent's workspace lives in the sandbox.
+    WORKSPACE_ROOT: str
+
+    def sandbox_client(self) -> BaseSandboxClient[Any]:
+        """Build the client the worker registers (runs on the worker only)."""
+        ...
+
+    def sandbox_options(self) -> BaseSandboxClientOptions:
+        """Options sent with each run (recorded in workflow history)."""
+        ...
+
+
+# Every sandbox provider the worker registers, by name, with its backend. A
+# run names the one it uses; SANDBOX_PROVIDER unless it says otherwise.
+SANDBOX_BACKENDS: dict[str, Backend] = {
+{%- for constant, backend in providers %}
+    {{ constant }}: {{ backend }},
+{%- endfor %}
+}

@@ -1,4 +1,3 @@
-{% set secrets = cookiecutter | secret_env_vars -%}
 """The Daytona backend: the agent's shell runs in a remote Daytona sandbox.
 
 The worker needs ``DAYTONA_API_KEY`` (or ``DAYTONA_JWT_TOKEN`` with
@@ -7,9 +6,7 @@ read too when set. Nothing here runs on the worker's host.
 """
 
 from agents.extensions.sandbox.daytona import (
-{%- if secrets %}
     DEFAULT_DAYTONA_WORKSPACE_ROOT,
-{%- endif %}
     DaytonaSandboxClient,
     DaytonaSandboxClientOptions,
 )
@@ -26,17 +23,15 @@ CREDENTIALS_URL = "https://app.daytona.io/dashboard/keys"
 # action, an unknown image or snapshot, invalid parameters): the sandbox
 # activity that meets one fails at once, and so does the run. These are the
 # Daytona SDK's class names, which is how Temporal records the error type.
-NON_RETRYABLE_ERRORS = (
+NON_RETRYABLE_ERRORS: tuple[str, ...] = (
     "DaytonaAuthenticationError",
     "DaytonaForbiddenError",
     "DaytonaNotFoundError",
     "DaytonaBadRequestError",
 )
-{%- if secrets %}
 
 # Where the agent's workspace lives in the sandbox (Daytona's default).
 WORKSPACE_ROOT = DEFAULT_DAYTONA_WORKSPACE_ROOT
-{%- endif %}
 
 # Minutes of inactivity after which Daytona stops a sandbox by itself. The
 # SDK's default (0) never stops it, so a run that dies before its teardown

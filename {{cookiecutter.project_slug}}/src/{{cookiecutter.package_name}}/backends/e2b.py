@@ -1,4 +1,3 @@
-{% set secrets = cookiecutter | secret_env_vars -%}
 """The E2B backend: the agent's shell runs in a remote E2B sandbox.
 
 The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
@@ -18,18 +17,16 @@ CREDENTIALS_URL = "https://e2b.dev/dashboard?tab=keys"
 # or sandbox, invalid parameters): the sandbox activity that meets one fails
 # at once, and so does the run. These are the E2B SDK's class names, which is
 # how Temporal records the error type.
-NON_RETRYABLE_ERRORS = (
+NON_RETRYABLE_ERRORS: tuple[str, ...] = (
     "AuthenticationException",
     "NotFoundException",
     "SandboxNotFoundException",
     "InvalidArgumentException",
     "TemplateException",
 )
-{%- if secrets %}
 
 # Where the agent's workspace lives in the sandbox (E2B's default).
 WORKSPACE_ROOT = "/workspace"
-{%- endif %}
 
 # The kind of sandbox: "e2b" (a plain one) or "e2b_code_interpreter".
 SANDBOX_TYPE = {{ cookiecutter.e2b_sandbox_type | tojson }}

@@ -1,4 +1,3 @@
-{% set secrets = cookiecutter | secret_env_vars -%}
 """The local backend: the agent's shell runs on the worker's own host.
 
 Every command the agent runs executes as the worker's user, in a fresh
@@ -15,12 +14,15 @@ from agents.sandbox.sandboxes.unix_local import (
 
 # Credentials this backend needs on the worker, beyond the model's: none.
 REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
-{%- if secrets %}
+CREDENTIALS_URL = ""
+
+# The SDK's own errors say which of them no retry can fix; there is no
+# service behind this backend to add any.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = ()
 
 # The SDK's default root, which the local client turns into a fresh temporary
 # directory for each run (removed at the end of the run).
 WORKSPACE_ROOT = "/workspace"
-{%- endif %}
 
 
 def sandbox_client() -> UnixLocalSandboxClient:
