@@ -74,7 +74,8 @@ def test_compose_runs_the_dev_server_and_the_worker(bake, answers: dict[str, obj
     temporal = services["temporal"]
     assert temporal["image"].startswith("temporalio/temporal:")
     assert temporal["command"] == ["server", "start-dev", "--ip", "0.0.0.0"]
-    assert {"7233:7233", "8233:8233"} <= set(temporal["ports"])
+    # The dev server asks no one for credentials: only this machine may reach it.
+    assert temporal["ports"] == ["127.0.0.1:7233:7233", "127.0.0.1:8233:8233"]
     worker = services["worker"]
     assert worker["build"] == "."
     assert worker["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
