@@ -6,7 +6,7 @@
 """Helpers that run the service's real worker with a scripted model."""
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator{{ ", Mapping" if extras }}
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -141,16 +141,24 @@ async def running_worker(
     client: Client,
     model: Model,
     sandbox: BaseSandboxClient[Any] | None = None,
+{%- if extras %}
+    additional_sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
+{%- endif %}
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     **worker_options: object,
 ) -> AsyncIterator[tuple[Client, Worker]]:
     """Run the service's worker with a scripted model; yield a client whose
-    data converter matches the worker's."""
+    data converter matches the worker's. The sandboxes default to the tests'
+    own (``sandbox_for_tests()``{{ ", ``additional_sandboxes_for_tests()``" if extras }})."""
     plugin = agents_plugin(
         sandbox=sandbox if sandbox is not None else sandbox_for_tests(),
         model_provider=TestModelProvider(model),
 {%- if extras %}
-        additional_sandboxes=additional_sandboxes_for_tests(),
+        additional_sandboxes=(
+            additional_sandboxes
+            if additional_sandboxes is not None
+            else additional_sandboxes_for_tests()
+        ),
 {%- endif %}
         model_retry_policy=model_retry_policy,
     )
@@ -160,6 +168,14 @@ async def running_worker(
     worker = build_worker(plugged, **worker_options)
     async with worker:
         yield plugged, worker
+
+
+# The warning Python gives for each coroutine of a dropped run that the
+# garbage collector closes (see `collect_dropped_runs` in conftest.py):
+# expected, so filtered where runs are dropped on purpose.
+DROPPED_RUNS_CLOSED = (
+    "ignore:Exception ignored in. <coroutine object:pytest.PytestUnraisableExceptionWarning"
+)
 
 
 @dataclass

@@ -93,7 +93,8 @@ class BackendUnavailable(Exception):
     """The worker cannot build the client of its sandbox backend."""
 
 
-# Any one of these sets of environment variables, each set and non-empty.
+# Any one of these sets of environment variables, each set and non-empty; no
+# sets at all means nothing is needed.
 Alternatives = tuple[tuple[str, ...], ...]
 
 # What the worker needs in its environment before it starts, and where to get
@@ -118,7 +119,8 @@ def missing_credentials(environ: Mapping[str, str]) -> str | None:
     missing = [
         f"{' or '.join(' with '.join(names) for names in alternatives)} ({where})"
         for alternatives, where in REQUIRED_CREDENTIALS
-        if not any(all(environ.get(name) for name in names) for names in alternatives)
+        if alternatives
+        and not any(all(environ.get(name) for name in names) for names in alternatives)
     ]
     if not missing:
         return None
