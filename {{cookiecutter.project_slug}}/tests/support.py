@@ -39,6 +39,11 @@ from {{ cookiecutter.package_name }}.backends import (
     local,
 )
 {% endif -%}
+{% if primary == "docker" -%}
+from {{ cookiecutter.package_name }}.backends.docker import (
+    ImageUnavailable,
+)
+{% endif -%}
 {% if extras -%}
 from {{ cookiecutter.package_name }}.shared import (
 {%- for backend in extras | sort %}
@@ -58,6 +63,10 @@ from {{ cookiecutter.package_name }}.workflow import (
 
 # Why the stand-in below refuses to create a sandbox.
 REJECTION = "The sandbox configuration was rejected"
+{%- elif primary == "docker" %}
+
+# Why the stand-in below refuses to create a sandbox.
+REJECTION = "The image 'no-such-image' is not on the Docker engine and could not be pulled"
 {%- else %}
 
 # What the {{ "Daytona" if primary == "daytona" else "E2B" }} API answers a worker whose key it does not accept.
@@ -121,6 +130,12 @@ class RejectingSandbox(UnixLocalSandboxClient):
 
     async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise AuthenticationException(REJECTION)
+{%- elif primary == "docker" %}
+    """A Docker engine that cannot provide the image: creating a sandbox
+    raises the error the backend raises for an image it cannot pull."""
+
+    async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ImageUnavailable(REJECTION)
 {%- else %}
     """A local sandbox that cannot be set up: creating one raises the error
     the SDK raises for a sandbox configuration that no retry can fix."""
