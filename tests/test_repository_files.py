@@ -81,6 +81,13 @@ def test_compose_runs_the_dev_server_and_the_worker(bake, answers: dict[str, obj
     assert worker["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
     assert worker["depends_on"]["temporal"]["condition"] == "service_healthy"
     assert worker["env_file"] == [{"path": ".env", "required": False}]
+    if "docker" in project.derived.backends:
+        # The worker drives the host's engine through its socket, as the socket's group.
+        assert worker["volumes"] == ["/var/run/docker.sock:/var/run/docker.sock"]
+        assert worker["group_add"] == ["${DOCKER_GID:?set DOCKER_GID to the group id of /var/run/docker.sock}"]
+        assert "root" in project.text("compose.yaml")
+    else:
+        assert "volumes" not in worker and "group_add" not in worker
 
 
 @pytest.mark.parametrize("answers", COMBINATIONS)
