@@ -1,7 +1,7 @@
 """The generated repository's CI, container, pre-commit and license files.
 
-No Docker engine and no GitHub runner exist here, so these files are checked
-with what does run: hadolint for the Dockerfile, the GitHub-workflow and
+No GitHub runner exists here and no image is built from the Dockerfile, so
+these files are checked with what does run: hadolint for the Dockerfile, the GitHub-workflow and
 Compose JSON schemas (vendored in check-jsonschema, no download) for the YAML,
 pre-commit's own validator, and the structure each file must have.
 """
@@ -102,10 +102,13 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(bake, answer
     setup_uv = [step for step in steps if str(step.get("uses", "")).startswith("astral-sh/setup-uv@")]
     assert setup_uv and setup_uv[0]["with"]["python-version"] == project.context["python_version"]
     commands = [step["run"] for step in steps if "run" in step]
+    # The Docker tests run on the runner's engine, with the image pulled first.
+    pull = [f"docker pull {project.context['docker_image']}"] if "docker" in project.derived.backends else []
     assert commands == [
         "uv sync --locked --compile-bytecode",
         "uv run ruff check . && uv run ruff format --check .",
         "uv run mypy src tests",
+        *pull,
         "uv run pytest",
     ]
     assert workflow["permissions"] == {"contents": "read"}
