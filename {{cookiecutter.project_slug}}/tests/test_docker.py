@@ -33,15 +33,14 @@ from agents.sandbox.session import SandboxSession
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }}.backends import (
-    docker,
-)
 from {{ cookiecutter.package_name }}.backends.docker import (
     IMAGE,
     PROVIDER_LABEL,
     WORKFLOW_LABEL,
     WORKSPACE_ROOT,
+    DockerEngineUnavailable,
     LabelledDockerSandboxClient,
+    sandbox_client,
 )
 from {{ cookiecutter.package_name }}.shared import (
     {{ "SANDBOX_PROVIDER" if primary else "DOCKER_PROVIDER" }},
@@ -78,8 +77,8 @@ RUN ["/bin/busybox", "--install", "-s", "/bin"]
 def engine() -> Iterator[Any]:
     """The Docker engine, reached as the worker reaches it."""
     try:
-        client = docker.sandbox_client()
-    except docker.DockerEngineUnavailable as e:
+        client = sandbox_client()
+    except DockerEngineUnavailable as e:
         pytest.skip(f"Docker tests need a Docker engine: {e}")
     yield client.docker_client
     client.docker_client.close()
@@ -206,8 +205,8 @@ def test_without_an_engine_the_worker_is_told_where_it_looked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    with pytest.raises(docker.DockerEngineUnavailable) as unavailable:
-        docker.sandbox_client()
+    with pytest.raises(DockerEngineUnavailable) as unavailable:
+        sandbox_client()
 
     assert str(unavailable.value).startswith(
         "no Docker engine answers at unix:///nonexistent/docker.sock (set DOCKER_HOST"
