@@ -17,10 +17,12 @@ TESTS = Path("tests")
 LICENSE = {{ cookiecutter.license | tojson }}
 
 
-def remove_unused_backends(package: Path, backends: list[str]) -> None:
+def remove_unused_backends(package: Path, tests: Path, backends: list[str]) -> None:
     for module in (package / "backends").glob("*.py"):
         if module.stem not in ("__init__", *backends):
             module.unlink()
+            # A backend's own tests (tests/test_docker.py, say) go with it.
+            (tests / f"test_{module.stem}.py").unlink(missing_ok=True)
 
 
 def remove_unused_tests(tests: Path, backends: list[str], remote_backends: list[str], has_secrets: bool) -> None:
@@ -41,6 +43,6 @@ def remove_license_file(license_name: str) -> None:
 
 
 if __name__ == "__main__":
-    remove_unused_backends(PACKAGE, BACKENDS)
+    remove_unused_backends(PACKAGE, TESTS, BACKENDS)
     remove_unused_tests(TESTS, BACKENDS, REMOTE_BACKENDS, HAS_SECRETS)
     remove_license_file(LICENSE)

@@ -29,6 +29,8 @@ ANSWERS = {
     "e2b_timeout_seconds": {{ cookiecutter.e2b_timeout_seconds | tojson }},
     "e2b_on_timeout": {{ cookiecutter.e2b_on_timeout | tojson }},
     "e2b_pause_on_exit": json.loads({{ cookiecutter.e2b_pause_on_exit | tojson | tojson }}),
+    "docker_image": {{ cookiecutter.docker_image | tojson }},
+    "docker_network": {{ cookiecutter.docker_network | tojson }},
     "sandbox_secret_env_vars": {{ cookiecutter.sandbox_secret_env_vars | tojson }},
     "task_queue": {{ cookiecutter.task_queue | tojson }},
     "sandbox_activity_timeout_seconds": {{ cookiecutter.sandbox_activity_timeout_seconds | tojson }},
@@ -50,10 +52,11 @@ ITEMS = {
     "sandbox_secret_env_vars": {{ cookiecutter | secret_env_vars | tojson }},
 }
 
-BACKENDS = ("local", "daytona", "e2b")
+BACKENDS = ("local", "daytona", "e2b", "docker")
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 E2B_SANDBOX_TYPES = ("e2b", "e2b_code_interpreter")
 E2B_ON_TIMEOUT = ("kill", "pause")
+DOCKER_NETWORKS = ("none", "bridge")
 ENV_VAR_NAME = r"[A-Z_][A-Z0-9_]*"
 LICENSES = ("MIT", "Apache-2.0", "none")
 
@@ -120,8 +123,15 @@ BACKEND_PATTERNS = {
             "a template name or id (letters, digits and . _ / : -), or nothing",
         ),
     ],
+    "docker": [
+        (
+            "docker_image",
+            r"[a-z0-9][A-Za-z0-9._/:@-]*",
+            "an image reference such as 'python:3.12-slim' (letters, digits and . _ / : @ -)",
+        ),
+    ],
 }
-BACKEND_MAX_LENGTHS = {"daytona_image": 255, "daytona_snapshot": 255, "e2b_template": 255}
+BACKEND_MAX_LENGTHS = {"daytona_image": 255, "daytona_snapshot": 255, "e2b_template": 255, "docker_image": 255}
 
 # (variable, smallest, largest, unit)
 WHOLE_NUMBERS = [
@@ -143,6 +153,7 @@ BACKEND_BOOLEANS = {"daytona": ["daytona_pause_on_exit"], "e2b": ["e2b_pause_on_
 BACKEND_CHOICES = {
     "daytona": [],
     "e2b": [("e2b_sandbox_type", E2B_SANDBOX_TYPES), ("e2b_on_timeout", E2B_ON_TIMEOUT)],
+    "docker": [("docker_network", DOCKER_NETWORKS)],
 }
 
 
@@ -259,7 +270,7 @@ def check(answers: dict[str, object], items: dict[str, list[str]]) -> None:
         )
 
     backends = check_backends(answers, items["additional_sandbox_backends"])
-    # The Daytona and E2B SDKs are the top-level modules `daytona` and `e2b`.
+    # The Daytona, E2B and Docker SDKs are the top-level modules `daytona`, `e2b` and `docker`.
     if package in backends and package != "local":
         fail(
             "package_name",

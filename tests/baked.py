@@ -11,7 +11,7 @@ from pathlib import Path
 from local_extensions import Derived, derive
 
 TEMPLATE = Path(__file__).resolve().parents[1]
-BACKENDS = ("local", "daytona", "e2b")
+BACKENDS = ("local", "daytona", "e2b", "docker")
 
 
 def _clean_env() -> dict[str, str]:

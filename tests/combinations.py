@@ -10,6 +10,7 @@ COMBINATIONS = [
     pytest.param({"sandbox_backend": "local"}, id="local-defaults"),
     pytest.param({"sandbox_backend": "daytona"}, id="daytona-defaults"),
     pytest.param({"sandbox_backend": "e2b"}, id="e2b-defaults"),
+    pytest.param({"sandbox_backend": "docker"}, id="docker-defaults"),
     pytest.param(
         {
             "sandbox_backend": "local",
@@ -80,5 +81,14 @@ COMBINATIONS = [
             "python_version": "3.12",
         },
         id="local-plus-daytona-snapshot-py312",
+    ),
+    pytest.param(
+        {
+            "sandbox_backend": "e2b",
+            "additional_sandbox_backends": "docker",
+            "docker_image": "busybox:1.37",
+            "docker_network": "bridge",
+        },
+        id="e2b-plus-docker-bridge",
     ),
 ]

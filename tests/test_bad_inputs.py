@@ -46,7 +46,7 @@ BAD_INPUTS = [
         {"sandbox_backend": "e2b", "package_name": "e2b"}, "package_name='e2b'", id="package-shadows-backend-sdk"
     ),
     pytest.param(
-        {"additional_sandbox_backends": "docker"}, "additional_sandbox_backends='docker'", id="extra-backend-unknown"
+        {"additional_sandbox_backends": "modal"}, "additional_sandbox_backends='modal'", id="extra-backend-unknown"
     ),
     pytest.param(
         {"sandbox_backend": "local", "additional_sandbox_backends": "local"},
@@ -110,6 +110,22 @@ BAD_INPUTS = [
     ),
     pytest.param(
         {"sandbox_backend": "e2b", "e2b_timeout_seconds": "10"}, "e2b_timeout_seconds='10'", id="e2b-lifetime-too-short"
+    ),
+    pytest.param(
+        {"sandbox_backend": "docker", "docker_image": "python 3.12"},
+        "docker_image='python 3.12'",
+        id="docker-image-space",
+    ),
+    pytest.param({"sandbox_backend": "docker", "docker_image": ""}, "docker_image=''", id="docker-image-empty"),
+    pytest.param(
+        {"sandbox_backend": "e2b", "additional_sandbox_backends": "docker", "docker_image": "-latest"},
+        "docker_image='-latest'",
+        id="extra-docker-options-checked",
+    ),
+    pytest.param(
+        {"sandbox_backend": "docker", "package_name": "docker"},
+        "package_name='docker'",
+        id="package-shadows-docker-sdk",
     ),
     pytest.param(
         {"sandbox_secret_env_vars": "github-token"}, "sandbox_secret_env_vars='github-token'", id="secret-bad-name"

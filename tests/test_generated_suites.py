@@ -1,6 +1,8 @@
 """Each combination's own checks pass, offline, with no API key: its test suite,
 its type checker (mypy, strict) and its pre-commit hooks, after one install."""
 
+import xml.etree.ElementTree as ET
+
 import pytest
 
 from .baked import BakedProject, find_python, tool
@@ -23,7 +25,9 @@ def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("answers", COMBINATIONS)
-def test_generated_suite_types_and_hooks_pass(request, bake, mypy_cache: str, answers: dict[str, object]) -> None:
+def test_generated_suite_types_and_hooks_pass(
+    request, bake, mypy_cache: str, tmp_path, answers: dict[str, object]
+) -> None:
     project: BakedProject = bake(answers)
     version = str(project.context["python_version"])
     if find_python(version) is None:
@@ -34,9 +38,17 @@ def test_generated_suite_types_and_hooks_pass(request, bake, mypy_cache: str, an
 
     # What a plain `uv run pytest` runs, plus, where chosen, the process test.
     markers = "not live" if request.node.callspec.id in WITH_PROCESS_TEST else "not live and not process"
-    tests = project.run_tests("-m", markers, OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9")
+    report = tmp_path / "report.xml"
+    tests = project.run_tests(
+        "-m", markers, f"--junitxml={report}", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9"
+    )
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert " passed" in tests.stdout and "failed" not in tests.stdout
+    if "docker" in project.derived.backends:
+        # The Docker tests ran on a real engine, none skipped (.ci/run provides one).
+        cases = [case for case in ET.parse(report).iter("testcase") if case.get("classname") == "tests.test_docker"]
+        skips = [skip.get("message") for case in cases for skip in case.iter("skipped")]
+        assert cases and not skips, skips or "tests/test_docker.py ran no test"
 
     types = project.run(tool("uv"), "run", "--no-sync", "mypy", "src", "tests", MYPY_CACHE_DIR=mypy_cache)
     assert types.returncode == 0, types.stdout + types.stderr

@@ -12,6 +12,9 @@ BACKEND_WORDS = {
     "local": re.compile(r"unix_local|UnixLocal|backends\.local|backends/local"),
     "daytona": re.compile(r"daytona", re.IGNORECASE),
     "e2b": re.compile(r"e2b", re.IGNORECASE),
+    # Every project has a Dockerfile and talks of `docker build`: these are the
+    # Docker backend's own words.
+    "docker": re.compile(r"DockerSandbox|backends[./]docker|DOCKER_(HOST|PROVIDER|GID)|docker\.sock|test_docker"),
 }
 
 
@@ -119,6 +122,7 @@ def test_env_example_lists_what_the_worker_reads(bake, answers: dict[str, object
     chosen = project.derived.backends
     assert ("DAYTONA_API_KEY=" in example) == ("daytona" in chosen)
     assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
+    assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
     for name in project.derived.secret_env_vars:
         assert f"\n{name}=" in example
 

@@ -1,7 +1,7 @@
 """The generated repository's CI, container, pre-commit and license files.
 
-No Docker engine and no GitHub runner exist here, so these files are checked
-with what does run: hadolint for the Dockerfile, the GitHub-workflow and
+No GitHub runner exists here and no image is built from the Dockerfile, so
+these files are checked with what does run: hadolint for the Dockerfile, the GitHub-workflow and
 Compose JSON schemas (vendored in check-jsonschema, no download) for the YAML,
 pre-commit's own validator, and the structure each file must have.
 """
@@ -74,12 +74,20 @@ def test_compose_runs_the_dev_server_and_the_worker(bake, answers: dict[str, obj
     temporal = services["temporal"]
     assert temporal["image"].startswith("temporalio/temporal:")
     assert temporal["command"] == ["server", "start-dev", "--ip", "0.0.0.0"]
-    assert {"7233:7233", "8233:8233"} <= set(temporal["ports"])
+    # The dev server asks no one for credentials: only this machine may reach it.
+    assert temporal["ports"] == ["127.0.0.1:7233:7233", "127.0.0.1:8233:8233"]
     worker = services["worker"]
     assert worker["build"] == "."
     assert worker["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
     assert worker["depends_on"]["temporal"]["condition"] == "service_healthy"
     assert worker["env_file"] == [{"path": ".env", "required": False}]
+    if "docker" in project.derived.backends:
+        # The worker drives the host's engine through its socket, as the socket's group.
+        assert worker["volumes"] == ["/var/run/docker.sock:/var/run/docker.sock"]
+        assert worker["group_add"] == ["${DOCKER_GID:?set DOCKER_GID to the group id of /var/run/docker.sock}"]
+        assert "root" in project.text("compose.yaml")
+    else:
+        assert "volumes" not in worker and "group_add" not in worker
 
 
 @pytest.mark.parametrize("answers", COMBINATIONS)
@@ -94,10 +102,13 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(bake, answer
     setup_uv = [step for step in steps if str(step.get("uses", "")).startswith("astral-sh/setup-uv@")]
     assert setup_uv and setup_uv[0]["with"]["python-version"] == project.context["python_version"]
     commands = [step["run"] for step in steps if "run" in step]
+    # The Docker tests run on the runner's engine, with the image pulled first.
+    pull = [f"docker pull {project.context['docker_image']}"] if "docker" in project.derived.backends else []
     assert commands == [
         "uv sync --locked --compile-bytecode",
         "uv run ruff check . && uv run ruff format --check .",
         "uv run mypy src tests",
+        *pull,
         "uv run pytest",
     ]
     assert workflow["permissions"] == {"contents": "read"}

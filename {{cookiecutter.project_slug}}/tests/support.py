@@ -37,6 +37,11 @@ from {{ cookiecutter.package_name }}.backends import (
     local,
 )
 {% endif -%}
+{% if primary == "docker" -%}
+from {{ cookiecutter.package_name }}.backends.docker import (
+    ImageUnavailable,
+)
+{% endif -%}
 from {{ cookiecutter.package_name }}.shared import (
 {%- for constant, _ in cookiecutter | providers | sort %}
     {{ constant }},
@@ -54,6 +59,10 @@ from {{ cookiecutter.package_name }}.workflow import (
 
 # Why the stand-in below refuses to create a sandbox.
 REJECTION = "The sandbox configuration was rejected"
+{%- elif primary == "docker" %}
+
+# Why the stand-in below refuses to create a sandbox.
+REJECTION = "The image 'no-such-image' is not on the Docker engine and could not be pulled"
 {%- else %}
 
 # What the {{ "Daytona" if primary == "daytona" else "E2B" }} API answers a worker whose key it does not accept.
@@ -92,12 +101,12 @@ SANDBOXES_FOR_TESTS: dict[str, Callable[[], BaseSandboxClient[Any]]] = {
 
 
 def sandboxes_for_tests(
-    primary: BaseSandboxClient[Any] | None = None,
+    sandbox: BaseSandboxClient[Any] | None = None, provider: str = SANDBOX_PROVIDER
 ) -> dict[str, BaseSandboxClient[Any]]:
-    """Every provider's sandbox in tests; ``primary`` replaces SANDBOX_PROVIDER's."""
-    sandboxes = {provider: build() for provider, build in SANDBOXES_FOR_TESTS.items()}
-    if primary is not None:
-        sandboxes[SANDBOX_PROVIDER] = primary
+    """Every provider's sandbox in tests; ``sandbox``, if given, replaces ``provider``'s."""
+    sandboxes = {name: build() for name, build in SANDBOXES_FOR_TESTS.items()}
+    if sandbox is not None:
+        sandboxes[provider] = sandbox
     return sandboxes
 
 
@@ -114,6 +123,12 @@ class RejectingSandbox(UnixLocalSandboxClient):
 
     async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise AuthenticationException(REJECTION)
+{%- elif primary == "docker" %}
+    """A Docker engine that cannot provide the image: creating a sandbox
+    raises the error the backend raises for an image it cannot pull."""
+
+    async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ImageUnavailable(REJECTION)
 {%- else %}
     """A local sandbox that cannot be set up: creating one raises the error
     the SDK raises for a sandbox configuration that no retry can fix."""
@@ -135,12 +150,14 @@ async def running_worker(
     model: Model,
     sandbox: BaseSandboxClient[Any] | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
+    provider: str = SANDBOX_PROVIDER,
     **worker_options: object,
 ) -> AsyncIterator[tuple[Client, Worker]]:
     """Run the service's worker with a scripted model; yield a client whose
-    data converter matches the worker's."""
+    data converter matches the worker's. Every provider has the tests' own
+    sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s."""
     plugin = agents_plugin(
-        sandboxes=sandboxes_for_tests(sandbox),
+        sandboxes=sandboxes_for_tests(sandbox, provider),
         model_provider=TestModelProvider(model),
         model_retry_policy=model_retry_policy,
     )
@@ -150,6 +167,14 @@ async def running_worker(
     worker = build_worker(plugged, **worker_options)
     async with worker:
         yield plugged, worker
+
+
+# The warning Python gives for each coroutine of a dropped run that the
+# garbage collector closes (see `collect_dropped_runs` in conftest.py):
+# expected, so filtered where runs are dropped on purpose.
+DROPPED_RUNS_CLOSED = (
+    "ignore:Exception ignored in. <coroutine object:pytest.PytestUnraisableExceptionWarning"
+)
 
 
 @dataclass

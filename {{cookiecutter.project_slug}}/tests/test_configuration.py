@@ -20,6 +20,9 @@ from daytona import (
     DaytonaValidationError,
 )
 {%- endif %}
+{%- if "docker" in backends %}
+from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
+{%- endif %}
 {%- if "e2b" in backends %}
 from e2b import (
     AuthenticationException,
@@ -178,7 +181,26 @@ def test_e2b_errors_that_no_retry_fixes_are_named_as_temporal_records_them() -> 
         TemplateException,
     )
     assert sorted(e2b.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+{%- elif backend == "docker" %}
+
+
+def test_docker_options_come_from_the_answers() -> None:
+    options = docker.sandbox_options()
+    assert options.image == {{ cookiecutter.docker_image | tojson }}
+{%- if cookiecutter.docker_network == "none" %}
+    assert options.network_mode == "none"
 {%- else %}
+    assert options.network_mode is None  # Docker's default network, bridge
+{%- endif %}
+    # The worker labels each container when it creates it (test_docker.py).
+    assert options.labels == {}
+    assert docker.REQUIRED_ENVIRONMENT == ()
+
+
+def test_docker_errors_that_no_retry_fixes_are_named_as_temporal_records_them() -> None:
+    errors = (docker.ImageUnavailable, docker.ContainerRefused, ImageNotFound, NotFound)
+    assert sorted(docker.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+{%- elif backend == "local" %}
 
 
 def test_local_client_is_a_shell_on_the_workers_host() -> None:

@@ -2,8 +2,6 @@
 against the same sandbox session, and its history replays step for step."""
 
 import asyncio
-import gc
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -26,27 +24,19 @@ from {{ cookiecutter.package_name }}.workflow import (
 )
 
 from .scripted_model import ScriptedModel, tool_outputs
-from .support import CompletedRun, activity_attempts, running_worker, sandboxes_for_tests
-
-# A worker that drops a run from its cache part-way (stopped, or with no
-# cache at all) leaves some of the agents SDK's coroutines for the garbage
-# collector. Closing one runs the SDK's end-of-run cleanup, which schedules
-# sandbox activities in whichever workflow the collecting thread is running
-# at that moment: stray activities in an unrelated run's history, which then
-# fails to replay. That is a known hazard of the SDKs (see the README's
-# "Known issues"); these tests collect that garbage while no workflow runs,
-# so it cannot leak into the next test. Python then reports the coroutines
-# closed that way; the warning is expected.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:Exception ignored in. <coroutine object:pytest.PytestUnraisableExceptionWarning"
+from .support import (
+    DROPPED_RUNS_CLOSED,
+    CompletedRun,
+    activity_attempts,
+    running_worker,
+    sandboxes_for_tests,
 )
 
-
-@pytest.fixture(autouse=True)
-def collect_dropped_runs() -> Iterator[None]:
-    yield
-    gc.collect()
-
+# Workers here drop runs part-way: see `collect_dropped_runs` (conftest.py).
+pytestmark = [
+    pytest.mark.usefixtures("collect_dropped_runs"),
+    pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED),
+]
 
 WRITE_THEN_READ = [
     "printf 'written before the restart\\n' > note.txt",

@@ -81,7 +81,8 @@ class BackendUnavailable(Exception):
     """The worker cannot build the client of one of its sandbox backends."""
 
 
-# Any one of these sets of environment variables, each set and non-empty.
+# Any one of these sets of environment variables, each set and non-empty; no
+# sets at all means nothing is needed.
 Alternatives = tuple[tuple[str, ...], ...]
 
 # What the worker needs in its environment before it starts, and where to get

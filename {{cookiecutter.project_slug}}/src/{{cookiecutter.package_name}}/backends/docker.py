@@ -1,0 +1,171 @@
+"""The Docker backend: the agent's shell runs in a container on a Docker engine.
+
+Each run gets a fresh container, from ``IMAGE`` and on ``NETWORK_MODE``
+(below): the agent's commands run in it (``sh -lc``), its files stay in it,
+and it is removed at the end of the run. Nothing the agent runs touches the
+worker's host, and the engine can be one you run yourself.
+
+The worker reaches the engine through ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY``
+and ``DOCKER_CERT_PATH`` for a remote one over TLS) or, when that is unset,
+the default socket ``/var/run/docker.sock``. Access to that socket is
+root-equivalent on the engine's host: see the README.
+
+The ``docker`` package (the engine's Python SDK) is imported only where the
+worker builds its client: the workflow imports this module for its options,
+and Temporal's workflow sandbox refuses the SDK's HTTP modules.
+"""
+
+import asyncio
+import functools
+import os
+from typing import Any, Literal
+
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.sandboxes.docker import DockerSandboxClient, DockerSandboxClientOptions
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from temporalio import activity
+
+# Credentials this backend needs on the worker, beyond the model's: none. It
+# needs a Docker engine that answers instead; the worker checks that at start.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
+CREDENTIALS_URL = "https://docs.docker.com/engine/install/"
+
+# Errors that no retry can fix (an image that is not on the engine and cannot
+# be pulled, a container the engine refuses to create or start, an image or
+# container the engine says does not exist): the sandbox activity that meets
+# one fails at once, and so does the run. Temporal records an error's type as
+# its class name; the first two are this module's, the others the docker SDK's.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = (
+    "ImageUnavailable",
+    "ContainerRefused",
+    "ImageNotFound",
+    "NotFound",
+)
+
+# Where the agent's workspace lives in the container.
+WORKSPACE_ROOT = "/workspace"
+
+# The image every sandbox container starts from. Any image with a POSIX shell
+# and `tail` will do; the engine pulls it the first time if it can.
+IMAGE = {{ cookiecutter.docker_image | tojson }}
+{%- if cookiecutter.docker_network == "none" %}
+
+# The container's network: "none" gives it only a loopback interface, so
+# nothing the agent runs can reach the network, the worker's or the internet.
+NETWORK_MODE: Literal["none"] | None = "none"
+{%- else %}
+
+# The container's network: None is Docker's default, the "bridge" network, so
+# the agent's commands can reach whatever the engine's host can (the
+# internet, and services on the host's networks).
+NETWORK_MODE: Literal["none"] | None = None
+{%- endif %}
+
+# Labels on every sandbox container, naming the run (its workflow id) and the
+# sandbox provider that made it, so an operator can find containers that a
+# run left behind (see the README). The worker sets them from the activity
+# that creates the container.
+WORKFLOW_LABEL = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
+PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+class DockerEngineUnavailable(Exception):
+    """No Docker engine answers where the worker looks for one."""
+
+
+class ImageUnavailable(Exception):
+    """The image is not on the engine, and the engine could not pull it."""
+
+
+class ContainerRefused(Exception):
+    """The engine refused to create or start the sandbox's container."""
+
+
+class LabelledDockerSandboxClient(DockerSandboxClient):
+    """The SDK's Docker client, with two changes to how a sandbox is created:
+    the container carries the run's labels, and a missing image is pulled in
+    a thread (the SDK pulls it on the worker's event loop, which stalls every
+    other activity of the worker for as long as the pull takes) and, when it
+    cannot be, fails the run at once with a reason a person can read."""
+
+    async def create(
+        self,
+        *,
+        snapshot: SnapshotSpec | SnapshotBase | None = None,
+        manifest: Manifest | None = None,
+        options: DockerSandboxClientOptions,
+    ) -> SandboxSession:
+        import docker.errors  # type: ignore[import-untyped]
+
+        await self._pull_if_missing(options.image)
+        # Runs inside the `<provider>-sandbox_client_create` activity.
+        info = activity.info()
+        labels = {
+            **options.labels,
+            WORKFLOW_LABEL: info.workflow_id,
+            PROVIDER_LABEL: info.activity_type.removesuffix("-sandbox_client_create"),
+        }
+        try:
+            return await super().create(
+                snapshot=snapshot,
+                manifest=manifest,
+                options=options.model_copy(update={"labels": labels}),
+            )
+        except docker.errors.APIError as e:
+            if not e.is_client_error():
+                raise  # the engine's own trouble: worth a retry
+            # Not chained: a failed run reports its innermost cause, and the
+            # engine's explanation here says more than its HTTP error.
+            raise ContainerRefused(
+                f"The Docker engine refused a container from image {options.image!r}: "
+                f"{e.explanation or e}"
+            ) from None
+
+    async def _pull_if_missing(self, image: str) -> None:
+        import docker.errors
+
+        if await asyncio.to_thread(self.image_exists, image):
+            return
+        try:
+            await asyncio.to_thread(self.docker_client.images.pull, image)
+        except docker.errors.APIError as e:
+            raise ImageUnavailable(  # not chained either: see create()
+                f"The image {image!r} is not on the Docker engine and could not be pulled: "
+                f"{e.explanation or e}"
+            ) from None
+
+
+def engine_address() -> str:
+    """Where the worker looks for the Docker engine, as the docker SDK does."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def sandbox_client() -> DockerSandboxClient:
+    """Build the client the worker registers (runs on the worker only), once
+    the engine has answered."""
+    import docker
+
+    try:
+        engine: Any = docker.from_env()
+        engine.ping()
+    except docker.errors.DockerException as e:
+        raise DockerEngineUnavailable(
+            f"no Docker engine answers at {engine_address()} (set DOCKER_HOST to reach "
+            f"another one): {e}"
+        ) from e
+    # The SDK keeps each container up with `tail -f /dev/null` as its first
+    # process, which ignores SIGTERM: stopping the container at the end of a
+    # run would wait out Docker's 10 s grace period, and the SDK waits for that
+    # on the worker's event loop, stalling every other run of the worker. The
+    # container is about to be removed anyway: stop it with SIGKILL.
+    engine.api.create_container = functools.partial(
+        engine.api.create_container, stop_signal="SIGKILL"
+    )
+    return LabelledDockerSandboxClient(engine)
+
+
+def sandbox_options() -> DockerSandboxClientOptions:
+    """Options sent with each run (they are recorded in workflow history:
+    never put secrets here)."""
+    return DockerSandboxClientOptions(image=IMAGE, network_mode=NETWORK_MODE)

@@ -1,0 +1,343 @@
+{% set primary = cookiecutter.sandbox_backend == "docker" -%}
+"""The Docker backend on a real Docker engine: the agent's commands run in a
+container of their own, a run outlives its worker in that same container, and
+the container is gone when the run ends.
+
+These tests need an engine that answers where the worker would look for one
+(``DOCKER_HOST``, or the default socket) and an image: the configured one
+when the engine has it, otherwise a small busybox image they build, offline,
+from a statically linked ``busybox`` on this machine. They never pull an
+image. Without an engine or an image they are skipped, saying why; the rest
+of the suite runs the Docker provider on a local stand-in, as for any backend
+the tests cannot reach.
+"""
+
+import asyncio
+import io
+import re
+import shutil
+import socket
+import struct
+import tarfile
+import time
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Model, ModelResponse
+from agents.sandbox.sandboxes.docker import DockerSandboxClientOptions
+from agents.sandbox.session import SandboxSession
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.worker import Worker
+
+from {{ cookiecutter.package_name }}.backends.docker import (
+    IMAGE,
+    PROVIDER_LABEL,
+    WORKFLOW_LABEL,
+    WORKSPACE_ROOT,
+    DockerEngineUnavailable,
+    LabelledDockerSandboxClient,
+    sandbox_client,
+)
+from {{ cookiecutter.package_name }}.shared import (
+    {{ "SANDBOX_PROVIDER" if primary else "DOCKER_PROVIDER" }},
+)
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+
+from .processes import closed_port
+from .scripted_model import ScriptedModel, tool_outputs
+from .support import (
+    DROPPED_RUNS_CLOSED,
+    activity_attempts,
+    running_worker,
+)
+
+# The name the worker registers the Docker backend under.
+PROVIDER = {{ "SANDBOX_PROVIDER" if primary else "DOCKER_PROVIDER" }}
+
+# The image the tests build when the engine does not have IMAGE: busybox's
+# shell and tools, nothing else.
+TEST_IMAGE = "{{ cookiecutter.project_slug }}-tests:busybox"
+BUSYBOX_DOCKERFILE = """\
+FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+"""
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[Any]:
+    """The Docker engine, reached as the worker reaches it."""
+    try:
+        client = sandbox_client()
+    except DockerEngineUnavailable as e:
+        pytest.skip(f"Docker tests need a Docker engine: {e}")
+    yield client.docker_client
+    client.docker_client.close()
+
+
+@pytest.fixture(scope="session")
+def image(engine: Any) -> str:
+    """IMAGE if the engine has it; otherwise a busybox image built here."""
+    for candidate in (IMAGE, TEST_IMAGE):
+        if engine.images.list(name=candidate):
+            return candidate
+    busybox = shutil.which("busybox")
+    if busybox is None or not statically_linked(Path(busybox)):
+        pytest.skip(
+            f"Docker tests need an image: the engine has no {IMAGE!r} (`docker pull {IMAGE}`) "
+            "and this machine no statically linked busybox to build one from "
+            "(install busybox-static); the tests never pull"
+        )
+    build_image(engine, TEST_IMAGE, {"Dockerfile": BUSYBOX_DOCKERFILE, "busybox": Path(busybox)})
+    return TEST_IMAGE
+
+
+def build_image(engine: Any, tag: str, files: dict[str, str | Path]) -> None:
+    """Build an image from these files (a Dockerfile and what it copies:
+    text, or a file of this machine's), without the network."""
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        for name, content in files.items():
+            if isinstance(content, Path):
+                tar.add(content, arcname=name)
+                continue
+            entry = tarfile.TarInfo(name)
+            entry.size = len(content.encode())
+            tar.addfile(entry, io.BytesIO(content.encode()))
+    context.seek(0)
+    engine.images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
+
+
+def statically_linked(executable: Path) -> bool:
+    """Whether a 64-bit ELF executable runs without a dynamic loader (it has
+    no PT_INTERP program header), so it runs in an empty image."""
+    header = executable.read_bytes()
+    if header[:5] != b"\x7fELF\x02":
+        return False
+    (table,) = struct.unpack_from("<Q", header, 0x20)
+    entry_size, entries = struct.unpack_from("<HH", header, 0x36)
+    program_types = [
+        struct.unpack_from("<I", header, table + i * entry_size)[0] for i in range(entries)
+    ]
+    return 3 not in program_types  # PT_INTERP
+
+
+class ImageForTests(LabelledDockerSandboxClient):
+    """The service's Docker client, making its containers from the image the
+    tests have instead of IMAGE (the run's options still name IMAGE)."""
+
+    def __init__(self, engine: Any, image: str) -> None:
+        super().__init__(engine)
+        self.image = image
+
+    async def create(self, *, options: DockerSandboxClientOptions, **kwargs: Any) -> SandboxSession:
+        return await super().create(
+            options=options.model_copy(update={"image": self.image}), **kwargs
+        )
+
+
+@pytest.fixture
+def sandbox(engine: Any, image: str) -> ImageForTests:
+    return ImageForTests(engine, image)
+
+
+def docker_worker(
+    client: Client, model: Model, sandbox: LabelledDockerSandboxClient, **options: Any
+) -> AbstractAsyncContextManager[tuple[Client, Worker]]:
+    """The service's worker with this Docker client registered under PROVIDER."""
+    return running_worker(client, model, sandbox, provider=PROVIDER, **options)
+
+
+async def start_in_docker(client: Client, prompt: str) -> WorkflowHandle[Any, str]:
+    return await start(client, prompt{{ ", provider=PROVIDER" if not primary }})
+
+
+def containers_of(engine: Any, handle: WorkflowHandle[Any, Any]) -> list[Any]:
+    """The containers labelled with this run, running or not."""
+    return list(
+        engine.containers.list(all=True, filters={"label": f"{WORKFLOW_LABEL}={handle.id}"})
+    )
+
+
+class PausesAfterTheFirstCommand(ScriptedModel):
+    """Runs the first command, then waits until ``go_on`` is set before it
+    answers again (for ever, if its worker goes away first)."""
+
+    def __init__(self, commands: list[str]) -> None:
+        super().__init__(commands)
+        self.first_output = ""
+        self.first_command_done = asyncio.Event()
+        self.go_on = asyncio.Event()
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        outputs = tool_outputs(input)
+        if outputs and not self.go_on.is_set():
+            self.first_output = outputs[0]
+            self.first_command_done.set()
+            await self.go_on.wait()
+        return await super().get_response(system_instructions, input, *args, **kwargs)
+
+
+def printed(output: str, name: str) -> str:
+    """The value a command printed as ``name=value``."""
+    found = re.search(rf"^{name}=(.*)$", output, re.MULTILINE)
+    assert found, output
+    return found.group(1).strip()
+
+
+def test_without_an_engine_the_worker_is_told_where_it_looked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(DockerEngineUnavailable) as unavailable:
+        sandbox_client()
+
+    assert str(unavailable.value).startswith(
+        "no Docker engine answers at unix:///nonexistent/docker.sock (set DOCKER_HOST"
+    )
+
+
+async def test_commands_run_in_a_container_not_on_the_workers_host(
+    temporal_client: Client, sandbox: ImageForTests, tmp_path: Path
+) -> None:
+    on_the_host = tmp_path / "only-on-the-host"
+    on_the_host.write_text("the worker's file")
+    command = (
+        "echo directory=$(pwd); echo hostname=$(hostname); "
+        f"echo host_file=$(test -e {on_the_host} && echo visible || echo absent); "
+        "echo interfaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort)"
+    )
+    async with docker_worker(temporal_client, ScriptedModel([command]), sandbox) as (client, _):
+        handle = await start_in_docker(client, "Where am I?")
+        answer = await handle.result()
+
+    assert printed(answer, "directory") == WORKSPACE_ROOT
+    assert printed(answer, "hostname") != socket.gethostname()
+    assert printed(answer, "host_file") == "absent"
+{%- if cookiecutter.docker_network == "none" %}
+    # network_mode "none": a loopback interface and nothing else.
+    assert printed(answer, "interfaces") == "lo"
+{%- else %}
+    # Docker's bridge network: an interface beside loopback.
+    assert printed(answer, "interfaces") == "eth0 lo"
+{%- endif %}
+
+
+async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
+    temporal_client: Client, engine: Any, sandbox: ImageForTests
+) -> None:
+    model = PausesAfterTheFirstCommand(["hostname", "echo done"])
+    async with docker_worker(temporal_client, model, sandbox) as (client, _):
+        handle = await start_in_docker(client, "Say your name, then done.")
+        await model.first_command_done.wait()
+        [container] = containers_of(engine, handle)
+        model.go_on.set()
+        released = time.monotonic()
+        answer = await handle.result()
+        finishing = time.monotonic() - released
+
+    assert container.labels[WORKFLOW_LABEL] == handle.id
+    assert container.labels[PROVIDER_LABEL] == PROVIDER
+    # The command ran in that container: a container's hostname is its short id.
+    assert container.id[:12] in model.first_output
+    assert "done" in answer
+    assert containers_of(engine, handle) == []
+    # The teardown does not wait out Docker's 10 s grace period for a stop.
+    assert finishing < 8
+
+
+@pytest.mark.usefixtures("collect_dropped_runs")
+@pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED)
+async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
+    temporal_client: Client, engine: Any, sandbox: ImageForTests
+) -> None:
+    commands = [
+        "printf 'written before the restart\\n' > note.txt && hostname",
+        "cat note.txt && hostname",
+    ]
+    stalling = PausesAfterTheFirstCommand(commands)
+    async with docker_worker(
+        temporal_client,
+        stalling,
+        sandbox,
+        identity="first-worker",
+        # Stop at once, cancelling the model call in flight, as a crash would.
+        graceful_shutdown_timeout=timedelta(0),
+    ) as (client, _):
+        handle = await start_in_docker(client, "Write a note, then read it back.")
+        await stalling.first_command_done.wait()
+    # The worker is gone; the run's container is still there.
+    [container] = containers_of(engine, handle)
+
+    # A fresh worker, a fresh model and a fresh client: nothing carried over
+    # in memory, only the session state recorded in the run's history.
+    fresh = ImageForTests(engine, sandbox.image)
+    async with docker_worker(
+        temporal_client, ScriptedModel(commands), fresh, identity="second-worker"
+    ):
+        answer = await handle.result()
+
+    assert "written before the restart" in answer
+    assert container.id[:12] in answer
+    attempts = await activity_attempts(handle)
+    commands_run = [
+        a.worker for a in attempts if a.name == f"{PROVIDER}-sandbox_session_pty_exec_start"
+    ]
+    assert commands_run == ["first-worker", "second-worker"]
+    assert [a.name for a in attempts].count(f"{PROVIDER}-sandbox_client_create") == 1
+    assert containers_of(engine, handle) == []
+
+
+async def test_an_image_that_cannot_be_pulled_fails_the_run_at_once_saying_why(
+    temporal_client: Client, engine: Any
+) -> None:
+    # A registry on this machine where nothing listens: the pull fails at once.
+    missing = f"127.0.0.1:{closed_port()}/no-such-image:never"
+    began = time.monotonic()
+    async with docker_worker(
+        temporal_client, ScriptedModel(["true"]), ImageForTests(engine, missing)
+    ) as (client, _):
+        handle = await start_in_docker(client, "Do nothing.")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+
+    reason = str(getattr(failed.value.cause, "message", failed.value.cause))
+    assert reason.startswith(
+        f"The agent could not finish: the sandbox operation {PROVIDER}-sandbox_client_create"
+        " failed with an error that retrying cannot fix:"
+        f" The image {missing!r} is not on the Docker engine and could not be pulled: "
+    )
+    creates = [
+        a for a in await activity_attempts(handle) if a.name == f"{PROVIDER}-sandbox_client_create"
+    ]
+    assert [a.attempt for a in creates] == [1]
+    assert time.monotonic() - began < 30
+    assert containers_of(engine, handle) == []
+
+
+async def test_an_image_without_the_tools_the_sandbox_needs_fails_the_run_at_once(
+    temporal_client: Client, engine: Any
+) -> None:
+    # An image holding one file: no shell, no `tail` to keep the container up.
+    empty = "{{ cookiecutter.project_slug }}-tests:empty"
+    build_image(engine, empty, {"Dockerfile": "FROM scratch\nCOPY note /note\n", "note": "empty\n"})
+
+    async with docker_worker(
+        temporal_client, ScriptedModel(["true"]), ImageForTests(engine, empty)
+    ) as (client, _):
+        handle = await start_in_docker(client, "Do nothing.")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+
+    reason = str(getattr(failed.value.cause, "message", failed.value.cause))
+    assert f"The Docker engine refused a container from image {empty!r}: " in reason
+    assert "tail" in reason
+    assert containers_of(engine, handle) == []
