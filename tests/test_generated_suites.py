@@ -7,7 +7,8 @@ from .baked import BakedProject, find_python, tool
 from .combinations import COMBINATIONS
 
 # The process test (worker and starter as real processes, a worker killed
-# part-way) costs about 35 s a project; it runs for the default local project
+# part-way, about 35 s a project) and the long-run tests (hundreds of steps
+# through a chain of runs, about a minute) run for the default local project
 # and for one whose remote backends the stand-in worker replaces.
 WITH_PROCESS_TEST = {"local-defaults", "daytona-plus-local-and-e2b-two-secrets"}
 
@@ -32,8 +33,8 @@ def test_generated_suite_types_and_hooks_pass(request, bake, mypy_cache: str, an
     installed = project.install()
     assert installed.returncode == 0, installed.stderr
 
-    # What a plain `uv run pytest` runs, plus, where chosen, the process test.
-    markers = "not live" if request.node.callspec.id in WITH_PROCESS_TEST else "not live and not process"
+    # What a plain `uv run pytest` runs, plus, where chosen, the process and long-run tests.
+    markers = "not live" if request.node.callspec.id in WITH_PROCESS_TEST else "not live and not process and not long"
     tests = project.run_tests("-m", markers, OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9")
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert " passed" in tests.stdout and "failed" not in tests.stdout

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .scripted_model import tool_outputs
+from .scripted_model import steps_done, tool_outputs
 
 
 class ScriptedOpenAIServer:
@@ -43,7 +43,7 @@ class ScriptedOpenAIServer:
                 "error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}
             }
         outputs = tool_outputs(request.get("input", []))
-        step = len(outputs)
+        step = steps_done(request.get("input", []))
         if step == self.hold_at_step:
             self.reached.set()
             self.release.wait()
