@@ -6,8 +6,7 @@ its progress from the conversation it is given rather than from a counter of
 its own, exactly as a real model would: a worker that restarts part-way
 through a run picks up where the last one stopped. Asked to, it compacts the
 conversation as the Responses API does: a ``compaction`` item, after which
-the SDK sends only what follows it; the item records how many commands ran
-before it.
+the SDK sends only what follows it.
 """
 
 import json
@@ -29,20 +28,17 @@ def tool_outputs(conversation: str | list[Any]) -> list[str]:
     ]
 
 
-COMPACTED = "compacted after step "
-
-
 def steps_done(conversation: str | list[Any]) -> int:
-    """The commands the conversation shows done: those its last compaction
-    item counts, then the tool outputs after it."""
+    """How many commands the conversation shows asked for: one more than the
+    number in the latest tool call's id (``call_<step>``). Only the latest
+    items count, so the count survives a compaction, or a conversation cut
+    to its latest items."""
     if isinstance(conversation, str):
         return 0
-    for index in range(len(conversation) - 1, -1, -1):
-        item = conversation[index]
-        if isinstance(item, dict) and item.get("type") == "compaction":
-            before = int(str(item["encrypted_content"]).removeprefix(COMPACTED))
-            return before + len(tool_outputs(conversation[index:]))
-    return len(tool_outputs(conversation))
+    for item in reversed(conversation):
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            return int(str(item["call_id"]).removeprefix("call_")) + 1
+    return 0
 
 
 class ScriptedModel(TestModel):
@@ -69,7 +65,7 @@ class ScriptedModel(TestModel):
             )
             if step == self.compact_at:
                 compaction = ResponseCompactionItem(
-                    id=f"cmp_{step}", type="compaction", encrypted_content=f"{COMPACTED}{step}"
+                    id=f"cmp_{step}", type="compaction", encrypted_content=f"compacted at {step}"
                 )
                 response.output.insert(0, compaction)
             return response

@@ -3,9 +3,9 @@ the real model activity can run without an API key or a network.
 
 It serves the one endpoint the SDK's default model calls, the Responses API
 (``POST /v1/responses``), and answers exactly as ``ScriptedModel`` does: it
-counts the tool outputs in the request's input items and asks for the next
-command, or answers with the last output. Point ``OPENAI_BASE_URL`` at
-``server.url``.
+works out the step from the request's input items (the latest tool call's
+id) and asks for the next command, or answers with the last output. Point
+``OPENAI_BASE_URL`` at ``server.url``.
 """
 
 import json

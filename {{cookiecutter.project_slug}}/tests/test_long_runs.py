@@ -22,6 +22,9 @@ from {{ cookiecutter.package_name }}.shared import (
     TASK_QUEUE,
     WORKFLOW_EXECUTION_TIMEOUT,
 )
+from {{ cookiecutter.package_name }}.starter import (
+    attach,
+)
 from {{ cookiecutter.package_name }}.worker import (
     agents_plugin,
 )
@@ -220,3 +223,26 @@ async def test_cancelling_a_chain_cancels_its_latest_run_and_removes_the_sandbox
     assert isinstance(failed.value.cause, CancelledError)
     assert len(runs) > 1
     assert len(deletes) == 1
+
+
+async def test_attach_follows_a_chain_from_its_first_run_to_the_answer(
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commands = ["echo chained-answer > first.txt", *[BIG_STEP] * 25, "cat first.txt"]
+    model = ScriptedModel(commands)
+    async with running_worker(starter_env, model, workflows=[LongSandboxAgentWorkflow]) as (
+        client,
+        _,
+    ):
+        handle = await start_long(client, "Run the commands.")
+        await handle.result()
+    capsys.readouterr()
+
+    status = await attach(handle.id)
+
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "run      2 of the chain, same sandbox" in out
+    # Every turn of every run, numbered across the chain, then the answer.
+    assert f"model    turn {len(commands) + 1}\n" in out
+    assert "chained-answer" in out.split("Answer:")[1]
