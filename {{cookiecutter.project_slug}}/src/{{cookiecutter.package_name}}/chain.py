@@ -155,6 +155,9 @@ class LastingSandboxClient(TemporalSandboxClient):
     def __init__(self, name: str, config: workflow.ActivityConfig) -> None:
         super().__init__(name, config)
         self.session: SandboxSession | None = None
+        # The state an earlier run of the chain handed on, until this run
+        # has resumed the session.
+        self.handed_on: SandboxSessionState | None = None
 
     def _wrap_session(
         self, inner: BaseSandboxSession, *, instrumentation: Instrumentation | None = None
@@ -175,11 +178,16 @@ class LastingSandboxClient(TemporalSandboxClient):
 
     def state_from(self, carried: Carried) -> SandboxSessionState:
         """The session state an earlier run of the chain handed on."""
-        return self.deserialize_session_state(carried.session_state)
+        self.handed_on = self.deserialize_session_state(carried.session_state)
+        return self.handed_on
 
     async def remove(self) -> None:
-        """Stop the sandbox and delete it, as the runner would have."""
-        session, self.session = self.session, None
+        """Stop the sandbox and delete it, as the runner would have. A run
+        that ends before it resumed the sandbox it was handed (cancelled
+        during the resume, say) resumes it to remove it."""
+        if self.session is None and self.handed_on is not None:
+            await self.resume(self.handed_on)
+        session, self.session, self.handed_on = self.session, None, None
         if session is None:
             return
         await SandboxSession.stop(session)
