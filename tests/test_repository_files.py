@@ -99,6 +99,7 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(bake, answer
         "uv run ruff check . && uv run ruff format --check .",
         "uv run mypy src tests",
         "uv run pytest",
+        "uv run pytest -m long",
     ]
     assert workflow["permissions"] == {"contents": "read"}
 
