@@ -138,6 +138,9 @@ WHOLE_NUMBERS = [
     ("sandbox_activity_timeout_seconds", 1, 86_400, "seconds (1 day)"),
     ("model_activity_timeout_seconds", 1, 3_600, "seconds (1 hour)"),
     ("workflow_execution_timeout_seconds", 10, 31_536_000, "seconds (1 year)"),
+    # A long run continues as new before its history grows large, so every
+    # run of its chain stays near 4 MB at any length (docs/benchmarks.md): the
+    # bound is how long an agent should work unattended, not Temporal's limit.
     ("max_turns", 1, 1_000, "turns"),
 ]
 BACKEND_WHOLE_NUMBERS = {

@@ -9,7 +9,8 @@ from .baked import BakedProject, find_python, tool
 from .combinations import COMBINATIONS
 
 # The process test (worker and starter as real processes, a worker killed
-# part-way) costs about 35 s a project; it runs for the default local project
+# part-way, about 35 s a project) and the long-run tests (hundreds of steps
+# through a chain of runs, about a minute) run for the default local project
 # and for one whose remote backends the stand-in worker replaces.
 WITH_PROCESS_TEST = {"local-defaults", "daytona-plus-local-and-e2b-two-secrets"}
 
@@ -36,16 +37,24 @@ def test_generated_suite_types_and_hooks_pass(
     installed = project.install()
     assert installed.returncode == 0, installed.stderr
 
-    # What a plain `uv run pytest` runs, plus, where chosen, the process test.
-    markers = "not live" if request.node.callspec.id in WITH_PROCESS_TEST else "not live and not process"
-    report = tmp_path / "report.xml"
-    tests = project.run_tests(
-        "-m", markers, f"--junitxml={report}", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9"
-    )
-    assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert " passed" in tests.stdout and "failed" not in tests.stdout
+    # What a plain `uv run pytest` runs, plus, where chosen, the process tests;
+    # then, where chosen, the long-run tests on their own, as the generated CI
+    # runs them (next to the process tests, their load would starve the
+    # process tests' waits on a 2-core machine).
+    chosen = request.node.callspec.id in WITH_PROCESS_TEST
+    suites = ["not live and not long" if chosen else "not live and not process and not long"]
+    if chosen:
+        suites.append("long")
+    for number, markers in enumerate(suites):
+        report = tmp_path / f"report-{number}.xml"
+        tests = project.run_tests(
+            "-m", markers, f"--junitxml={report}", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9"
+        )
+        assert tests.returncode == 0, tests.stdout + tests.stderr
+        assert " passed" in tests.stdout and "failed" not in tests.stdout
     if "docker" in project.derived.backends:
         # The Docker tests ran on a real engine, none skipped (.ci/run provides one).
+        report = tmp_path / "report-0.xml"
         cases = [case for case in ET.parse(report).iter("testcase") if case.get("classname") == "tests.test_docker"]
         skips = [skip.get("message") for case in cases for skip in case.iter("skipped")]
         assert cases and not skips, skips or "tests/test_docker.py ran no test"

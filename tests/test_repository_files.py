@@ -110,6 +110,7 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(bake, answer
         "uv run mypy src tests",
         *pull,
         "uv run pytest",
+        "uv run pytest -m long",
     ]
     assert workflow["permissions"] == {"contents": "read"}
 

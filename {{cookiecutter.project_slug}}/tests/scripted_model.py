@@ -4,7 +4,9 @@ It runs a fixed list of shell commands through the sandbox's ``exec_command``
 tool, one per turn, then answers with what the last command printed. It reads
 its progress from the conversation it is given rather than from a counter of
 its own, exactly as a real model would: a worker that restarts part-way
-through a run picks up where the last one stopped.
+through a run picks up where the last one stopped. Asked to, it compacts the
+conversation as the Responses API does: a ``compaction`` item, after which
+the SDK sends only what follows it.
 """
 
 import json
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents import ModelResponse
+from openai.types.responses import ResponseCompactionItem
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 
@@ -25,21 +28,45 @@ def tool_outputs(conversation: str | list[Any]) -> list[str]:
     ]
 
 
+def steps_done(conversation: str | list[Any]) -> int:
+    """How many commands the conversation shows asked for: one more than the
+    number in the latest tool call's id (``call_<step>``). Only the latest
+    items count, so the count survives a compaction, or a conversation cut
+    to its latest items."""
+    if isinstance(conversation, str):
+        return 0
+    for item in reversed(conversation):
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            return int(str(item["call_id"]).removeprefix("call_")) + 1
+    return 0
+
+
 class ScriptedModel(TestModel):
-    def __init__(self, commands: Sequence[str]) -> None:
+    def __init__(self, commands: Sequence[str], compact_at: int | None = None) -> None:
         super().__init__(lambda: ResponseBuilders.output_message(""))
         self.commands = list(commands)
+        # Compact the conversation in the response to this step.
+        self.compact_at = compact_at
+        # The size of each call's input (bytes of JSON), in order.
+        self.input_sizes: list[int] = []
 
     async def get_response(
         self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
     ) -> ModelResponse:
+        self.input_sizes.append(len(json.dumps(input, default=str)))
         outputs = tool_outputs(input)
-        step = len(outputs)
+        step = steps_done(input)
         if step < len(self.commands):
-            return ResponseBuilders.tool_call(
+            response = ResponseBuilders.tool_call(
                 json.dumps({"cmd": self.commands[step]}),
                 "exec_command",
                 call_id=f"call_{step}",
                 item_id=f"fc_{step}",
             )
+            if step == self.compact_at:
+                compaction = ResponseCompactionItem(
+                    id=f"cmp_{step}", type="compaction", encrypted_content=f"compacted at {step}"
+                )
+                response.output.insert(0, compaction)
+            return response
         return ResponseBuilders.output_message(outputs[-1] if outputs else "nothing to do")

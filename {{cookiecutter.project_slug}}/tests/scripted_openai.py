@@ -3,9 +3,9 @@ the real model activity can run without an API key or a network.
 
 It serves the one endpoint the SDK's default model calls, the Responses API
 (``POST /v1/responses``), and answers exactly as ``ScriptedModel`` does: it
-counts the tool outputs in the request's input items and asks for the next
-command, or answers with the last output. Point ``OPENAI_BASE_URL`` at
-``server.url``.
+works out the step from the request's input items (the latest tool call's
+id) and asks for the next command, or answers with the last output. Point
+``OPENAI_BASE_URL`` at ``server.url``.
 """
 
 import json
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .scripted_model import tool_outputs
+from .scripted_model import steps_done, tool_outputs
 
 
 class ScriptedOpenAIServer:
@@ -43,7 +43,7 @@ class ScriptedOpenAIServer:
                 "error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}
             }
         outputs = tool_outputs(request.get("input", []))
-        step = len(outputs)
+        step = steps_done(request.get("input", []))
         if step == self.hold_at_step:
             self.reached.set()
             self.release.wait()

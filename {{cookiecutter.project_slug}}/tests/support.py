@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from agents import Model
+import pytest
+from agents import Model, OpenAIResponsesModel
 {%- if primary == "local" %}
 from agents.sandbox.errors import ConfigurationError, ErrorCode
 {%- endif %}
@@ -26,8 +27,9 @@ from daytona import DaytonaAuthenticationError
 {%- elif primary == "e2b" %}
 from e2b import AuthenticationException
 {%- endif %}
+from openai import AsyncOpenAI
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.common import RetryPolicy
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.worker import Worker
@@ -43,9 +45,13 @@ from {{ cookiecutter.package_name }}.backends.docker import (
 )
 {% endif -%}
 from {{ cookiecutter.package_name }}.shared import (
-{%- for constant, _ in cookiecutter | providers | sort %}
+{%- for constant in ((cookiecutter | providers | map("first") | list) + ["MODEL"]) | sort %}
     {{ constant }},
 {%- endfor %}
+)
+from {{ cookiecutter.package_name }}.starter import (
+    chain_run,
+    continued_as,
 )
 from {{ cookiecutter.package_name }}.worker import (
     MODEL_RETRY_POLICY,
@@ -218,3 +224,39 @@ def started_id(output: str) -> str:
     found = re.search(r"^Started workflow (\S+)$", output, re.MULTILINE)
     assert found, output
     return found.group(1)
+
+
+@dataclass
+class RunOfChain:
+    """One run of a workflow's chain, as Temporal recorded it."""
+
+    run_id: str
+    history_bytes: int
+    events: int
+    history: WorkflowHistory
+
+
+async def runs_of_chain(client: Client, workflow_id: str, first_run_id: str) -> list[RunOfChain]:
+    """Every run of a finished workflow's chain, first to last."""
+    runs = []
+    run_id: str | None = first_run_id
+    while run_id is not None:
+        handle = chain_run(client, workflow_id, run_id)
+        info = (await handle.describe()).raw_description.workflow_execution_info
+        history = await handle.fetch_history()
+        runs.append(RunOfChain(run_id, info.history_size_bytes, info.history_length, history))
+        run_id = continued_as(history.events[-1])
+    return runs
+
+
+async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
+    """The reason the run failed, as the starter prints it."""
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    return str(getattr(failed.value.cause, "message", failed.value.cause))
+
+
+def openai_model(base_url: str) -> OpenAIResponsesModel:
+    """The SDK's real default model, talking to a scripted server."""
+    client = AsyncOpenAI(base_url=base_url, api_key="dummy", max_retries=0)
+    return OpenAIResponsesModel(MODEL, client)

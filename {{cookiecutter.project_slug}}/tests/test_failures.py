@@ -4,17 +4,13 @@ hangs. A failure that goes away is retried, and the run completes."""
 import dataclasses
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from agents import OpenAIResponsesModel
 from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
-from openai import AsyncOpenAI
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.shared import (
     MAX_TURNS,
-    MODEL,
     SANDBOX_PROVIDER,
     WORKFLOW_EXECUTION_TIMEOUT,
 )
@@ -29,20 +25,13 @@ from {{ cookiecutter.package_name }}.worker import (
 from .failing_sandbox import FailingSandbox, deleted_sandbox, unreachable_image
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
-from .support import CompletedRun, activity_attempts, running_worker
-
-
-async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
-    """The reason the run failed, as the starter prints it."""
-    with pytest.raises(WorkflowFailureError) as failed:
-        await handle.result()
-    return str(getattr(failed.value.cause, "message", failed.value.cause))
-
-
-def openai_model(base_url: str) -> OpenAIResponsesModel:
-    """The SDK's real default model, talking to a scripted server."""
-    client = AsyncOpenAI(base_url=base_url, api_key="dummy", max_retries=0)
-    return OpenAIResponsesModel(MODEL, client)
+from .support import (
+    CompletedRun,
+    activity_attempts,
+    failure_of,
+    openai_model,
+    running_worker,
+)
 
 
 async def test_every_run_has_an_execution_timeout_as_a_backstop(

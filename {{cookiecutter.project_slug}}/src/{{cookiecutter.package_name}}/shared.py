@@ -55,8 +55,37 @@ MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.model_activity_timeou
 # must leave room for MAX_TURNS model calls and commands, with their retries.
 WORKFLOW_EXECUTION_TIMEOUT = timedelta(seconds={{ cookiecutter.workflow_execution_timeout_seconds | int }})
 
-# The most model turns one run may take; a run that needs more fails.
+# The most model turns one run may take, across every run of its chain; a
+# run that needs more fails.
 MAX_TURNS = {{ cookiecutter.max_turns | int }}
+
+# Temporal ends a run whose history passes 50 MB or 51,200 events (it warns
+# at 10 MB / 10,240) and refuses any single payload over 2 MB. Every model
+# call is an activity whose input is the whole conversation, so a long run
+# would pass both; these limits keep every run of the service well inside:
+#
+# A run hands its work to a new run (continue-as-new: same conversation,
+# same sandbox, same workflow id) before its next model call once its
+# history passes this many bytes, or when Temporal suggests it.
+HISTORY_BUDGET = 4_000_000
+
+# The most the conversation may weigh (bytes of JSON) in a model call's
+# input and in what one run hands the next: the request and the latest items
+# are kept, with a note saying how many earlier items were left out.
+CONVERSATION_LIMIT = 1_000_000
+
+# The model compacts the conversation (the Responses API's compaction) once
+# it passes this many tokens: about 400 kB of text, where the SDK's default
+# (90% of the model's context window) would be several MB.
+COMPACTION_THRESHOLD = 100_000
+
+# Command output (stdout and stderr each) longer than this many bytes is cut
+# on the worker, with a note saying how much was cut and how to read the rest.
+LONGEST_OUTPUT = 64 * 1024
+
+# The same for a file the agent's tools read (to view or patch it): large
+# enough for any file worth patching, small enough for one payload.
+LONGEST_READ = 1_000_000
 
 # The model the agent talks to.
 MODEL = {{ cookiecutter.model_name | tojson }}

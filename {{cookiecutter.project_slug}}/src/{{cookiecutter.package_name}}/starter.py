@@ -17,7 +17,9 @@ for anything else.
 Progress is read from the run's history, so it shows what Temporal recorded:
 the sandbox provider the run uses, then one line per model turn and per
 sandbox operation (each shell command with the command itself), in the order
-the workflow scheduled them.
+the workflow scheduled them. A long run continues as new runs of the same
+workflow (same id, same sandbox); progress follows it from run to run, and
+``--attach`` follows it from the first run of the chain to the answer.
 
 Exit status, for scripts:
 
@@ -160,10 +162,16 @@ class Progress:
 
     async def describe(self, event: HistoryEvent) -> str | None:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-            # The workflow's arguments: the prompt, then the provider if not the default.
+            # The workflow's arguments: the prompt, the provider if not the
+            # default, and what an earlier run of the chain handed on.
             arguments = await self._decode(event.workflow_execution_started_event_attributes.input)
+            carried = arguments[2] if len(arguments) > 2 else None
+            if isinstance(carried, dict):
+                return f"run      {carried.get('run', '?')} of the chain, same sandbox"
             provider = arguments[1] if len(arguments) > 1 else SANDBOX_PROVIDER
             return f"sandbox  provider {provider!r}"
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            return "run      continues as new: its history is large"
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             step = await self._scheduled(event)
             if step is not None:
@@ -212,6 +220,13 @@ class Progress:
             return []
 
 
+def chain_run(
+    client: Client, workflow_id: str, run_id: str | None
+) -> WorkflowHandle[SandboxAgentWorkflow, str]:
+    """One run of a workflow's chain (``run_id`` None: its latest run)."""
+    return client.get_workflow_handle_for(SandboxAgentWorkflow.run, workflow_id, run_id=run_id)
+
+
 def _why_not_completed(error: WorkflowFailureError) -> str:
     cause = error.cause
     if isinstance(cause, exceptions.TimeoutError):
@@ -224,14 +239,27 @@ def _why_not_completed(error: WorkflowFailureError) -> str:
     return f"failed: {getattr(cause, 'message', None) or cause}"
 
 
+def continued_as(event: HistoryEvent) -> str | None:
+    """The run that a run's last event hands its work to, if it continued as new."""
+    if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+        return None
+    return event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+
+
 async def follow(client: Client, handle: WorkflowHandle[SandboxAgentWorkflow, str]) -> int:
-    """Print each step of the run as it happens, then its answer; return the exit status."""
+    """Print each step of the run, through every run of its chain, as it
+    happens, then its answer; return the exit status."""
     progress = Progress(client)
+    run: WorkflowHandle[SandboxAgentWorkflow, str] | None = handle
     try:
-        async for event in handle.fetch_history_events(wait_new_event=True):
-            line = await progress.describe(event)
-            if line is not None:
-                print(f"  {line}", flush=True)
+        while run is not None:
+            next_run = None
+            async for event in run.fetch_history_events(wait_new_event=True):
+                line = await progress.describe(event)
+                if line is not None:
+                    print(f"  {line}", flush=True)
+                next_run = continued_as(event)
+            run = None if next_run is None else chain_run(client, handle.id, next_run)
         answer = await handle.result()
     except WorkflowFailureError as e:
         print(f"Workflow {handle.id} {_why_not_completed(e)}", file=sys.stderr)
@@ -280,9 +308,9 @@ async def attach(workflow_id: str) -> int:
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
-    handle = client.get_workflow_handle_for(SandboxAgentWorkflow.run, workflow_id)
+    latest = chain_run(client, workflow_id, None)
     try:
-        await handle.describe()
+        description = await latest.describe()
     except RPCError as e:
         if e.status != RPCStatusCode.NOT_FOUND:
             raise
@@ -291,6 +319,9 @@ async def attach(workflow_id: str) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    # From the first run of the chain, which a long run continued from.
+    first_run = description.raw_description.workflow_execution_info.first_run_id
+    handle = chain_run(client, workflow_id, first_run or None)
     print(f"Following workflow {handle.id}")
     print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
     return await follow(client, handle)

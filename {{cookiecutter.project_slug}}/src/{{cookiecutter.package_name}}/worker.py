@@ -34,6 +34,9 @@ from temporalio.worker import Worker
 from {{ cookiecutter.package_name }}.backends import (
     SANDBOX_BACKENDS,
 )
+from {{ cookiecutter.package_name }}.bounded_sandbox import (
+    BoundedSandboxClient,
+)
 from {{ cookiecutter.package_name }}.connection import (
     ConnectionFailed,
     connect,
@@ -140,9 +143,11 @@ def agents_plugin(
         ),
         model_provider=model_provider,
         # One set of sandbox activities per provider, each prefixed with the
-        # provider's name; the workflow picks the provider by that name.
+        # provider's name; the workflow picks the provider by that name. Each
+        # client cuts what it returns to a size Temporal can record.
         sandbox_clients=[
-            SandboxClientProvider(provider, client) for provider, client in sandboxes.items()
+            SandboxClientProvider(provider, BoundedSandboxClient(client))
+            for provider, client in sandboxes.items()
         ],
         # The only worker environment variables the sandbox may read.
         resolvable_worker_env_vars=SANDBOX_SECRETS,
@@ -165,10 +170,10 @@ def backend_client(
 def build_worker(client: Client, **options: object) -> Worker:
     """A worker for this service's task queue and workflow."""
     options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
+    options.setdefault("workflows", [SandboxAgentWorkflow])
     return Worker(
         client,
         task_queue=TASK_QUEUE,
-        workflows=[SandboxAgentWorkflow],
         build_id=BUILD_ID,
         **options,  # type: ignore[arg-type]
     )

@@ -10,6 +10,9 @@ an activity against the sandbox provider the worker registered under
    history, so a flaky command is a retried activity, not a lost run.
 2. The sandbox session's state is recorded with the workflow, so a worker that
    restarts part-way through a run resumes against the same session.
+3. A long run becomes a chain of runs under one workflow id (chain.py): each
+   continues as new before its history grows large, handing the next the
+   conversation and the same sandbox, so no run meets Temporal's size limits.
 
 Workflow code must be deterministic: everything that touches the outside world
 (the model, the sandbox) happens in activities, never here.
@@ -17,21 +20,31 @@ Workflow code must be deterministic: everything that touches the outside world
 
 from datetime import timedelta
 
-from agents import AgentsException, Runner
+from agents import AgentsException, MaxTurnsExceeded, Runner
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCompactionPolicy
 from agents.sandbox.manifest import Environment, Manifest
 from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
-from temporalio.openai_agents.workflow import temporal_sandbox_client
 
 from {{ cookiecutter.package_name }}.backends import (
     SANDBOX_BACKENDS,
 )
+from {{ cookiecutter.package_name }}.chain import (
+    Carried,
+    HistoryBudget,
+    HistoryFull,
+    LastingSandboxClient,
+    bounded,
+    bounded_model_input,
+    conversation_so_far,
+)
 from {{ cookiecutter.package_name }}.shared import (
+    COMPACTION_THRESHOLD,
     MAX_TURNS,
     MODEL,
     SANDBOX_ACTIVITY_TIMEOUT,
@@ -62,9 +75,15 @@ SANDBOX_RETRY_POLICY = RetryPolicy(
 
 @workflow.defn
 class SandboxAgentWorkflow:
+    # The most model turns a run may take, across its whole chain.
+    max_turns = MAX_TURNS
+
     @workflow.run
-    async def run(self, prompt: str, provider: str = SANDBOX_PROVIDER) -> str:
-        """Run the agent on ``prompt`` in a sandbox of ``provider``."""
+    async def run(
+        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
+    ) -> str:
+        """Run the agent on ``prompt`` in a sandbox of ``provider``; a run
+        that continues an earlier one of its chain gets what it ``carried``."""
         if provider not in SANDBOX_BACKENDS:
             raise ApplicationError(
                 f"Unknown sandbox provider {provider!r}: "
@@ -72,40 +91,16 @@ class SandboxAgentWorkflow:
                 type="UnknownSandboxProvider",
                 non_retryable=True,
             )
-        backend = SANDBOX_BACKENDS[provider]
-        # A default SandboxAgent already carries the Filesystem, Shell and
-        # Compaction capabilities, so there are no tools to declare here.
-        agent = SandboxAgent[None](
-            name={{ cookiecutter.project_name | tojson }},
-            instructions=INSTRUCTIONS,
-            model=MODEL,
-        )
-        run_config = RunConfig(
-            sandbox=SandboxRunConfig(
-                # Must match the name the worker registered the provider under.
-                client=temporal_sandbox_client(
-                    provider,
-                    workflow.ActivityConfig(
-                        start_to_close_timeout=SANDBOX_ACTIVITY_TIMEOUT,
-                        retry_policy=SANDBOX_RETRY_POLICY,
-                    ),
-                ),
-                options=backend.sandbox_options(),
-                # Only the names of the variables forwarded to the sandbox
-                # (SANDBOX_SECRETS) travel with the run; the worker resolves
-                # each one when the sandbox needs it.
-                manifest=Manifest(
-                    root=backend.WORKSPACE_ROOT,
-                    environment=Environment(
-                        value={name: TemporalWorkerEnvValue(name=name) for name in SANDBOX_SECRETS}
-                    ),
-                ),
-                # No snapshot of the workspace is written when the session ends.
-                snapshot=NoopSnapshotSpec(),
+        # Must match the name the worker registered the provider under.
+        sandbox = LastingSandboxClient(
+            provider,
+            workflow.ActivityConfig(
+                start_to_close_timeout=SANDBOX_ACTIVITY_TIMEOUT,
+                retry_policy=SANDBOX_RETRY_POLICY,
             ),
         )
         try:
-            result = await Runner.run(agent, prompt, max_turns=MAX_TURNS, run_config=run_config)
+            return await self._run_agent(prompt, provider, sandbox, carried)
         except AgentsException as e:
             # An exception escaping workflow code fails only the workflow
             # *task*, which Temporal retries for ever: the run would hang.
@@ -127,6 +122,80 @@ class SandboxAgentWorkflow:
                 type="ActivityFailed",
                 non_retryable=True,
             ) from e
+
+    async def _run_agent(
+        self,
+        prompt: str,
+        provider: str,
+        sandbox: LastingSandboxClient,
+        carried: Carried | None,
+    ) -> str:
+        backend = SANDBOX_BACKENDS[provider]
+        # A default SandboxAgent carries the Filesystem, Shell and Compaction
+        # capabilities; only the compaction threshold differs from the default.
+        agent = SandboxAgent[None](
+            name={{ cookiecutter.project_name | tojson }},
+            instructions=INSTRUCTIONS,
+            model=MODEL,
+            capabilities=[
+                Filesystem(),
+                Shell(),
+                Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
+            ],
+        )
+        run_config = RunConfig(
+            sandbox=SandboxRunConfig(
+                client=sandbox,
+                options=backend.sandbox_options(),
+                # The sandbox an earlier run of the chain left running, if any.
+                session_state=sandbox.state_from(carried) if carried else None,
+                # Only the names of the variables forwarded to the sandbox
+                # (SANDBOX_SECRETS) travel with the run; the worker resolves
+                # each one when the sandbox needs it.
+                manifest=Manifest(
+                    root=backend.WORKSPACE_ROOT,
+                    environment=Environment(
+                        value={name: TemporalWorkerEnvValue(name=name) for name in SANDBOX_SECRETS}
+                    ),
+                ),
+                # No snapshot of the workspace is written when the session ends.
+                snapshot=NoopSnapshotSpec(),
+            ),
+            call_model_input_filter=bounded_model_input,
+        )
+        turns_before = carried.turns if carried else 0
+        budget = HistoryBudget()
+        try:
+            result = await Runner.run(
+                agent,
+                carried.conversation if carried else prompt,  # type: ignore[arg-type]
+                max_turns=self.max_turns - turns_before,
+                run_config=run_config,
+                hooks=budget,
+            )
+        except HistoryFull as full:
+            assert full.run_data is not None
+            # The rest of the work goes to a fresh run with the same id: same
+            # conversation, same sandbox, the turns left.
+            workflow.continue_as_new(
+                args=[
+                    prompt,
+                    provider,
+                    Carried(
+                        conversation=bounded(conversation_so_far(full.run_data)),  # type: ignore[arg-type]
+                        session_state=sandbox.carried_state(),
+                        turns=turns_before + budget.turns,
+                        run=(carried.run if carried else 1) + 1,
+                    ),
+                ]
+            )
+        except MaxTurnsExceeded as e:
+            await sandbox.remove()
+            raise MaxTurnsExceeded(f"Max turns ({self.max_turns}) exceeded") from e
+        except BaseException:
+            await sandbox.remove()
+            raise
+        await sandbox.remove()
         return result.final_output_as(str, raise_if_incorrect_type=True)
 
 

@@ -1,0 +1,131 @@
+"""Sandbox results cut to a size Temporal can record (worker side).
+
+What a sandbox operation returns is its activity's result, recorded in the
+workflow's history, and Temporal refuses any payload over 2 MB: a command
+that printed 3 MB would fail its activity on every attempt, and the run with
+it. The worker therefore registers every backend's client wrapped in
+``BoundedSandboxClient``: command output (stdout and stderr each) longer than
+``LONGEST_OUTPUT`` bytes and file reads longer than ``LONGEST_READ`` are cut,
+with a note in their place saying how much was cut and how to read the rest.
+The agent sees the note and goes on. A file the agent's tools read cut is
+never written back: that would lose what was cut.
+"""
+
+import io
+from pathlib import Path
+from typing import Any
+
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.session.pty_types import PtyExecUpdate
+from agents.sandbox.session.sandbox_client import BaseSandboxClient
+from agents.sandbox.session.sandbox_session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from agents.sandbox.types import ExecResult, User
+from temporalio.exceptions import ApplicationError
+
+from {{ cookiecutter.package_name }}.shared import (
+    LONGEST_OUTPUT,
+    LONGEST_READ,
+)
+
+# How every note about a cut begins.
+CUT_MARK = b"[... cut: "
+
+
+def cut(data: bytes, what: str, limit: int = LONGEST_OUTPUT) -> bytes:
+    """``data`` if it is at most ``limit`` bytes; otherwise its beginning and
+    its end around a note saying what was cut."""
+    if len(data) <= limit:
+        return data
+    half = limit // 2
+    note = (
+        f"\n{CUT_MARK.decode()}{len(data) - 2 * half:,} of the {len(data):,} bytes of this "
+        f"{what} were left out here to stay within {limit:,} bytes. To see the rest, read "
+        "it in parts: `head -c`, `tail -c`, `sed -n 'A,Bp'`, or search it with `grep`. ...]\n"
+    )
+    return data[:half] + note.encode() + data[-half:]
+
+
+def _cut_update(update: PtyExecUpdate) -> PtyExecUpdate:
+    return PtyExecUpdate(
+        process_id=update.process_id,
+        output=cut(update.output, "command output"),
+        exit_code=update.exit_code,
+        original_token_count=update.original_token_count,
+    )
+
+
+class BoundedSession(SandboxSession):
+    """A backend's session whose outputs and reads are cut to ``LONGEST_OUTPUT``."""
+
+    def __init__(self, session: SandboxSession) -> None:
+        super().__init__(session, dependencies=session.dependencies)
+        self.unbounded = session
+
+    async def exec(
+        self,
+        *command: str | Path,
+        timeout: float | None = None,
+        shell: bool | list[str] = True,
+        user: str | User | None = None,
+    ) -> ExecResult:
+        result = await super().exec(*command, timeout=timeout, shell=shell, user=user)
+        return ExecResult(
+            stdout=cut(result.stdout, "command output"),
+            stderr=cut(result.stderr, "command's error output"),
+            exit_code=result.exit_code,
+        )
+
+    async def pty_exec_start(self, *command: str | Path, **options: Any) -> PtyExecUpdate:
+        return _cut_update(await super().pty_exec_start(*command, **options))
+
+    async def pty_write_stdin(self, **options: Any) -> PtyExecUpdate:
+        return _cut_update(await super().pty_write_stdin(**options))
+
+    async def read(self, path: Path, *, user: str | User | None = None) -> io.IOBase:
+        handle = await super().read(path, user=user)
+        return io.BytesIO(cut(handle.read(), f"file ({path})", LONGEST_READ))
+
+    async def write(self, path: Path, data: io.IOBase, *, user: str | User | None = None) -> None:
+        content = data.read()
+        if isinstance(content, bytes) and CUT_MARK in content and len(content) > LONGEST_READ // 2:
+            raise ApplicationError(
+                f"Refusing to write {path}: it holds a file that was cut when it was read, "
+                "and writing it would lose what was cut. Edit large files with shell commands.",
+                type="CutFileWrite",
+                non_retryable=True,
+            )
+        await super().write(path, io.BytesIO(content), user=user)
+
+
+class BoundedSandboxClient(BaseSandboxClient[Any]):
+    """A backend's client whose sessions are ``BoundedSession``s."""
+
+    def __init__(self, client: BaseSandboxClient[Any]) -> None:
+        self.client = client
+        self.backend_id = client.backend_id
+        self.supports_default_options = client.supports_default_options
+
+    async def create(
+        self,
+        *,
+        snapshot: SnapshotSpec | SnapshotBase | None = None,
+        manifest: Manifest | None = None,
+        options: Any,
+    ) -> SandboxSession:
+        session = await self.client.create(snapshot=snapshot, manifest=manifest, options=options)
+        return BoundedSession(session)
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        return BoundedSession(await self.client.resume(state))
+
+    async def delete(self, session: SandboxSession) -> SandboxSession:
+        unbounded = session.unbounded if isinstance(session, BoundedSession) else session
+        return await self.client.delete(unbounded)
+
+    def serialize_session_state(self, state: SandboxSessionState) -> dict[str, object]:
+        return self.client.serialize_session_state(state)
+
+    def deserialize_session_state(self, payload: dict[str, object]) -> SandboxSessionState:
+        return self.client.deserialize_session_state(payload)

@@ -1,0 +1,195 @@
+"""How one long agent run becomes a chain of workflow runs.
+
+Every model call is an activity whose input is the whole conversation, so a
+run's history grows with the square of its steps, and Temporal ends a run at
+50 MB. The workflow therefore stops the agent before each model call once its
+history passes ``HISTORY_BUDGET`` and continues as new, handing the next run a
+``Carried``: the conversation so far, the sandbox session's state and the
+turns used. The next run resumes the same sandbox (the same workspace) and
+goes on with the same conversation. Three pieces make that work:
+
+- ``HistoryBudget``, the hooks that stop the agent between two turns.
+- ``LastingSandboxClient``, whose sessions outlive each ``Runner.run``: the
+  runner would otherwise stop and delete the sandbox at the end of every run
+  in the chain. The workflow removes it once, when the chain ends.
+- ``bounded()``, which keeps the conversation (what each model call carries,
+  and what one run hands the next) under ``CONVERSATION_LIMIT`` even when the
+  model never compacts it.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agents import AgentsException, ItemHelpers, RunContextWrapper, RunHooks, TResponseInputItem
+from agents.agent import Agent
+from agents.exceptions import RunErrorDetails
+from agents.run_config import CallModelData, ModelInputData
+from agents.sandbox.capabilities import Compaction
+from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
+from agents.sandbox.session.manager import Instrumentation
+from agents.sandbox.session.sandbox_session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from temporalio import workflow
+
+# The class temporal_sandbox_client() builds, which the plugin requires.
+from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
+
+from {{ cookiecutter.package_name }}.shared import (
+    CONVERSATION_LIMIT,
+    HISTORY_BUDGET,
+)
+
+
+@dataclass
+class Carried:
+    """What one run of the chain hands the next (its third argument)."""
+
+    # The conversation so far, as the model's input items.
+    conversation: list[dict[str, Any]]
+    # The sandbox session, as the sandbox client serialized it.
+    session_state: dict[str, Any]
+    # Model turns the earlier runs of the chain used.
+    turns: int
+    # Which run of the chain the next one is (the first is 1).
+    run: int = 1
+
+
+class HistoryFull(AgentsException):
+    """Raised between two turns to stop the agent: the run's history has
+    reached its budget and the rest of the work goes to the next run."""
+
+
+@dataclass
+class HistoryBudget(RunHooks[Any]):
+    """Counts the model turns of this run and stops the agent before a turn
+    once the run's history is over ``HISTORY_BUDGET`` (or Temporal suggests
+    continuing as new). Both figures come from the workflow task, so replay
+    stops at the same turn."""
+
+    turns: int = 0
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        info = workflow.info()
+        if self.turns and (
+            info.get_current_history_size() > HISTORY_BUDGET or info.is_continue_as_new_suggested()
+        ):
+            raise HistoryFull(f"history at {info.get_current_history_size():,} bytes")
+        self.turns += 1
+
+
+def conversation_so_far(run_data: RunErrorDetails) -> list[TResponseInputItem]:
+    """The input the next model call would have had, from a stopped run."""
+    return ItemHelpers.input_to_new_input_list(run_data.input) + [
+        item.to_input_item() for item in run_data.new_items
+    ]
+
+
+def _size(item: object) -> int:
+    return len(json.dumps(item, default=str))
+
+
+def bounded(conversation: list[TResponseInputItem]) -> list[TResponseInputItem]:
+    """The conversation from its last compaction on, and within
+    ``CONVERSATION_LIMIT`` bytes: the first item (the request) is kept, then
+    as many of the latest items as fit, after a note saying how many earlier
+    items were left out. A tool call's output is never kept without the call."""
+    conversation = Compaction().process_context(list(conversation))
+    if sum(_size(item) for item in conversation) <= CONVERSATION_LIMIT or len(conversation) < 3:
+        return conversation
+    first, rest = conversation[0], conversation[1:]
+    budget = CONVERSATION_LIMIT - _size(first) - 200
+    kept: list[TResponseInputItem] = []
+    for item in reversed(rest):
+        budget -= _size(item)
+        if budget < 0:
+            break
+        kept.insert(0, item)
+    while kept and str(dict(kept[0]).get("type", "")).endswith("_output"):
+        kept.pop(0)
+    left_out = len(rest) - len(kept)
+    note: TResponseInputItem = {
+        "role": "user",
+        "content": (
+            f"[{left_out} earlier items of this conversation were left out to stay "
+            f"within {CONVERSATION_LIMIT:,} bytes; the workspace still holds their results.]"
+        ),
+    }
+    return [first, note, *kept]
+
+
+def bounded_model_input(data: CallModelData[Any]) -> ModelInputData:
+    """``RunConfig.call_model_input_filter``: every model call carries a
+    bounded conversation."""
+    return ModelInputData(
+        input=bounded(data.model_data.input), instructions=data.model_data.instructions
+    )
+
+
+class _LastingSession(SandboxSession):
+    """A sandbox session that the runner's teardown leaves running."""
+
+    async def stop(self) -> None:
+        """Left to ``LastingSandboxClient.remove()``."""
+
+    async def shutdown(self) -> None:
+        """Left to ``LastingSandboxClient.remove()``."""
+
+
+class LastingSandboxClient(TemporalSandboxClient):
+    """``temporal_sandbox_client()``, but its sessions outlive ``Runner.run``.
+
+    The runner stops and deletes the sandbox at the end of every run it
+    makes; here that would delete the workspace between two runs of a chain.
+    This client's sessions ignore the runner's teardown, and the workflow
+    calls ``remove()`` once, when the chain ends (with an answer, a failure
+    or a cancellation).
+    """
+
+    def __init__(self, name: str, config: workflow.ActivityConfig) -> None:
+        super().__init__(name, config)
+        self.session: SandboxSession | None = None
+        # The state an earlier run of the chain handed on, until this run
+        # has resumed the session.
+        self.handed_on: SandboxSessionState | None = None
+
+    def _wrap_session(
+        self, inner: BaseSandboxSession, *, instrumentation: Instrumentation | None = None
+    ) -> SandboxSession:
+        self.session = _LastingSession(
+            inner, instrumentation=instrumentation, dependencies=self._resolve_dependencies()
+        )
+        return self.session
+
+    async def delete(self, session: Any) -> Any:
+        """Left to ``remove()``."""
+        return session
+
+    def carried_state(self) -> dict[str, Any]:
+        """The session's state, for the next run of the chain."""
+        assert self.session is not None
+        return dict(self.serialize_session_state(self.session.state))
+
+    def state_from(self, carried: Carried) -> SandboxSessionState:
+        """The session state an earlier run of the chain handed on."""
+        self.handed_on = self.deserialize_session_state(carried.session_state)
+        return self.handed_on
+
+    async def remove(self) -> None:
+        """Stop the sandbox and delete it, as the runner would have. A run
+        that ends before it resumed the sandbox it was handed (cancelled
+        during the resume, say) resumes it to remove it."""
+        if self.session is None and self.handed_on is not None:
+            await self.resume(self.handed_on)
+        session, self.session, self.handed_on = self.session, None, None
+        if session is None:
+            return
+        await SandboxSession.stop(session)
+        await SandboxSession.shutdown(session)
+        await TemporalSandboxClient.delete(self, session)  # type: ignore[arg-type]

@@ -1,0 +1,42 @@
+"""The service's workflow with a turn budget long enough for the long-run
+tests and the benchmark (the service's own is MAX_TURNS). Everything else is
+the service's code: registered on a test worker, it continues as new, carries
+the conversation and the sandbox, and cuts outputs exactly as the service
+does."""
+
+from temporalio import workflow
+
+from {{ cookiecutter.package_name }}.chain import (
+    Carried,
+)
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
+)
+from {{ cookiecutter.package_name }}.workflow import (
+    SandboxAgentWorkflow,
+)
+
+
+@workflow.defn(name="LongSandboxAgentWorkflow")
+class LongSandboxAgentWorkflow(SandboxAgentWorkflow):
+    max_turns = 1_000
+
+    @workflow.run
+    async def run(
+        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
+    ) -> str:
+        return await super().run(prompt, provider, carried)
+
+
+@workflow.defn(name="BudgetedSandboxAgentWorkflow")
+class BudgetedSandboxAgentWorkflow(SandboxAgentWorkflow):
+    """A budget of 30 turns: enough for a chain of several runs when each
+    step prints 60 kB, too few for the endless task the test gives it."""
+
+    max_turns = 30
+
+    @workflow.run
+    async def run(
+        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
+    ) -> str:
+        return await super().run(prompt, provider, carried)

@@ -1,0 +1,248 @@
+"""Long runs and large outputs stay inside Temporal's limits.
+
+A run continues as new before its history grows large, so a run of any
+length the turn budget allows finishes: in the same workspace, with the same
+conversation, through runs that each stay far below Temporal's 10 MB warning.
+A command that prints more than one payload may hold is cut, and the run goes
+on. These tests take about a minute (``-m long``; CI runs them).
+"""
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import CancelledError
+from temporalio.worker import Replayer
+
+from {{ cookiecutter.package_name }}.shared import (
+    LONGEST_OUTPUT,
+    SANDBOX_PROVIDER,
+    TASK_QUEUE,
+    WORKFLOW_EXECUTION_TIMEOUT,
+)
+from {{ cookiecutter.package_name }}.starter import (
+    attach,
+)
+from {{ cookiecutter.package_name }}.worker import (
+    agents_plugin,
+)
+
+from .long_workflow import BudgetedSandboxAgentWorkflow, LongSandboxAgentWorkflow
+from .scripted_model import ScriptedModel
+from .scripted_openai import scripted_openai_server
+from .support import (
+    RunOfChain,
+    activity_attempts,
+    failure_of,
+    openai_model,
+    running_worker,
+    runs_of_chain,
+    sandboxes_for_tests,
+)
+
+pytestmark = pytest.mark.long
+
+# About 1.5 kB of output, like a typical command's.
+STEP = "seq 1 400"
+# About 60 kB: a chain of a few runs in a few dozen steps.
+BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
+TEN_MB = 10_000_000
+
+
+async def start_long(client: Client, prompt: str) -> WorkflowHandle[LongSandboxAgentWorkflow, str]:
+    """Start a run of the service's workflow with a turn budget of 1,000, as
+    the starter starts one."""
+    return await client.start_workflow(
+        LongSandboxAgentWorkflow.run,
+        prompt,
+        id=f"{TASK_QUEUE}-long-{uuid.uuid4()}",
+        task_queue=TASK_QUEUE,
+        execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+    )
+
+
+def operations(runs: Sequence[RunOfChain], operation: str) -> int:
+    """How many times the chain scheduled one sandbox operation."""
+    name = f"{SANDBOX_PROVIDER}-{operation}"
+    return sum(
+        1
+        for run in runs
+        for event in run.history.events
+        if event.activity_task_scheduled_event_attributes.activity_type.name == name
+    )
+
+
+@pytest.fixture(scope="session")
+async def long_chain(temporal_client: Client) -> tuple[str, list[RunOfChain]]:
+    """A 300-step run: the first step writes a file, the last reads it."""
+    commands = ["echo written-at-step-1 > first.txt", *[STEP] * 298, "cat first.txt"]
+    async with running_worker(
+        temporal_client, ScriptedModel(commands), workflows=[LongSandboxAgentWorkflow]
+    ) as (client, _):
+        handle = await start_long(client, "Run the 300 commands.")
+        answer = await handle.result()
+        assert handle.first_execution_run_id is not None
+        runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
+    return answer, runs
+
+
+async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb(
+    long_chain: tuple[str, list[RunOfChain]],
+) -> None:
+    answer, runs = long_chain
+
+    # The last step saw the file the first step wrote...
+    assert "written-at-step-1" in answer
+    # ...through a chain of runs, none of them near Temporal's limits...
+    assert len(runs) > 1
+    assert max(run.history_bytes for run in runs) < TEN_MB
+    # ...that created one sandbox, resumed it in each later run and removed it at the end.
+    assert operations(runs, "sandbox_client_create") == 1
+    assert operations(runs, "sandbox_client_resume") == len(runs) - 1
+    assert operations(runs, "sandbox_client_delete") == 1
+
+
+async def test_every_run_of_a_chain_replays_without_nondeterminism(
+    long_chain: tuple[str, list[RunOfChain]],
+) -> None:
+    _, runs = long_chain
+    replayer = Replayer(
+        workflows=[LongSandboxAgentWorkflow],
+        plugins=[agents_plugin(sandboxes=sandboxes_for_tests())],
+    )
+    for run in runs:
+        replayed = await replayer.replay_workflow(run.history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is None, run.run_id
+
+
+async def test_the_turn_budget_counts_across_the_chain(temporal_client: Client) -> None:
+    endless = ScriptedModel([BIG_STEP] * 200)
+    async with running_worker(
+        temporal_client, endless, workflows=[BudgetedSandboxAgentWorkflow]
+    ) as (client, _):
+        handle = await client.start_workflow(
+            BudgetedSandboxAgentWorkflow.run,
+            "Keep going.",
+            id=f"{TASK_QUEUE}-budget-{uuid.uuid4()}",
+            task_queue=TASK_QUEUE,
+            execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+        )
+        assert handle.first_execution_run_id is not None
+        reason = await failure_of(handle)
+        runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
+
+    assert reason == "The agent could not finish: Max turns (30) exceeded"
+    assert len(runs) > 1
+    assert len(endless.input_sizes) == 30
+    assert operations(runs, "sandbox_client_delete") == 1
+
+
+async def test_a_5_mb_command_output_is_cut_and_the_run_completes(temporal_client: Client) -> None:
+    model = ScriptedModel(["head -c 5000000 /dev/zero | tr '\\0' x"])
+    async with running_worker(temporal_client, model, workflows=[LongSandboxAgentWorkflow]) as (
+        client,
+        _,
+    ):
+        handle = await start_long(client, "Print 5 MB.")
+        answer = await handle.result()
+
+    cut = f"bytes of this command output were left out here to stay within {LONGEST_OUTPUT:,}"
+    assert cut in answer
+    assert len(answer) < 2 * LONGEST_OUTPUT
+    assert "head -c" in answer and "grep" in answer  # how to read the rest
+
+
+async def test_a_compaction_item_from_the_model_shrinks_what_the_next_call_carries(
+    temporal_client: Client,
+) -> None:
+    model = ScriptedModel([STEP] * 20, compact_at=10)
+    async with running_worker(temporal_client, model, workflows=[LongSandboxAgentWorkflow]) as (
+        client,
+        _,
+    ):
+        handle = await start_long(client, "Run 20 commands.")
+        await handle.result()
+
+    # Call 11 (index 10) answered with the compaction; call 12 carries only
+    # what came after it, while the conversation had kept growing until then.
+    sizes = model.input_sizes
+    assert sizes[10] > sizes[9] > sizes[1]
+    assert sizes[11] < sizes[10] / 4
+
+
+async def test_a_chain_runs_against_a_stateless_openai_compatible_endpoint(
+    temporal_client: Client,
+) -> None:
+    # The scripted server keeps nothing between requests: every request
+    # carries the conversation, through every run of the chain.
+    # (20 kB a step: the conversation never reaches CONVERSATION_LIMIT, where
+    # leaving out early items would lose this server its count of the steps.)
+    step = "head -c 20000 /dev/zero | tr '\\0' x"
+    commands = ["echo from-the-first-run > first.txt", *[step] * 40, "cat first.txt"]
+    with scripted_openai_server(commands) as server:
+        async with running_worker(
+            temporal_client, openai_model(server.url), workflows=[LongSandboxAgentWorkflow]
+        ) as (client, _):
+            handle = await start_long(client, "Run the commands.")
+            answer = await handle.result()
+            assert handle.first_execution_run_id is not None
+            runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
+
+    assert "from-the-first-run" in answer
+    assert len(runs) > 1
+
+
+async def test_cancelling_a_chain_cancels_its_latest_run_and_removes_the_sandbox(
+    temporal_client: Client,
+) -> None:
+    model = ScriptedModel([BIG_STEP] * 200)
+    async with running_worker(temporal_client, model, workflows=[LongSandboxAgentWorkflow]) as (
+        client,
+        _,
+    ):
+        handle = await start_long(client, "Keep going.")
+        assert handle.first_execution_run_id is not None
+        latest = client.get_workflow_handle(handle.id)
+        while (await latest.describe()).run_id == handle.first_execution_run_id:
+            await asyncio.sleep(0.2)
+        # The run that continued keeps the chain's execution timeout.
+        config = (await latest.describe()).raw_description.execution_config
+        assert config.workflow_execution_timeout.ToTimedelta() == WORKFLOW_EXECUTION_TIMEOUT
+        await latest.cancel()
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
+        deletes = [
+            attempt
+            for attempt in await activity_attempts(client.get_workflow_handle(handle.id))
+            if attempt.name.endswith("-sandbox_client_delete")
+        ]
+
+    assert isinstance(failed.value.cause, CancelledError)
+    assert len(runs) > 1
+    assert len(deletes) == 1
+
+
+async def test_attach_follows_a_chain_from_its_first_run_to_the_answer(
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commands = ["echo chained-answer > first.txt", *[BIG_STEP] * 25, "cat first.txt"]
+    model = ScriptedModel(commands)
+    async with running_worker(starter_env, model, workflows=[LongSandboxAgentWorkflow]) as (
+        client,
+        _,
+    ):
+        handle = await start_long(client, "Run the commands.")
+        await handle.result()
+    capsys.readouterr()
+
+    status = await attach(handle.id)
+
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "run      2 of the chain, same sandbox" in out
+    # Every turn of every run, numbered across the chain, then the answer.
+    assert f"model    turn {len(commands) + 1}\n" in out
+    assert "chained-answer" in out.split("Answer:")[1]
