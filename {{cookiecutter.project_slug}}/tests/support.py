@@ -3,12 +3,15 @@
 {% set remote = cookiecutter | remote_backends -%}
 """Helpers that run the service's real worker with a scripted model."""
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
+import pytest
 from agents import Model
 {%- if primary == "local" %}
 from agents.sandbox.errors import ConfigurationError, ErrorCode
@@ -30,6 +33,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
 from temporalio.openai_agents.testing import TestModelProvider
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 {% if "local" in backends -%}
@@ -68,6 +72,12 @@ REJECTION = "The image 'no-such-image' is not on the Docker engine and could not
 # What the {{ "Daytona" if primary == "daytona" else "E2B" }} API answers a worker whose key it does not accept.
 REJECTION = "Invalid API key"
 {%- endif %}
+
+# The longest a test may keep its worker running. A run of the scripted agent
+# takes a second or two; one still open after this long is stuck (sent to a
+# task queue no worker polls, a step retried for ever, workflow code that
+# keeps failing), and the test fails saying which instead of hanging.
+RUN_TIME_LIMIT = timedelta(seconds=30)
 {%- if remote %}
 
 
@@ -155,7 +165,9 @@ async def running_worker(
 ) -> AsyncIterator[tuple[Client, Worker]]:
     """Run the service's worker with a scripted model; yield a client whose
     data converter matches the worker's. Every provider has the tests' own
-    sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s."""
+    sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s.
+    The test fails if it is still waiting after RUN_TIME_LIMIT, with what each
+    open run waits for."""
     plugin = agents_plugin(
         sandboxes=sandboxes_for_tests(sandbox, provider),
         model_provider=TestModelProvider(model),
@@ -165,8 +177,75 @@ async def running_worker(
     config["plugins"] = [plugin]
     plugged = Client(**config)
     worker = build_worker(plugged, **worker_options)
-    async with worker:
+    async with worker, time_limit(plugged, worker.task_queue):
         yield plugged, worker
+
+
+@asynccontextmanager
+async def time_limit(client: Client, task_queue: str) -> AsyncIterator[None]:
+    """Fail the test after RUN_TIME_LIMIT, or at once when one of its runs
+    waits on a task queue the worker does not poll, saying what each of its
+    open runs waits for; then end those runs, so none runs into the next test."""
+    # A test may start a run just before its worker, to show that it waits.
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = asyncio.timeout(RUN_TIME_LIMIT.total_seconds())
+    watch = asyncio.create_task(expire_if_misrouted(client, task_queue, since, deadline))
+    try:
+        async with deadline:
+            yield
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        lines = [f"Gave up after {loop.time() - started:.0f} s, polling task queue {task_queue!r}."]
+        async for run in client.list_workflows(open_since(since)):
+            handle = client.get_workflow_handle(run.id, run_id=run.run_id)
+            lines.append(f"Run {run.id}: {await what_it_waits_for(handle, task_queue)}")
+            with suppress(RPCError):
+                await handle.terminate(reason="the test gave up on it")
+        if len(lines) == 1:
+            lines.append("No run of this test is open: the test waited for something else.")
+        pytest.fail("\n".join(lines))
+    finally:
+        watch.cancel()
+
+
+def open_since(since: datetime) -> str:
+    """The runs still open that started after ``since``, as a visibility query."""
+    return f'ExecutionStatus = "Running" AND StartTime >= "{since.isoformat()}"'
+
+
+async def expire_if_misrouted(
+    client: Client, task_queue: str, since: datetime, deadline: asyncio.Timeout
+) -> None:
+    """No worker ever picks up a run sent to another task queue: expire the
+    deadline as soon as one is seen, instead of waiting it out."""
+    while True:
+        await asyncio.sleep(1)
+        async for run in client.list_workflows(open_since(since)):
+            if run.task_queue != task_queue:
+                deadline.reschedule(asyncio.get_running_loop().time())
+                return
+
+
+async def what_it_waits_for(handle: WorkflowHandle[Any, Any], task_queue: str) -> str:
+    description = await handle.describe()
+    if description.task_queue != task_queue:
+        return f"it waits on task queue {description.task_queue!r}, which no worker polls."
+    failures = [
+        event.workflow_task_failed_event_attributes.failure.message
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+    if failures:
+        return f"its workflow code keeps failing, and Temporal retries it for ever: {failures[-1]}"
+    steps = [
+        f"{step.activity_type.name} is on attempt {step.attempt}"
+        + (f" after {step.last_failure.message!r}" if step.last_failure.message else "")
+        for step in description.raw_description.pending_activities
+    ]
+    return f"waiting on {'; '.join(steps)}." if steps else "nothing is scheduled."
 
 
 # The warning Python gives for each coroutine of a dropped run that the
