@@ -29,7 +29,7 @@ from daytona import DaytonaAuthenticationError
 {%- elif primary == "e2b" %}
 from e2b import AuthenticationException
 {%- endif %}
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
 from temporalio.openai_agents.testing import TestModelProvider
@@ -184,8 +184,9 @@ async def running_worker(
 @asynccontextmanager
 async def time_limit(client: Client, task_queue: str) -> AsyncIterator[None]:
     """Fail the test after RUN_TIME_LIMIT, or at once when one of its runs
-    waits on a task queue the worker does not poll, saying what each of its
-    open runs waits for; then end those runs, so none runs into the next test."""
+    waits on another task queue than ``task_queue`` (the worker's), saying
+    what each of its open runs waits for; then end those runs, so that none
+    runs into the next test."""
     # A test may start a run just before its worker, to show that it waits.
     since = datetime.now(UTC) - timedelta(seconds=5)
     loop = asyncio.get_running_loop()
@@ -198,7 +199,7 @@ async def time_limit(client: Client, task_queue: str) -> AsyncIterator[None]:
     except TimeoutError:
         if not deadline.expired():
             raise
-        lines = [f"Gave up after {loop.time() - started:.0f} s, polling task queue {task_queue!r}."]
+        lines = [f"Gave up after {loop.time() - started:.0f} s."]
         async for run in client.list_workflows(open_since(since)):
             handle = client.get_workflow_handle(run.id, run_id=run.run_id)
             lines.append(f"Run {run.id}: {await what_it_waits_for(handle, task_queue)}")
@@ -231,8 +232,9 @@ async def expire_if_misrouted(
 
 async def what_it_waits_for(handle: WorkflowHandle[Any, Any], task_queue: str) -> str:
     description = await handle.describe()
-    if description.task_queue != task_queue:
-        return f"it waits on task queue {description.task_queue!r}, which no worker polls."
+    queue = description.task_queue
+    if queue != task_queue:
+        return f"it waits on task queue {queue!r}; the worker polls {task_queue!r}."
     failures = [
         event.workflow_task_failed_event_attributes.failure.message
         async for event in handle.fetch_history_events()
@@ -245,7 +247,12 @@ async def what_it_waits_for(handle: WorkflowHandle[Any, Any], task_queue: str) -
         + (f" after {step.last_failure.message!r}" if step.last_failure.message else "")
         for step in description.raw_description.pending_activities
     ]
-    return f"waiting on {'; '.join(steps)}." if steps else "nothing is scheduled."
+    if steps:
+        return f"{'; '.join(steps)}."
+    task = description.raw_description.pending_workflow_task
+    if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+        return f"no worker has picked it up from task queue {task_queue!r}."
+    return "nothing is scheduled."
 
 
 # The warning Python gives for each coroutine of a dropped run that the

@@ -10,6 +10,7 @@ from {{ cookiecutter.package_name }} import (
 )
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
+    TASK_QUEUE,
 )
 from {{ cookiecutter.package_name }}.starter import (
     EXIT_COMPLETED,
@@ -21,7 +22,7 @@ from {{ cookiecutter.package_name }}.starter import (
 )
 
 from .scripted_model import ScriptedModel
-from .support import running_worker, started_id
+from .support import running_worker, started_id, time_limit
 
 
 async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
@@ -53,7 +54,8 @@ async def test_ui_link_follows_temporal_ui_url(
     starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEMPORAL_UI_URL", "https://temporal.example.com/")
-    status = await run("Nothing to do.", wait=False)
+    async with time_limit(starter_env, TASK_QUEUE):
+        status = await run("Nothing to do.", wait=False)
 
     out = capsys.readouterr().out
     workflow_id = started_id(out)
@@ -67,7 +69,8 @@ async def test_no_wait_starts_and_returns_then_attach_follows_the_run_to_its_ans
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # No worker yet: the run waits on its task queue, and --no-wait returns at once.
-    status = await run("Count to three.", wait=False)
+    async with time_limit(starter_env, TASK_QUEUE):
+        status = await run("Count to three.", wait=False)
     out = capsys.readouterr().out
     workflow_id = started_id(out)
     assert status == EXIT_COMPLETED
