@@ -50,6 +50,7 @@ from {{ cookiecutter.package_name }}.shared import (
 {%- for constant, _ in cookiecutter | providers | sort %}
     {{ constant }},
 {%- endfor %}
+    sandbox_operation,
 )
 from {{ cookiecutter.package_name }}.worker import (
     MODEL_RETRY_POLICY,
@@ -297,6 +298,36 @@ async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[ActivityAt
                 )
             )
     return attempts
+
+
+@dataclass
+class ScheduledStep:
+    """One activity as the workflow scheduled it, with the limits Temporal
+    recorded for it in the run's history."""
+
+    name: str
+    start_to_close_timeout: timedelta
+    heartbeat_timeout: timedelta  # zero: the step does not heartbeat
+    retry_policy: RetryPolicy
+
+    @property
+    def is_sandbox_operation(self) -> bool:
+        return sandbox_operation(self.name) is not None
+
+
+async def scheduled_steps(handle: WorkflowHandle[Any, Any]) -> list[ScheduledStep]:
+    """Each activity the run scheduled, in order."""
+    return [
+        ScheduledStep(
+            scheduled.activity_type.name,
+            scheduled.start_to_close_timeout.ToTimedelta(),
+            scheduled.heartbeat_timeout.ToTimedelta(),
+            RetryPolicy.from_proto(scheduled.retry_policy),
+        )
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        for scheduled in [event.activity_task_scheduled_event_attributes]
+    ]
 
 
 def started_id(output: str) -> str:
