@@ -2,12 +2,14 @@
 or refuses would."""
 
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from temporalio.exceptions import ApplicationError
 
 
 def unreachable_image() -> WorkspaceStartError:
@@ -20,6 +22,15 @@ def unreachable_image() -> WorkspaceStartError:
 def deleted_sandbox() -> ExecTransportError:
     """A command fails for good, as when the sandbox was deleted under the run."""
     return ExecTransportError(command=["true"], message="the sandbox was deleted", retryable=False)
+
+
+def busy_sandbox() -> ApplicationError:
+    """A command fails for now, and the sandbox service asks for the next
+    attempt at once, as a Retry-After would: the retry policy still counts the
+    attempts, but a test need not sit through its back-off."""
+    return ApplicationError(
+        "the sandbox is busy", type="SandboxBusy", next_retry_delay=timedelta(milliseconds=10)
+    )
 
 
 class FailingSandbox(UnixLocalSandboxClient):

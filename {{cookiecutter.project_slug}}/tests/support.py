@@ -3,10 +3,12 @@
 {% set remote = cookiecutter | remote_backends -%}
 """Helpers that run the service's real worker with a scripted model."""
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 import pytest
@@ -28,10 +30,11 @@ from daytona import DaytonaAuthenticationError
 from e2b import AuthenticationException
 {%- endif %}
 from openai import AsyncOpenAI
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.common import RetryPolicy
 from temporalio.openai_agents.testing import TestModelProvider
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 {% if "local" in backends -%}
@@ -48,6 +51,7 @@ from {{ cookiecutter.package_name }}.shared import (
 {%- for constant in ((cookiecutter | providers | map("first") | list) + ["MODEL"]) | sort %}
     {{ constant }},
 {%- endfor %}
+    sandbox_operation,
 )
 from {{ cookiecutter.package_name }}.starter import (
     chain_run,
@@ -74,6 +78,12 @@ REJECTION = "The image 'no-such-image' is not on the Docker engine and could not
 # What the {{ "Daytona" if primary == "daytona" else "E2B" }} API answers a worker whose key it does not accept.
 REJECTION = "Invalid API key"
 {%- endif %}
+
+# The longest a test may keep its worker running. A run of the scripted agent
+# takes a second or two; one still open after this long is stuck (sent to a
+# task queue no worker polls, a step retried for ever, workflow code that
+# keeps failing), and the test fails saying which instead of hanging.
+RUN_TIME_LIMIT = timedelta(seconds=30)
 {%- if remote %}
 
 
@@ -157,11 +167,14 @@ async def running_worker(
     sandbox: BaseSandboxClient[Any] | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     provider: str = SANDBOX_PROVIDER,
+    time_limit: timedelta = RUN_TIME_LIMIT,
     **worker_options: object,
 ) -> AsyncIterator[tuple[Client, Worker]]:
     """Run the service's worker with a scripted model; yield a client whose
     data converter matches the worker's. Every provider has the tests' own
-    sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s."""
+    sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s.
+    The test fails if it is still waiting after ``time_limit``, with what each
+    open run waits for."""
     plugin = agents_plugin(
         sandboxes=sandboxes_for_tests(sandbox, provider),
         model_provider=TestModelProvider(model),
@@ -171,8 +184,82 @@ async def running_worker(
     config["plugins"] = [plugin]
     plugged = Client(**config)
     worker = build_worker(plugged, **worker_options)
-    async with worker:
+    async with worker, run_time_limit(plugged, worker.task_queue, time_limit):
         yield plugged, worker
+
+
+@asynccontextmanager
+async def run_time_limit(client: Client, task_queue: str, limit: timedelta) -> AsyncIterator[None]:
+    """Fail the test after ``limit``, or at once when one of its runs
+    waits on another task queue than ``task_queue`` (the worker's), saying
+    what each of its open runs waits for; then end those runs, so that none
+    runs into the next test."""
+    # A test may start a run just before its worker, to show that it waits.
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = asyncio.timeout(limit.total_seconds())
+    watch = asyncio.create_task(expire_if_misrouted(client, task_queue, since, deadline))
+    try:
+        async with deadline:
+            yield
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        lines = [f"Gave up after {loop.time() - started:.0f} s."]
+        async for run in client.list_workflows(open_since(since)):
+            handle = client.get_workflow_handle(run.id, run_id=run.run_id)
+            lines.append(f"Run {run.id}: {await what_it_waits_for(handle, task_queue)}")
+            with suppress(RPCError):
+                await handle.terminate(reason="the test gave up on it")
+        if len(lines) == 1:
+            lines.append("No run of this test is open: the test waited for something else.")
+        pytest.fail("\n".join(lines))
+    finally:
+        watch.cancel()
+
+
+def open_since(since: datetime) -> str:
+    """The runs still open that started after ``since``, as a visibility query."""
+    return f'ExecutionStatus = "Running" AND StartTime >= "{since.isoformat()}"'
+
+
+async def expire_if_misrouted(
+    client: Client, task_queue: str, since: datetime, deadline: asyncio.Timeout
+) -> None:
+    """No worker ever picks up a run sent to another task queue: expire the
+    deadline as soon as one is seen, instead of waiting it out."""
+    while True:
+        await asyncio.sleep(1)
+        async for run in client.list_workflows(open_since(since)):
+            if run.task_queue != task_queue:
+                deadline.reschedule(asyncio.get_running_loop().time())
+                return
+
+
+async def what_it_waits_for(handle: WorkflowHandle[Any, Any], task_queue: str) -> str:
+    description = await handle.describe()
+    queue = description.task_queue
+    if queue != task_queue:
+        return f"it waits on task queue {queue!r}; the worker polls {task_queue!r}."
+    failures = [
+        event.workflow_task_failed_event_attributes.failure.message
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+    if failures:
+        return f"its workflow code keeps failing, and Temporal retries it for ever: {failures[-1]}"
+    steps = [
+        f"{step.activity_type.name} is on attempt {step.attempt}"
+        + (f" after {step.last_failure.message!r}" if step.last_failure.message else "")
+        for step in description.raw_description.pending_activities
+    ]
+    if steps:
+        return f"{'; '.join(steps)}."
+    task = description.raw_description.pending_workflow_task
+    if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+        return f"no worker has picked it up from task queue {task_queue!r}."
+    return "nothing is scheduled."
 
 
 # The warning Python gives for each coroutine of a dropped run that the
@@ -217,6 +304,36 @@ async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[ActivityAt
                 )
             )
     return attempts
+
+
+@dataclass
+class ScheduledStep:
+    """One activity as the workflow scheduled it, with the limits Temporal
+    recorded for it in the run's history."""
+
+    name: str
+    start_to_close_timeout: timedelta
+    heartbeat_timeout: timedelta  # zero: the step does not heartbeat
+    retry_policy: RetryPolicy
+
+    @property
+    def is_sandbox_operation(self) -> bool:
+        return sandbox_operation(self.name) is not None
+
+
+async def scheduled_steps(handle: WorkflowHandle[Any, Any]) -> list[ScheduledStep]:
+    """Each activity the run scheduled, in order."""
+    return [
+        ScheduledStep(
+            scheduled.activity_type.name,
+            scheduled.start_to_close_timeout.ToTimedelta(),
+            scheduled.heartbeat_timeout.ToTimedelta(),
+            RetryPolicy.from_proto(scheduled.retry_policy),
+        )
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        for scheduled in [event.activity_task_scheduled_event_attributes]
+    ]
 
 
 def started_id(output: str) -> str:

@@ -48,7 +48,18 @@ from {{ cookiecutter.package_name }}.starter import (
 )
 
 from .scripted_model import ScriptedModel
+{%- if cookiecutter | remote_backends %}
+from .support import (
+    REJECTION,
+    CompletedRun,
+    RejectingSandbox,
+    ScheduledStep,
+    running_worker,
+    scheduled_steps,
+)
+{%- else %}
 from .support import REJECTION, RejectingSandbox, running_worker
+{%- endif %}
 
 # Every variable the worker could take a credential from.
 CREDENTIALS = {
@@ -63,6 +74,17 @@ CREDENTIALS = {
     {{ name | tojson }}: "test-value",
 {%- endfor %}
 }
+
+
+{%- if cookiecutter | remote_backends %}
+
+
+def assert_not_retried(steps: list[ScheduledStep], errors: tuple[str, ...]) -> None:
+    sandbox_steps = [step for step in steps if step.is_sandbox_operation]
+    assert sandbox_steps
+    for step in sandbox_steps:
+        assert set(errors) <= set(step.retry_policy.non_retryable_error_types or ())
+{%- endif %}
 
 
 def test_worker_without_credentials_exits_at_once_with_one_clear_line(
@@ -142,7 +164,9 @@ def test_daytona_client_and_options_come_from_the_answers(
     assert not options.env_vars
 
 
-def test_daytona_errors_that_no_retry_fixes_are_named_as_temporal_records_them() -> None:
+async def test_daytona_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
+    completed_run: CompletedRun,
+) -> None:
     # Temporal records an activity's error type as the exception's class
     # name, which for some of these differs from the name they are imported by.
     errors = (
@@ -152,6 +176,8 @@ def test_daytona_errors_that_no_retry_fixes_are_named_as_temporal_records_them()
         DaytonaValidationError,
     )
     assert sorted(daytona.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+    # Every sandbox operation of a run is scheduled not to retry them.
+    assert_not_retried(await scheduled_steps(completed_run.handle), daytona.NON_RETRYABLE_ERRORS)
 {%- elif backend == "e2b" %}
 
 
@@ -172,7 +198,9 @@ def test_e2b_client_and_options_come_from_the_answers() -> None:
     assert not options.envs
 
 
-def test_e2b_errors_that_no_retry_fixes_are_named_as_temporal_records_them() -> None:
+async def test_e2b_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
+    completed_run: CompletedRun,
+) -> None:
     errors = (
         AuthenticationException,
         NotFoundException,
@@ -181,6 +209,8 @@ def test_e2b_errors_that_no_retry_fixes_are_named_as_temporal_records_them() -> 
         TemplateException,
     )
     assert sorted(e2b.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+    # Every sandbox operation of a run is scheduled not to retry them.
+    assert_not_retried(await scheduled_steps(completed_run.handle), e2b.NON_RETRYABLE_ERRORS)
 {%- elif backend == "docker" %}
 
 
@@ -197,9 +227,13 @@ def test_docker_options_come_from_the_answers() -> None:
     assert docker.REQUIRED_ENVIRONMENT == ()
 
 
-def test_docker_errors_that_no_retry_fixes_are_named_as_temporal_records_them() -> None:
+async def test_docker_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
+    completed_run: CompletedRun,
+) -> None:
     errors = (docker.ImageUnavailable, docker.ContainerRefused, ImageNotFound, NotFound)
     assert sorted(docker.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+    # Every sandbox operation of a run is scheduled not to retry them.
+    assert_not_retried(await scheduled_steps(completed_run.handle), docker.NON_RETRYABLE_ERRORS)
 {%- elif backend == "local" %}
 
 

@@ -92,6 +92,21 @@ async def test_an_api_key_turns_tls_on_and_tls_false_turns_it_off(
     assert client.service_client.config.tls is False
 
 
+async def test_with_nothing_set_it_looks_for_a_dev_server_on_localhost(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    async def nothing_listens(**config: object) -> Client:
+        raise RuntimeError("connection refused")
+
+    clean_env.setattr(Client, "connect", nothing_listens)
+
+    with pytest.raises(ConnectionFailed) as failed:
+        await connect()
+
+    message = str(failed.value)
+    assert message.startswith("Cannot reach Temporal at localhost:7233 (namespace default)")
+
+
 async def test_an_unreachable_address_is_one_clear_error(clean_env: pytest.MonkeyPatch) -> None:
     address = unused_address()
     clean_env.setenv("TEMPORAL_ADDRESS", address)

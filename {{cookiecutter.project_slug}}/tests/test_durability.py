@@ -11,6 +11,8 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from {{ cookiecutter.package_name }}.shared import (
+    MODEL_ACTIVITY_TIMEOUT,
+    SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_PROVIDER,
 )
 from {{ cookiecutter.package_name }}.starter import (
@@ -30,6 +32,7 @@ from .support import (
     activity_attempts,
     running_worker,
     sandboxes_for_tests,
+    scheduled_steps,
 )
 
 # Workers here drop runs part-way: see `collect_dropped_runs` (conftest.py).
@@ -91,6 +94,24 @@ async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sa
     # ...because the sandbox session was created once and resumed.
     creates = [a for a in attempts if a.name == f"{SANDBOX_PROVIDER}-sandbox_client_create"]
     assert len(creates) == 1
+
+
+async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_or_its_timeout(
+    completed_run: CompletedRun,
+) -> None:
+    # A model call heartbeats: one whose worker died is retried on another
+    # worker 10 s after its last heartbeat. A sandbox operation does not
+    # (a heartbeat timeout would cut long commands off and run them again):
+    # one in flight is retried once its own timeout passes.
+    steps = await scheduled_steps(completed_run.handle)
+    assert {step.is_sandbox_operation for step in steps} == {True, False}
+    for step in steps:
+        if step.is_sandbox_operation:
+            assert step.start_to_close_timeout == SANDBOX_ACTIVITY_TIMEOUT
+            assert step.heartbeat_timeout == timedelta(0)
+        else:
+            assert step.start_to_close_timeout == MODEL_ACTIVITY_TIMEOUT
+            assert step.heartbeat_timeout == timedelta(seconds=10)
 
 
 async def test_a_run_completes_when_every_step_is_replayed_from_history(

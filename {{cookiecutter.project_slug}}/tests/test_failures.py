@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from temporalio.client import Client
+from temporalio.common import RetryPolicy
 
 from {{ cookiecutter.package_name }}.shared import (
     MAX_TURNS,
@@ -22,7 +23,7 @@ from {{ cookiecutter.package_name }}.worker import (
     MODEL_RETRY_POLICY,
 )
 
-from .failing_sandbox import FailingSandbox, deleted_sandbox, unreachable_image
+from .failing_sandbox import FailingSandbox, busy_sandbox, deleted_sandbox, unreachable_image
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
 from .support import (
@@ -31,7 +32,17 @@ from .support import (
     failure_of,
     openai_model,
     running_worker,
+    scheduled_steps,
 )
+
+
+def back_off(policy: RetryPolicy) -> timedelta:
+    """How long a step that fails every time waits between its attempts, in all."""
+    waits = (
+        policy.initial_interval * policy.backoff_coefficient**retry
+        for retry in range(policy.maximum_attempts - 1)
+    )
+    return sum((min(wait, policy.maximum_interval or wait) for wait in waits), timedelta())
 
 
 async def test_every_run_has_an_execution_timeout_as_a_backstop(
@@ -41,6 +52,22 @@ async def test_every_run_has_an_execution_timeout_as_a_backstop(
 
     config = description.raw_description.execution_config
     assert config.workflow_execution_timeout.ToTimedelta() == WORKFLOW_EXECUTION_TIMEOUT
+
+
+async def test_every_step_gives_up_after_a_few_attempts(completed_run: CompletedRun) -> None:
+    # A sandbox operation is attempted at most 5 times, over about 15 s of
+    # back-off; a model call at most 8 times, over about 3 minutes. Unlimited
+    # attempts (0) would let a run that cannot finish retry for ever.
+    steps = await scheduled_steps(completed_run.handle)
+    sandbox = [step.retry_policy for step in steps if step.is_sandbox_operation]
+    model = [step.retry_policy for step in steps if not step.is_sandbox_operation]
+    assert sandbox and model
+    for policy in sandbox:
+        assert policy.maximum_attempts == 5
+        assert back_off(policy) == timedelta(seconds=15)
+    for policy in model:
+        assert policy.maximum_attempts == 8
+        assert round(back_off(policy) / timedelta(minutes=1)) == 3
 
 
 async def test_a_run_that_exceeds_its_turn_budget_fails_saying_so(
@@ -93,6 +120,23 @@ async def test_a_model_that_keeps_failing_fails_the_run_when_its_retries_run_out
     )
     assert "503" in reason
     assert server.requests == 2
+
+
+async def test_a_command_that_keeps_failing_fails_the_run_after_5_attempts(
+    temporal_client: Client,
+) -> None:
+    # The sixth attempt would succeed: a policy allowing it, or unlimited
+    # attempts, lets this run complete.
+    sandbox = FailingSandbox(command_errors=[busy_sandbox() for _ in range(5)])
+    async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox) as (client, _):
+        handle = await start(client, "Do nothing.")
+        reason = await failure_of(handle)
+
+    assert reason == (
+        f"The agent could not finish: the sandbox operation {SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+        " kept failing until its retries ran out: the sandbox is busy"
+    )
+    assert sandbox.commands_attempted == 5
 
 
 async def test_a_sandbox_that_cannot_be_created_fails_the_run_without_retrying(

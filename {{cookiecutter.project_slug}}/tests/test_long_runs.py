@@ -10,6 +10,8 @@ on. These tests take about a minute (``-m long``; CI runs them).
 import asyncio
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
+from functools import partial
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -43,6 +45,10 @@ from .support import (
 )
 
 pytestmark = pytest.mark.long
+
+# A worker here runs hundreds of steps: longer than a test's usual wait
+# (RUN_TIME_LIMIT, support.py) before it gives up on its runs.
+long_running_worker = partial(running_worker, time_limit=timedelta(minutes=8))
 
 # About 1.5 kB of output, like a typical command's.
 STEP = "seq 1 400"
@@ -78,7 +84,7 @@ def operations(runs: Sequence[RunOfChain], operation: str) -> int:
 async def long_chain(temporal_client: Client) -> tuple[str, list[RunOfChain]]:
     """A 300-step run: the first step writes a file, the last reads it."""
     commands = ["echo written-at-step-1 > first.txt", *[STEP] * 298, "cat first.txt"]
-    async with running_worker(
+    async with long_running_worker(
         temporal_client, ScriptedModel(commands), workflows=[LongSandboxAgentWorkflow]
     ) as (client, _):
         handle = await start_long(client, "Run the 300 commands.")
@@ -119,7 +125,7 @@ async def test_every_run_of_a_chain_replays_without_nondeterminism(
 
 async def test_the_turn_budget_counts_across_the_chain(temporal_client: Client) -> None:
     endless = ScriptedModel([BIG_STEP] * 200)
-    async with running_worker(
+    async with long_running_worker(
         temporal_client, endless, workflows=[BudgetedSandboxAgentWorkflow]
     ) as (client, _):
         handle = await client.start_workflow(
@@ -141,7 +147,9 @@ async def test_the_turn_budget_counts_across_the_chain(temporal_client: Client) 
 
 async def test_a_5_mb_command_output_is_cut_and_the_run_completes(temporal_client: Client) -> None:
     model = ScriptedModel(["head -c 5000000 /dev/zero | tr '\\0' x"])
-    async with running_worker(temporal_client, model, workflows=[LongSandboxAgentWorkflow]) as (
+    async with long_running_worker(
+        temporal_client, model, workflows=[LongSandboxAgentWorkflow]
+    ) as (
         client,
         _,
     ):
@@ -158,7 +166,9 @@ async def test_a_compaction_item_from_the_model_shrinks_what_the_next_call_carri
     temporal_client: Client,
 ) -> None:
     model = ScriptedModel([STEP] * 20, compact_at=10)
-    async with running_worker(temporal_client, model, workflows=[LongSandboxAgentWorkflow]) as (
+    async with long_running_worker(
+        temporal_client, model, workflows=[LongSandboxAgentWorkflow]
+    ) as (
         client,
         _,
     ):
@@ -182,7 +192,7 @@ async def test_a_chain_runs_against_a_stateless_openai_compatible_endpoint(
     step = "head -c 20000 /dev/zero | tr '\\0' x"
     commands = ["echo from-the-first-run > first.txt", *[step] * 40, "cat first.txt"]
     with scripted_openai_server(commands) as server:
-        async with running_worker(
+        async with long_running_worker(
             temporal_client, openai_model(server.url), workflows=[LongSandboxAgentWorkflow]
         ) as (client, _):
             handle = await start_long(client, "Run the commands.")
@@ -198,7 +208,9 @@ async def test_cancelling_a_chain_cancels_its_latest_run_and_removes_the_sandbox
     temporal_client: Client,
 ) -> None:
     model = ScriptedModel([BIG_STEP] * 200)
-    async with running_worker(temporal_client, model, workflows=[LongSandboxAgentWorkflow]) as (
+    async with long_running_worker(
+        temporal_client, model, workflows=[LongSandboxAgentWorkflow]
+    ) as (
         client,
         _,
     ):
@@ -230,7 +242,7 @@ async def test_attach_follows_a_chain_from_its_first_run_to_the_answer(
 ) -> None:
     commands = ["echo chained-answer > first.txt", *[BIG_STEP] * 25, "cat first.txt"]
     model = ScriptedModel(commands)
-    async with running_worker(starter_env, model, workflows=[LongSandboxAgentWorkflow]) as (
+    async with long_running_worker(starter_env, model, workflows=[LongSandboxAgentWorkflow]) as (
         client,
         _,
     ):

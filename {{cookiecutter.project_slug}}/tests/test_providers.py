@@ -18,8 +18,6 @@ from {{ cookiecutter.package_name }}.shared import (
     TASK_QUEUE,
 )
 from {{ cookiecutter.package_name }}.starter import (
-    EXIT_COMPLETED,
-    EXIT_USAGE,
     attach,
     run,
     start,
@@ -95,9 +93,9 @@ async def test_the_starter_runs_in_the_provider_it_is_given_and_attach_shows_it(
 ) -> None:
     provider = list(SANDBOX_BACKENDS)[-1]
     async with running_worker(starter_env, ScriptedModel(["echo $((6 * 7))"])):
-        assert await run("Multiply six by seven.", provider=provider) == EXIT_COMPLETED
+        assert await run("Multiply six by seven.", provider=provider) == 0
         started = capsys.readouterr().out
-        assert await attach(started_id(started)) == EXIT_COMPLETED
+        assert await attach(started_id(started)) == 0
         attached = capsys.readouterr().out
 
     for out in (started, attached):
@@ -117,7 +115,7 @@ def test_the_starter_refuses_an_unknown_provider_before_starting_a_run(
         starter.main(["--provider", "nowhere", "Do nothing."])
 
     err = capsys.readouterr().err
-    assert refused.value.code == EXIT_USAGE
+    assert refused.value.code == 3
     assert "argument --provider: invalid choice: 'nowhere'" in err
     for name in SANDBOX_BACKENDS:
         assert repr(name) in err
