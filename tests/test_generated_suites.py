@@ -8,10 +8,11 @@ import pytest
 from .baked import BakedProject, find_python, tool
 from .combinations import COMBINATIONS
 
-# The process test (worker and starter as real processes, a worker killed
-# part-way, about 35 s a project) and the long-run tests (hundreds of steps
-# through a chain of runs, about a minute) run for the default local project
-# and for one whose remote backends the stand-in worker replaces.
+# Every combination runs its long-run tests (hundreds of steps through a chain
+# of runs, a minute or two): the chain carries each backend's sandbox session
+# and names. The process tests (worker and starter as real processes, the
+# exit-status stress test, two to three minutes a project) run for the default
+# local project and for one whose remote backends the stand-in worker replaces.
 WITH_PROCESS_TEST = {"local-defaults", "daytona-plus-local-and-e2b-two-secrets"}
 
 
@@ -37,14 +38,15 @@ def test_generated_suite_types_and_hooks_pass(
     installed = project.install()
     assert installed.returncode == 0, installed.stderr
 
-    # What a plain `uv run pytest` runs, plus, where chosen, the process tests;
-    # then, where chosen, the long-run tests on their own, as the generated CI
-    # runs them (next to the process tests, their load would starve the
-    # process tests' waits on a 2-core machine).
-    chosen = request.node.callspec.id in WITH_PROCESS_TEST
-    suites = ["not live and not long" if chosen else "not live and not process and not long"]
-    if chosen:
-        suites.append("long")
+    # What a plain `uv run pytest` runs, plus the long-run tests; where chosen,
+    # the process tests too, with the long-run tests on their own afterwards,
+    # as the generated CI runs them (next to the process tests, their load
+    # would starve the process tests' waits on a 2-core machine).
+    if request.node.callspec.id in WITH_PROCESS_TEST:
+        suites = ["not live and not long", "long"]
+    else:
+        suites = ["not live and not process"]
+    ran: list[ET.Element] = []
     for number, markers in enumerate(suites):
         report = tmp_path / f"report-{number}.xml"
         tests = project.run_tests(
@@ -52,12 +54,18 @@ def test_generated_suite_types_and_hooks_pass(
         )
         assert tests.returncode == 0, tests.stdout + tests.stderr
         assert " passed" in tests.stdout and "failed" not in tests.stdout
+        ran += ET.parse(report).iter("testcase")
+
+    def assert_ran(module: str) -> None:
+        cases = [case for case in ran if case.get("classname") == f"tests.{module}"]
+        skips = [skip.get("message") for case in cases for skip in case.iter("skipped")]
+        assert cases and not skips, skips or f"tests/{module}.py ran no test"
+
+    # The long-run tests ran, none skipped.
+    assert_ran("test_long_runs")
     if "docker" in project.derived.backends:
         # The Docker tests ran on a real engine, none skipped (.ci/run provides one).
-        report = tmp_path / "report-0.xml"
-        cases = [case for case in ET.parse(report).iter("testcase") if case.get("classname") == "tests.test_docker"]
-        skips = [skip.get("message") for case in cases for skip in case.iter("skipped")]
-        assert cases and not skips, skips or "tests/test_docker.py ran no test"
+        assert_ran("test_docker")
 
     types = project.run(tool("uv"), "run", "--no-sync", "mypy", "src", "tests", MYPY_CACHE_DIR=mypy_cache)
     assert types.returncode == 0, types.stdout + types.stderr
