@@ -336,7 +336,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Start or follow a run; exit with the status documented above."""
+    """Start or follow a run; exit with one of EXIT_STATUSES."""
     args = parse_arguments(argv)
     try:
         if args.attach is not None:
