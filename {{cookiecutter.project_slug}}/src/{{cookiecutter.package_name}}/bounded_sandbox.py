@@ -24,10 +24,7 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from agents.sandbox.types import ExecResult, User
 from temporalio.exceptions import ApplicationError
 
-from {{ cookiecutter.package_name }}.shared import (
-    LONGEST_OUTPUT,
-    LONGEST_READ,
-)
+from {{ cookiecutter.package_name }}.shared import LONGEST_OUTPUT, LONGEST_READ
 
 # How every note about a cut begins.
 CUT_MARK = b"[... cut: "

@@ -35,10 +35,7 @@ from temporalio import workflow
 # The class temporal_sandbox_client() builds, which the plugin requires.
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
 
-from {{ cookiecutter.package_name }}.shared import (
-    CONVERSATION_LIMIT,
-    HISTORY_BUDGET,
-)
+from {{ cookiecutter.package_name }}.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 
 
 @dataclass

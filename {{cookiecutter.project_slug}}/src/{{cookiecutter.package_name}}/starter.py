@@ -21,17 +21,8 @@ the workflow scheduled them. A long run continues as new runs of the same
 workflow (same id, same sandbox); progress follows it from run to run, and
 ``--attach`` follows it from the first run of the chain to the answer.
 
-Exit status, for scripts:
-
-    0    the run completed and its answer was printed (with --no-wait: the run was started)
-    1    the run ended without an answer: it failed, timed out, was terminated or cancelled
-    2    the Temporal service could not be reached
-{%- if extras %}
-    3    bad usage: an unknown option or provider, or no workflow with the id given to --attach
-{%- else %}
-    3    bad usage: an unknown option, or no workflow with the id given to --attach
-{%- endif %}
-    130  interrupted (Ctrl+C) while following; the run itself goes on
+Its exit status tells a script how the run ended: EXIT_STATUSES below says
+what each one means, and ``--help`` lists them.
 """
 
 import argparse
@@ -52,26 +43,17 @@ from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.service import RPCError, RPCStatusCode
 
 {% if extras -%}
-from {{ cookiecutter.package_name }}.backends import (
-    SANDBOX_BACKENDS,
-)
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 {% endif -%}
-from {{ cookiecutter.package_name }}.connection import (
-    ConnectionFailed,
-    connect,
-)
-from {{ cookiecutter.package_name }}.exits import (
-    exit_after,
-)
+from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.exits import exit_after
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
     TASK_QUEUE,
     WORKFLOW_EXECUTION_TIMEOUT,
     sandbox_operation,
 )
-from {{ cookiecutter.package_name }}.workflow import (
-    SandboxAgentWorkflow,
-)
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 DEFAULT_PROMPT = (
     "Write a file holding the first 20 Fibonacci numbers, one per line, "
@@ -83,6 +65,15 @@ EXIT_NOT_COMPLETED = 1
 EXIT_UNREACHABLE = 2
 EXIT_USAGE = 3
 EXIT_INTERRUPTED = 130
+
+# What each exit status means, for scripts; --help lists them.
+EXIT_STATUSES = {
+    EXIT_COMPLETED: "the run completed and its answer was printed (with --no-wait: the run was started)",
+    EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled",
+    EXIT_UNREACHABLE: "the Temporal service could not be reached",
+    EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, or no workflow with the id given to --attach",
+    EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
+}
 
 DEV_SERVER_UI = "http://localhost:8233"
 CLOUD_UI = "https://cloud.temporal.io"
@@ -101,9 +92,7 @@ SANDBOX_STEPS = {
     "sandbox_client_delete": "removing the sandbox",
 }
 SANDBOX_COMMANDS = ("sandbox_session_exec", "sandbox_session_pty_exec_start")
-MODEL_ACTIVITY_PREFIX = "invoke_model_activity"
 LONGEST_COMMAND_SHOWN = 120
-{%- if extras %}
 
 
 async def start(
@@ -118,18 +107,6 @@ async def start(
         SandboxAgentWorkflow.run,
         args=[prompt, provider],
         id=workflow_id or f"{TASK_QUEUE}-{uuid.uuid4()}",
-{%- else %}
-
-
-async def start(
-    client: Client, prompt: str, workflow_id: str | None = None
-) -> WorkflowHandle[SandboxAgentWorkflow, str]:
-    """Start one run of the agent on the worker's task queue."""
-    return await client.start_workflow(
-        SandboxAgentWorkflow.run,
-        prompt,
-        id=workflow_id or f"{TASK_QUEUE}-{uuid.uuid4()}",
-{%- endif %}
         task_queue=TASK_QUEUE,
         execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
     )
@@ -194,13 +171,10 @@ class Progress:
 
     async def _scheduled(self, event: HistoryEvent) -> str | None:
         attributes = event.activity_task_scheduled_event_attributes
-        name = attributes.activity_type.name
-        if name.startswith(MODEL_ACTIVITY_PREFIX):
+        operation = sandbox_operation(attributes.activity_type.name)
+        if operation is None:
             self.turns += 1
             return f"model    turn {self.turns}"
-        operation = sandbox_operation(name)
-        if operation is None:
-            return f"activity {name}"
         decoded = await self._decode(attributes.input)
         arguments = decoded[0] if decoded and isinstance(decoded[0], dict) else {}
         if operation in SANDBOX_COMMANDS:
@@ -273,15 +247,9 @@ async def follow(client: Client, handle: WorkflowHandle[SandboxAgentWorkflow, st
     print("Answer:")
     print(answer.rstrip("\n"), flush=True)
     return EXIT_COMPLETED
-{%- if extras %}
 
 
 async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) -> int:
-{%- else %}
-
-
-async def run(prompt: str, wait: bool = True) -> int:
-{%- endif %}
     """Start a run, print its id and Web UI link, then (unless ``wait`` is
     false) follow it to its answer. Returns the exit status."""
     try:
@@ -289,11 +257,7 @@ async def run(prompt: str, wait: bool = True) -> int:
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
-{%- if extras %}
     handle = await start(client, prompt, provider=provider)
-{%- else %}
-    handle = await start(client, prompt)
-{%- endif %}
     print(f"Started workflow {handle.id}")
     print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
     if not wait:
@@ -336,10 +300,10 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    description, _, details = (__doc__ or "").partition("\n")
+    statuses = "".join(f"    {status:<5}{meaning}\n" for status, meaning in EXIT_STATUSES.items())
     parser = _ArgumentParser(
-        description=description,
-        epilog="Exit status:\n" + details.split("Exit status, for scripts:", 1)[1],
+        description=(__doc__ or "").partition("\n")[0],
+        epilog=f"Exit status:\n\n{statuses}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("prompt", nargs="?", help="what to ask the agent (default: a small task)")
@@ -372,18 +336,18 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Start or follow a run; exit with the status documented above."""
+    """Start or follow a run; exit with one of EXIT_STATUSES."""
     args = parse_arguments(argv)
     try:
         if args.attach is not None:
             status = asyncio.run(attach(args.attach))
         else:
-{%- if extras %}
             prompt = args.prompt or DEFAULT_PROMPT
+{%- if extras %}
             provider = args.provider or SANDBOX_PROVIDER
             status = asyncio.run(run(prompt, wait=not args.no_wait, provider=provider))
 {%- else %}
-            status = asyncio.run(run(args.prompt or DEFAULT_PROMPT, wait=not args.no_wait))
+            status = asyncio.run(run(prompt, wait=not args.no_wait))
 {%- endif %}
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED

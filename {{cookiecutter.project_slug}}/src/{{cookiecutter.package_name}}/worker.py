@@ -31,27 +31,16 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }}.backends import (
-    SANDBOX_BACKENDS,
-)
-from {{ cookiecutter.package_name }}.bounded_sandbox import (
-    BoundedSandboxClient,
-)
-from {{ cookiecutter.package_name }}.connection import (
-    ConnectionFailed,
-    connect,
-)
-from {{ cookiecutter.package_name }}.exits import (
-    exit_after,
-)
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.bounded_sandbox import BoundedSandboxClient
+from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.exits import exit_after
 from {{ cookiecutter.package_name }}.shared import (
     MODEL_ACTIVITY_TIMEOUT,
     SANDBOX_SECRETS,
     TASK_QUEUE,
 )
-from {{ cookiecutter.package_name }}.workflow import (
-    SandboxAgentWorkflow,
-)
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
 

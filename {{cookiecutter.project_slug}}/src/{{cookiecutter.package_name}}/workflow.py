@@ -31,9 +31,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
 
-from {{ cookiecutter.package_name }}.backends import (
-    SANDBOX_BACKENDS,
-)
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.chain import (
     Carried,
     HistoryBudget,

@@ -1,4 +1,3 @@
-{% set providers = cookiecutter | providers -%}
 """Sandbox backends: everything specific to where the agent's sandbox runs.
 
 Each module of this package is one backend, and every one offers the same
@@ -13,16 +12,8 @@ from typing import Any, Protocol
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
 
-from {{ cookiecutter.package_name }}.backends import (
-{%- for backend in cookiecutter | backends | sort %}
-    {{ backend }},
-{%- endfor %}
-)
-from {{ cookiecutter.package_name }}.shared import (
-{%- for constant, _ in providers | sort %}
-    {{ constant }},
-{%- endfor %}
-)
+from {{ cookiecutter.package_name }} import shared
+from {{ cookiecutter.package_name }}.backends import {{ cookiecutter | backends | sort | join(", ") }}
 
 
 class Backend(Protocol):
@@ -46,10 +37,11 @@ class Backend(Protocol):
         ...
 
 
-# Every sandbox provider the worker registers, by name, with its backend. A
-# run names the one it uses; SANDBOX_PROVIDER unless it says otherwise.
+# Every sandbox provider the worker registers, by its name in shared.py, with
+# its backend. A run names the one it uses; SANDBOX_PROVIDER unless it says
+# otherwise.
 SANDBOX_BACKENDS: dict[str, Backend] = {
-{%- for constant, backend in providers %}
-    {{ constant }}: {{ backend }},
+{%- for constant, backend in cookiecutter | providers %}
+    shared.{{ constant }}: {{ backend }},
 {%- endfor %}
 }

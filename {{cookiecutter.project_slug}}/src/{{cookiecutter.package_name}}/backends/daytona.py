@@ -40,24 +40,15 @@ AUTO_STOP_MINUTES = {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
 
 # Seconds to wait for Daytona to create a sandbox.
 CREATE_TIMEOUT_SECONDS = {{ cookiecutter.daytona_create_timeout_seconds | int }}
-{%- if cookiecutter.daytona_pause_on_exit %}
 
-# At the end of a run, stop the sandbox and keep it (its disk is still
-# billed) rather than delete it.
-{%- else %}
-
-# At the end of a run, delete the sandbox rather than stop and keep it.
-{%- endif %}
+# At the end of a run, True stops the sandbox and keeps it (its disk is still
+# billed); False deletes it.
 PAUSE_ON_EXIT = {{ "True" if cookiecutter.daytona_pause_on_exit else "False" }}
-{%- if cookiecutter.daytona_image %}
 
-# The container image every sandbox starts from.
-IMAGE = {{ cookiecutter.daytona_image | tojson }}
-{%- elif cookiecutter.daytona_snapshot %}
-
-# The Daytona snapshot every sandbox starts from.
-SNAPSHOT = {{ cookiecutter.daytona_snapshot | tojson }}
-{%- endif %}
+# What every sandbox starts from: a container image or a Daytona snapshot (at
+# most one of them; None for Daytona's default).
+IMAGE: str | None = {{ cookiecutter.daytona_image | tojson if cookiecutter.daytona_image else "None" }}
+SNAPSHOT: str | None = {{ cookiecutter.daytona_snapshot | tojson if cookiecutter.daytona_snapshot else "None" }}
 
 
 def sandbox_client() -> DaytonaSandboxClient:
@@ -72,9 +63,6 @@ def sandbox_options() -> DaytonaSandboxClientOptions:
         auto_stop_interval=AUTO_STOP_MINUTES,
         create_timeout=CREATE_TIMEOUT_SECONDS,
         pause_on_exit=PAUSE_ON_EXIT,
-{%- if cookiecutter.daytona_image %}
         image=IMAGE,
-{%- elif cookiecutter.daytona_snapshot %}
         sandbox_snapshot_name=SNAPSHOT,
-{%- endif %}
     )

@@ -49,18 +49,13 @@ WORKSPACE_ROOT = "/workspace"
 # The image every sandbox container starts from. Any image with a POSIX shell
 # and `tail` will do; the engine pulls it the first time if it can.
 IMAGE = {{ cookiecutter.docker_image | tojson }}
-{%- if cookiecutter.docker_network == "none" %}
 
-# The container's network: "none" gives it only a loopback interface, so
+# The container's network. "none" gives it only a loopback interface, so
 # nothing the agent runs can reach the network, the worker's or the internet.
-NETWORK_MODE: Literal["none"] | None = "none"
-{%- else %}
-
-# The container's network: None is Docker's default, the "bridge" network, so
-# the agent's commands can reach whatever the engine's host can (the
-# internet, and services on the host's networks).
-NETWORK_MODE: Literal["none"] | None = None
-{%- endif %}
+# None is Docker's default, the "bridge" network: the agent's commands can
+# reach whatever the engine's host can (the internet, and services on the
+# host's networks).
+NETWORK_MODE: Literal["none"] | None = {{ '"none"' if cookiecutter.docker_network == "none" else "None" }}
 
 # Labels on every sandbox container, naming the run (its workflow id) and the
 # sandbox provider that made it, so an operator can find containers that a

@@ -30,11 +30,9 @@ WORKSPACE_ROOT = "/workspace"
 
 # The kind of sandbox: "e2b" (a plain one) or "e2b_code_interpreter".
 SANDBOX_TYPE = {{ cookiecutter.e2b_sandbox_type | tojson }}
-{%- if cookiecutter.e2b_template %}
 
-# The E2B template every sandbox starts from.
-TEMPLATE = {{ cookiecutter.e2b_template | tojson }}
-{%- endif %}
+# The E2B template every sandbox starts from (None for E2B's default).
+TEMPLATE: str | None = {{ cookiecutter.e2b_template | tojson if cookiecutter.e2b_template else "None" }}
 
 # Seconds an E2B sandbox may live, and what E2B does then ("kill" ends it,
 # "pause" keeps it paused). E2B enforces it even if the run's teardown never
@@ -42,7 +40,7 @@ TEMPLATE = {{ cookiecutter.e2b_template | tojson }}
 SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.e2b_timeout_seconds | int }}
 ON_TIMEOUT: Literal["kill", "pause"] = {{ cookiecutter.e2b_on_timeout | tojson }}
 
-# At the end of a run, {% if cookiecutter.e2b_pause_on_exit %}pause the sandbox rather than end it{% else %}end the sandbox rather than pause it{% endif %}.
+# At the end of a run, True pauses the sandbox; False ends it.
 PAUSE_ON_EXIT = {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
 
 
@@ -56,9 +54,7 @@ def sandbox_options() -> E2BSandboxClientOptions:
     never put secrets here)."""
     return E2BSandboxClientOptions(
         sandbox_type=SANDBOX_TYPE,
-{%- if cookiecutter.e2b_template %}
         template=TEMPLATE,
-{%- endif %}
         timeout=SANDBOX_LIFETIME_SECONDS,
         on_timeout=ON_TIMEOUT,
         pause_on_exit=PAUSE_ON_EXIT,
