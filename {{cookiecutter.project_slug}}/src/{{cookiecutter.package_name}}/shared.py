@@ -12,6 +12,11 @@ from datetime import timedelta
 # The queue the worker polls and the starter sends workflows to.
 TASK_QUEUE = {{ cookiecutter.task_queue | tojson }}
 
+# The workflow's type name. The starter starts runs by this name rather than
+# by importing the workflow (and with it the Agents SDK, seconds of start-up),
+# so the workflow must register under it.
+WORKFLOW_TYPE = "SandboxAgentWorkflow"
+
 # The name the worker registers its SandboxClientProvider under and the name
 # the workflow passes to temporal_sandbox_client(). It is also the prefix of
 # every sandbox activity name ("{{ cookiecutter.sandbox_provider_name }}-sandbox_session_start", ...), which is
@@ -25,6 +30,10 @@ SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
 {%- for constant, backend in other_providers %}
 {{ constant }} = {{ backend | tojson }}
 {%- endfor %}
+
+# Every provider the worker registers (backends.SANDBOX_BACKENDS has their
+# backends): the starter's --provider choices.
+SANDBOX_PROVIDERS = ({{ (cookiecutter | providers) | map("first") | join(", ") }})
 {%- endif %}
 
 # Environment variables of the worker that the agent's sandbox sees. Only

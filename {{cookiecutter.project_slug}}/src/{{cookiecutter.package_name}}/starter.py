@@ -39,21 +39,20 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.service import RPCError, RPCStatusCode
 
-{% if extras -%}
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-{% endif -%}
 from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.exits import exit_after
 from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
+{%- if extras %}
+    SANDBOX_PROVIDERS,
+{%- endif %}
     TASK_QUEUE,
     WORKFLOW_EXECUTION_TIMEOUT,
+    WORKFLOW_TYPE,
     sandbox_operation,
 )
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 DEFAULT_PROMPT = (
     "Write a file holding the first 20 Fibonacci numbers, one per line, "
@@ -100,15 +99,17 @@ async def start(
     prompt: str,
     workflow_id: str | None = None,
     provider: str = SANDBOX_PROVIDER,
-) -> WorkflowHandle[SandboxAgentWorkflow, str]:
+) -> WorkflowHandle[Any, str]:
     """Start one run of the agent, in a sandbox of ``provider``, on the
-    worker's task queue."""
+    worker's task queue. The workflow is named, not imported: the starter
+    needs only Temporal's client to start and follow a run."""
     return await client.start_workflow(
-        SandboxAgentWorkflow.run,
+        WORKFLOW_TYPE,
         args=[prompt, provider],
         id=workflow_id or f"{TASK_QUEUE}-{uuid.uuid4()}",
         task_queue=TASK_QUEUE,
         execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+        result_type=str,
     )
 
 
@@ -194,11 +195,9 @@ class Progress:
             return []
 
 
-def chain_run(
-    client: Client, workflow_id: str, run_id: str | None
-) -> WorkflowHandle[SandboxAgentWorkflow, str]:
+def chain_run(client: Client, workflow_id: str, run_id: str | None) -> WorkflowHandle[Any, str]:
     """One run of a workflow's chain (``run_id`` None: its latest run)."""
-    return client.get_workflow_handle_for(SandboxAgentWorkflow.run, workflow_id, run_id=run_id)
+    return client.get_workflow_handle(workflow_id, run_id=run_id, result_type=str)
 
 
 def _why_not_completed(error: WorkflowFailureError) -> str:
@@ -220,11 +219,11 @@ def continued_as(event: HistoryEvent) -> str | None:
     return event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
 
-async def follow(client: Client, handle: WorkflowHandle[SandboxAgentWorkflow, str]) -> int:
+async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
     """Print each step of the run, through every run of its chain, as it
     happens, then its answer; return the exit status."""
     progress = Progress(client)
-    run: WorkflowHandle[SandboxAgentWorkflow, str] | None = handle
+    run: WorkflowHandle[Any, str] | None = handle
     try:
         while run is not None:
             next_run = None
@@ -253,7 +252,7 @@ async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) 
     """Start a run, print its id and Web UI link, then (unless ``wait`` is
     false) follow it to its answer. Returns the exit status."""
     try:
-        client = await connect(plugins=[OpenAIAgentsPlugin()])
+        client = await connect()
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
@@ -268,7 +267,7 @@ async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) 
 async def attach(workflow_id: str) -> int:
     """Follow a run that was started earlier, from its first step to its answer."""
     try:
-        client = await connect(plugins=[OpenAIAgentsPlugin()])
+        client = await connect()
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
@@ -321,7 +320,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
 {%- if extras %}
     parser.add_argument(
         "--provider",
-        choices=list(SANDBOX_BACKENDS),
+        choices=SANDBOX_PROVIDERS,
         help=f"the sandbox provider the run uses (default: {SANDBOX_PROVIDER})",
     )
 {%- endif %}

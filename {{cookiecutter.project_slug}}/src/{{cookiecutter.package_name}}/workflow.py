@@ -48,6 +48,7 @@ from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_PROVIDER,
     SANDBOX_SECRETS,
+    WORKFLOW_TYPE,
     sandbox_operation,
 )
 
@@ -71,7 +72,7 @@ SANDBOX_RETRY_POLICY = RetryPolicy(
 )
 
 
-@workflow.defn
+@workflow.defn(name=WORKFLOW_TYPE)
 class SandboxAgentWorkflow:
     # The most model turns a run may take, across its whole chain.
     max_turns = MAX_TURNS
