@@ -26,7 +26,6 @@ from typing import NamedTuple
 from jinja2 import Environment
 from jinja2.ext import Extension
 
-
 # Every answer offered as a choice, with its options in the order cookiecutter.json lists them.
 CHOICES: dict[str, list[str]] = {
     answer: options
