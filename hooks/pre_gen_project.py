@@ -29,6 +29,10 @@ GENERATED = {{ cookiecutter | backends | tojson }}
 # Top-level modules the generated service imports; a package with one of
 # these names would shadow it.
 TAKEN_MODULE_NAMES = {"agents", "openai", "temporalio", "tests", "test"} | set(sys.stdlib_module_names)
+# The generated imports name the package on one line each (`from
+# <package>.backends.daytona import ...`): a longer name would push them
+# past the generated project's line length.
+LONGEST_PACKAGE_NAME = 30
 
 
 # Each check takes an answer's name and value and returns what is allowed
@@ -68,6 +72,16 @@ def one_of(answer: str, value: object) -> str | None:
 
 def yes_or_no(answer: str, value: object) -> str | None:
     return None if isinstance(value, bool) else "use yes or no (true or false)"
+
+
+def short_package_name(answer: str, value: object) -> str | None:
+    if len(str(value)) <= LONGEST_PACKAGE_NAME:
+        return None
+    made = ", made by default from project_name" if value == ANSWERS["project_slug"].replace("-", "_") else ""
+    return (
+        f"it is {len(str(value))} characters long{made}; choose a shorter package_name, at most "
+        f"{LONGEST_PACKAGE_NAME} characters (the service's imports name it on one line)"
+    )
 
 
 def free_package_name(answer: str, value: object) -> str | None:
@@ -141,6 +155,7 @@ RULES = [
             "a Python identifier in lowercase letters, digits and underscores, starting with a letter",
         ),
     ),
+    ("package_name", short_package_name),
     (
         "sandbox_provider_name",
         matches(

@@ -17,6 +17,18 @@ BAD_INPUTS = [
     rejects({"package_name": "class"}, id="package-keyword"),
     rejects({"package_name": "json"}, id="package-shadows-stdlib"),
     rejects({"package_name": "agents"}, id="package-shadows-sdk"),
+    rejects(
+        {"package_name": "customer_support_triage_agent_s"},
+        "package_name='customer_support_triage_agent_s' is not allowed: it is 31 characters long; "
+        "choose a shorter package_name, at most 30 characters",
+        id="package-too-long",
+    ),
+    rejects(
+        {"project_name": "Customer Support Ticket Triage Agent"},
+        "package_name='customer_support_ticket_triage_agent' is not allowed: it is 36 characters long, "
+        "made by default from project_name; choose a shorter package_name, at most 30 characters",
+        id="project-name-too-long-for-a-package-name",
+    ),
     rejects({"sandbox_provider_name": "my sandbox"}, id="provider-space"),
     rejects({"sandbox_provider_name": "Local"}, id="provider-uppercase"),
     rejects({"sandbox_provider_name": "a.b"}, id="provider-dot"),

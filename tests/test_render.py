@@ -8,6 +8,7 @@ import pytest
 from local_extensions import BACKENDS
 
 from .baked import BakedProject, tool
+from .combinations import COMBINATIONS
 
 BACKEND_WORDS = {
     "local": re.compile(r"unix_local|UnixLocal|backends\.local|backends/local"),
@@ -41,6 +42,20 @@ def test_mentions_only_the_chosen_backends(project: BakedProject) -> None:
             assert not BACKEND_WORDS[other].search(text), f"{relative} mentions {other}"
 
 
+# The longest package name the pre-generation hook accepts, in a project with
+# every backend: each generated import that names the package still fits on
+# one line as ruff formats it.
+LONGEST_PACKAGE_NAME = pytest.param(
+    {
+        "sandbox_backend": "daytona",
+        "additional_sandbox_backends": "local,e2b,docker",
+        "package_name": "customer_support_triage_agents",
+    },
+    id="every-backend-30-character-package-name",
+)
+
+
+@pytest.mark.parametrize("project", [*COMBINATIONS, LONGEST_PACKAGE_NAME], indirect=True)
 def test_python_compiles_and_ruff_is_clean(project: BakedProject) -> None:
     for path in project.files():
         if path.suffix == ".py":
