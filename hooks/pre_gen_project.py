@@ -13,7 +13,7 @@ import sys
 # Every answer. JSON inside a string: JSON's `true` is not Python.
 ANSWERS = json.loads({{ cookiecutter | tojson | tojson }})
 # Each choice's options, as cookiecutter.json declares them (local_extensions.py reads it).
-CHOICES = json.loads({{ choices | tojson | tojson }})
+CHOICES = {{ choices | tojson }}
 BACKENDS = CHOICES["sandbox_backend"]
 # The comma-separated answers as every template file reads them
 # (local_extensions.py): items trimmed, blank items dropped, so " e2b , " is
