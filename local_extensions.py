@@ -11,14 +11,28 @@ template files and both hooks use its filters, for example::
 
 and the template's tests import ``derive``. A fact that several files need
 about the chosen backends (a fourth backend, say) belongs here too.
+
+The options of every choice are declared once, in cookiecutter.json beside
+this module: ``CHOICES`` reads them (the hooks see it as the Jinja global
+``choices``), and ``BACKENDS`` is the sandbox_backend choice's options.
 """
 
+import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import NamedTuple
 
 from jinja2 import Environment
 from jinja2.ext import Extension
+
+# Every answer offered as a choice, with its options in the order cookiecutter.json lists them.
+CHOICES: dict[str, list[str]] = {
+    answer: options
+    for answer, options in json.loads(Path(__file__).with_name("cookiecutter.json").read_text()).items()
+    if isinstance(options, list) and not answer.startswith("_")
+}
+BACKENDS: list[str] = CHOICES["sandbox_backend"]
 
 
 class Derived(NamedTuple):
@@ -76,3 +90,4 @@ class DerivedAnswers(Extension):
             secret_env_vars=lambda answers: derive(answers).secret_env_vars,
             providers=lambda answers: derive(answers).providers,
         )
+        environment.globals["choices"] = CHOICES

@@ -32,7 +32,8 @@ from cookiecutter.main import cookiecutter
 TEMPLATE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TEMPLATE))
 
-from tests.baked import BACKENDS, BakedProject, tool  # noqa: E402
+from local_extensions import BACKENDS  # noqa: E402
+from tests.baked import BakedProject, tool  # noqa: E402
 
 OFFLINE = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "http://127.0.0.1:9"}
 

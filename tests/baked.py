@@ -11,21 +11,37 @@ from pathlib import Path
 from local_extensions import Derived, derive
 
 TEMPLATE = Path(__file__).resolve().parents[1]
-BACKENDS = ("local", "daytona", "e2b", "docker")
+
+# What the template's own test run sets and a user's shell does not: the
+# template's virtualenv (uv inside a project uses the project's own), the
+# template's pytest options and Temporal server, a user's cookiecutter config.
+# PYTHONDONTWRITEBYTECODE goes too: Python caches bytecode in a project's
+# virtualenv, as it does on a user's machine, so a second run of a generated
+# suite costs what it costs a user (benchmarks/time_to_green.py) instead of
+# compiling the ~1,800 modules it imports again.
+NOT_A_USERS = (
+    "VIRTUAL_ENV",
+    "UV_PROJECT_ENVIRONMENT",
+    "PYTEST_ADDOPTS",
+    "TEMPORAL_TEST_ADDRESS",
+    "PYTHONDONTWRITEBYTECODE",
+    "COOKIECUTTER_CONFIG",
+)
 
 
-def _clean_env() -> dict[str, str]:
-    # Run uv inside the baked project with the project's own environment,
-    # not the template's virtualenv.
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
-    env.pop("PYTEST_ADDOPTS", None)
-    env.pop("TEMPORAL_TEST_ADDRESS", None)
-    # Let Python cache bytecode in the project's virtualenv, as it does on a
-    # user's machine, so a second run of a generated suite costs what it costs
-    # a user (benchmarks/time_to_green.py) instead of compiling the ~1,800
-    # modules it imports again.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
+def run(*args: str, cwd: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
+    """A command as a user would run it in cwd, with these environment variables added."""
+    clean = {k: v for k, v in os.environ.items() if k not in NOT_A_USERS}
+    return subprocess.run(
+        args, cwd=cwd, env={**clean, **env}, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def succeeds(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """As run, and it must exit 0."""
+    done = run(*args, cwd=cwd, timeout=300, **env)
+    assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout}\n{done.stderr}"
+    return done
 
 
 def find_python(version: str) -> str | None:
@@ -70,14 +86,7 @@ class BakedProject:
         return (self.path / relative).read_text()
 
     def run(self, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            args,
-            cwd=self.path,
-            env={**_clean_env(), **env},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        return run(*args, cwd=self.path, timeout=timeout, **env)
 
     def install(self, *uv_sync_args: str) -> subprocess.CompletedProcess[str]:
         python = find_python(str(self.context["python_version"]))

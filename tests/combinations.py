@@ -6,11 +6,10 @@ stray commas and spaces): they must render what the tidy spelling renders."""
 
 import pytest
 
+from local_extensions import BACKENDS
+
 COMBINATIONS = [
-    pytest.param({"sandbox_backend": "local"}, id="local-defaults"),
-    pytest.param({"sandbox_backend": "daytona"}, id="daytona-defaults"),
-    pytest.param({"sandbox_backend": "e2b"}, id="e2b-defaults"),
-    pytest.param({"sandbox_backend": "docker"}, id="docker-defaults"),
+    *(pytest.param({"sandbox_backend": backend}, id=f"{backend}-defaults") for backend in BACKENDS),
     pytest.param(
         {
             "sandbox_backend": "local",

@@ -2,6 +2,7 @@ import pytest
 from pytest_cookies.plugin import Cookies
 
 from .baked import BakedProject
+from .combinations import COMBINATIONS
 
 _baked: dict[str, BakedProject] = {}
 
@@ -19,3 +20,10 @@ def bake(cookies_session: Cookies):
         return _baked[key]
 
     return bake
+
+
+@pytest.fixture(params=COMBINATIONS)
+def project(request: pytest.FixtureRequest, bake) -> BakedProject:
+    """Each combination, rendered (once per session); a test may name other answers with
+    ``@pytest.mark.parametrize("project", [...], indirect=True)``."""
+    return bake(request.param)

@@ -2,144 +2,109 @@
 
 import pytest
 
+
+def rejects(answers: dict[str, object], message: str | None = None, *, id: str):
+    """Answers and what their one error line says: by default it names the
+    last answer with its value as typed, as in `project_slug='My Agent'`."""
+    answer, value = list(answers.items())[-1]
+    return pytest.param(answers, message or f"{answer}={value!r}", id=id)
+
+
 BAD_INPUTS = [
-    pytest.param({"project_slug": "My Agent"}, "project_slug='My Agent'", id="slug-with-space"),
-    pytest.param({"project_slug": "-agent"}, "project_slug='-agent'", id="slug-leading-dash"),
-    pytest.param({"package_name": "my-agent"}, "package_name='my-agent'", id="package-with-dash"),
-    pytest.param({"package_name": "class"}, "package_name='class'", id="package-keyword"),
-    pytest.param({"package_name": "json"}, "package_name='json'", id="package-shadows-stdlib"),
-    pytest.param({"package_name": "agents"}, "package_name='agents'", id="package-shadows-sdk"),
-    pytest.param(
-        {"sandbox_provider_name": "my sandbox"}, "sandbox_provider_name='my sandbox'", id="provider-space"
+    rejects({"project_slug": "My Agent"}, id="slug-with-space"),
+    rejects({"project_slug": "-agent"}, id="slug-leading-dash"),
+    rejects({"package_name": "my-agent"}, id="package-with-dash"),
+    rejects({"package_name": "class"}, id="package-keyword"),
+    rejects({"package_name": "json"}, id="package-shadows-stdlib"),
+    rejects({"package_name": "agents"}, id="package-shadows-sdk"),
+    rejects(
+        {"package_name": "customer_support_triage_agent_s"},
+        "package_name='customer_support_triage_agent_s' is not allowed: it is 31 characters long; "
+        "choose a shorter package_name, at most 30 characters",
+        id="package-too-long",
     ),
-    pytest.param({"sandbox_provider_name": "Local"}, "sandbox_provider_name='Local'", id="provider-uppercase"),
-    pytest.param({"sandbox_provider_name": "a.b"}, "sandbox_provider_name='a.b'", id="provider-dot"),
-    pytest.param({"sandbox_provider_name": "x" * 41}, "sandbox_provider_name='xxxx", id="provider-too-long"),
-    pytest.param({"task_queue": "my queue"}, "task_queue='my queue'", id="queue-space"),
-    pytest.param(
-        {"sandbox_activity_timeout_seconds": "0"},
-        "sandbox_activity_timeout_seconds='0'",
-        id="sandbox-timeout-zero",
+    rejects(
+        {"project_name": "Customer Support Ticket Triage Agent"},
+        "package_name='customer_support_ticket_triage_agent' is not allowed: it is 36 characters long, "
+        "made by default from project_name; choose a shorter package_name, at most 30 characters",
+        id="project-name-too-long-for-a-package-name",
     ),
-    pytest.param(
-        {"sandbox_activity_timeout_seconds": "2.5"},
-        "sandbox_activity_timeout_seconds='2.5'",
-        id="sandbox-timeout-fraction",
-    ),
-    pytest.param(
-        {"model_activity_timeout_seconds": "-5"}, "model_activity_timeout_seconds='-5'", id="model-timeout-negative"
-    ),
-    pytest.param(
-        {"model_activity_timeout_seconds": "9999"},
-        "model_activity_timeout_seconds='9999'",
-        id="model-timeout-too-long",
-    ),
-    pytest.param(
-        {"workflow_execution_timeout_seconds": "30", "sandbox_activity_timeout_seconds": "60"},
-        "workflow_execution_timeout_seconds='30'",
+    rejects({"sandbox_provider_name": "my sandbox"}, id="provider-space"),
+    rejects({"sandbox_provider_name": "Local"}, id="provider-uppercase"),
+    rejects({"sandbox_provider_name": "a.b"}, id="provider-dot"),
+    rejects({"sandbox_provider_name": "x" * 41}, id="provider-too-long"),
+    rejects({"task_queue": "my queue"}, id="queue-space"),
+    rejects({"sandbox_activity_timeout_seconds": "0"}, id="sandbox-timeout-zero"),
+    rejects({"sandbox_activity_timeout_seconds": "2.5"}, id="sandbox-timeout-fraction"),
+    rejects({"model_activity_timeout_seconds": "-5"}, id="model-timeout-negative"),
+    rejects({"model_activity_timeout_seconds": "9999"}, id="model-timeout-too-long"),
+    rejects(
+        {"sandbox_activity_timeout_seconds": "60", "workflow_execution_timeout_seconds": "30"},
         id="workflow-shorter-than-activity",
     ),
-    pytest.param({"max_turns": "many"}, "max_turns='many'", id="turns-not-a-number"),
-    pytest.param({"model_name": "gpt 5"}, "model_name='gpt 5'", id="model-with-space"),
-    pytest.param({"project_name": "   ", "project_slug": "agent"}, "project_name='   '", id="empty-name"),
-    pytest.param(
-        {"sandbox_backend": "e2b", "package_name": "e2b"}, "package_name='e2b'", id="package-shadows-backend-sdk"
-    ),
-    pytest.param(
-        {"additional_sandbox_backends": "modal"}, "additional_sandbox_backends='modal'", id="extra-backend-unknown"
-    ),
-    pytest.param(
+    rejects({"max_turns": "many"}, id="turns-not-a-number"),
+    rejects({"model_name": "gpt 5"}, id="model-with-space"),
+    rejects({"project_slug": "agent", "project_name": "   "}, id="empty-name"),
+    rejects({"sandbox_backend": "e2b", "package_name": "e2b"}, id="package-shadows-backend-sdk"),
+    rejects({"additional_sandbox_backends": "modal"}, id="extra-backend-unknown"),
+    rejects(
         {"sandbox_backend": "local", "additional_sandbox_backends": "local"},
         "'local' is already the primary sandbox_backend",
         id="extra-backend-is-primary",
     ),
-    pytest.param(
-        {"additional_sandbox_backends": "e2b, e2b"}, "additional_sandbox_backends='e2b, e2b'", id="extra-backend-twice"
-    ),
-    pytest.param(
+    rejects({"additional_sandbox_backends": "e2b, e2b"}, id="extra-backend-twice"),
+    rejects(
         {"additional_sandbox_backends": " e2b,,e2b "},
         "additional_sandbox_backends=' e2b,,e2b ' is not allowed: name each backend once",
         id="extra-backend-twice-among-blanks",
     ),
-    pytest.param(
+    rejects(
         {"additional_sandbox_backends": "daytona e2b"},
         "'daytona e2b' is not a backend",
         id="extra-backends-without-comma",
     ),
-    pytest.param(
-        {"additional_sandbox_backends": "E2B"}, "additional_sandbox_backends='E2B'", id="extra-backend-uppercase"
-    ),
-    pytest.param(
+    rejects({"additional_sandbox_backends": "E2B"}, id="extra-backend-uppercase"),
+    rejects(
         {"sandbox_backend": "daytona", "sandbox_provider_name": "local", "additional_sandbox_backends": "local"},
         "'local' is already the sandbox_provider_name",
         id="extra-backend-name-taken",
     ),
-    pytest.param(
-        {"sandbox_backend": "daytona", "daytona_auto_stop_interval_minutes": "0"},
-        "daytona_auto_stop_interval_minutes='0'",
-        id="daytona-never-stops",
-    ),
-    pytest.param(
+    rejects({"sandbox_backend": "daytona", "daytona_auto_stop_interval_minutes": "0"}, id="daytona-never-stops"),
+    rejects(
         {"sandbox_backend": "daytona", "daytona_create_timeout_seconds": "soon"},
-        "daytona_create_timeout_seconds='soon'",
         id="daytona-create-timeout-not-a-number",
     ),
-    pytest.param(
-        {"sandbox_backend": "daytona", "daytona_image": "my image"},
-        "daytona_image='my image'",
-        id="daytona-image-space",
-    ),
-    pytest.param(
+    rejects({"sandbox_backend": "daytona", "daytona_image": "my image"}, id="daytona-image-space"),
+    rejects(
         {"sandbox_backend": "daytona", "daytona_image": "python:3.12", "daytona_snapshot": "tools"},
-        "daytona_snapshot='tools'",
         id="daytona-image-and-snapshot",
     ),
-    pytest.param(
+    rejects(
         {
             "sandbox_backend": "local",
             "additional_sandbox_backends": "daytona",
             "daytona_auto_stop_interval_minutes": "0",
         },
-        "daytona_auto_stop_interval_minutes='0'",
         id="extra-daytona-options-checked",
     ),
-    pytest.param(
-        {"sandbox_backend": "e2b", "e2b_template": "team template"},
-        "e2b_template='team template'",
-        id="e2b-template-space",
-    ),
-    pytest.param(
-        {"sandbox_backend": "e2b", "e2b_timeout_seconds": "10"}, "e2b_timeout_seconds='10'", id="e2b-lifetime-too-short"
-    ),
-    pytest.param(
-        {"sandbox_backend": "docker", "docker_image": "python 3.12"},
-        "docker_image='python 3.12'",
-        id="docker-image-space",
-    ),
-    pytest.param({"sandbox_backend": "docker", "docker_image": ""}, "docker_image=''", id="docker-image-empty"),
-    pytest.param(
+    rejects({"sandbox_backend": "e2b", "e2b_template": "team template"}, id="e2b-template-space"),
+    rejects({"sandbox_backend": "e2b", "e2b_timeout_seconds": "10"}, id="e2b-lifetime-too-short"),
+    rejects({"sandbox_backend": "docker", "docker_image": "python 3.12"}, id="docker-image-space"),
+    rejects({"sandbox_backend": "docker", "docker_image": ""}, id="docker-image-empty"),
+    rejects(
         {"sandbox_backend": "e2b", "additional_sandbox_backends": "docker", "docker_image": "-latest"},
-        "docker_image='-latest'",
         id="extra-docker-options-checked",
     ),
-    pytest.param(
-        {"sandbox_backend": "docker", "package_name": "docker"},
-        "package_name='docker'",
-        id="package-shadows-docker-sdk",
-    ),
-    pytest.param(
-        {"sandbox_secret_env_vars": "github-token"}, "sandbox_secret_env_vars='github-token'", id="secret-bad-name"
-    ),
-    pytest.param(
-        {"sandbox_secret_env_vars": "TOKEN, TOKEN"}, "sandbox_secret_env_vars='TOKEN, TOKEN'", id="secret-twice"
-    ),
-    pytest.param(
+    rejects({"sandbox_backend": "docker", "package_name": "docker"}, id="package-shadows-docker-sdk"),
+    rejects({"sandbox_secret_env_vars": "github-token"}, id="secret-bad-name"),
+    rejects({"sandbox_secret_env_vars": "TOKEN, TOKEN"}, id="secret-twice"),
+    rejects(
         {"sandbox_secret_env_vars": "GITHUB_TOKEN NPM_TOKEN"},
         "'GITHUB_TOKEN NPM_TOKEN' is not an environment variable name",
         id="secrets-without-comma",
     ),
-    pytest.param({"author_name": " "}, "author_name=' '", id="empty-author"),
-    pytest.param({"author_name": "Acme\nInc"}, "author_name='Acme\\nInc'", id="author-two-lines"),
+    rejects({"author_name": " "}, id="empty-author"),
+    rejects({"author_name": "Acme\nInc"}, id="author-two-lines"),
 ]
 
 

@@ -6,7 +6,6 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from .baked import BakedProject, find_python, tool
-from .combinations import COMBINATIONS
 
 # Every combination runs its long-run tests (hundreds of steps through a chain
 # of runs, a minute or two): the chain carries each backend's sandbox session
@@ -26,11 +25,7 @@ def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("answers", COMBINATIONS)
-def test_generated_suite_types_and_hooks_pass(
-    request, bake, mypy_cache: str, tmp_path, answers: dict[str, object]
-) -> None:
-    project: BakedProject = bake(answers)
+def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path, project: BakedProject) -> None:
     version = str(project.context["python_version"])
     if find_python(version) is None:
         pytest.skip(f"no Python {version} on this machine to install the project with")

@@ -1,12 +1,11 @@
 """Every non-interactive way of answering the prompts, as the README shows them."""
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .baked import TEMPLATE, tool
+from .baked import TEMPLATE, succeeds, tool
 
 
 class Cookiecutter:
@@ -17,17 +16,7 @@ class Cookiecutter:
         self.home = home
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "COOKIECUTTER_CONFIG")}
-        done = subprocess.run(
-            [tool("cookiecutter"), *args],
-            cwd=self.home,
-            env={**env, "HOME": str(self.home)},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done
+        return succeeds(tool("cookiecutter"), *args, cwd=self.home, HOME=str(self.home))
 
 
 @pytest.fixture

@@ -10,23 +10,17 @@ import fnmatch
 import re
 import tomllib
 
-import pytest
 import yaml
 
 from .baked import BakedProject, tool
-from .combinations import COMBINATIONS
 
 
-@pytest.mark.parametrize("answers", COMBINATIONS)
-def test_dockerfile_passes_hadolint(bake, answers: dict[str, object]) -> None:
-    project: BakedProject = bake(answers)
+def test_dockerfile_passes_hadolint(project: BakedProject) -> None:
     lint = project.run(tool("hadolint"), "--no-color", "Dockerfile")
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
-@pytest.mark.parametrize("answers", COMBINATIONS)
-def test_dockerfile_caches_dependencies_runs_the_worker_unprivileged(bake, answers: dict[str, object]) -> None:
-    project: BakedProject = bake(answers)
+def test_dockerfile_caches_dependencies_runs_the_worker_unprivileged(project: BakedProject) -> None:
     dockerfile = project.text("Dockerfile")
     lines = [line.strip() for line in dockerfile.splitlines()]
     python = project.context["python_version"]
@@ -45,9 +39,7 @@ def test_dockerfile_caches_dependencies_runs_the_worker_unprivileged(bake, answe
     assert scripts[command.group(1)].endswith(".worker:cli")
 
 
-@pytest.mark.parametrize("answers", COMBINATIONS)
-def test_dockerignore_keeps_secrets_out_and_build_inputs_in(bake, answers: dict[str, object]) -> None:
-    project: BakedProject = bake(answers)
+def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProject) -> None:
     patterns = [
         line.strip() for line in project.text(".dockerignore").splitlines() if line.strip() and not line.startswith("#")
     ]
@@ -63,9 +55,7 @@ def test_dockerignore_keeps_secrets_out_and_build_inputs_in(bake, answers: dict[
         assert ignored(secret), secret
 
 
-@pytest.mark.parametrize("answers", COMBINATIONS)
-def test_compose_runs_the_dev_server_and_the_worker(bake, answers: dict[str, object]) -> None:
-    project: BakedProject = bake(answers)
+def test_compose_runs_the_dev_server_and_the_worker(project: BakedProject) -> None:
     schema = project.run(tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", "compose.yaml")
     assert schema.returncode == 0, schema.stdout + schema.stderr
 
@@ -90,9 +80,7 @@ def test_compose_runs_the_dev_server_and_the_worker(bake, answers: dict[str, obj
         assert "volumes" not in worker and "group_add" not in worker
 
 
-@pytest.mark.parametrize("answers", COMBINATIONS)
-def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(bake, answers: dict[str, object]) -> None:
-    project: BakedProject = bake(answers)
+def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: BakedProject) -> None:
     path = ".github/workflows/ci.yml"
     schema = project.run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", path)
     assert schema.returncode == 0, schema.stdout + schema.stderr
@@ -115,9 +103,7 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(bake, answer
     assert workflow["permissions"] == {"contents": "read"}
 
 
-@pytest.mark.parametrize("answers", COMBINATIONS)
-def test_pre_commit_runs_ruff_and_mypy(bake, answers: dict[str, object]) -> None:
-    project: BakedProject = bake(answers)
+def test_pre_commit_runs_ruff_and_mypy(project: BakedProject) -> None:
     valid = project.run(tool("pre-commit"), "validate-config", ".pre-commit-config.yaml")
     assert valid.returncode == 0, valid.stdout + valid.stderr
 
@@ -131,9 +117,7 @@ def test_pre_commit_runs_ruff_and_mypy(bake, answers: dict[str, object]) -> None
     assert hooks["mypy"]["entry"] == "uv run mypy src tests"
 
 
-@pytest.mark.parametrize("answers", COMBINATIONS)
-def test_license_file_and_metadata_match_the_choice(bake, answers: dict[str, object]) -> None:
-    project: BakedProject = bake(answers)
+def test_license_file_and_metadata_match_the_choice(project: BakedProject) -> None:
     chosen = project.context["license"]
     metadata = tomllib.loads(project.text("pyproject.toml"))["project"]
     assert metadata["authors"] == [{"name": project.context["author_name"]}]

@@ -2,14 +2,13 @@
 and brings template changes in without losing the project's own changes."""
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .baked import TEMPLATE, tool
+from .baked import TEMPLATE, run, succeeds, tool
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Template Test",
@@ -22,10 +21,7 @@ README_INSTALL_LINE = "uv sync                 # install the service and its dev
 
 
 def sh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    done = subprocess.run(args, cwd=cwd, env={**env, **GIT_IDENTITY}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout}\n{done.stderr}"
-    return done
+    return succeeds(*args, cwd=cwd, **GIT_IDENTITY)
 
 
 def commit_all(repo: Path, message: str) -> str:
@@ -72,7 +68,7 @@ def test_cruft_update_brings_template_changes_and_keeps_hand_changes(template_re
     gitignore.write_text(gitignore.read_text() + "*.log\n")
     commit_b = commit_all(template_repo, "template B")
 
-    outdated = subprocess.run([tool("cruft"), "check"], cwd=project, capture_output=True, text=True)
+    outdated = run(tool("cruft"), "check", cwd=project)
     assert outdated.returncode != 0, outdated.stdout
 
     sh(tool("cruft"), "update", "--skip-apply-ask", "--allow-untracked-files", cwd=project)
