@@ -29,14 +29,16 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, NoReturn
 from urllib.parse import quote
 
 from temporalio import exceptions
 from temporalio.api.common.v1 import Payloads
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
@@ -92,6 +94,11 @@ SANDBOX_STEPS = {
 }
 SANDBOX_COMMANDS = ("sandbox_session_exec", "sandbox_session_pty_exec_start")
 LONGEST_COMMAND_SHOWN = 120
+
+# A step that no worker has taken for this long is shown as waiting. Past a
+# worker's capacity (capacity.py), or with no worker running, a run's next
+# step waits on the task queue until a worker is free: nothing fails.
+WAIT_NOTICE = timedelta(seconds=10)
 
 
 async def start(
@@ -219,11 +226,53 @@ def continued_as(event: HistoryEvent) -> str | None:
     return event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
 
+async def queued_step(run: WorkflowHandle[Any, str]) -> tuple[object, str] | None:
+    """The step of a run that waits for a worker to take it, if any: a key
+    that tells one wait from the next, and the step in words."""
+    description = (await run.describe()).raw_description
+    task = description.pending_workflow_task
+    if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+        return ("workflow task", task.scheduled_time.ToNanoseconds()), "the run's next workflow task"
+    scheduled = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+    for activity in description.pending_activities:
+        backing_off = activity.next_attempt_schedule_time.ToNanoseconds() > time.time_ns()
+        if activity.state == scheduled and not backing_off:
+            operation = sandbox_operation(activity.activity_type.name)
+            step = "its model call" if operation is None else f"its sandbox operation {operation}"
+            return (activity.activity_id, activity.attempt), step
+    return None
+
+
+async def show_waits(following: Callable[[], WorkflowHandle[Any, str]]) -> None:
+    """Say so when the run being followed (``following()``) has a step that
+    no worker has taken for WAIT_NOTICE."""
+    first_seen: dict[object, float] = {}
+    shown: set[object] = set()
+    while True:
+        await asyncio.sleep(WAIT_NOTICE.total_seconds() / 5)
+        try:
+            queued = await queued_step(following())
+        except RPCError:
+            continue
+        if queued is None or queued[0] in shown:
+            continue
+        key, step = queued
+        waited = time.monotonic() - first_seen.setdefault(key, time.monotonic())
+        if waited >= WAIT_NOTICE.total_seconds():
+            shown.add(key)
+            print(
+                f"  waiting  {waited:.0f} s for a worker to take {step}: every worker on task "
+                f"queue {TASK_QUEUE!r} is busy, or none is running; the run waits, nothing is lost",
+                flush=True,
+            )
+
+
 async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
     """Print each step of the run, through every run of its chain, as it
     happens, then its answer; return the exit status."""
     progress = Progress(client)
     run: WorkflowHandle[Any, str] | None = handle
+    waits = asyncio.create_task(show_waits(lambda: run or handle))
     try:
         while run is not None:
             next_run = None
@@ -243,6 +292,8 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
             file=sys.stderr,
         )
         raise
+    finally:
+        waits.cancel()
     print("Answer:")
     print(answer.rstrip("\n"), flush=True)
     return EXIT_COMPLETED
