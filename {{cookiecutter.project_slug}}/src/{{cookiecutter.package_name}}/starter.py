@@ -232,7 +232,8 @@ async def queued_step(run: WorkflowHandle[Any, str]) -> tuple[object, str] | Non
     description = (await run.describe()).raw_description
     task = description.pending_workflow_task
     if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
-        return ("workflow task", task.scheduled_time.ToNanoseconds()), "the run's next workflow task"
+        key = ("workflow task", task.scheduled_time.ToNanoseconds())
+        return key, "the run's next workflow task"
     scheduled = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
     for activity in description.pending_activities:
         backing_off = activity.next_attempt_schedule_time.ToNanoseconds() > time.time_ns()
