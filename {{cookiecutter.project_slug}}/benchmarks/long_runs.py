@@ -28,10 +28,7 @@ from collections.abc import Sequence
 
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.shared import (
-    TASK_QUEUE,
-    WORKFLOW_EXECUTION_TIMEOUT,
-)
+from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
 
 STEP = "seq 1 400"
 

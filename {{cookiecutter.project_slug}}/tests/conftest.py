@@ -24,9 +24,7 @@ from typing import TYPE_CHECKING
 import pytest
 {%- if secrets %}
 
-from {{ cookiecutter.package_name }}.shared import (
-    SANDBOX_SECRETS,
-)
+from {{ cookiecutter.package_name }}.shared import SANDBOX_SECRETS
 {%- endif %}
 
 if TYPE_CHECKING:

@@ -6,15 +6,9 @@ does."""
 
 from temporalio import workflow
 
-from {{ cookiecutter.package_name }}.chain import (
-    Carried,
-)
-from {{ cookiecutter.package_name }}.shared import (
-    SANDBOX_PROVIDER,
-)
-from {{ cookiecutter.package_name }}.workflow import (
-    SandboxAgentWorkflow,
-)
+from {{ cookiecutter.package_name }}.chain import Carried
+from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 
 @workflow.defn(name="LongSandboxAgentWorkflow")

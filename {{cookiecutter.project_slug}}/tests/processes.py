@@ -7,7 +7,6 @@ these helpers are marked ``process`` and left out of a plain
 
 import asyncio
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -96,10 +95,3 @@ async def service(command: list[str], environment: dict[str, str]) -> AsyncItera
         if process.returncode is None:
             process.kill()
             await process.wait()
-
-
-def closed_port() -> int:
-    """A local port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

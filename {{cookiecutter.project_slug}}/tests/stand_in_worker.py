@@ -1,23 +1,15 @@
-{% set remote = cookiecutter | remote_backends | sort -%}
-"""The service's worker with a local sandbox standing in for the remote
-{{ "backend" if remote | length == 1 else "backends" }}, which tests cannot reach: ``python -m tests.stand_in_worker``.
+"""The service's worker with a local sandbox standing in for each remote
+backend, which tests cannot reach: ``python -m tests.stand_in_worker``.
 Everything else (connection, plugin, model calls, signals) is the real worker's."""
 
-from {{ cookiecutter.package_name }} import (
-    worker,
-)
-from {{ cookiecutter.package_name }}.backends import (
-{%- for backend in remote %}
-    {{ backend }},
-{%- endfor %}
-)
+from {{ cookiecutter.package_name }} import worker
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 
-from .support import local_stand_in
+from .support import SANDBOXES_FOR_TESTS
 
 if __name__ == "__main__":
-    # The stand-in needs none of the remote backend's credentials.
+    # The stand-ins need none of the remote backends' credentials.
     worker.missing_credentials = lambda environ: None
-{%- for backend in remote %}
-    {{ backend }}.sandbox_client = local_stand_in  # type: ignore[assignment]
-{%- endfor %}
+    for provider, backend in SANDBOX_BACKENDS.items():
+        backend.sandbox_client = SANDBOXES_FOR_TESTS[provider]  # type: ignore[method-assign]
     worker.cli()

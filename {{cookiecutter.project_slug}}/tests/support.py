@@ -1,10 +1,10 @@
-{% set backends = cookiecutter | backends -%}
-{% set primary = cookiecutter.sandbox_backend -%}
 {% set remote = cookiecutter | remote_backends -%}
-"""Helpers that run the service's real worker with a scripted model."""
+"""Helpers that run the service's real worker with a scripted model, and
+read what a run's history records."""
 
 import asyncio
 import re
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -13,9 +13,6 @@ from typing import Any, NoReturn
 
 import pytest
 from agents import Model, OpenAIResponsesModel
-{%- if primary == "local" %}
-from agents.sandbox.errors import ConfigurationError, ErrorCode
-{%- endif %}
 {%- if remote %}
 from agents.sandbox.manifest import Manifest
 {%- endif %}
@@ -24,11 +21,6 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from agents.sandbox.session import SandboxSession
 {%- endif %}
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
-{%- if primary == "daytona" %}
-from daytona import DaytonaAuthenticationError
-{%- elif primary == "e2b" %}
-from e2b import AuthenticationException
-{%- endif %}
 from openai import AsyncOpenAI
 from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
@@ -37,47 +29,23 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-{% if "local" in backends -%}
-from {{ cookiecutter.package_name }}.backends import (
-    local,
-)
-{% endif -%}
-{% if primary == "docker" -%}
-from {{ cookiecutter.package_name }}.backends.docker import (
-    ImageUnavailable,
-)
+from {{ cookiecutter.package_name }} import worker
+{% if "local" in cookiecutter | backends -%}
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend, local
+{% else -%}
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend
 {% endif -%}
 from {{ cookiecutter.package_name }}.shared import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + ["MODEL"]) | sort %}
+{%- for constant in ((cookiecutter | providers | map("first") | list) + ["MODEL", "SANDBOX_SECRETS"]) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
 )
-from {{ cookiecutter.package_name }}.starter import (
-    chain_run,
-    continued_as,
-)
-from {{ cookiecutter.package_name }}.worker import (
-    MODEL_RETRY_POLICY,
-    agents_plugin,
-    build_worker,
-)
-from {{ cookiecutter.package_name }}.workflow import (
-    SandboxAgentWorkflow,
-)
-{%- if primary == "local" %}
+from {{ cookiecutter.package_name }}.starter import chain_run, continued_as, start
+from {{ cookiecutter.package_name }}.worker import MODEL_RETRY_POLICY, agents_plugin, build_worker
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
-# Why the stand-in below refuses to create a sandbox.
-REJECTION = "The sandbox configuration was rejected"
-{%- elif primary == "docker" %}
-
-# Why the stand-in below refuses to create a sandbox.
-REJECTION = "The image 'no-such-image' is not on the Docker engine and could not be pulled"
-{%- else %}
-
-# What the {{ "Daytona" if primary == "daytona" else "E2B" }} API answers a worker whose key it does not accept.
-REJECTION = "Invalid API key"
-{%- endif %}
+from .scripted_model import ScriptedModel
 
 # The longest a test may keep its worker running. A run of the scripted agent
 # takes a second or two; one still open after this long is stuck (sent to a
@@ -126,38 +94,97 @@ def sandboxes_for_tests(
     return sandboxes
 
 
-class RejectingSandbox(UnixLocalSandboxClient):
-{%- if primary == "daytona" %}
-    """A Daytona that rejects the worker's key: creating a sandbox raises the
-    error the Daytona SDK raises for a bad ``DAYTONA_API_KEY``."""
+def provider_of(backend: Backend) -> str:
+    """The name the worker registers ``backend`` under."""
+    [provider] = [name for name, each in SANDBOX_BACKENDS.items() if each is backend]
+    return provider
 
-    async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise DaytonaAuthenticationError(REJECTION, status_code=401)
-{%- elif primary == "e2b" %}
-    """An E2B that rejects the worker's key: creating a sandbox raises the
-    error the E2B SDK raises for a bad ``E2B_API_KEY``."""
 
-    async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise AuthenticationException(REJECTION)
-{%- elif primary == "docker" %}
-    """A Docker engine that cannot provide the image: creating a sandbox
-    raises the error the backend raises for an image it cannot pull."""
+# A value for every credential the worker needs: the model's key, each
+# backend's (the first of its choices) and each forwarded secret.
+CREDENTIALS = {
+    "OPENAI_API_KEY": "sk-test",
+    **{
+        name: "test-key"
+        for backend in SANDBOX_BACKENDS.values()
+        for name in next(iter(backend.REQUIRED_ENVIRONMENT), ())
+    },
+    **{name: "test-value" for name in SANDBOX_SECRETS},
+}
 
-    async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise ImageUnavailable(REJECTION)
+
+async def start_in(
+    client: Client, backend: Backend, prompt: str
+) -> WorkflowHandle[SandboxAgentWorkflow, str]:
+    """Start a run of the agent in ``backend``'s sandbox, as the starter does."""
+{%- if cookiecutter | additional_backends %}
+    return await start(client, prompt, provider=provider_of(backend))
 {%- else %}
-    """A local sandbox that cannot be set up: creating one raises the error
-    the SDK raises for a sandbox configuration that no retry can fix."""
+    assert backend is SANDBOX_BACKENDS[SANDBOX_PROVIDER]  # the service's only backend
+    return await start(client, prompt)
+{%- endif %}
+
+
+def refusal_without_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
+    """What the worker exits with when it has no credentials at all. The
+    Temporal address leads nowhere, so a worker that tried to connect would
+    fail differently."""
+    for alternatives, _ in worker.REQUIRED_CREDENTIALS:
+        for names in alternatives:
+            for name in names:
+                monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
+    # A string exit code: Python prints it on stderr and exits with status 1.
+    message = exited.value.code
+    assert isinstance(message, str)
+    return message
+
+
+def closed_address() -> str:
+    """A local address nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+class RejectingSandbox(UnixLocalSandboxClient):
+    """A sandbox service that refuses the worker: creating a sandbox raises
+    ``error``, as the backend's SDK does (for a key it does not accept, say)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(inherit_host_environment=False)
+        self.error = error
 
     async def create(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise ConfigurationError(
-            message=REJECTION,
-            error_code=ErrorCode.SANDBOX_CONFIG_INVALID,
-            op="start",
-            context={},
-            retryable=False,
-        )
-{%- endif %}
+        raise self.error
+
+
+async def assert_a_rejection_fails_the_run_at_once(
+    client: Client, backend: Backend, error: Exception, rejection: str
+) -> None:
+    """A run in ``backend``'s sandbox, whose service raises ``error`` (saying
+    ``rejection``), fails, saying why, after one attempt."""
+    provider = provider_of(backend)
+    async with running_worker(
+        client, ScriptedModel(["true"]), RejectingSandbox(error), provider=provider
+    ) as (plugged, _):
+        handle = await start_in(plugged, backend, "Do nothing.")
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+
+    cause: BaseException | None = failure.value
+    reasons = []
+    while cause is not None:
+        reasons.append(str(cause))
+        cause = cause.__cause__
+    assert any(rejection in reason for reason in reasons), reasons
+
+    # The sandbox was asked once: the error was not retried.
+    steps = await activities(handle)
+    assert len([step for step in steps if step.failed]) == 1
+    assert [step.attempt for step in steps if step.attempt][-1] == 1
 
 
 @asynccontextmanager
@@ -280,60 +307,56 @@ class CompletedRun:
 
 
 @dataclass
-class ActivityAttempt:
-    name: str
-    attempt: int
-    worker: str
-
-
-async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[ActivityAttempt]:
-    """Each activity the run started, in order: its name, which attempt it
-    was, and the identity of the worker that ran it."""
-    names: dict[int, str] = {}
-    attempts = []
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            names[event.event_id] = (
-                event.activity_task_scheduled_event_attributes.activity_type.name
-            )
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            started = event.activity_task_started_event_attributes
-            attempts.append(
-                ActivityAttempt(
-                    names[started.scheduled_event_id], started.attempt, started.identity
-                )
-            )
-    return attempts
-
-
-@dataclass
-class ScheduledStep:
-    """One activity as the workflow scheduled it, with the limits Temporal
-    recorded for it in the run's history."""
+class Activity:
+    """One activity of a run, as its history records it: the limits the
+    workflow scheduled it with and, once it started, the attempt that ran
+    last, on which worker, and whether it failed."""
 
     name: str
     start_to_close_timeout: timedelta
-    heartbeat_timeout: timedelta  # zero: the step does not heartbeat
+    heartbeat_timeout: timedelta  # zero: the activity does not heartbeat
     retry_policy: RetryPolicy
+    attempt: int = 0  # zero: it never started
+    worker: str = ""
+    failed: bool = False
 
     @property
     def is_sandbox_operation(self) -> bool:
         return sandbox_operation(self.name) is not None
 
 
-async def scheduled_steps(handle: WorkflowHandle[Any, Any]) -> list[ScheduledStep]:
-    """Each activity the run scheduled, in order."""
-    return [
-        ScheduledStep(
-            scheduled.activity_type.name,
-            scheduled.start_to_close_timeout.ToTimedelta(),
-            scheduled.heartbeat_timeout.ToTimedelta(),
-            RetryPolicy.from_proto(scheduled.retry_policy),
-        )
-        async for event in handle.fetch_history_events()
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        for scheduled in [event.activity_task_scheduled_event_attributes]
-    ]
+def activities_in(history: WorkflowHistory) -> list[Activity]:
+    """Each activity a run's history records, in the order it was scheduled."""
+    scheduled: dict[int, Activity] = {}
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = Activity(
+                attributes.activity_type.name,
+                attributes.start_to_close_timeout.ToTimedelta(),
+                attributes.heartbeat_timeout.ToTimedelta(),
+                RetryPolicy.from_proto(attributes.retry_policy),
+            )
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = event.activity_task_started_event_attributes
+            activity = scheduled[started.scheduled_event_id]
+            activity.attempt, activity.worker = started.attempt, started.identity
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+            scheduled[event.activity_task_failed_event_attributes.scheduled_event_id].failed = True
+    return list(scheduled.values())
+
+
+async def activities(handle: WorkflowHandle[Any, Any]) -> list[Activity]:
+    """Each activity of a run, in the order it was scheduled."""
+    return activities_in(await handle.fetch_history())
+
+
+async def assert_scheduled_not_to_retry(run: CompletedRun, errors: tuple[str, ...]) -> None:
+    """Every sandbox operation of ``run`` is scheduled not to retry ``errors``."""
+    sandbox_steps = [step for step in await activities(run.handle) if step.is_sandbox_operation]
+    assert sandbox_steps
+    for step in sandbox_steps:
+        assert set(errors) <= set(step.retry_policy.non_retryable_error_types or ())
 
 
 def started_id(output: str) -> str:

@@ -1,27 +1,9 @@
 """The agent does real work in a real sandbox, through Temporal activities."""
 
-from typing import Any
+from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle
-
-from {{ cookiecutter.package_name }}.shared import (
-    SANDBOX_PROVIDER,
-    TASK_QUEUE,
-)
-from {{ cookiecutter.package_name }}.workflow import (
-    SandboxAgentWorkflow,
-)
-
-from .support import CompletedRun
-
-
-async def activity_types(handle: WorkflowHandle[Any, Any]) -> list[str]:
-    return [
-        event.activity_task_scheduled_event_attributes.activity_type.name
-        async for event in handle.fetch_history_events()
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+from .support import CompletedRun, activities
 
 
 async def test_agent_writes_a_file_in_the_sandbox_and_reads_it_back(
@@ -35,7 +17,7 @@ async def test_every_sandbox_operation_is_an_activity_named_after_the_provider(
     completed_run: CompletedRun,
 ) -> None:
     sandbox_activities = [
-        name for name in await activity_types(completed_run.handle) if "sandbox_" in name
+        a.name for a in await activities(completed_run.handle) if a.is_sandbox_operation
     ]
     assert f"{SANDBOX_PROVIDER}-sandbox_client_create" in sandbox_activities
     assert f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start" in sandbox_activities

@@ -1,4 +1,3 @@
-{% set extras = cookiecutter | additional_backends -%}
 """The worker and the starter as a user runs them.
 
 The tests marked ``process`` run the installed commands as separate
@@ -19,36 +18,19 @@ import pytest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }} import (
-    starter,
-    worker,
-)
-{%- if extras %}
-from {{ cookiecutter.package_name }}.backends import (
-    SANDBOX_BACKENDS,
-)
-{%- else %}
-from {{ cookiecutter.package_name }}.backends import (
-    {{ cookiecutter.sandbox_backend }},
-)
-from {{ cookiecutter.package_name }}.shared import (
-    SANDBOX_PROVIDER,
-)
-{%- endif %}
+from {{ cookiecutter.package_name }} import starter, worker
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 
-from .processes import SCRIPTS, STARTER, WORKER, closed_port, service, service_environment
+from .processes import SCRIPTS, STARTER, WORKER, service, service_environment
 from .scripted_openai import scripted_openai_server
+from .support import closed_address
 
 WRITE_THEN_READ = [
     "printf 'written before the kill\\n' > note.txt",
     "cat note.txt",
 ]
 # Every sandbox backend the worker builds a client for, by provider name.
-{%- if extras %}
 BACKENDS = list(SANDBOX_BACKENDS.items())
-{%- else %}
-BACKENDS = [(SANDBOX_PROVIDER, {{ cookiecutter.sandbox_backend }})]
-{%- endif %}
 
 
 @pytest.mark.process
@@ -125,7 +107,7 @@ def test_the_worker_command_without_credentials_prints_one_line_and_exits_1() ->
 def test_the_starter_says_in_one_line_where_it_could_not_connect(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    address = f"127.0.0.1:{closed_port()}"
+    address = closed_address()
     monkeypatch.setenv("TEMPORAL_ADDRESS", address)
     monkeypatch.setattr(sys, "argv", ["starter", "Say hello."])
     with pytest.raises(SystemExit) as exited:
@@ -154,7 +136,7 @@ def test_the_worker_refuses_to_start_when_a_sandbox_backend_cannot_be_built(
     monkeypatch.setattr(worker, "missing_credentials", lambda environ: None)
     # Nothing listens here: had the worker tried to connect first, it would
     # have failed with a different message.
-    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())
     with pytest.raises(SystemExit) as refused:
         worker.main([])
 

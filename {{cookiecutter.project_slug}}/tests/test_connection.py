@@ -4,16 +4,14 @@ The same ``temporalio.envconfig`` settings steer the worker and the starter,
 so moving from the dev server to Temporal Cloud is a change of environment.
 """
 
-import socket
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.connection import (
-    ConnectionFailed,
-    connect,
-)
+from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
+
+from .support import closed_address
 
 TEMPORAL_VARIABLES = (
     "TEMPORAL_ADDRESS",
@@ -23,12 +21,6 @@ TEMPORAL_VARIABLES = (
     "TEMPORAL_PROFILE",
     "TEMPORAL_CONFIG_FILE",
 )
-
-
-def unused_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
 
 
 @pytest.fixture
@@ -47,7 +39,7 @@ async def test_a_profile_file_chooses_address_and_namespace(
     profiles = tmp_path / "temporal.toml"
     profiles.write_text(
         "[profile.default]\n"
-        f'address = "{unused_address()}"\n'
+        f'address = "{closed_address()}"\n'
         "\n"
         "[profile.staging]\n"
         f'address = "{address}"\n'
@@ -108,7 +100,7 @@ async def test_with_nothing_set_it_looks_for_a_dev_server_on_localhost(
 
 
 async def test_an_unreachable_address_is_one_clear_error(clean_env: pytest.MonkeyPatch) -> None:
-    address = unused_address()
+    address = closed_address()
     clean_env.setenv("TEMPORAL_ADDRESS", address)
 
     with pytest.raises(ConnectionFailed) as failed:

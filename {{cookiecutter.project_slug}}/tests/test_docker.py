@@ -1,4 +1,3 @@
-{% set primary = cookiecutter.sandbox_backend == "docker" -%}
 """The Docker backend on a real Docker engine: the agent's commands run in a
 container of their own, a run outlives its worker in that same container, and
 the container is gone when the run ends.
@@ -30,9 +29,11 @@ import pytest
 from agents import Model, ModelResponse
 from agents.sandbox.sandboxes.docker import DockerSandboxClientOptions
 from agents.sandbox.session import SandboxSession
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
+from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from {{ cookiecutter.package_name }}.backends import docker
 from {{ cookiecutter.package_name }}.backends.docker import (
     IMAGE,
     PROVIDER_LABEL,
@@ -42,23 +43,23 @@ from {{ cookiecutter.package_name }}.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
-from {{ cookiecutter.package_name }}.shared import (
-    {{ "SANDBOX_PROVIDER" if primary else "DOCKER_PROVIDER" }},
-)
-from {{ cookiecutter.package_name }}.starter import (
-    start,
-)
 
-from .processes import closed_port
 from .scripted_model import ScriptedModel, tool_outputs
 from .support import (
     DROPPED_RUNS_CLOSED,
-    activity_attempts,
+    CompletedRun,
+    activities,
+    assert_a_rejection_fails_the_run_at_once,
+    assert_scheduled_not_to_retry,
+    closed_address,
+    failure_of,
+    provider_of,
     running_worker,
+    start_in,
 )
 
 # The name the worker registers the Docker backend under.
-PROVIDER = {{ "SANDBOX_PROVIDER" if primary else "DOCKER_PROVIDER" }}
+PROVIDER = provider_of(docker)
 
 # The image the tests build when the engine does not have IMAGE: busybox's
 # shell and tools, nothing else.
@@ -154,10 +155,6 @@ def docker_worker(
     return running_worker(client, model, sandbox, provider=PROVIDER, **options)
 
 
-async def start_in_docker(client: Client, prompt: str) -> WorkflowHandle[Any, str]:
-    return await start(client, prompt{{ ", provider=PROVIDER" if not primary }})
-
-
 def containers_of(engine: Any, handle: WorkflowHandle[Any, Any]) -> list[Any]:
     """The containers labelled with this run, running or not."""
     return list(
@@ -193,6 +190,38 @@ def printed(output: str, name: str) -> str:
     return found.group(1).strip()
 
 
+def test_docker_options_come_from_the_answers() -> None:
+    options = docker.sandbox_options()
+    assert options.image == {{ cookiecutter.docker_image | tojson }}
+{%- if cookiecutter.docker_network == "none" %}
+    assert options.network_mode == "none"
+{%- else %}
+    assert options.network_mode is None  # Docker's default network, bridge
+{%- endif %}
+    # The worker labels each container when it creates it (below).
+    assert options.labels == {}
+    assert docker.REQUIRED_ENVIRONMENT == ()
+
+
+async def test_docker_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
+    completed_run: CompletedRun,
+) -> None:
+    errors = (docker.ImageUnavailable, docker.ContainerRefused, ImageNotFound, NotFound)
+    assert sorted(docker.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+    # Every sandbox operation of a run is scheduled not to retry them.
+    await assert_scheduled_not_to_retry(completed_run, docker.NON_RETRYABLE_ERRORS)
+
+
+async def test_an_engine_that_cannot_provide_the_image_fails_the_run_at_once(
+    temporal_client: Client,
+) -> None:
+    # The error the backend raises for an image it cannot pull (on a local
+    # stand-in: this test needs no engine).
+    rejection = "The image 'no-such-image' is not on the Docker engine and could not be pulled"
+    error = docker.ImageUnavailable(rejection)
+    await assert_a_rejection_fails_the_run_at_once(temporal_client, docker, error, rejection)
+
+
 def test_without_an_engine_the_worker_is_told_where_it_looked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -216,7 +245,7 @@ async def test_commands_run_in_a_container_not_on_the_workers_host(
         "echo interfaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort)"
     )
     async with docker_worker(temporal_client, ScriptedModel([command]), sandbox) as (client, _):
-        handle = await start_in_docker(client, "Where am I?")
+        handle = await start_in(client, docker, "Where am I?")
         answer = await handle.result()
 
     assert printed(answer, "directory") == WORKSPACE_ROOT
@@ -236,7 +265,7 @@ async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
 ) -> None:
     model = PausesAfterTheFirstCommand(["hostname", "echo done"])
     async with docker_worker(temporal_client, model, sandbox) as (client, _):
-        handle = await start_in_docker(client, "Say your name, then done.")
+        handle = await start_in(client, docker, "Say your name, then done.")
         await model.first_command_done.wait()
         [container] = containers_of(engine, handle)
         model.go_on.set()
@@ -272,7 +301,7 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),
     ) as (client, _):
-        handle = await start_in_docker(client, "Write a note, then read it back.")
+        handle = await start_in(client, docker, "Write a note, then read it back.")
         await stalling.first_command_done.wait()
     # The worker is gone; the run's container is still there.
     [container] = containers_of(engine, handle)
@@ -287,7 +316,7 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
 
     assert "written before the restart" in answer
     assert container.id[:12] in answer
-    attempts = await activity_attempts(handle)
+    attempts = await activities(handle)
     commands_run = [
         a.worker for a in attempts if a.name == f"{PROVIDER}-sandbox_session_pty_exec_start"
     ]
@@ -300,24 +329,20 @@ async def test_an_image_that_cannot_be_pulled_fails_the_run_at_once_saying_why(
     temporal_client: Client, engine: Any
 ) -> None:
     # A registry on this machine where nothing listens: the pull fails at once.
-    missing = f"127.0.0.1:{closed_port()}/no-such-image:never"
+    missing = f"{closed_address()}/no-such-image:never"
     began = time.monotonic()
     async with docker_worker(
         temporal_client, ScriptedModel(["true"]), ImageForTests(engine, missing)
     ) as (client, _):
-        handle = await start_in_docker(client, "Do nothing.")
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
+        handle = await start_in(client, docker, "Do nothing.")
+        reason = await failure_of(handle)
 
-    reason = str(getattr(failed.value.cause, "message", failed.value.cause))
     assert reason.startswith(
         f"The agent could not finish: the sandbox operation {PROVIDER}-sandbox_client_create"
         " failed with an error that retrying cannot fix:"
         f" The image {missing!r} is not on the Docker engine and could not be pulled: "
     )
-    creates = [
-        a for a in await activity_attempts(handle) if a.name == f"{PROVIDER}-sandbox_client_create"
-    ]
+    creates = [a for a in await activities(handle) if a.name == f"{PROVIDER}-sandbox_client_create"]
     assert [a.attempt for a in creates] == [1]
     assert time.monotonic() - began < 30
     assert containers_of(engine, handle) == []
@@ -333,11 +358,9 @@ async def test_an_image_without_the_tools_the_sandbox_needs_fails_the_run_at_onc
     async with docker_worker(
         temporal_client, ScriptedModel(["true"]), ImageForTests(engine, empty)
     ) as (client, _):
-        handle = await start_in_docker(client, "Do nothing.")
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
+        handle = await start_in(client, docker, "Do nothing.")
+        reason = await failure_of(handle)
 
-    reason = str(getattr(failed.value.cause, "message", failed.value.cause))
     assert f"The Docker engine refused a container from image {empty!r}: " in reason
     assert "tail" in reason
     assert containers_of(engine, handle) == []

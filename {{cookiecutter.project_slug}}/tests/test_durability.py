@@ -15,24 +15,17 @@ from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_PROVIDER,
 )
-from {{ cookiecutter.package_name }}.starter import (
-    start,
-)
-from {{ cookiecutter.package_name }}.worker import (
-    agents_plugin,
-)
-from {{ cookiecutter.package_name }}.workflow import (
-    SandboxAgentWorkflow,
-)
+from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.worker import agents_plugin
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel, tool_outputs
 from .support import (
     DROPPED_RUNS_CLOSED,
     CompletedRun,
-    activity_attempts,
+    activities,
     running_worker,
     sandboxes_for_tests,
-    scheduled_steps,
 )
 
 # Workers here drop runs part-way: see `collect_dropped_runs` (conftest.py).
@@ -87,7 +80,7 @@ async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sa
 
     # The second command saw the file the first one wrote...
     assert "written before the restart" in answer
-    attempts = await activity_attempts(handle)
+    attempts = await activities(handle)
     commands = [a.worker for a in attempts if a.name == COMMAND]
     # ...even though each ran on a different worker...
     assert commands == ["first-worker", "second-worker"]
@@ -103,7 +96,7 @@ async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_o
     # worker 10 s after its last heartbeat. A sandbox operation does not
     # (a heartbeat timeout would cut long commands off and run them again):
     # one in flight is retried once its own timeout passes.
-    steps = await scheduled_steps(completed_run.handle)
+    steps = await activities(completed_run.handle)
     assert {step.is_sandbox_operation for step in steps} == {True, False}
     for step in steps:
         if step.is_sandbox_operation:

@@ -32,11 +32,11 @@ from .processes import (
     WORKER,
     WORKER_MODULE,
     Service,
-    closed_port,
     service,
     service_environment,
 )
 from .scripted_openai import scripted_openai_server
+from .support import closed_address
 
 pytestmark = pytest.mark.process
 
@@ -80,7 +80,7 @@ async def test_the_starter_exits_with_its_documented_status_every_time(
     temporal_client: Client,
 ) -> None:
     address = temporal_client.service_client.config.target_host
-    unreachable = f"127.0.0.1:{closed_port()}"
+    unreachable = closed_address()
     tally = Tally()
     with scripted_openai_server(["echo all-done"]) as model:
         environment = service_environment(address, model.url)

@@ -15,25 +15,13 @@ from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDER,
     WORKFLOW_EXECUTION_TIMEOUT,
 )
-from {{ cookiecutter.package_name }}.starter import (
-    run,
-    start,
-)
-from {{ cookiecutter.package_name }}.worker import (
-    MODEL_RETRY_POLICY,
-)
+from {{ cookiecutter.package_name }}.starter import run, start
+from {{ cookiecutter.package_name }}.worker import MODEL_RETRY_POLICY
 
 from .failing_sandbox import FailingSandbox, busy_sandbox, deleted_sandbox, unreachable_image
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
-from .support import (
-    CompletedRun,
-    activity_attempts,
-    failure_of,
-    openai_model,
-    running_worker,
-    scheduled_steps,
-)
+from .support import CompletedRun, activities, failure_of, openai_model, running_worker
 
 
 def back_off(policy: RetryPolicy) -> timedelta:
@@ -58,7 +46,7 @@ async def test_every_step_gives_up_after_a_few_attempts(completed_run: Completed
     # A sandbox operation is attempted at most 5 times, over about 15 s of
     # back-off; a model call at most 8 times, over about 3 minutes. Unlimited
     # attempts (0) would let a run that cannot finish retry for ever.
-    steps = await scheduled_steps(completed_run.handle)
+    steps = await activities(completed_run.handle)
     sandbox = [step.retry_policy for step in steps if step.is_sandbox_operation]
     model = [step.retry_policy for step in steps if not step.is_sandbox_operation]
     assert sandbox and model
@@ -184,7 +172,7 @@ async def test_a_command_that_fails_once_is_retried_and_the_run_completes(
     assert "42" in answer
     commands = [
         a.attempt
-        for a in await activity_attempts(handle)
+        for a in await activities(handle)
         if a.name == f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
     ]
     assert commands == [2]
@@ -206,7 +194,7 @@ async def test_a_sandbox_that_fails_to_start_once_is_retried_and_the_run_complet
     assert "ready" in answer
     creates = [
         a.attempt
-        for a in await activity_attempts(handle)
+        for a in await activities(handle)
         if a.name == f"{SANDBOX_PROVIDER}-sandbox_client_create"
     ]
     assert creates == [2]

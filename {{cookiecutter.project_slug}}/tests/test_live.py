@@ -11,21 +11,10 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.backends import (
-    SANDBOX_BACKENDS,
-)
-from {{ cookiecutter.package_name }}.shared import (
-    TASK_QUEUE,
-    WORKFLOW_EXECUTION_TIMEOUT,
-)
-from {{ cookiecutter.package_name }}.worker import (
-    agents_plugin,
-    build_worker,
-    missing_credentials,
-)
-from {{ cookiecutter.package_name }}.workflow import (
-    SandboxAgentWorkflow,
-)
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker, missing_credentials
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 pytestmark = pytest.mark.live
 

@@ -24,19 +24,16 @@ from {{ cookiecutter.package_name }}.shared import (
     TASK_QUEUE,
     WORKFLOW_EXECUTION_TIMEOUT,
 )
-from {{ cookiecutter.package_name }}.starter import (
-    attach,
-)
-from {{ cookiecutter.package_name }}.worker import (
-    agents_plugin,
-)
+from {{ cookiecutter.package_name }}.starter import attach
+from {{ cookiecutter.package_name }}.worker import agents_plugin
 
 from .long_workflow import BudgetedSandboxAgentWorkflow, LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
 from .support import (
     RunOfChain,
-    activity_attempts,
+    activities,
+    activities_in,
     failure_of,
     openai_model,
     running_worker,
@@ -72,12 +69,7 @@ async def start_long(client: Client, prompt: str) -> WorkflowHandle[LongSandboxA
 def operations(runs: Sequence[RunOfChain], operation: str) -> int:
     """How many times the chain scheduled one sandbox operation."""
     name = f"{SANDBOX_PROVIDER}-{operation}"
-    return sum(
-        1
-        for run in runs
-        for event in run.history.events
-        if event.activity_task_scheduled_event_attributes.activity_type.name == name
-    )
+    return [a.name for run in runs for a in activities_in(run.history)].count(name)
 
 
 @pytest.fixture(scope="session")
@@ -228,7 +220,7 @@ async def test_cancelling_a_chain_cancels_its_latest_run_and_removes_the_sandbox
         runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
         deletes = [
             attempt
-            for attempt in await activity_attempts(client.get_workflow_handle(handle.id))
+            for attempt in await activities(client.get_workflow_handle(handle.id))
             if attempt.name.endswith("-sandbox_client_delete")
         ]
 

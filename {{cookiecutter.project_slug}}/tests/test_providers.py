@@ -3,32 +3,17 @@
 import uuid
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from {{ cookiecutter.package_name }} import (
-    starter,
-)
-from {{ cookiecutter.package_name }}.backends import (
-    SANDBOX_BACKENDS,
-)
-from {{ cookiecutter.package_name }}.shared import (
-    SANDBOX_PROVIDER,
-    TASK_QUEUE,
-)
-from {{ cookiecutter.package_name }}.starter import (
-    attach,
-    run,
-    start,
-)
-from {{ cookiecutter.package_name }}.workflow import (
-    SandboxAgentWorkflow,
-)
+from {{ cookiecutter.package_name }} import starter
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.starter import attach, run, start
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
-from .processes import closed_port
 from .scripted_model import ScriptedModel
-from .support import running_worker, started_id
+from .support import activities, closed_address, running_worker, started_id
 
 
 @pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))
@@ -41,12 +26,7 @@ async def test_each_registered_provider_runs_the_agent(
         answer = await handle.result()
 
     assert "42" in answer
-    sandbox_activities = [
-        event.activity_task_scheduled_event_attributes.activity_type.name
-        async for event in handle.fetch_history_events()
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and "sandbox_" in event.activity_task_scheduled_event_attributes.activity_type.name
-    ]
+    sandbox_activities = [a.name for a in await activities(handle) if a.is_sandbox_operation]
     assert f"{provider}-sandbox_client_create" in sandbox_activities
     assert all(name.startswith(f"{provider}-") for name in sandbox_activities)
 
@@ -57,11 +37,7 @@ async def test_a_run_without_a_provider_uses_the_primary_one(temporal_client: Cl
         handle = await start(client, "Do nothing.")
         await handle.result()
 
-    scheduled = [
-        event.activity_task_scheduled_event_attributes.activity_type.name
-        async for event in handle.fetch_history_events()
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    scheduled = [a.name for a in await activities(handle)]
     assert f"{SANDBOX_PROVIDER}-sandbox_client_create" in scheduled
 
 
@@ -110,7 +86,7 @@ def test_the_starter_refuses_an_unknown_provider_before_starting_a_run(
 ) -> None:
     # Nothing listens here: a starter that tried to start the run would
     # exit 2, unable to connect.
-    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())
     with pytest.raises(SystemExit) as refused:
         starter.main(["--provider", "nowhere", "Do nothing."])
 

@@ -8,19 +8,9 @@ import uuid
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from {{ cookiecutter.package_name }} import (
-    starter,
-)
-from {{ cookiecutter.package_name }}.shared import (
-    SANDBOX_PROVIDER,
-    TASK_QUEUE,
-)
-from {{ cookiecutter.package_name }}.starter import (
-    attach,
-    run,
-    start,
-    web_ui_link,
-)
+from {{ cookiecutter.package_name }} import starter
+from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.starter import attach, run, start, web_ui_link
 
 from .scripted_model import ScriptedModel
 from .support import RUN_TIME_LIMIT, run_time_limit, running_worker, started_id

@@ -1,0 +1,94 @@
+"""The Daytona backend: its client, its options and its credentials come from
+the answers, and Daytona's errors that no retry fixes end a run at once. The
+tests cannot reach Daytona: its SDK's errors are raised by a local stand-in."""
+
+import pytest
+from agents.extensions.sandbox.daytona import DaytonaSandboxClient
+from daytona import (
+    DaytonaAuthenticationError,
+    DaytonaAuthorizationError,
+    DaytonaNotFoundError,
+    DaytonaValidationError,
+)
+from temporalio.client import Client
+
+from {{ cookiecutter.package_name }} import worker
+from {{ cookiecutter.package_name }}.backends import daytona
+
+from .support import (
+    CREDENTIALS,
+    CompletedRun,
+    assert_a_rejection_fails_the_run_at_once,
+    assert_scheduled_not_to_retry,
+    refusal_without_credentials,
+)
+
+
+def test_daytona_client_and_options_come_from_the_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DAYTONA_API_KEY", "test-key")
+    assert isinstance(daytona.sandbox_client(), DaytonaSandboxClient)
+
+    options = daytona.sandbox_options()
+    assert options.auto_stop_interval == {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
+    assert options.create_timeout == {{ cookiecutter.daytona_create_timeout_seconds | int }}
+    assert options.pause_on_exit is {{ "True" if cookiecutter.daytona_pause_on_exit else "False" }}
+{%- if cookiecutter.daytona_image %}
+    assert options.image == {{ cookiecutter.daytona_image | tojson }}
+{%- else %}
+    assert options.image is None
+{%- endif %}
+{%- if cookiecutter.daytona_snapshot %}
+    assert options.sandbox_snapshot_name == {{ cookiecutter.daytona_snapshot | tojson }}
+{%- else %}
+    assert options.sandbox_snapshot_name is None
+{%- endif %}
+    # Credentials never travel with the options: those land in history.
+    assert not options.env_vars
+
+
+def test_a_worker_without_credentials_asks_for_a_daytona_key_or_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = refusal_without_credentials(monkeypatch)
+
+    assert "DAYTONA_API_KEY" in message
+    assert "DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID" in message
+    assert daytona.CREDENTIALS_URL in message
+
+
+def test_a_daytona_token_with_its_organization_stands_in_for_the_key() -> None:
+    token_instead_of_key = {
+        **{name: value for name, value in CREDENTIALS.items() if name != "DAYTONA_API_KEY"},
+        "DAYTONA_JWT_TOKEN": "test-token",
+        "DAYTONA_ORGANIZATION_ID": "test-org",
+    }
+    assert worker.missing_credentials(token_instead_of_key) is None
+    del token_instead_of_key["DAYTONA_ORGANIZATION_ID"]
+    assert "DAYTONA_ORGANIZATION_ID" in str(worker.missing_credentials(token_instead_of_key))
+
+
+async def test_daytona_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
+    completed_run: CompletedRun,
+) -> None:
+    # Temporal records an activity's error type as the exception's class
+    # name, which for some of these differs from the name they are imported by.
+    errors = (
+        DaytonaAuthenticationError,
+        DaytonaAuthorizationError,
+        DaytonaNotFoundError,
+        DaytonaValidationError,
+    )
+    assert sorted(daytona.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+    # Every sandbox operation of a run is scheduled not to retry them.
+    await assert_scheduled_not_to_retry(completed_run, daytona.NON_RETRYABLE_ERRORS)
+
+
+async def test_a_daytona_that_rejects_the_workers_key_fails_the_run_at_once(
+    temporal_client: Client,
+) -> None:
+    # What the Daytona API answers a worker whose key it does not accept.
+    rejection = "Invalid API key"
+    error = DaytonaAuthenticationError(rejection, status_code=401)
+    await assert_a_rejection_fails_the_run_at_once(temporal_client, daytona, error, rejection)

@@ -1,0 +1,73 @@
+"""The E2B backend: its client, its options and its credentials come from the
+answers, and E2B's errors that no retry fixes end a run at once. The tests
+cannot reach E2B: its SDK's errors are raised by a local stand-in."""
+
+import pytest
+from agents.extensions.sandbox.e2b import E2BSandboxClient
+from e2b import (
+    AuthenticationException,
+    InvalidArgumentException,
+    NotFoundException,
+    SandboxNotFoundException,
+    TemplateException,
+)
+from temporalio.client import Client
+
+from {{ cookiecutter.package_name }}.backends import e2b
+
+from .support import (
+    CompletedRun,
+    assert_a_rejection_fails_the_run_at_once,
+    assert_scheduled_not_to_retry,
+    refusal_without_credentials,
+)
+
+
+def test_e2b_client_and_options_come_from_the_answers() -> None:
+    assert isinstance(e2b.sandbox_client(), E2BSandboxClient)
+
+    options = e2b.sandbox_options()
+    assert options.sandbox_type == {{ cookiecutter.e2b_sandbox_type | tojson }}
+{%- if cookiecutter.e2b_template %}
+    assert options.template == {{ cookiecutter.e2b_template | tojson }}
+{%- else %}
+    assert options.template is None
+{%- endif %}
+    assert options.timeout == {{ cookiecutter.e2b_timeout_seconds | int }}
+    assert options.on_timeout == {{ cookiecutter.e2b_on_timeout | tojson }}
+    assert options.pause_on_exit is {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
+    # Credentials never travel with the options: those land in history.
+    assert not options.envs
+
+
+def test_a_worker_without_credentials_asks_for_an_e2b_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = refusal_without_credentials(monkeypatch)
+
+    assert "E2B_API_KEY" in message
+    assert e2b.CREDENTIALS_URL in message
+
+
+async def test_e2b_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
+    completed_run: CompletedRun,
+) -> None:
+    errors = (
+        AuthenticationException,
+        NotFoundException,
+        SandboxNotFoundException,
+        InvalidArgumentException,
+        TemplateException,
+    )
+    assert sorted(e2b.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+    # Every sandbox operation of a run is scheduled not to retry them.
+    await assert_scheduled_not_to_retry(completed_run, e2b.NON_RETRYABLE_ERRORS)
+
+
+async def test_an_e2b_that_rejects_the_workers_key_fails_the_run_at_once(
+    temporal_client: Client,
+) -> None:
+    # What the E2B API answers a worker whose key it does not accept.
+    rejection = "Invalid API key"
+    error = AuthenticationException(rejection)
+    await assert_a_rejection_fails_the_run_at_once(temporal_client, e2b, error, rejection)

@@ -1,0 +1,48 @@
+"""The local backend: a shell on the worker's own host, which sees none of
+the worker's environment, and whose configuration errors end a run at once."""
+
+import pytest
+from agents.sandbox.errors import ConfigurationError, ErrorCode
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from temporalio.client import Client
+
+from {{ cookiecutter.package_name }}.backends import local
+
+from .scripted_model import ScriptedModel
+from .support import assert_a_rejection_fails_the_run_at_once, running_worker, start_in
+
+
+def test_local_client_is_a_shell_on_the_workers_host() -> None:
+    assert isinstance(local.sandbox_client(), UnixLocalSandboxClient)
+    assert local.REQUIRED_ENVIRONMENT == ()
+
+
+async def test_the_sandbox_shell_does_not_see_the_workers_environment(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The local backend's shell runs on the worker's host, beside its secrets.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-worker-secret-canary")
+    monkeypatch.setenv("WORKER_ONLY_SETTING", "worker-only-canary")
+    async with running_worker(temporal_client, ScriptedModel(["env"])) as (client, _):
+        handle = await start_in(client, local, "Show me your environment.")
+        environment = await handle.result()
+
+    assert "PATH=" in environment  # the command did run and print the environment
+    assert "OPENAI_API_KEY" not in environment
+    assert "sk-worker-secret-canary" not in environment
+    assert "worker-only-canary" not in environment
+
+
+async def test_a_sandbox_that_cannot_be_set_up_fails_the_run_at_once(
+    temporal_client: Client,
+) -> None:
+    # The error the SDK raises for a sandbox configuration that no retry can fix.
+    rejection = "The sandbox configuration was rejected"
+    error = ConfigurationError(
+        message=rejection,
+        error_code=ErrorCode.SANDBOX_CONFIG_INVALID,
+        op="start",
+        context={},
+        retryable=False,
+    )
+    await assert_a_rejection_fails_the_run_at_once(temporal_client, local, error, rejection)
