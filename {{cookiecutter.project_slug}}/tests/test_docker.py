@@ -18,7 +18,6 @@ import shutil
 import socket
 import struct
 import tarfile
-import time
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
@@ -268,10 +267,9 @@ async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
         handle = await start_in(client, docker, "Say your name, then done.")
         await model.first_command_done.wait()
         [container] = containers_of(engine, handle)
+        stop_signal = engine.api.inspect_container(container.id)["Config"].get("StopSignal")
         model.go_on.set()
-        released = time.monotonic()
         answer = await handle.result()
-        finishing = time.monotonic() - released
 
     assert container.labels[WORKFLOW_LABEL] == handle.id
     assert container.labels[PROVIDER_LABEL] == PROVIDER
@@ -279,8 +277,9 @@ async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
     assert container.id[:12] in model.first_output
     assert "done" in answer
     assert containers_of(engine, handle) == []
-    # The teardown does not wait out Docker's 10 s grace period for a stop.
-    assert finishing < 8
+    # The teardown stops the container with SIGKILL: it does not wait out
+    # Docker's 10 s grace period for a shell that ignores SIGTERM.
+    assert stop_signal == "SIGKILL"
 
 
 @pytest.mark.usefixtures("collect_dropped_runs")
@@ -330,7 +329,6 @@ async def test_an_image_that_cannot_be_pulled_fails_the_run_at_once_saying_why(
 ) -> None:
     # A registry on this machine where nothing listens: the pull fails at once.
     missing = f"{closed_address()}/no-such-image:never"
-    began = time.monotonic()
     async with docker_worker(
         temporal_client, ScriptedModel(["true"]), ImageForTests(engine, missing)
     ) as (client, _):
@@ -343,8 +341,8 @@ async def test_an_image_that_cannot_be_pulled_fails_the_run_at_once_saying_why(
         f" The image {missing!r} is not on the Docker engine and could not be pulled: "
     )
     creates = [a for a in await activities(handle) if a.name == f"{PROVIDER}-sandbox_client_create"]
+    # At once: one attempt, no retry.
     assert [a.attempt for a in creates] == [1]
-    assert time.monotonic() - began < 30
     assert containers_of(engine, handle) == []
 
 

@@ -3,17 +3,125 @@
 Exit statuses are checked as the numbers the README documents, which scripts
 rely on, not as the starter's own names for them."""
 
+import asyncio
+import json
+import subprocess
+import sys
 import uuid
+from datetime import timedelta
+from typing import Any
 
 import pytest
+from agents import ModelResponse
+from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from {{ cookiecutter.package_name }} import starter
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.chain import Carried
+from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE, WORKFLOW_TYPE
 from {{ cookiecutter.package_name }}.starter import attach, run, start, web_ui_link
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import RUN_TIME_LIMIT, run_time_limit, running_worker, started_id
+
+
+def test_the_starter_names_the_workflow_the_worker_registers_and_sends_what_it_takes() -> None:
+    # The starter starts runs by the workflow's type name instead of importing
+    # it; start() sends the prompt and the provider and expects text back.
+    definition = workflow._Definition.must_from_class(SandboxAgentWorkflow)
+
+    assert definition.name == WORKFLOW_TYPE
+    assert definition.arg_types == [str, str, Carried | None]
+    assert definition.ret_type is str
+
+
+def test_the_starter_loads_temporals_client_and_not_the_agents_sdk() -> None:
+    # What keeps --help, --no-wait and a followed run's first line to a
+    # fraction of a second of CPU (benchmarks/starter.py measures them).
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, {{ cookiecutter.package_name }}.starter; print(*sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+    assert "temporalio.client" in loaded
+    heavy = ("agents", "openai", "temporalio.openai_agents", "{{ cookiecutter.package_name }}.workflow")
+    assert [name for name in loaded if name.startswith(heavy)] == []
+
+
+class HoldsOneRun(ScriptedModel):
+    """Answers the run given ``prompt`` only once ``go_on`` is set; ``holding``
+    is set when its first call waits. Other runs get their answers at once."""
+
+    def __init__(self, commands: list[str], prompt: str) -> None:
+        super().__init__(commands)
+        self.prompt = prompt
+        self.holding = asyncio.Event()
+        self.go_on = asyncio.Event()
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        if self.prompt in json.dumps(input, default=str):
+            self.holding.set()
+            await self.go_on.wait()
+        return await super().get_response(system_instructions, input, *args, **kwargs)
+
+
+async def printed(capsys: pytest.CaptureFixture[str], text: str, seen: list[str]) -> None:
+    """Wait until the starter has printed a line starting with ``text``."""
+    while not any(line.startswith(text) for line in seen):
+        seen += capsys.readouterr().out.splitlines()
+        await asyncio.sleep(0.1)
+
+
+def answer_in(seen: list[str]) -> str:
+    return "\n".join(seen[seen.index("Answer:") + 1 :])
+
+
+async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_comes(
+    starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(starter, "WAIT_NOTICE", timedelta(seconds=1))
+    seen: list[str] = []
+    following = asyncio.create_task(run("Wait for a worker."))
+    await asyncio.wait_for(printed(capsys, "  waiting  ", seen), timeout=30)
+    async with running_worker(starter_env, ScriptedModel(["echo done"])):
+        status = await asyncio.wait_for(following, timeout=30)
+
+    seen += capsys.readouterr().out.splitlines()
+    [waiting] = [line for line in seen if line.startswith("  waiting  ")]
+    assert waiting.endswith(
+        "s for a worker to take the run's next workflow task: every worker on task queue "
+        f"{TASK_QUEUE!r} is busy, or none is running; the run waits, nothing is lost"
+    )
+    assert status == 0
+    assert answer_in(seen).endswith("done")
+
+
+async def test_a_run_past_the_workers_capacity_waits_for_a_slot_shown_waiting_and_completes(
+    starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(starter, "WAIT_NOTICE", timedelta(seconds=1))
+    model = HoldsOneRun(["echo done"], prompt="Take the only slot.")
+    seen: list[str] = []
+    # Room for one activity at a time, taken by another run's model call.
+    async with running_worker(starter_env, model, max_concurrent_activities=1) as (client, _):
+        other = await start(client, "Take the only slot.")
+        await asyncio.wait_for(model.holding.wait(), timeout=30)
+        following = asyncio.create_task(run("Wait for the slot."))
+        await asyncio.wait_for(printed(capsys, "  waiting  ", seen), timeout=30)
+        model.go_on.set()
+        status = await asyncio.wait_for(following, timeout=30)
+        await other.result()
+
+    seen += capsys.readouterr().out.splitlines()
+    [waiting] = [line for line in seen if line.startswith("  waiting  ")]
+    assert " s for a worker to take its " in waiting
+    assert status == 0
+    assert answer_in(seen).endswith("done")
 
 
 async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
