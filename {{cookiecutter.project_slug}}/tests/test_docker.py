@@ -18,6 +18,7 @@ import shutil
 import socket
 import struct
 import tarfile
+import uuid
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
@@ -42,18 +43,22 @@ from {{ cookiecutter.package_name }}.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
+from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
 
+from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel, tool_outputs
 from .support import (
     DROPPED_RUNS_CLOSED,
     CompletedRun,
     activities,
+    activities_in,
     assert_a_rejection_fails_the_run_at_once,
     assert_scheduled_not_to_retry,
     closed_address,
     failure_of,
     provider_of,
     running_worker,
+    runs_of_chain,
     start_in,
 )
 
@@ -361,4 +366,41 @@ async def test_an_image_without_the_tools_the_sandbox_needs_fails_the_run_at_onc
 
     assert f"The Docker engine refused a container from image {empty!r}: " in reason
     assert "tail" in reason
+    assert containers_of(engine, handle) == []
+
+
+@pytest.mark.long
+async def test_a_long_run_continues_as_new_in_the_same_container(
+    temporal_client: Client, engine: Any, sandbox: ImageForTests
+) -> None:
+    # About 60 kB of output a step: the run's history passes its budget within
+    # a dozen steps, and each run of the chain hands the container to the next.
+    sixty_kb = "head -c 60000 /dev/zero | tr '\\0' x"
+    commands = ["hostname > first.txt", *[sixty_kb] * 30, "cat first.txt && hostname"]
+    async with docker_worker(
+        temporal_client,
+        ScriptedModel(commands),
+        sandbox,
+        workflows=[LongSandboxAgentWorkflow],
+        time_limit=timedelta(minutes=8),
+    ) as (client, _):
+        handle = await client.start_workflow(
+            LongSandboxAgentWorkflow.run,
+            args=["Note where you are, work a while, then look again.", PROVIDER],
+            id=f"{TASK_QUEUE}-docker-chain-{uuid.uuid4()}",
+            task_queue=TASK_QUEUE,
+            execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+        )
+        answer = await handle.result()
+        assert handle.first_execution_run_id is not None
+        runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
+
+    # The last run read the file the first run wrote, in the same container.
+    first_host, last_host = answer.strip().splitlines()[-2:]
+    assert first_host == last_host
+    assert len(runs) > 1
+    operations = [a.name for run in runs for a in activities_in(run.history)]
+    assert operations.count(f"{PROVIDER}-sandbox_client_create") == 1
+    assert operations.count(f"{PROVIDER}-sandbox_client_resume") == len(runs) - 1
+    assert operations.count(f"{PROVIDER}-sandbox_client_delete") == 1
     assert containers_of(engine, handle) == []
