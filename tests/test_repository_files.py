@@ -99,6 +99,7 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: Bak
         *pull,
         "uv run pytest",
         "uv run pytest -m long",
+        "uv run pytest -m process",
     ]
     assert workflow["permissions"] == {"contents": "read"}
 
