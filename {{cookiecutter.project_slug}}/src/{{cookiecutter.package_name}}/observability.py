@@ -184,4 +184,4 @@ def trace_to(processor: Any) -> Plugin:
     provider = create_tracer_provider()
     provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
-    return OpenTelemetryPlugin()
+    return OpenTelemetryPlugin(add_temporal_spans=True)
