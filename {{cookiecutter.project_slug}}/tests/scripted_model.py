@@ -6,14 +6,15 @@ its progress from the conversation it is given rather than from a counter of
 its own, exactly as a real model would: a worker that restarts part-way
 through a run picks up where the last one stopped. Asked to, it compacts the
 conversation as the Responses API does: a ``compaction`` item, after which
-the SDK sends only what follows it.
+the SDK sends only what follows it. Each response reports a token count of
+its own (``reported``), so the tests can compare what the service counted.
 """
 
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from agents import ModelResponse
+from agents import ModelResponse, Usage
 from openai.types.responses import ResponseCompactionItem
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
@@ -49,11 +50,24 @@ class ScriptedModel(TestModel):
         self.compact_at = compact_at
         # The size of each call's input (bytes of JSON), in order.
         self.input_sizes: list[int] = []
+        # The usage each response reported, in order.
+        self.reported: list[Usage] = []
 
     async def get_response(
         self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
     ) -> ModelResponse:
         self.input_sizes.append(len(json.dumps(input, default=str)))
+        response = self._respond(input)
+        # About four bytes a token, as for English text.
+        response.usage = Usage(
+            requests=1,
+            input_tokens=self.input_sizes[-1] // 4,
+            output_tokens=len(json.dumps([item.model_dump() for item in response.output])) // 4,
+        )
+        self.reported.append(response.usage)
+        return response
+
+    def _respond(self, input: str | list[Any]) -> ModelResponse:
         outputs = tool_outputs(input)
         step = steps_done(input)
         if step < len(self.commands):

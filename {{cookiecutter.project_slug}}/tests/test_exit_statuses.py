@@ -76,6 +76,10 @@ class Tally:
         assert not self.wrong, f"exit statuses seen: {summary}\n" + "\n".join(self.wrong)
 
 
+# The starter's last line after an answer.
+USAGE_PRINTED = r"Usage: [\d,]+ model calls, [\d,]+ input tokens, [\d,]+ output tokens"
+
+
 async def test_the_starter_exits_with_its_documented_status_every_time(
     temporal_client: Client,
 ) -> None:
@@ -90,7 +94,8 @@ async def test_the_starter_exits_with_its_documented_status_every_time(
             for round in range(ROUNDS):
                 starter = STARTER if round % 2 == 0 else STARTER_MODULE
                 async with service(starter + ["Say it."], environment) as completed:
-                    await tally.record("completed", completed, EXIT_COMPLETED, "all-done")
+                    # The answer ("all-done"), then the usage line last.
+                    await tally.record("completed", completed, EXIT_COMPLETED, USAGE_PRINTED)
                 async with service(starter + ["--no-wait", "Say it."], environment) as no_wait:
                     await tally.record("--no-wait", no_wait, EXIT_COMPLETED, r"Web UI: \S+")
                 # The model rejects the key: the run fails at once.

@@ -5,6 +5,7 @@ rely on, not as the starter's own names for them."""
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -75,7 +76,15 @@ async def printed(capsys: pytest.CaptureFixture[str], text: str, seen: list[str]
 
 
 def answer_in(seen: list[str]) -> str:
-    return "\n".join(seen[seen.index("Answer:") + 1 :])
+    """The answer in the lines the starter printed, before its Usage line."""
+    return answer_printed("\n".join(seen) + "\n").rstrip("\n")
+
+
+def answer_printed(out: str) -> str:
+    """The answer the starter printed, which its last line, the usage, follows."""
+    answer, usage = out.split("\nAnswer:\n", 1)[1].rsplit("Usage: ", 1)
+    assert re.fullmatch(r"[\d,]+ model calls, [\d,]+ input tokens, [\d,]+ output tokens\n", usage)
+    return answer
 
 
 async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_comes(
@@ -141,7 +150,7 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     assert steps.index("sandbox  $ echo answer-$((40 + 2))") < steps.index("model    turn 3")
     assert steps[-1] == "sandbox  removing the sandbox"
     # The scripted model answers with the last command's output.
-    answer = out.split("\nAnswer:\n", 1)[1]
+    answer = answer_printed(out)
     assert "removing the sandbox" not in answer
     assert answer.endswith("answer-42\n")
 
@@ -196,7 +205,7 @@ async def test_no_wait_starts_and_returns_then_attach_follows_the_run_to_its_ans
     assert status == 0
     assert out.startswith(f"Following workflow {workflow_id}\n")
     assert "  sandbox  $ seq 3 | paste -sd+\n" in out
-    assert out.split("\nAnswer:\n", 1)[1].endswith("1+2+3\n")
+    assert answer_printed(out).endswith("1+2+3\n")
 
 
 async def test_a_run_that_ends_without_an_answer_exits_1(

@@ -18,10 +18,10 @@ goes on with the same conversation. Three pieces make that work:
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from agents import AgentsException, ItemHelpers, RunContextWrapper, RunHooks, TResponseInputItem
+from agents import AgentsException, ItemHelpers, RunContextWrapper, TResponseInputItem
 from agents.agent import Agent
 from agents.exceptions import RunErrorDetails
 from agents.run_config import CallModelData, ModelInputData
@@ -35,6 +35,7 @@ from temporalio import workflow
 # The class temporal_sandbox_client() builds, which the plugin requires.
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
 
+from {{ cookiecutter.package_name }}.observability import Usage, UsageMeter
 from {{ cookiecutter.package_name }}.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 
 
@@ -50,6 +51,8 @@ class Carried:
     turns: int
     # Which run of the chain the next one is (the first is 1).
     run: int = 1
+    # The model calls and tokens the earlier runs of the chain used.
+    usage: Usage = field(default_factory=Usage)
 
 
 class HistoryFull(AgentsException):
@@ -58,11 +61,12 @@ class HistoryFull(AgentsException):
 
 
 @dataclass
-class HistoryBudget(RunHooks[Any]):
+class HistoryBudget(UsageMeter):
     """Counts the model turns of this run and stops the agent before a turn
     once the run's history is over ``HISTORY_BUDGET`` (or Temporal suggests
     continuing as new). Both figures come from the workflow task, so replay
-    stops at the same turn."""
+    stops at the same turn. As a ``UsageMeter`` it also counts each model
+    call's tokens, from the chain's ``usage`` so far."""
 
     turns: int = 0
 

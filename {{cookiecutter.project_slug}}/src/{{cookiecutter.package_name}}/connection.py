@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from temporalio.client import Client, Plugin
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 DEFAULT_ADDRESS = "localhost:7233"
 
@@ -19,14 +20,15 @@ class ConnectionFailed(Exception):
     """The Temporal service could not be reached."""
 
 
-async def connect(plugins: Sequence[Plugin] = ()) -> Client:
-    """Connect to the configured Temporal service."""
+async def connect(plugins: Sequence[Plugin] = (), runtime: Runtime | None = None) -> Client:
+    """Connect to the configured Temporal service (on ``runtime``, if given:
+    the worker's, when it serves metrics)."""
     config = ClientConfig.load_client_connect_config()
     config.setdefault("target_host", DEFAULT_ADDRESS)
     address = config["target_host"]
     namespace = config.get("namespace", "default")
     try:
-        return await Client.connect(**config, plugins=list(plugins))
+        return await Client.connect(**config, plugins=list(plugins), runtime=runtime)
     except RuntimeError as e:
         raise ConnectionFailed(
             f"Cannot reach Temporal at {address} (namespace {namespace}): {e}. "

@@ -17,6 +17,10 @@ TASK_QUEUE = {{ cookiecutter.task_queue | tojson }}
 # so the workflow must register under it.
 WORKFLOW_TYPE = "SandboxAgentWorkflow"
 
+# The memo key under which every run shows its chain's model calls and tokens
+# (written by the workflow, read by the starter: observability.py).
+USAGE_MEMO = "usage"
+
 # The name the worker registers its SandboxClientProvider under and the name
 # the workflow passes to temporal_sandbox_client(). It is also the prefix of
 # every sandbox activity name ("{{ cookiecutter.sandbox_provider_name }}-sandbox_session_start", ...), which is

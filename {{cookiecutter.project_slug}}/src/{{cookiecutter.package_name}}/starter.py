@@ -14,7 +14,8 @@ workflow id and a link to the run in the Temporal Web UI. The link starts with
 for a Temporal Cloud address, and with the dev server's http://localhost:8233
 for anything else.
 
-Progress is read from the run's history, so it shows what Temporal recorded:
+After the answer, one line says what the run used of the model (calls,
+input and output tokens, across its chain). Progress is read from the run's history, so it shows what Temporal recorded:
 the sandbox provider the run uses, then one line per model turn and per
 sandbox operation (each shell command with the command itself), in the order
 the workflow scheduled them. A long run continues as new runs of the same
@@ -51,6 +52,7 @@ from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_PROVIDERS,
 {%- endif %}
     TASK_QUEUE,
+    USAGE_MEMO,
     WORKFLOW_EXECUTION_TIMEOUT,
     WORKFLOW_TYPE,
     sandbox_operation,
@@ -296,8 +298,23 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
     finally:
         waits.cancel()
     print("Answer:")
-    print(answer.rstrip("\n"), flush=True)
+    print(answer.rstrip("\n"))
+    print(await usage_line(client, handle.id), flush=True)
     return EXIT_COMPLETED
+
+
+async def usage_line(client: Client, workflow_id: str) -> str:
+    """What the whole chain used of the model, from its latest run's memo
+    (the worker keeps it there: observability.py)."""
+    description = await chain_run(client, workflow_id, None).describe()
+    usage = (await description.memo()).get(USAGE_MEMO)
+    if not isinstance(usage, dict):
+        return "Usage: not recorded"
+    return (
+        f"Usage: {usage.get('model_calls', 0):,} model calls, "
+        f"{usage.get('input_tokens', 0):,} input tokens, "
+        f"{usage.get('output_tokens', 0):,} output tokens"
+    )
 
 
 async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) -> int:

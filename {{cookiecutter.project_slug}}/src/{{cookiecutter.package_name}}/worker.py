@@ -35,6 +35,12 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.bounded_sandbox import BoundedSandboxClient
 from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.exits import exit_after
+from {{ cookiecutter.package_name }}.observability import (
+    SandboxOperationMeter,
+    TelemetryUnavailable,
+    metrics_runtime,
+    tracing_plugins,
+)
 from {{ cookiecutter.package_name }}.shared import (
     MODEL_ACTIVITY_TIMEOUT,
     SANDBOX_SECRETS,
@@ -109,12 +115,14 @@ def agents_plugin(
     sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
     model_provider: ModelProvider | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
+    traced: bool = False,
 ) -> OpenAIAgentsPlugin:
     """The plugin that runs model calls and sandbox operations as activities.
 
     The real worker builds each backend's client and uses the OpenAI model
     provider; tests pass their own sandbox clients (by provider name) and a
-    scripted model provider.
+    scripted model provider. ``traced``: the agent's spans also go to
+    OpenTelemetry (observability.tracing_plugins() must have run).
     """
     if sandboxes is None:
         sandboxes = {
@@ -140,6 +148,7 @@ def agents_plugin(
         ],
         # The only worker environment variables the sandbox may read.
         resolvable_worker_env_vars=SANDBOX_SECRETS,
+        use_otel_instrumentation=traced,
     )
 
 
@@ -160,6 +169,7 @@ def build_worker(client: Client, **options: object) -> Worker:
     """A worker for this service's task queue and workflow."""
     options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
     options.setdefault("workflows", [SandboxAgentWorkflow])
+    options.setdefault("interceptors", [SandboxOperationMeter()])
     return Worker(
         client,
         task_queue=TASK_QUEUE,
@@ -169,7 +179,10 @@ def build_worker(client: Client, **options: object) -> Worker:
 
 
 async def run_worker() -> None:
-    client = await connect(plugins=[agents_plugin()])
+    # Metrics and traces, when configured, are set up before the client.
+    runtime = metrics_runtime(os.environ)
+    tracing = tracing_plugins(os.environ)
+    client = await connect(plugins=[agents_plugin(traced=bool(tracing)), *tracing], runtime=runtime)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -196,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(problem)
     try:
         asyncio.run(run_worker())
-    except (BackendUnavailable, ConnectionFailed) as e:
+    except (BackendUnavailable, ConnectionFailed, TelemetryUnavailable) as e:
         sys.exit(str(e))
 
 

@@ -18,6 +18,7 @@ Workflow code must be deterministic: everything that touches the outside world
 (the model, the sandbox) happens in activities, never here.
 """
 
+from dataclasses import asdict
 from datetime import timedelta
 
 from agents import AgentsException, MaxTurnsExceeded, Runner
@@ -41,6 +42,7 @@ from {{ cookiecutter.package_name }}.chain import (
     bounded_model_input,
     conversation_so_far,
 )
+from {{ cookiecutter.package_name }}.observability import Usage, count_run, run_outcome
 from {{ cookiecutter.package_name }}.shared import (
     COMPACTION_THRESHOLD,
     MAX_TURNS,
@@ -48,6 +50,7 @@ from {{ cookiecutter.package_name }}.shared import (
     SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_PROVIDER,
     SANDBOX_SECRETS,
+    USAGE_MEMO,
     WORKFLOW_TYPE,
     sandbox_operation,
 )
@@ -83,6 +86,17 @@ class SandboxAgentWorkflow:
     ) -> str:
         """Run the agent on ``prompt`` in a sandbox of ``provider``; a run
         that continues an earlier one of its chain gets what it ``carried``."""
+        try:
+            answer = await self._run(prompt, provider, carried)
+        except BaseException as e:
+            outcome = run_outcome(e)
+            if outcome is not None:
+                count_run(outcome)
+            raise
+        count_run("completed")
+        return answer
+
+    async def _run(self, prompt: str, provider: str, carried: Carried | None) -> str:
         if provider not in SANDBOX_BACKENDS:
             raise ApplicationError(
                 f"Unknown sandbox provider {provider!r}: "
@@ -163,7 +177,8 @@ class SandboxAgentWorkflow:
             call_model_input_filter=bounded_model_input,
         )
         turns_before = carried.turns if carried else 0
-        budget = HistoryBudget()
+        # Counts this run's turns, and the chain's model calls and tokens.
+        budget = HistoryBudget(usage=carried.usage if carried else Usage())
         try:
             result = await Runner.run(
                 agent,
@@ -185,8 +200,10 @@ class SandboxAgentWorkflow:
                         session_state=sandbox.carried_state(),
                         turns=turns_before + budget.turns,
                         run=(carried.run if carried else 1) + 1,
+                        usage=budget.usage,
                     ),
-                ]
+                ],
+                memo={USAGE_MEMO: asdict(budget.usage)},
             )
         except MaxTurnsExceeded as e:
             await sandbox.remove()

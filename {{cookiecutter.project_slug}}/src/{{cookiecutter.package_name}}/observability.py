@@ -1,0 +1,187 @@
+"""What the service tells its operators: metrics, each run's usage, traces.
+
+- Metrics. With ``PROMETHEUS_BIND_ADDRESS=host:port`` set, the worker serves
+  ``http://host:port/metrics``: Temporal's own ``temporal_*`` metrics and the
+  service's ``agent_*`` ones named below. The workflow counts model calls,
+  tokens and runs through ``workflow.metric_meter()``, whose counters do
+  nothing while a run replays: a worker that replays a run (after a restart,
+  or to rebuild its cache) counts nothing twice. Sandbox operations are
+  counted on the worker, once per attempt, by provider and outcome.
+- Usage. Every run keeps its chain's total of model calls and tokens in its
+  memo (key ``usage``), updated after each model call and handed on when the
+  run continues as new: the Web UI and ``temporal workflow describe`` show
+  it, and the starter prints it after the answer.
+- Traces. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set (and the ``traces`` extra
+  installed), the worker exports OpenTelemetry spans of its workflows, its
+  activities and the agent's own spans. The Agents SDK's export to OpenAI is
+  unchanged.
+"""
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agents import RunContextWrapper, RunHooks
+from agents.agent import Agent
+from agents.items import ModelResponse
+from temporalio import activity, workflow
+from temporalio.client import Plugin
+from temporalio.exceptions import CancelledError, FailureError, is_cancelled_exception
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+from {{ cookiecutter.package_name }}.shared import USAGE_MEMO, sandbox_operation
+
+# The service's own metrics (counters), next to Temporal's temporal_* ones.
+MODEL_CALLS = "agent_model_calls"
+INPUT_TOKENS = "agent_input_tokens"
+OUTPUT_TOKENS = "agent_output_tokens"
+# Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or "error").
+SANDBOX_OPERATIONS = "agent_sandbox_operations"
+# Label: outcome ("completed", "failed", "cancelled", or "continued_as_new"
+# for each run of a long chain that handed its work on).
+RUNS = "agent_runs"
+
+
+class TelemetryUnavailable(Exception):
+    """The worker cannot serve metrics or export traces as configured."""
+
+
+@dataclass
+class Usage:
+    """What a chain of runs has used of the model so far."""
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class UsageMeter(RunHooks[Any]):
+    """Counts each model call as the workflow receives its response: into
+    ``usage`` (the chain's total, shown in the run's memo) and into the
+    worker's metrics, which a replay leaves alone."""
+
+    usage: Usage = field(default_factory=Usage)
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        self.usage.model_calls += 1
+        self.usage.input_tokens += response.usage.input_tokens
+        self.usage.output_tokens += response.usage.output_tokens
+        workflow.upsert_memo({USAGE_MEMO: asdict(self.usage)})
+        meter = workflow.metric_meter()
+        meter.create_counter(MODEL_CALLS, "Model calls the agent made").add(1)
+        meter.create_counter(INPUT_TOKENS, "Input tokens of the model calls").add(
+            response.usage.input_tokens
+        )
+        meter.create_counter(OUTPUT_TOKENS, "Output tokens of the model calls").add(
+            response.usage.output_tokens
+        )
+
+
+def count_run(outcome: str) -> None:
+    """Count one run of the workflow ending with ``outcome`` (replay-safe)."""
+    workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(
+        1, {"outcome": outcome}
+    )
+
+
+def run_outcome(error: BaseException) -> str | None:
+    """How a run that raised ``error`` ends, or None when the error fails
+    only the workflow task (Temporal retries it; the run goes on)."""
+    if isinstance(error, workflow.ContinueAsNewError):
+        return "continued_as_new"
+    if isinstance(error, asyncio.CancelledError | CancelledError) or is_cancelled_exception(error):
+        return "cancelled"
+    if isinstance(error, FailureError):
+        return "failed"
+    return None
+
+
+class SandboxOperationMeter(Interceptor):
+    """Counts every sandbox activity the worker runs (each attempt), by
+    provider, operation and outcome."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _CountedActivity(next)
+
+
+class _CountedActivity(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        name = activity.info().activity_type
+        operation = sandbox_operation(name)
+        if operation is None:
+            return await super().execute_activity(input)
+        outcome = "error"
+        try:
+            result = await super().execute_activity(input)
+            outcome = "ok"
+            return result
+        finally:
+            counter = activity.metric_meter().create_counter(
+                SANDBOX_OPERATIONS, "Sandbox operations, by provider and outcome"
+            )
+            counter.add(
+                1,
+                {
+                    "provider": name.removesuffix(f"-{operation}"),
+                    "operation": operation,
+                    "outcome": outcome,
+                },
+            )
+
+
+def metrics_runtime(environ: Mapping[str, str]) -> Runtime | None:
+    """A Temporal runtime serving /metrics on ``PROMETHEUS_BIND_ADDRESS``,
+    or None when it is unset. The worker's client must be created on it."""
+    address = environ.get("PROMETHEUS_BIND_ADDRESS")
+    if not address:
+        return None
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise TelemetryUnavailable(
+            f"PROMETHEUS_BIND_ADDRESS={address!r} is not host:port; "
+            "use an address such as 0.0.0.0:9464, or leave it unset for no metrics."
+        )
+    try:
+        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    except Exception as e:
+        raise TelemetryUnavailable(f"Cannot serve metrics on {address}: {e}") from e
+
+
+def tracing_plugins(environ: Mapping[str, str]) -> list[Plugin]:
+    """With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, send this process's spans
+    there and return the client plugin that traces workflows and activities;
+    otherwise nothing."""
+    if not environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return []
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as e:
+        raise TelemetryUnavailable(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set, but the traces extra is not installed: "
+            "install the project with its `traces` extra (uv sync --extra traces)."
+        ) from e
+    return [trace_to(BatchSpanProcessor(OTLPSpanExporter()))]
+
+
+def trace_to(processor: Any) -> Plugin:
+    """Make ``processor`` (an OpenTelemetry span processor) receive this
+    process's spans through a replay-safe tracer provider, and return the
+    client plugin that traces workflows and activities. The worker's agents
+    plugin must then be built with ``traced=True``, for the agent's spans."""
+    from opentelemetry import trace
+    from temporalio.contrib.opentelemetry import OpenTelemetryPlugin, create_tracer_provider
+
+    provider = create_tracer_provider()
+    provider.add_span_processor(processor)
+    trace.set_tracer_provider(provider)
+    return OpenTelemetryPlugin(add_temporal_spans=True)

@@ -1,0 +1,234 @@
+"""What operators see: the worker's /metrics, each run's usage, its traces.
+
+The worker here runs on a Temporal runtime that serves /metrics on a free
+port, as ``PROMETHEUS_BIND_ADDRESS`` makes the real one do; the tests scrape
+that endpoint and read it with Prometheus's own parser. The worker keeps no
+run in its cache, so it replays each run from its start at every step: a
+counter that replay moved would show more than the scripted model reported.
+"""
+
+import asyncio
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from agents import set_trace_processors
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client.parser import text_string_to_metric_families
+from temporalio.client import Client
+from temporalio.openai_agents.testing import TestModelProvider
+from temporalio.runtime import Runtime
+from temporalio.worker import Replayer
+
+from {{ cookiecutter.package_name }}.observability import (
+    INPUT_TOKENS,
+    MODEL_CALLS,
+    OUTPUT_TOKENS,
+    RUNS,
+    SANDBOX_OPERATIONS,
+    TelemetryUnavailable,
+    metrics_runtime,
+    trace_to,
+)
+from {{ cookiecutter.package_name }}.shared import (
+    SANDBOX_PROVIDER,
+    TASK_QUEUE,
+    USAGE_MEMO,
+    WORKFLOW_EXECUTION_TIMEOUT,
+)
+from {{ cookiecutter.package_name }}.starter import start, usage_line
+from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
+from .long_workflow import LongSandboxAgentWorkflow
+from .scripted_model import ScriptedModel
+from .support import (
+    activities,
+    closed_address,
+    running_worker,
+    runs_of_chain,
+    sandboxes_for_tests,
+)
+
+# About 60 kB of output a step: a run's history passes the budget in a dozen.
+BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
+
+
+class Metrics:
+    """A worker runtime's /metrics, scraped and parsed."""
+
+    def __init__(self, address: str) -> None:
+        self.url = f"http://{address}/metrics"
+
+    async def scrape(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """Every sample, by metric name: its labels and its value."""
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(self.url).read().decode())
+        return {
+            family.name: [(sample.labels, sample.value) for sample in family.samples]
+            for family in text_string_to_metric_families(text)
+        }
+
+    async def total(self, name: str, **labels: str) -> float:
+        """The sum of ``name``'s samples that carry ``labels``."""
+        samples = (await self.scrape()).get(name, [])
+        return sum(value for found, value in samples if labels.items() <= found.items())
+
+
+@asynccontextmanager
+async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client, Metrics]]:
+    """A client on a runtime of its own that serves /metrics, as the worker's
+    does with PROMETHEUS_BIND_ADDRESS set."""
+    address = closed_address()
+    runtime = metrics_runtime({"PROMETHEUS_BIND_ADDRESS": address})
+    assert runtime is not None
+    client = await Client.connect(
+        temporal_client.service_client.config.target_host,
+        namespace=temporal_client.namespace,
+        runtime=runtime,
+    )
+    yield client, Metrics(address)
+
+
+async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_once(
+    temporal_client: Client,
+) -> None:
+    model = ScriptedModel(["echo one", "echo two"])
+    async with (
+        metered_client(temporal_client) as (client, metrics),
+        running_worker(client, model, max_cached_workflows=0) as (plugged, _),
+    ):
+        handle = await start(plugged, "Say one, then two.")
+        await handle.result()
+        history = await handle.fetch_history()
+
+        # Temporal's own metrics are served alongside the service's.
+        assert await metrics.total("temporal_workflow_completed") == 1
+        # What the scripted model reported, counted once.
+        assert await metrics.total(MODEL_CALLS) == len(model.reported) == 3
+        assert await metrics.total(INPUT_TOKENS) == sum(u.input_tokens for u in model.reported)
+        assert await metrics.total(OUTPUT_TOKENS) == sum(u.output_tokens for u in model.reported)
+        assert await metrics.total(RUNS, outcome="completed") == 1
+        # One per sandbox activity, by provider and outcome.
+        sandbox_steps = [step for step in await activities(handle) if step.is_sandbox_operation]
+        counted = await metrics.total(SANDBOX_OPERATIONS, provider=SANDBOX_PROVIDER, outcome="ok")
+        assert counted == len(sandbox_steps)
+        assert await metrics.total(SANDBOX_OPERATIONS, outcome="error") == 0
+        before = await metrics.scrape()
+
+        # Replaying the whole run on the same runtime counts nothing more.
+        await Replayer(
+            workflows=[SandboxAgentWorkflow],
+            plugins=[agents_plugin(sandboxes=sandboxes_for_tests())],
+            runtime=client.service_client.config.runtime,
+        ).replay_workflow(history)
+        after = await metrics.scrape()
+        for name in (MODEL_CALLS, INPUT_TOKENS, OUTPUT_TOKENS, RUNS):
+            assert after[name] == before[name]
+
+
+async def test_a_failing_sandbox_operation_is_counted_as_an_error_of_its_provider(
+    temporal_client: Client,
+) -> None:
+    from .failing_sandbox import FailingSandbox, busy_sandbox
+
+    sandbox = FailingSandbox(command_errors=[busy_sandbox()])
+    async with (
+        metered_client(temporal_client) as (client, metrics),
+        running_worker(client, ScriptedModel(["echo done"]), sandbox) as (plugged, _),
+    ):
+        await (await start(plugged, "Say done.")).result()
+        errors = await metrics.total(SANDBOX_OPERATIONS, provider=SANDBOX_PROVIDER, outcome="error")
+        assert errors == 1
+
+
+async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
+    temporal_client: Client,
+) -> None:
+    model = ScriptedModel([BIG_STEP] * 14 + ["echo chained"])
+    async with (
+        metered_client(temporal_client) as (client, metrics),
+        running_worker(client, model, workflows=[LongSandboxAgentWorkflow]) as (plugged, _),
+    ):
+        handle = await plugged.start_workflow(
+            LongSandboxAgentWorkflow.run,
+            "Work a while.",
+            id=f"{TASK_QUEUE}-usage-{uuid.uuid4()}",
+            task_queue=TASK_QUEUE,
+            execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+        )
+        await handle.result()
+        assert handle.first_execution_run_id is not None
+        runs = await runs_of_chain(plugged, handle.id, handle.first_execution_run_id)
+        assert len(runs) > 1
+        assert await metrics.total(RUNS, outcome="continued_as_new") == len(runs) - 1
+        assert await metrics.total(INPUT_TOKENS) == sum(u.input_tokens for u in model.reported)
+
+        # The latest run's memo holds the whole chain's usage...
+        description = await plugged.get_workflow_handle(handle.id).describe()
+        usage: dict[str, Any] = (await description.memo())[USAGE_MEMO]
+        assert usage == {
+            "model_calls": len(model.reported),
+            "input_tokens": sum(u.input_tokens for u in model.reported),
+            "output_tokens": sum(u.output_tokens for u in model.reported),
+        }
+        # ...and the starter prints it.
+        line = await usage_line(plugged, handle.id)
+        assert line == (
+            f"Usage: {usage['model_calls']:,} model calls, {usage['input_tokens']:,} input "
+            f"tokens, {usage['output_tokens']:,} output tokens"
+        )
+
+
+async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_once(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Agents SDK traces this run, to the in-memory exporter alone (the
+    # tests never send traces to OpenAI).
+    monkeypatch.delenv("OPENAI_AGENTS_DISABLE_TRACING")
+    set_trace_processors([])
+    exported = InMemorySpanExporter()
+    tracing = trace_to(SimpleSpanProcessor(exported))
+    config = temporal_client.config()
+    config["plugins"] = [
+        agents_plugin(
+            sandboxes=sandboxes_for_tests(),
+            model_provider=TestModelProvider(ScriptedModel(["echo traced"])),
+            traced=True,
+        ),
+        tracing,
+    ]
+    client = Client(**config)
+    # No run stays in the worker's cache: each step replays the run so far.
+    async with build_worker(client, max_cached_workflows=0):
+        handle = await start(client, "Say traced.")
+        await handle.result()
+
+    spans = exported.get_finished_spans()
+    names = [span.name for span in spans]
+    ids = [span.context.span_id for span in spans if span.context is not None]
+    assert len(ids) == len(set(ids)) == len(spans)
+    # The workflow, the agent and its turns, once each despite the replays...
+    assert names.count("RunWorkflow:SandboxAgentWorkflow") == 1, names
+    assert names.count({{ cookiecutter.project_name | tojson }}) == 1, names
+    assert names.count("turn") == 2, names
+    assert names.count("exec_command") == 1, names
+    # ...and one span for each activity the run's history records.
+    for step in await activities(handle):
+        assert names.count(f"RunActivity:{step.name}") >= 1, step.name
+    run_spans = [name for name in names if name.startswith("RunActivity:")]
+    assert len(run_spans) == len(await activities(handle))
+
+
+def test_a_metrics_address_that_is_not_host_and_port_is_refused_in_one_line() -> None:
+    with pytest.raises(TelemetryUnavailable) as refused:
+        metrics_runtime({"PROMETHEUS_BIND_ADDRESS": "9464"})
+    assert str(refused.value) == (
+        "PROMETHEUS_BIND_ADDRESS='9464' is not host:port; "
+        "use an address such as 0.0.0.0:9464, or leave it unset for no metrics."
+    )
+    assert metrics_runtime({}) is None
+    assert isinstance(metrics_runtime({"PROMETHEUS_BIND_ADDRESS": closed_address()}), Runtime)
