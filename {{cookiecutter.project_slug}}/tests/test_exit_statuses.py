@@ -9,8 +9,10 @@ times, as the installed console script and as ``python -m``, and check every
 status and the last line each one printed.
 """
 
+import asyncio
 import re
 import signal
+import urllib.request
 import uuid
 from collections import Counter
 
@@ -162,11 +164,19 @@ async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
         for cycle in range(WORKER_CYCLES):
             stop = signal.SIGTERM if cycle % 2 == 0 else signal.SIGINT
             command = WORKER if cycle % 4 < 2 else WORKER_MODULE
-            async with service(command, environment) as worker:
+            # The second half of the workers also serve metrics, which must
+            # not change how a worker exits.
+            metrics = closed_address() if cycle >= WORKER_CYCLES // 2 else None
+            serving = {"PROMETHEUS_BIND_ADDRESS": metrics} if metrics else {}
+            async with service(command, {**environment, **serving}) as worker:
                 await worker.wait_for("Worker polling")
                 # Stop a worker that has done real work: a whole run.
                 handle = await start(temporal_client, "Say it.")
                 assert (await handle.result()).endswith("all-done\n")
+                if metrics:
+                    url = f"http://{metrics}/metrics"
+                    scrape = await asyncio.to_thread(urllib.request.urlopen, url)
+                    assert b"agent_runs{" in scrape.read()
                 worker.process.send_signal(stop)
                 await tally.record(stop.name, worker, 0, "Worker stopped.")
     tally.check()
