@@ -173,6 +173,12 @@ class Process:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def children(self) -> int:
+        return sum(
+            len(children.read_text().split())
+            for children in Path(f"/proc/{self.pid}/task").glob("*/children")
+        )
+
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -233,6 +239,7 @@ class Result:
     why_repeated: str = ""
     before_first_call: list[str] = field(default_factory=list)
     open_files: int = 0
+    child_processes: int = 0
 
 
 async def measure(
@@ -303,6 +310,7 @@ async def measure(
                 model.first_request[prompt] - started[prompt] for prompt in model.first_request
             ]
             result.open_files = len(os.listdir(f"/proc/{worker.pid}/fd"))
+            result.child_processes = worker.children()
             # Steady state: only heartbeats (and whatever waits for a slot).
             before = worker.cpu_seconds(), server.cpu_seconds()
             await asyncio.sleep(settle)
@@ -401,7 +409,8 @@ def report(results: list[Result]) -> None:
             f"{len(steps) - steps.count('workflow task')} activities ({', '.join(steps)}): "
             f"{1000 * r.cpu_worker / max(1, len(steps)):.0f} ms of worker CPU and "
             f"{1000 * r.cpu_server / max(1, len(steps)):.0f} ms of dev server CPU a step; "
-            f"worker files open at the peak: {r.open_files:,}; dev server RSS peak "
+            f"worker files open at the peak: {r.open_files:,}, child processes: "
+            f"{r.child_processes:,}; dev server RSS peak "
             f"{r.server_rss_peak:.0f} MiB."
         )
         if r.repeated:
