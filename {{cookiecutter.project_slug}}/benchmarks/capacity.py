@@ -321,6 +321,7 @@ async def measure(
             result.repeated = model.requests - len(model.first_request)
             result.why_repeated = await why_repeated(client, model)
             result.before_first_call = await steps_before_first_call(client, "capacity-0")
+            print(f"  before the runs end: {row(result)}", file=sys.stderr, flush=True)
             model.release()
             result.ended = await how_runs_ended(client, runs)
     return result
@@ -380,27 +381,33 @@ async def how_runs_ended(client: Client, runs: int) -> dict[str, int]:
     return ended
 
 
-def report(results: list[Result]) -> None:
-    header = (
-        "| runs started | WORKER_RUNS_IN_FLIGHT | peak waiting on the model "
-        "| last run reached it after | ramp (runs/s) | worker RSS idle / peak "
-        "| per run in flight | CPU per run to its first model call: worker / dev server "
-        "/ model server | start to first model call p50 / p95 "
-        "| steady CPU (heartbeats): worker / dev server | model calls repeated | runs ended |"
+HEADER = (
+    "| runs started | WORKER_RUNS_IN_FLIGHT | peak waiting on the model "
+    "| last run reached it after | ramp (runs/s) | worker RSS idle / peak "
+    "| per run in flight | CPU per run to its first model call: worker / dev server "
+    "/ model server | start to first model call p50 / p95 "
+    "| steady CPU (heartbeats): worker / dev server | model calls repeated | runs ended |"
+)
+
+
+def row(r: Result) -> str:
+    per_run = 1024 * (r.rss_peak - r.rss_idle) / max(1, r.peak)
+    ended = ", ".join(f"{count} {status}" for status, count in sorted(r.ended.items()))
+    return (
+        f"| {r.runs:,} | {r.limit:,} | {r.peak:,} | {r.all_in_flight_s:.0f} s | {r.ramp:.1f} "
+        f"| {r.rss_idle:.0f} / {r.rss_peak:.0f} MiB | {per_run:.0f} KiB "
+        f"| {1000 * r.cpu_worker:.0f} / {1000 * r.cpu_server:.0f} / {1000 * r.cpu_here:.0f} ms "
+        f"| {percentile(r.to_first_call, 0.5):.1f} / {percentile(r.to_first_call, 0.95):.1f} s "
+        f"| {100 * r.steady_worker:.0f}% / {100 * r.steady_server:.0f}% of a core "
+        f"| {r.repeated:,} | {ended or 'not yet'} |"
     )
-    print("|---" * header.count(" | ") + "|---|")
+
+
+def report(results: list[Result]) -> None:
+    print(HEADER)
+    print("|---" * HEADER.count(" | ") + "|---|")
     for r in results:
-        per_run = 1024 * (r.rss_peak - r.rss_idle) / max(1, r.peak)
-        ended = ", ".join(f"{count} {status}" for status, count in sorted(r.ended.items()))
-        print(
-            f"| {r.runs:,} | {r.limit:,} | {r.peak:,} | {r.all_in_flight_s:.0f} s | {r.ramp:.1f} "
-            f"| {r.rss_idle:.0f} / {r.rss_peak:.0f} MiB | {per_run:.0f} KiB "
-            f"| {1000 * r.cpu_worker:.0f} / {1000 * r.cpu_server:.0f} / {1000 * r.cpu_here:.0f} ms "
-            f"| {percentile(r.to_first_call, 0.5):.1f} / {percentile(r.to_first_call, 0.95):.1f} s "
-            f"| {100 * r.steady_worker:.0f}% / {100 * r.steady_server:.0f}% of a core "
-            f"| {r.repeated:,} | {ended} |",
-            flush=True,
-        )
+        print(row(r), flush=True)
     for r in results:
         steps = r.before_first_call
         print(

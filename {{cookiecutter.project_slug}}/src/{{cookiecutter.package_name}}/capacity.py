@@ -2,7 +2,7 @@
 
 An agent run spends nearly all its time waiting on the model (seconds per
 call) while the worker's CPU is idle, so a worker can keep thousands of runs
-waiting at once for about half a MiB of memory each. The Temporal SDK's
+waiting at once for well under a MiB of memory each. The Temporal SDK's
 defaults are sized for CPU-bound work instead: 100 activities at a time (so
 only 100 runs wait on the model, the rest queue behind an idle CPU), and the
 OpenAI client keeps at most 1,000 connections. ``RUNS_IN_FLIGHT`` sets the
@@ -20,6 +20,13 @@ operation) waits on the task queue until a slot frees, and shows as
 scheduled, not started, in the run's history and the Web UI. Set
 ``WORKER_RUNS_IN_FLIGHT`` to change the limit; figures behind the default are
 in the template's docs/capacity.md.
+
+What a run in flight holds besides: its sandbox (a remote backend's quota of
+sandboxes caps runs in flight across all workers, and a run past that quota
+fails to create its sandbox instead of waiting: keep WORKER_RUNS_IN_FLIGHT
+times the workers within it), and, while it waits on the model, a heartbeat
+to Temporal every few seconds (worker.py: MODEL_HEARTBEAT_TIMEOUT), which
+costs CPU on the worker and on the Temporal service for every run waiting.
 """
 
 import resource
@@ -34,8 +41,8 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 ENVIRONMENT_VARIABLE = "WORKER_RUNS_IN_FLIGHT"
 
 # Runs one worker keeps in flight at once unless WORKER_RUNS_IN_FLIGHT says
-# otherwise: measured on a 2-core machine at about half a MiB of worker memory
-# per run in flight.
+# otherwise: about 0.7 MiB of worker memory per run in flight, measured on a
+# 2-core machine.
 RUNS_IN_FLIGHT = 5_000
 
 # The most WORKER_RUNS_IN_FLIGHT may ask for: past this, one worker's event
