@@ -3,10 +3,14 @@
 import asyncio
 import resource
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from agents import ModelSettings
+from agents import ModelResponse, ModelSettings
 from agents.models.interface import ModelTracing
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client, WorkflowHandle
+from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 from {{ cookiecutter.package_name }} import (
     capacity,
@@ -20,6 +24,11 @@ from {{ cookiecutter.package_name }}.capacity import (
     runs_in_flight,
     worker_options,
 )
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+
+from .support import running_worker
 
 
 def test_runs_in_flight_default_and_override() -> None:
@@ -137,3 +146,44 @@ def test_a_limit_of_open_files_too_low_is_one_clear_line(
         "to at most 3096."
     )
     assert open_file_limit == []
+
+
+class HeldModel(TestModel):
+    """Holds every model call until ``answer`` is set, then answers "done"."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: ResponseBuilders.output_message("done"))
+        self.calls = 0
+        self.answer = asyncio.Event()
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        self.calls += 1
+        await self.answer.wait()
+        return ResponseBuilders.output_message("done")
+
+
+async def waits_for_a_slot(handle: WorkflowHandle[Any, Any]) -> bool:
+    """The run's next step is scheduled, and no worker has started it."""
+    description = await handle.describe()
+    return any(
+        step.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+        for step in description.raw_description.pending_activities
+    )
+
+
+async def test_runs_past_the_limit_wait_for_a_slot_and_none_fails(
+    temporal_client: Client,
+) -> None:
+    model = HeldModel()
+    async with running_worker(temporal_client, model, **worker_options(1)) as (client, _):
+        runs = [await start(client, "first"), await start(client, "second")]
+        # One run waits on the model in the only slot; the other's next step
+        # waits on the task queue.
+        async with asyncio.timeout(20):
+            while not (model.calls == 1 and any([await waits_for_a_slot(r) for r in runs])):
+                await asyncio.sleep(0.1)
+        assert model.calls == 1
+
+        model.answer.set()
+        assert [await run.result() for run in runs] == ["done", "done"]
+        assert model.calls == 2
