@@ -36,6 +36,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import suppress
@@ -112,7 +113,10 @@ class SlowModel:
                 )
                 length = int({k.lower(): v for k, v in headers.items()}.get("content-length", 0))
                 request = json.loads(await reader.readexactly(length))
-                body = json.dumps(await self._answer(request)).encode()
+                answer = await self._answer(request, reader)
+                if answer is None:
+                    break
+                body = json.dumps(answer).encode()
                 writer.write(
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                     + f"Content-Length: {len(body)}\r\n\r\n".encode()
@@ -121,7 +125,11 @@ class SlowModel:
                 await writer.drain()
         writer.close()
 
-    async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _answer(
+        self, request: dict[str, Any], reader: asyncio.StreamReader
+    ) -> dict[str, Any] | None:
+        """The answer, or None if the worker gave up on the request first
+        (it closed the connection: the model call was cancelled)."""
         items = request.get("input", [])
         prompt = next(
             (
@@ -134,11 +142,20 @@ class SlowModel:
         self.first_request.setdefault(prompt, time.monotonic())
         self.requests += 1
         self.held[prompt] = self.held.get(prompt, 0) + 1
+        released = asyncio.ensure_future(self._release.wait())
+        # The client sends nothing more on this connection before the answer:
+        # anything it reads is the connection closing.
+        closed = asyncio.ensure_future(reader.read(1))
         try:
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._release.wait(), self.wait)
+            await asyncio.wait(
+                [released, closed], timeout=self.wait, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             self.held[prompt] -= 1
+            released.cancel()
+            closed.cancel()
+        if closed.done() and not closed.cancelled():
+            return None
         self.answered += 1
         return {
             "id": f"resp_{self.answered}",
@@ -252,9 +269,13 @@ async def measure(
         await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env,
         SlowModel(model_wait) as model,
     ):
+        workspaces = tempfile.TemporaryDirectory(prefix="capacity-")
         server = dev_server(env)
         environment = service_environment(env.client.service_client.config.target_host, model.url)
         environment["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+        # The sandboxes' workspaces, in a directory of their own, removed
+        # once every run has ended.
+        environment["TMPDIR"] = workspaces.name
         if limit is not None:
             environment[ENVIRONMENT_VARIABLE] = str(limit)
         async with service(worker_command(model_wait + 60), environment) as worker_service:
@@ -324,6 +345,7 @@ async def measure(
             print(f"  before the runs end: {row(result)}", file=sys.stderr, flush=True)
             model.release()
             result.ended = await how_runs_ended(client, runs)
+        workspaces.cleanup()
     return result
 
 
