@@ -41,8 +41,12 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 ENVIRONMENT_VARIABLE = "WORKER_RUNS_IN_FLIGHT"
 
 # Runs one worker keeps in flight at once unless WORKER_RUNS_IN_FLIGHT says
-# otherwise: about 0.7 MiB of worker memory per run in flight, measured on a
-# 2-core machine.
+# otherwise: about 0.7 MiB of worker memory each. Memory and slots are not
+# what limits a worker: CPU is. The worker is one Python process, and when it
+# is busy (starting many runs at once) the heartbeats of the model calls it
+# waits on arrive late, Temporal times those calls out and they are made
+# again. Measured on 2 cores: up to 1,000 runs reached the model together,
+# 5,000 started at once did not (see the template's docs/capacity.md).
 RUNS_IN_FLIGHT = 5_000
 
 # The most WORKER_RUNS_IN_FLIGHT may ask for: past this, one worker's event
