@@ -33,6 +33,14 @@ from temporalio.worker import Worker
 
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.bounded_sandbox import BoundedSandboxClient
+from {{ cookiecutter.package_name }}.capacity import (
+    RUNS_IN_FLIGHT,
+    BadCapacity,
+    make_room_for_connections,
+    model_provider,
+    runs_in_flight,
+    worker_options,
+)
 from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.exits import exit_after
 from {{ cookiecutter.package_name }}.observability import (
@@ -166,7 +174,10 @@ def backend_client(
 
 
 def build_worker(client: Client, **options: object) -> Worker:
-    """A worker for this service's task queue and workflow."""
+    """A worker for this service's task queue and workflow, with room for
+    RUNS_IN_FLIGHT runs unless ``options`` say otherwise (capacity.py)."""
+    for name, value in worker_options(RUNS_IN_FLIGHT).items():
+        options.setdefault(name, value)
     options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
     options.setdefault("workflows", [SandboxAgentWorkflow])
     options.setdefault("interceptors", [SandboxOperationMeter()])
@@ -178,21 +189,22 @@ def build_worker(client: Client, **options: object) -> Worker:
     )
 
 
-async def run_worker() -> None:
+async def run_worker(runs: int = RUNS_IN_FLIGHT) -> None:
     # Metrics and traces, when configured, are set up before the client.
     runtime = metrics_runtime(os.environ)
     tracing = tracing_plugins(os.environ)
-    client = await connect(plugins=[agents_plugin(traced=bool(tracing)), *tracing], runtime=runtime)
+    plugin = agents_plugin(model_provider=model_provider(runs), traced=bool(tracing))
+    client = await connect(plugins=[plugin, *tracing], runtime=runtime)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with build_worker(client):
+    async with build_worker(client, **worker_options(runs)):
         providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
         print(
             f"Worker polling task queue {TASK_QUEUE!r} with sandbox "
             f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}. "
-            "Ctrl+C to stop."
+            f"Up to {runs} runs in flight. Ctrl+C to stop."
         )
         await stop.wait()
         print("Stopping: letting work in flight finish...")
@@ -208,8 +220,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if problem:
         sys.exit(problem)
     try:
-        asyncio.run(run_worker())
-    except (BackendUnavailable, ConnectionFailed, TelemetryUnavailable) as e:
+        runs = runs_in_flight(os.environ)
+        make_room_for_connections(runs)
+        asyncio.run(run_worker(runs))
+    except (BadCapacity, BackendUnavailable, ConnectionFailed, TelemetryUnavailable) as e:
         sys.exit(str(e))
 
 

@@ -1,0 +1,189 @@
+"""One number, WORKER_RUNS_IN_FLIGHT, sizes the worker for runs that wait on the model."""
+
+import asyncio
+import resource
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents import ModelResponse, ModelSettings
+from agents.models.interface import ModelTracing
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client, WorkflowHandle
+from temporalio.openai_agents.testing import ResponseBuilders, TestModel
+
+from {{ cookiecutter.package_name }} import (
+    capacity,
+    worker,
+)
+from {{ cookiecutter.package_name }}.capacity import (
+    RUNS_IN_FLIGHT,
+    BadCapacity,
+    make_room_for_connections,
+    model_provider,
+    runs_in_flight,
+    worker_options,
+)
+from {{ cookiecutter.package_name }}.starter import (
+    start,
+)
+
+from .support import running_worker
+
+
+def test_runs_in_flight_default_and_override() -> None:
+    assert runs_in_flight({}) == RUNS_IN_FLIGHT == 5_000
+    assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": ""}) == RUNS_IN_FLIGHT
+    assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": "200"}) == 200
+    assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": "10_000"}) == 10_000
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "2.5", "100001"])
+def test_a_bad_runs_in_flight_is_one_clear_line(value: str) -> None:
+    with pytest.raises(BadCapacity) as bad:
+        runs_in_flight({"WORKER_RUNS_IN_FLIGHT": value})
+    assert str(bad.value) == (
+        f"WORKER_RUNS_IN_FLIGHT={value!r} is not allowed: use a whole number "
+        "of runs from 1 to 100000."
+    )
+
+
+def test_worker_with_a_bad_runs_in_flight_exits_before_connecting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(worker, "missing_credentials", lambda environ: None)
+    monkeypatch.setenv("WORKER_RUNS_IN_FLIGHT", "lots")
+    # Nothing listens there: a worker that tried to connect would fail differently.
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
+
+    # A string exit code: Python prints it on stderr and exits with status 1.
+    assert exited.value.code == (
+        "WORKER_RUNS_IN_FLIGHT='lots' is not allowed: use a whole number of runs from 1 to 100000."
+    )
+    assert capsys.readouterr().out == ""
+
+
+def test_every_run_in_flight_has_an_activity_slot_and_stays_cached() -> None:
+    options = worker_options(300)
+    assert options["max_concurrent_activities"] == 300
+    # Runs waiting for a slot stay cached too: no run is dropped and replayed.
+    assert options["max_cached_workflows"] >= 2 * 300
+
+
+async def test_the_model_client_opens_a_connection_per_run_in_flight_and_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A model endpoint that never answers, counting the connections it holds.
+    connections = 0
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await reader.read()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    model = model_provider(3).get_model("gpt-test")
+    calls = [
+        asyncio.create_task(
+            model.get_response(
+                None,
+                "hi",
+                ModelSettings(),
+                [],
+                None,
+                [],
+                ModelTracing.DISABLED,
+                previous_response_id=None,
+                conversation_id=None,
+                prompt=None,
+            )
+        )
+        for _ in range(5)
+    ]
+    try:
+        async with asyncio.timeout(10):
+            while connections < 3:
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        assert connections == 3
+    finally:
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        server.close()
+
+
+@pytest.fixture
+def open_file_limit(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int]]]:
+    """This process may open 1,024 files, and be allowed 4,096; records what
+    the worker sets instead of setting it."""
+    limits: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, 4096))
+    monkeypatch.setattr(resource, "setrlimit", lambda which, limit: limits.append(limit))
+    yield limits
+
+
+def test_the_worker_raises_its_open_file_limit_as_far_as_allowed(
+    open_file_limit: list[tuple[int, int]],
+) -> None:
+    make_room_for_connections(2_000)
+    assert open_file_limit == [(2_000 + capacity.OTHER_OPEN_FILES, 4096)]
+
+
+def test_a_limit_of_open_files_too_low_is_one_clear_line(
+    open_file_limit: list[tuple[int, int]],
+) -> None:
+    with pytest.raises(BadCapacity) as bad:
+        make_room_for_connections(5_000)
+    assert str(bad.value) == (
+        "WORKER_RUNS_IN_FLIGHT=5000 needs 6000 open files and this process may open "
+        "at most 4096 (ulimit -Hn): raise that limit or set WORKER_RUNS_IN_FLIGHT "
+        "to at most 3096."
+    )
+    assert open_file_limit == []
+
+
+class HeldModel(TestModel):
+    """Holds every model call until ``answer`` is set, then answers "done"."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: ResponseBuilders.output_message("done"))
+        self.calls = 0
+        self.answer = asyncio.Event()
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        self.calls += 1
+        await self.answer.wait()
+        return ResponseBuilders.output_message("done")
+
+
+async def waits_for_a_slot(handle: WorkflowHandle[Any, Any]) -> bool:
+    """The run's next step is scheduled, and no worker has started it."""
+    description = await handle.describe()
+    return any(
+        step.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+        for step in description.raw_description.pending_activities
+    )
+
+
+async def test_runs_past_the_limit_wait_for_a_slot_and_none_fails(
+    temporal_client: Client,
+) -> None:
+    model = HeldModel()
+    async with running_worker(temporal_client, model, **worker_options(1)) as (client, _):
+        runs = [await start(client, "first"), await start(client, "second")]
+        # One run waits on the model in the only slot; the other's next step
+        # waits on the task queue.
+        async with asyncio.timeout(20):
+            while not (model.calls == 1 and any([await waits_for_a_slot(r) for r in runs])):
+                await asyncio.sleep(0.1)
+        assert model.calls == 1
+
+        model.answer.set()
+        assert [await run.result() for run in runs] == ["done", "done"]
+        assert model.calls == 2
