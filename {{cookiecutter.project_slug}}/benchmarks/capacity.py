@@ -154,6 +154,10 @@ class SlowModel:
             self.held[prompt] -= 1
             released.cancel()
             closed.cancel()
+            # Wait for the read to be cancelled: the connection's next request
+            # is read by the caller, and a stream allows one reader at a time.
+            with suppress(asyncio.CancelledError):
+                await closed
         if closed.done() and not closed.cancelled():
             return None
         self.answered += 1

@@ -24,6 +24,8 @@ class ScriptedOpenAIServer:
         # Answer every request with this HTTP error instead (e.g. 401: a bad key).
         self.error_status = error_status
         self.requests = 0
+        # The input and output tokens each answer reported, in order.
+        self.reported: list[tuple[int, int]] = []
         # Set hold_at_step to hold the request made after that many commands
         # until release is set; reached is set when it arrives.
         self.hold_at_step: int | None = None
@@ -66,6 +68,9 @@ class ScriptedOpenAIServer:
                 "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}],
             }
+        # About four bytes a token, as for English text.
+        tokens = (len(json.dumps(request.get("input", []))) // 4, len(json.dumps(item)) // 4)
+        self.reported.append(tokens)
         return 200, {
             "id": f"resp_{self.requests}",
             "object": "response",
@@ -76,6 +81,13 @@ class ScriptedOpenAIServer:
             "parallel_tool_calls": False,
             "tool_choice": "auto",
             "tools": [],
+            "usage": {
+                "input_tokens": tokens[0],
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": tokens[1],
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": sum(tokens),
+            },
         }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -5,6 +5,7 @@ read what a run's history records."""
 import asyncio
 import re
 import socket
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from agents.sandbox.session import SandboxSession
 {%- endif %}
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from openai import AsyncOpenAI
+from prometheus_client.parser import text_string_to_metric_families
 from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.common import RetryPolicy
@@ -400,3 +402,23 @@ def openai_model(base_url: str) -> OpenAIResponsesModel:
     """The SDK's real default model, talking to a scripted server."""
     client = AsyncOpenAI(base_url=base_url, api_key="dummy", max_retries=0)
     return OpenAIResponsesModel(MODEL, client)
+
+
+class Metrics:
+    """A worker runtime's /metrics, scraped and parsed."""
+
+    def __init__(self, address: str) -> None:
+        self.url = f"http://{address}/metrics"
+
+    async def scrape(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """Every sample, by metric name: its labels and its value."""
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(self.url).read().decode())
+        return {
+            family.name: [(sample.labels, sample.value) for sample in family.samples]
+            for family in text_string_to_metric_families(text)
+        }
+
+    async def total(self, name: str, **labels: str) -> float:
+        """The sum of ``name``'s samples that carry ``labels``."""
+        samples = (await self.scrape()).get(name, [])
+        return sum(value for found, value in samples if labels.items() <= found.items())

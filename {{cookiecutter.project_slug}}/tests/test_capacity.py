@@ -32,7 +32,7 @@ from .support import running_worker
 
 
 def test_runs_in_flight_default_and_override() -> None:
-    assert runs_in_flight({}) == RUNS_IN_FLIGHT == 5_000
+    assert runs_in_flight({}) == RUNS_IN_FLIGHT == 1_000
     assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": ""}) == RUNS_IN_FLIGHT
     assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": "200"}) == 200
     assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": "10_000"}) == 10_000

@@ -9,10 +9,8 @@ times, as the installed console script and as ``python -m``, and check every
 status and the last line each one printed.
 """
 
-import asyncio
 import re
 import signal
-import urllib.request
 import uuid
 from collections import Counter
 
@@ -38,7 +36,7 @@ from .processes import (
     service_environment,
 )
 from .scripted_openai import scripted_openai_server
-from .support import closed_address
+from .support import Metrics, closed_address
 
 pytestmark = pytest.mark.process
 
@@ -171,12 +169,14 @@ async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
             async with service(command, {**environment, **serving}) as worker:
                 await worker.wait_for("Worker polling")
                 # Stop a worker that has done real work: a whole run.
+                answered = len(model.reported)
                 handle = await start(temporal_client, "Say it.")
                 assert (await handle.result()).endswith("all-done\n")
                 if metrics:
-                    url = f"http://{metrics}/metrics"
-                    scrape = await asyncio.to_thread(urllib.request.urlopen, url)
-                    assert b"agent_runs{" in scrape.read()
+                    # The run's tokens as the model's HTTP answers reported them.
+                    tokens = sum(answer[0] for answer in model.reported[answered:])
+                    assert await Metrics(metrics).total("agent_runs", outcome="completed") == 1
+                    assert await Metrics(metrics).total("agent_input_tokens") == tokens > 0
                 worker.process.send_signal(stop)
                 await tally.record(stop.name, worker, 0, "Worker stopped.")
     tally.check()

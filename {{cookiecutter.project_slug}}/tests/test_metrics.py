@@ -7,8 +7,6 @@ run in its cache, so it replays each run from its start at every step: a
 counter that replay moved would show more than the scripted model reported.
 """
 
-import asyncio
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +16,6 @@ import pytest
 from agents import set_trace_processors
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.runtime import Runtime
@@ -47,6 +44,7 @@ from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
+    Metrics,
     activities,
     closed_address,
     running_worker,
@@ -56,26 +54,6 @@ from .support import (
 
 # About 60 kB of output a step: a run's history passes the budget in a dozen.
 BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
-
-
-class Metrics:
-    """A worker runtime's /metrics, scraped and parsed."""
-
-    def __init__(self, address: str) -> None:
-        self.url = f"http://{address}/metrics"
-
-    async def scrape(self) -> dict[str, list[tuple[dict[str, str], float]]]:
-        """Every sample, by metric name: its labels and its value."""
-        text = await asyncio.to_thread(lambda: urllib.request.urlopen(self.url).read().decode())
-        return {
-            family.name: [(sample.labels, sample.value) for sample in family.samples]
-            for family in text_string_to_metric_families(text)
-        }
-
-    async def total(self, name: str, **labels: str) -> float:
-        """The sum of ``name``'s samples that carry ``labels``."""
-        samples = (await self.scrape()).get(name, [])
-        return sum(value for found, value in samples if labels.items() <= found.items())
 
 
 @asynccontextmanager

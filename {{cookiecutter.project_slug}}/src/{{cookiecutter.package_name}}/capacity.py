@@ -45,9 +45,11 @@ ENVIRONMENT_VARIABLE = "WORKER_RUNS_IN_FLIGHT"
 # what limits a worker: CPU is. The worker is one Python process, and when it
 # is busy (starting many runs at once) the heartbeats of the model calls it
 # waits on arrive late, Temporal times those calls out and they are made
-# again. Measured on 2 cores: up to 1,000 runs reached the model together,
-# 5,000 started at once did not (see the template's docs/capacity.md).
-RUNS_IN_FLIGHT = 5_000
+# again. Measured on 2 cores: 1,000 runs reached the model together, 5,000
+# started at once did not (see the template's docs/capacity.md). Past this
+# limit runs wait on the task queue, which costs nothing; run more workers
+# rather than raise it far.
+RUNS_IN_FLIGHT = 1_000
 
 # The most WORKER_RUNS_IN_FLIGHT may ask for: past this, one worker's event
 # loop is the limit, not its slots. Run more workers instead.
