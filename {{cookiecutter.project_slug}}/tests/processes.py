@@ -7,6 +7,7 @@ these helpers are marked ``process`` and left out of a plain
 
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -82,6 +83,12 @@ class Service:
 
 @asynccontextmanager
 async def service(command: list[str], environment: dict[str, str]) -> AsyncIterator[Service]:
+    # A command started from a terminal gets Ctrl+C (SIGINT). A test run that
+    # a script started in the background inherits SIGINT ignored, and would
+    # hand that on to every process it starts (the starter respects it, as
+    # POSIX asks of a background job): give them a terminal's Ctrl+C.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     process = await asyncio.create_subprocess_exec(
         *command,
         cwd=PROJECT,
