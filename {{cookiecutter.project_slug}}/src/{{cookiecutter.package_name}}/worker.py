@@ -49,6 +49,7 @@ from {{ cookiecutter.package_name }}.observability import (
     metrics_runtime,
     tracing_plugins,
 )
+from {{ cookiecutter.package_name }}.payloads import with_agent_payloads
 from {{ cookiecutter.package_name }}.shared import (
     MODEL_ACTIVITY_TIMEOUT,
     SANDBOX_SECRETS,
@@ -137,7 +138,7 @@ def agents_plugin(
             provider: backend_client(provider, backend.sandbox_client)
             for provider, backend in SANDBOX_BACKENDS.items()
         }
-    return OpenAIAgentsPlugin(
+    plugin = OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
             start_to_close_timeout=MODEL_ACTIVITY_TIMEOUT,
             heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
@@ -158,6 +159,9 @@ def agents_plugin(
         resolvable_worker_env_vars=SANDBOX_SECRETS,
         use_otel_instrumentation=traced,
     )
+    # The plugin's data converter, reading model inputs cheaply (payloads.py).
+    plugin.data_converter = with_agent_payloads
+    return plugin
 
 
 def backend_client(
