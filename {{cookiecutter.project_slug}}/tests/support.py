@@ -25,7 +25,7 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
+from temporalio.client import Client, Plugin, WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.common import RetryPolicy
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
@@ -37,6 +37,7 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend, 
 {% else -%}
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend
 {% endif -%}
+from {{ cookiecutter.package_name }}.payloads import DATA_CONVERTER
 from {{ cookiecutter.package_name }}.shared import (
 {%- for constant in ((cookiecutter | providers | map("first") | list) + ["MODEL", "SANDBOX_SECRETS"]) | sort %}
     {{ constant }},
@@ -189,6 +190,15 @@ async def assert_a_rejection_fails_the_run_at_once(
     assert [step.attempt for step in steps if step.attempt][-1] == 1
 
 
+def with_plugins(client: Client, *plugins: Plugin) -> Client:
+    """``client``'s connection with ``plugins``, and the data converter every
+    client of the tests shares (``DATA_CONVERTER``)."""
+    config = client.config()
+    config["plugins"] = plugins
+    config["data_converter"] = DATA_CONVERTER
+    return Client(**config)
+
+
 @asynccontextmanager
 async def running_worker(
     client: Client,
@@ -209,9 +219,7 @@ async def running_worker(
         model_provider=TestModelProvider(model),
         model_retry_policy=model_retry_policy,
     )
-    config = client.config()
-    config["plugins"] = [plugin]
-    plugged = Client(**config)
+    plugged = with_plugins(client, plugin)
     worker = build_worker(plugged, **worker_options)
     async with worker, run_time_limit(plugged, worker.task_queue, time_limit):
         yield plugged, worker

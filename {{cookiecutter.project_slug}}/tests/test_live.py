@@ -16,6 +16,8 @@ from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTIO
 from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker, missing_credentials
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
+from .support import with_plugins
+
 pytestmark = pytest.mark.live
 
 
@@ -26,9 +28,7 @@ async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     problem = missing_credentials(os.environ)
     if problem:
         pytest.skip(problem)
-    config = temporal_client.config()
-    config["plugins"] = [agents_plugin()]
-    client = Client(**config)
+    client = with_plugins(temporal_client, agents_plugin())
     async with build_worker(client):
         answer = await client.execute_workflow(
             SandboxAgentWorkflow.run,

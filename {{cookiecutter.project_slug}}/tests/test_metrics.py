@@ -50,6 +50,7 @@ from .support import (
     running_worker,
     runs_of_chain,
     sandboxes_for_tests,
+    with_plugins,
 )
 
 # About 60 kB of output a step: a run's history passes the budget in a dozen.
@@ -123,6 +124,7 @@ async def test_a_failing_sandbox_operation_is_counted_as_an_error_of_its_provide
         assert errors == 1
 
 
+@pytest.mark.long
 async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
     temporal_client: Client,
 ) -> None:
@@ -170,16 +172,15 @@ async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_o
     set_trace_processors([])
     exported = InMemorySpanExporter()
     tracing = trace_to(SimpleSpanProcessor(exported))
-    config = temporal_client.config()
-    config["plugins"] = [
+    client = with_plugins(
+        temporal_client,
         agents_plugin(
             sandboxes=sandboxes_for_tests(),
             model_provider=TestModelProvider(ScriptedModel(["echo traced"])),
             traced=True,
         ),
         tracing,
-    ]
-    client = Client(**config)
+    )
     # No run stays in the worker's cache: each step replays the run so far.
     async with build_worker(client, max_cached_workflows=0):
         handle = await start(client, "Say traced.")
