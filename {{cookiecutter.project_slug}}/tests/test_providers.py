@@ -8,12 +8,16 @@ from temporalio.exceptions import ApplicationError
 
 from {{ cookiecutter.package_name }} import starter
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, SANDBOX_PROVIDERS, TASK_QUEUE
 from {{ cookiecutter.package_name }}.starter import attach, run, start
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import activities, closed_address, running_worker, started_id
+
+
+def test_the_starter_offers_the_providers_the_worker_registers() -> None:
+    assert tuple(SANDBOX_BACKENDS) == SANDBOX_PROVIDERS
 
 
 @pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))

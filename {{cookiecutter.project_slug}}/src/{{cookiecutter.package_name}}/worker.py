@@ -177,10 +177,10 @@ def backend_client(
         ) from e
 
 
-def build_worker(client: Client, **options: object) -> Worker:
+def build_worker(client: Client, runs: int = RUNS_IN_FLIGHT, **options: object) -> Worker:
     """A worker for this service's task queue and workflow, with room for
-    RUNS_IN_FLIGHT runs unless ``options`` say otherwise (capacity.py)."""
-    for name, value in worker_options(RUNS_IN_FLIGHT).items():
+    ``runs`` runs in flight unless ``options`` say otherwise (capacity.py)."""
+    for name, value in worker_options(runs).items():
         options.setdefault(name, value)
     options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
     options.setdefault("workflows", [SandboxAgentWorkflow])
@@ -203,7 +203,7 @@ async def run_worker(runs: int = RUNS_IN_FLIGHT) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with build_worker(client, **worker_options(runs)):
+    async with build_worker(client, runs):
         providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
         print(
             f"Worker polling task queue {TASK_QUEUE!r} with sandbox "
