@@ -177,7 +177,7 @@ def backend_client(
         ) from e
 
 
-def build_worker(client: Client, runs: int = RUNS_IN_FLIGHT, **options: object) -> Worker:
+def build_worker(client: Client, runs: int = RUNS_IN_FLIGHT, /, **options: object) -> Worker:
     """A worker for this service's task queue and workflow, with room for
     ``runs`` runs in flight unless ``options`` say otherwise (capacity.py)."""
     for name, value in worker_options(runs).items():
