@@ -3,6 +3,7 @@
 import asyncio
 import resource
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,9 +18,11 @@ from {{ cookiecutter.package_name }} import (
     worker,
 )
 from {{ cookiecutter.package_name }}.capacity import (
+    HEARTBEATS_PER_SECOND,
     RUNS_IN_FLIGHT,
     BadCapacity,
     make_room_for_connections,
+    model_heartbeat_timeout,
     model_provider,
     runs_in_flight,
     worker_options,
@@ -70,6 +73,19 @@ def test_every_run_in_flight_has_an_activity_slot_and_stays_cached() -> None:
     assert options["max_concurrent_activities"] == 300
     # Runs waiting for a slot stay cached too: no run is dropped and replayed.
     assert options["max_cached_workflows"] >= 2 * 300
+
+
+def test_the_heartbeats_of_every_run_waiting_stay_within_the_budget() -> None:
+    # 10 s up to 500 runs in flight, then growing with them: each model call
+    # heartbeats every half timeout, every heartbeat reaches Temporal, and all
+    # of a worker's together stay within HEARTBEATS_PER_SECOND.
+    assert model_heartbeat_timeout(1) == model_heartbeat_timeout(500) == timedelta(seconds=10)
+    assert model_heartbeat_timeout(RUNS_IN_FLIGHT) == timedelta(seconds=20)
+    assert model_heartbeat_timeout(5_000) == timedelta(seconds=100)
+    for runs in (1, 500, 1_000, 5_000, 100_000):
+        every = worker_options(runs)["max_heartbeat_throttle_interval"]
+        assert every == model_heartbeat_timeout(runs) / 2
+        assert runs / every.total_seconds() <= HEARTBEATS_PER_SECOND
 
 
 async def test_the_model_client_opens_a_connection_per_run_in_flight_and_no_more(

@@ -10,6 +10,7 @@ from agents import ModelResponse
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
+from {{ cookiecutter.package_name }}.capacity import RUNS_IN_FLIGHT, model_heartbeat_timeout
 from {{ cookiecutter.package_name }}.shared import (
     MODEL_ACTIVITY_TIMEOUT,
     SANDBOX_ACTIVITY_TIMEOUT,
@@ -93,7 +94,7 @@ async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_o
     completed_run: CompletedRun,
 ) -> None:
     # A model call heartbeats: one whose worker died is retried on another
-    # worker 10 s after its last heartbeat. A sandbox operation does not
+    # worker 20 s after its last heartbeat (at the default capacity). A sandbox operation does not
     # (a heartbeat timeout would cut long commands off and run them again):
     # one in flight is retried once its own timeout passes.
     steps = await activities(completed_run.handle)
@@ -104,7 +105,7 @@ async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_o
             assert step.heartbeat_timeout == timedelta(0)
         else:
             assert step.start_to_close_timeout == MODEL_ACTIVITY_TIMEOUT
-            assert step.heartbeat_timeout == timedelta(seconds=10)
+            assert step.heartbeat_timeout == model_heartbeat_timeout(RUNS_IN_FLIGHT)
 
 
 async def test_a_run_completes_when_every_step_is_replayed_from_history(

@@ -25,12 +25,14 @@ What a run in flight holds besides: its sandbox (a remote backend's quota of
 sandboxes caps runs in flight across all workers, and a run past that quota
 fails to create its sandbox instead of waiting: keep WORKER_RUNS_IN_FLIGHT
 times the workers within it), and, while it waits on the model, a heartbeat
-to Temporal every few seconds (worker.py: MODEL_HEARTBEAT_TIMEOUT), which
-costs CPU on the worker and on the Temporal service for every run waiting.
+to Temporal every half ``model_heartbeat_timeout()``. The heartbeat timeout
+grows with the limit so that a worker's heartbeats stay under
+HEARTBEATS_PER_SECOND, whatever its size.
 """
 
 import resource
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import httpx2
@@ -42,14 +44,20 @@ ENVIRONMENT_VARIABLE = "WORKER_RUNS_IN_FLIGHT"
 
 # Runs one worker keeps in flight at once unless WORKER_RUNS_IN_FLIGHT says
 # otherwise: about 0.7 MiB of worker memory each. Memory and slots are not
-# what limits a worker: CPU is. The worker is one Python process, and when it
-# is busy (starting many runs at once) the heartbeats of the model calls it
-# waits on arrive late, Temporal times those calls out and they are made
-# again. Measured on 2 cores: 1,000 runs reached the model together, 5,000
-# started at once did not (see the template's docs/capacity.md). Past this
-# limit runs wait on the task queue, which costs nothing; run more workers
-# rather than raise it far.
+# what limits a worker: CPU is (one Python process), to start runs and to
+# heartbeat the model calls it waits on. Past this limit runs wait on the
+# task queue, which costs nothing. Figures: the template's docs/capacity.md.
 RUNS_IN_FLIGHT = 1_000
+
+# Together, the model calls a worker waits on heartbeat Temporal at most this
+# many times a second. Each heartbeat costs the worker and the Temporal
+# service CPU (and is a billable action on Temporal Cloud); at 10 s per call
+# 5,000 calls waiting sent 625 a second, more than two cores of a dev server.
+HEARTBEATS_PER_SECOND = 100
+
+# A model call's heartbeat timeout is never shorter than this: a model call
+# whose worker died is retried elsewhere within it.
+SHORTEST_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 # The most WORKER_RUNS_IN_FLIGHT may ask for: past this, one worker's event
 # loop is the limit, not its slots. Run more workers instead.
@@ -81,11 +89,27 @@ def runs_in_flight(environ: Mapping[str, str]) -> int:
     return runs
 
 
+def model_heartbeat_timeout(runs: int) -> timedelta:
+    """How long Temporal waits for a model call's heartbeat, on a worker with
+    ``runs`` in flight, before it retries the call on another worker.
+
+    The plugin heartbeats every half of it, and worker_options() lets each
+    heartbeat through, so ``runs`` calls send at most HEARTBEATS_PER_SECOND,
+    and a heartbeat may be up to half the timeout late (a worker busy starting
+    runs) before its call is retried. 10 s up to 500 runs, 20 s at the
+    default 1,000, 100 s at 5,000. Past MODEL_ACTIVITY_TIMEOUT the call's own
+    timeout comes first."""
+    return max(SHORTEST_HEARTBEAT_TIMEOUT, timedelta(seconds=2 * runs / HEARTBEATS_PER_SECOND))
+
+
 def worker_options(runs: int) -> dict[str, Any]:
-    """The Worker's slots and cache for ``runs`` runs in flight."""
+    """The Worker's slots, cache and heartbeat throttle for ``runs`` runs in
+    flight. The SDK sends a call's heartbeats to Temporal at most every 0.8 of
+    its timeout, leaving 2 s of slack at 10 s; every half timeout leaves half."""
     return {
         "max_concurrent_activities": runs,
         "max_cached_workflows": 2 * runs,
+        "max_heartbeat_throttle_interval": model_heartbeat_timeout(runs) / 2,
     }
 
 

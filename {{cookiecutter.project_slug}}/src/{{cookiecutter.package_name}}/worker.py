@@ -7,7 +7,8 @@ Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
 status 0. Work it did not finish is not lost; Temporal hands it to the next
 worker on the same task queue. A worker that dies without warning (SIGKILL, a
 lost machine) is noticed when its model call misses a heartbeat
-(``MODEL_HEARTBEAT_TIMEOUT``) or its sandbox operation reaches its timeout.
+(capacity.model_heartbeat_timeout(): 20 s at the default capacity) or its
+sandbox operation reaches its timeout.
 """
 
 import argparse
@@ -37,6 +38,7 @@ from {{ cookiecutter.package_name }}.capacity import (
     RUNS_IN_FLIGHT,
     BadCapacity,
     make_room_for_connections,
+    model_heartbeat_timeout,
     model_provider,
     runs_in_flight,
     worker_options,
@@ -77,11 +79,6 @@ MODEL_RETRY_POLICY = RetryPolicy(
     maximum_interval=timedelta(seconds=60),
     maximum_attempts=8,
 )
-
-# The worker heartbeats while a model call is in flight, so a worker that dies
-# part-way through one is noticed after this long, not after the whole
-# MODEL_ACTIVITY_TIMEOUT, and the call is retried on another worker.
-MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
 class BackendUnavailable(Exception):
@@ -125,13 +122,15 @@ def agents_plugin(
     model_provider: ModelProvider | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     traced: bool = False,
+    runs: int = RUNS_IN_FLIGHT,
 ) -> OpenAIAgentsPlugin:
     """The plugin that runs model calls and sandbox operations as activities.
 
     The real worker builds each backend's client and uses the OpenAI model
     provider; tests pass their own sandbox clients (by provider name) and a
     scripted model provider. ``traced``: the agent's spans also go to
-    OpenTelemetry (observability.tracing_plugins() must have run).
+    OpenTelemetry (observability.tracing_plugins() must have run). ``runs``:
+    the worker's runs in flight, which set the model calls' heartbeat timeout.
     """
     if sandboxes is None:
         sandboxes = {
@@ -141,7 +140,7 @@ def agents_plugin(
     plugin = OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
             start_to_close_timeout=MODEL_ACTIVITY_TIMEOUT,
-            heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+            heartbeat_timeout=model_heartbeat_timeout(runs),
             retry_policy=model_retry_policy,
             # Model calls stay ordinary activities, so each one shows in the Web
             # UI and the starter's progress, heartbeats, and is retried on its
@@ -197,7 +196,7 @@ async def run_worker(runs: int = RUNS_IN_FLIGHT) -> None:
     # Metrics and traces, when configured, are set up before the client.
     runtime = metrics_runtime(os.environ)
     tracing = tracing_plugins(os.environ)
-    plugin = agents_plugin(model_provider=model_provider(runs), traced=bool(tracing))
+    plugin = agents_plugin(model_provider=model_provider(runs), traced=bool(tracing), runs=runs)
     client = await connect(plugins=[plugin, *tracing], runtime=runtime)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
