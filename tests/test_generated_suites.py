@@ -17,10 +17,10 @@ WITH_PROCESS_TEST = {"local-defaults", "daytona-plus-local-and-e2b-two-secrets"}
 
 @pytest.fixture(scope="session")
 def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One mypy cache for every generated project. Checking the SDKs' ~1,500
-    modules takes ~40 s and gives the same result in every project; mypy
-    checks each cached module against its source's hash, so a shared cache
-    changes how long mypy takes, never what it reports."""
+    """One mypy cache for every generated project a test process checks.
+    Checking the SDKs' ~1,500 modules takes ~40 s and gives the same result in
+    every project; mypy checks each cached module against its source's hash,
+    so a shared cache changes how long mypy takes, never what it reports."""
     return str(tmp_path_factory.mktemp("mypy-cache"))
 
 
