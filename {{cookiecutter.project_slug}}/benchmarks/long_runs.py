@@ -25,6 +25,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
@@ -54,7 +55,10 @@ async def benchmark(step_counts: Sequence[int]) -> None:
         for steps in step_counts:
             model = ScriptedModel([STEP] * steps)
             workflows = [LongSandboxAgentWorkflow]
-            async with running_worker(env.client, model, workflows=workflows) as (client, _):
+            # A 500-step chain takes minutes: longer than a test's usual wait.
+            async with running_worker(
+                env.client, model, workflows=workflows, time_limit=timedelta(minutes=15)
+            ) as (client, _):
                 began = time.monotonic()
                 handle = await client.start_workflow(
                     LongSandboxAgentWorkflow.run,
