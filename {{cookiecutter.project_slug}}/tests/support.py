@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import Client, Plugin, WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.common import RetryPolicy
+from temporalio.converter import DataConverter
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -37,7 +38,7 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend, 
 {% else -%}
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend
 {% endif -%}
-from {{ cookiecutter.package_name }}.payloads import DATA_CONVERTER
+from {{ cookiecutter.package_name }}.payloads import AgentPayloadConverter
 from {{ cookiecutter.package_name }}.shared import (
 {%- for constant in ((cookiecutter | providers | map("first") | list) + ["MODEL", "SANDBOX_SECRETS"]) | sort %}
     {{ constant }},
@@ -188,6 +189,11 @@ async def assert_a_rejection_fails_the_run_at_once(
     steps = await activities(handle)
     assert len([step for step in steps if step.failed]) == 1
     assert [step.attempt for step in steps if step.attempt][-1] == 1
+
+
+# Each data converter builds the pydantic schema of every type it reads, 30 ms
+# or more each, and keeps them: the tests' many clients share this one.
+DATA_CONVERTER = DataConverter(payload_converter_class=AgentPayloadConverter)
 
 
 def with_plugins(client: Client, *plugins: Plugin) -> Client:

@@ -94,9 +94,10 @@ async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_o
     completed_run: CompletedRun,
 ) -> None:
     # A model call heartbeats: one whose worker died is retried on another
-    # worker 20 s after its last heartbeat (at the default capacity). A sandbox operation does not
-    # (a heartbeat timeout would cut long commands off and run them again):
-    # one in flight is retried once its own timeout passes.
+    # worker 20 s after its last heartbeat (at the default capacity). A
+    # sandbox operation does not (a heartbeat timeout would cut long commands
+    # off and run them again): one in flight is retried once its own timeout
+    # passes.
     steps = await activities(completed_run.handle)
     assert {step.is_sandbox_operation for step in steps} == {True, False}
     for step in steps:

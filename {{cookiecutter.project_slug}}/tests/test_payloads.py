@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.payloads import AgentPayloadConverter
 from {{ cookiecutter.package_name }}.shared import sandbox_operation
 from {{ cookiecutter.package_name }}.worker import agents_plugin
 
-from .support import CompletedRun, sandboxes_for_tests
+from .support import DATA_CONVERTER, CompletedRun, sandboxes_for_tests, with_plugins
 
 
 def plain(value: Any) -> Any:
@@ -59,3 +59,6 @@ def test_the_worker_and_its_tests_use_it(temporal_client: Client) -> None:
     config = temporal_client.config()
     config["plugins"] = [agents_plugin(sandboxes=sandboxes_for_tests())]
     assert Client(**config).data_converter.payload_converter_class is AgentPayloadConverter
+    # A client that has one keeps it: the tests' clients share one converter.
+    shared = with_plugins(temporal_client, agents_plugin(sandboxes=sandboxes_for_tests()))
+    assert shared.data_converter is DATA_CONVERTER

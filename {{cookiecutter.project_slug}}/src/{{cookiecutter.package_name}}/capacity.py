@@ -6,14 +6,16 @@ waiting at once for well under a MiB of memory each. The Temporal SDK's
 defaults are sized for CPU-bound work instead: 100 activities at a time (so
 only 100 runs wait on the model, the rest queue behind an idle CPU), and the
 OpenAI client keeps at most 1,000 connections. ``RUNS_IN_FLIGHT`` sets the
-three limits that must agree, together:
+limits that must agree, together:
 
 - activity slots: each run waiting on the model holds one, as does each
   sandbox operation in progress;
 - cached workflows: twice as many, so that neither a run in flight nor one
   waiting for a slot is dropped from the cache and replayed (a dropped run can
   also trip temporalio/sdk-python#494, see the README);
-- the model client's connection pool: one connection per model call in flight.
+- the model client's connection pool: one connection per model call in flight;
+- the model calls' heartbeat timeout, which grows with the limit so that a
+  worker's heartbeats stay under HEARTBEATS_PER_SECOND, whatever its size.
 
 Past the limit nothing fails: a run's next step (a model call or a sandbox
 operation) waits on the task queue until a slot frees, and shows as
@@ -25,9 +27,7 @@ What a run in flight holds besides: its sandbox (a remote backend's quota of
 sandboxes caps runs in flight across all workers, and a run past that quota
 fails to create its sandbox instead of waiting: keep WORKER_RUNS_IN_FLIGHT
 times the workers within it), and, while it waits on the model, a heartbeat
-to Temporal every half ``model_heartbeat_timeout()``. The heartbeat timeout
-grows with the limit so that a worker's heartbeats stay under
-HEARTBEATS_PER_SECOND, whatever its size.
+to Temporal every half ``model_heartbeat_timeout()``.
 """
 
 import resource

@@ -52,15 +52,10 @@ class AgentPayloadConverter(OpenAIPayloadConverter):
 
 def with_agent_payloads(converter: DataConverter | None) -> DataConverter:
     """``converter`` (keeping its codec, if any) with AgentPayloadConverter;
-    ``converter`` itself if it has it already."""
+    ``converter`` itself if it has it already, so clients can share one (and
+    the pydantic schemas it has built)."""
     if converter is not None and converter.payload_converter_class is AgentPayloadConverter:
         return converter
     return dataclasses.replace(
         converter or DataConverter.default, payload_converter_class=AgentPayloadConverter
     )
-
-
-# Each converter builds the pydantic schema of every type it reads, 30 ms
-# or more each, and keeps them: clients made in one process (the tests make
-# one per worker) can share this one.
-DATA_CONVERTER = DataConverter(payload_converter_class=AgentPayloadConverter)
