@@ -33,6 +33,8 @@ CHOICES: dict[str, list[str]] = {
     if isinstance(options, list) and not answer.startswith("_")
 }
 BACKENDS: list[str] = CHOICES["sandbox_backend"]
+# The backends whose sandbox can be bound to one worker host.
+HOST_BOUND = ("local", "docker")
 
 
 class Derived(NamedTuple):
@@ -43,6 +45,10 @@ class Derived(NamedTuple):
     # The backends other than local, in the same order; tests stand a local
     # sandbox in for them.
     remote_backends: list[str]
+    # The backends whose sandbox can live on the host of the worker that
+    # created it (a local workspace; a container on the host's own Docker
+    # engine): their runs keep every sandbox operation on that host.
+    host_bound_backends: list[str]
     # The worker environment variables the agent's sandbox sees.
     secret_env_vars: list[str]
     # (constant in shared.py, backend) for every provider the worker
@@ -65,6 +71,7 @@ def derive(answers: Mapping[str, object]) -> Derived:
         backends=backends,
         additional_backends=additional,
         remote_backends=[backend for backend in backends if backend != "local"],
+        host_bound_backends=[backend for backend in backends if backend in HOST_BOUND],
         secret_env_vars=items(answers["sandbox_secret_env_vars"]),
         providers=[
             ("SANDBOX_PROVIDER", backends[0]),
@@ -87,6 +94,7 @@ class DerivedAnswers(Extension):
             backends=lambda answers: derive(answers).backends,
             additional_backends=lambda answers: derive(answers).additional_backends,
             remote_backends=lambda answers: derive(answers).remote_backends,
+            host_bound_backends=lambda answers: derive(answers).host_bound_backends,
             secret_env_vars=lambda answers: derive(answers).secret_env_vars,
             providers=lambda answers: derive(answers).providers,
         )

@@ -11,6 +11,7 @@ from pathlib import Path
 # As every template file reads the answers (local_extensions.py).
 BACKENDS = {{ cookiecutter | backends | tojson }}
 REMOTE_BACKENDS = {{ cookiecutter | remote_backends | tojson }}
+HOST_BOUND_BACKENDS = {{ cookiecutter | host_bound_backends | tojson }}
 HAS_SECRETS = bool({{ cookiecutter | secret_env_vars | tojson }})
 PACKAGE = Path("src") / {{ cookiecutter.package_name | tojson }}
 TESTS = Path("tests")
@@ -25,7 +26,9 @@ def remove_unused_backends(package: Path, tests: Path, backends: list[str]) -> N
             (tests / f"test_{module.stem}.py").unlink(missing_ok=True)
 
 
-def remove_unused_tests(tests: Path, backends: list[str], remote_backends: list[str], has_secrets: bool) -> None:
+def remove_unused_tests(
+    tests: Path, backends: list[str], remote_backends: list[str], host_bound_backends: list[str], has_secrets: bool
+) -> None:
     if len(backends) == 1:
         (tests / "test_providers.py").unlink()
     if not has_secrets:
@@ -34,6 +37,11 @@ def remove_unused_tests(tests: Path, backends: list[str], remote_backends: list[
     # worker with a local sandbox standing in for the remote one.
     if not remote_backends:
         (tests / "stand_in_worker.py").unlink()
+    # Sandbox affinity is tested with the backends whose sandbox can live on a
+    # worker's host; a remote sandbox's moves are tested in test_durability.py.
+    if not host_bound_backends:
+        (tests / "test_affinity.py").unlink()
+        (tests / "test_affinity_processes.py").unlink()
 
 
 def remove_license_file(license_name: str) -> None:
@@ -44,5 +52,5 @@ def remove_license_file(license_name: str) -> None:
 
 if __name__ == "__main__":
     remove_unused_backends(PACKAGE, TESTS, BACKENDS)
-    remove_unused_tests(TESTS, BACKENDS, REMOTE_BACKENDS, HAS_SECRETS)
+    remove_unused_tests(TESTS, BACKENDS, REMOTE_BACKENDS, HOST_BOUND_BACKENDS, HAS_SECRETS)
     remove_license_file(LICENSE)

@@ -1,8 +1,11 @@
 """The service's workflow with a turn budget long enough for the long-run
-tests and the benchmark (the service's own is MAX_TURNS). Everything else is
+tests and the benchmark (the service's own is MAX_TURNS), and with a short
+wait for a sandbox's host. Everything else is
 the service's code: registered on a test worker, it continues as new, carries
 the conversation and the sandbox, and cuts outputs exactly as the service
 does."""
+
+from datetime import timedelta
 
 from temporalio import workflow
 
@@ -28,6 +31,20 @@ class BudgetedSandboxAgentWorkflow(SandboxAgentWorkflow):
     step prints 60 kB, too few for the endless task the test gives it."""
 
     max_turns = 30
+
+    @workflow.run
+    async def run(
+        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
+    ) -> str:
+        return await super().run(prompt, provider, carried)
+
+
+@workflow.defn(name="ImpatientSandboxAgentWorkflow")
+class ImpatientSandboxAgentWorkflow(SandboxAgentWorkflow):
+    """The service's workflow, waiting 2 s for a sandbox's host instead of
+    SANDBOX_HOST_WAIT."""
+
+    host_wait = timedelta(seconds=2)
 
     @workflow.run
     async def run(

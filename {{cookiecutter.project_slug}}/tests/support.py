@@ -30,7 +30,6 @@ from temporalio.common import RetryPolicy
 from temporalio.converter import DataConverter
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
-from temporalio.worker import Worker
 
 from {{ cookiecutter.package_name }} import worker
 {% if "local" in cookiecutter | backends -%}
@@ -40,13 +39,18 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend
 {% endif -%}
 from {{ cookiecutter.package_name }}.payloads import AgentPayloadConverter
 from {{ cookiecutter.package_name }}.shared import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + ["MODEL", "SANDBOX_SECRETS"]) | sort %}
+{%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL", "SANDBOX_SECRETS"]) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
 )
 from {{ cookiecutter.package_name }}.starter import chain_run, continued_as, start
-from {{ cookiecutter.package_name }}.worker import MODEL_RETRY_POLICY, agents_plugin, build_worker
+from {{ cookiecutter.package_name }}.worker import (
+    MODEL_RETRY_POLICY,
+    ServiceWorker,
+    agents_plugin,
+    build_worker,
+)
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
@@ -213,8 +217,9 @@ async def running_worker(
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     provider: str = SANDBOX_PROVIDER,
     time_limit: timedelta = RUN_TIME_LIMIT,
+    host: str | None = None,
     **worker_options: object,
-) -> AsyncIterator[tuple[Client, Worker]]:
+) -> AsyncIterator[tuple[Client, ServiceWorker]]:
     """Run the service's worker with a scripted model; yield a client whose
     data converter matches the worker's. Every provider has the tests' own
     sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s.
@@ -226,7 +231,7 @@ async def running_worker(
         model_retry_policy=model_retry_policy,
     )
     plugged = with_plugins(client, plugin)
-    worker = build_worker(plugged, **worker_options)
+    worker = build_worker(plugged, host=host, **worker_options)
     async with worker, run_time_limit(plugged, worker.task_queue, time_limit):
         yield plugged, worker
 
@@ -324,21 +329,28 @@ class CompletedRun:
 
 @dataclass
 class Activity:
-    """One activity of a run, as its history records it: the limits the
-    workflow scheduled it with and, once it started, the attempt that ran
+    """One activity of a run, as its history records it: the limits and the
+    task queue the workflow scheduled it with and, once it started, the attempt that ran
     last, on which worker, and whether it failed."""
 
     name: str
     start_to_close_timeout: timedelta
     heartbeat_timeout: timedelta  # zero: the activity does not heartbeat
     retry_policy: RetryPolicy
+    task_queue: str
     attempt: int = 0  # zero: it never started
     worker: str = ""
     failed: bool = False
 
     @property
     def is_sandbox_operation(self) -> bool:
-        return sandbox_operation(self.name) is not None
+        """An operation on the sandbox (not a model call, nor the question
+        of which host the sandbox will live on)."""
+        return sandbox_operation(self.name) not in (None, CHOOSING_THE_HOST)
+
+    @property
+    def is_model_call(self) -> bool:
+        return sandbox_operation(self.name) is None
 
 
 def activities_in(history: WorkflowHistory) -> list[Activity]:
@@ -352,6 +364,7 @@ def activities_in(history: WorkflowHistory) -> list[Activity]:
                 attributes.start_to_close_timeout.ToTimedelta(),
                 attributes.heartbeat_timeout.ToTimedelta(),
                 RetryPolicy.from_proto(attributes.retry_policy),
+                attributes.task_queue.name,
             )
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = event.activity_task_started_event_attributes

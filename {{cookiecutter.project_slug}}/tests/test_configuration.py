@@ -5,6 +5,7 @@ Each backend's own settings are tested in its own module (test_<backend>.py)."""
 import pytest
 
 from {{ cookiecutter.package_name }} import worker
+from {{ cookiecutter.package_name }}.affinity import HOST_ID_VARIABLE
 
 from .support import CREDENTIALS, refusal_without_credentials
 
@@ -30,3 +31,18 @@ def test_credentials_check_names_only_what_is_missing() -> None:
         "Missing credentials: set OPENAI_API_KEY (https://platform.openai.com/api-keys). "
         "See .env.example."
     )
+
+
+@pytest.mark.parametrize("host", ["two words", "a/b", "-leading-dash", "x" * 201])
+def test_a_host_id_that_cannot_name_a_task_queue_stops_the_worker_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(HOST_ID_VARIABLE, host)
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
+
+    message = str(exited.value.code)
+    assert "\n" not in message
+    assert message.startswith(f"{HOST_ID_VARIABLE}={host!r} cannot name this worker's host")

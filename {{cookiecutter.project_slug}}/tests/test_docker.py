@@ -31,8 +31,8 @@ from agents.sandbox.sandboxes.docker import DockerSandboxClientOptions
 from agents.sandbox.session import SandboxSession
 from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
 from temporalio.client import Client, WorkflowHandle
-from temporalio.worker import Worker
 
+from {{ cookiecutter.package_name }} import worker
 from {{ cookiecutter.package_name }}.backends import docker
 from {{ cookiecutter.package_name }}.backends.docker import (
     IMAGE,
@@ -44,10 +44,12 @@ from {{ cookiecutter.package_name }}.backends.docker import (
     sandbox_client,
 )
 from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.worker import ServiceWorker
 
 from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel, tool_outputs
 from .support import (
+    CREDENTIALS,
     DROPPED_RUNS_CLOSED,
     CompletedRun,
     activities,
@@ -154,7 +156,7 @@ def sandbox(engine: Any, image: str) -> ImageForTests:
 
 def docker_worker(
     client: Client, model: Model, sandbox: LabelledDockerSandboxClient, **options: Any
-) -> AbstractAsyncContextManager[tuple[Client, Worker]]:
+) -> AbstractAsyncContextManager[tuple[Client, ServiceWorker]]:
     """The service's worker with this Docker client registered under PROVIDER."""
     return running_worker(client, model, sandbox, provider=PROVIDER, **options)
 
@@ -404,3 +406,17 @@ async def test_a_long_run_continues_as_new_in_the_same_container(
     assert operations.count(f"{PROVIDER}-sandbox_client_resume") == len(runs) - 1
     assert operations.count(f"{PROVIDER}-sandbox_client_delete") == 1
     assert containers_of(engine, handle) == []
+
+
+def test_a_docker_engine_shared_that_is_neither_true_nor_false_stops_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DOCKER_ENGINE_SHARED", "sometimes")
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
+
+    message = str(exited.value.code)
+    assert "\n" not in message
+    assert "DOCKER_ENGINE_SHARED='sometimes' is neither true nor false" in message

@@ -1,26 +1,31 @@
 """A run outlives the worker that started it: it resumes on another worker,
 against the same sandbox session, and its history replays step for step."""
 
-import asyncio
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from agents import ModelResponse
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
+{% if cookiecutter | remote_backends -%}
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
+{% endif -%}
 from {{ cookiecutter.package_name }}.capacity import RUNS_IN_FLIGHT, model_heartbeat_timeout
 from {{ cookiecutter.package_name }}.shared import (
-    MODEL_ACTIVITY_TIMEOUT,
-    SANDBOX_ACTIVITY_TIMEOUT,
-    SANDBOX_PROVIDER,
+{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER", "TASK_QUEUE" if cookiecutter | remote_backends else "SANDBOX_PROVIDER"]) | unique | sort %}
+    {{ constant }},
+{%- endfor %}
 )
 from {{ cookiecutter.package_name }}.starter import start
 from {{ cookiecutter.package_name }}.worker import agents_plugin
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
-from .scripted_model import ScriptedModel, tool_outputs
+{% if cookiecutter | remote_backends -%}
+from .hosts import ALL_STEPS, STEPS, StallsAfterTheFirstCommand, sandbox_workers, stalled_on
+{% else -%}
+from .hosts import StallsAfterTheFirstCommand
+{% endif -%}
+from .scripted_model import ScriptedModel
 from .support import (
     DROPPED_RUNS_CLOSED,
     CompletedRun,
@@ -42,23 +47,6 @@ WRITE_THEN_READ = [
 COMMAND = f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
 
 
-class StallsAfterTheFirstCommand(ScriptedModel):
-    """Runs the first command, then never answers again: the worker it runs
-    on goes away while it waits, as a crashed or redeployed worker would."""
-
-    def __init__(self, commands: list[str]) -> None:
-        super().__init__(commands)
-        self.first_command_done = asyncio.Event()
-
-    async def get_response(
-        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
-    ) -> ModelResponse:
-        if tool_outputs(input):
-            self.first_command_done.set()
-            await asyncio.Future()  # until the worker stops and cancels it
-        return await super().get_response(system_instructions, input, *args, **kwargs)
-
-
 async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sandbox(
     temporal_client: Client,
 ) -> None:
@@ -71,7 +59,7 @@ async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sa
         graceful_shutdown_timeout=timedelta(0),
     ) as (client, _):
         handle = await start(client, "Write a note, then read it back.")
-        await stalling.first_command_done.wait()
+        await stalling.stalled.wait()
 
     # A fresh worker with a fresh model: nothing carried over in memory.
     async with running_worker(
@@ -104,7 +92,7 @@ async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_o
         if step.is_sandbox_operation:
             assert step.start_to_close_timeout == SANDBOX_ACTIVITY_TIMEOUT
             assert step.heartbeat_timeout == timedelta(0)
-        else:
+        elif step.is_model_call:
             assert step.start_to_close_timeout == MODEL_ACTIVITY_TIMEOUT
             assert step.heartbeat_timeout == model_heartbeat_timeout(RUNS_IN_FLIGHT)
 
@@ -136,3 +124,33 @@ async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
 
     assert replayed.replay_failure is None
     assert len(history.events) > 10
+{%- if cookiecutter | remote_backends %}
+
+
+@pytest.mark.parametrize(
+    "provider",
+    [
+{%- for constant, backend in cookiecutter | providers if backend != "local" %}
+        {{ constant }},
+{%- endfor %}
+    ],
+)
+async def test_a_remote_sandbox_goes_on_on_another_host_when_its_creator_is_gone(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+{%- if "docker" in cookiecutter | backends %}
+    # One Docker engine that every worker reaches: as free to move as a
+    # remote service's sandbox.
+    monkeypatch.setenv("DOCKER_ENGINE_SHARED", "true")
+{%- endif %}
+    assert not SANDBOX_BACKENDS[provider].host_bound()
+    run = await stalled_on(temporal_client, "host-a", provider)
+    async with running_worker(
+        temporal_client, ScriptedModel(STEPS), provider=provider, host="host-b", identity="worker-b"
+    ):
+        answer = await run.result()
+
+    assert answer.endswith(ALL_STEPS)
+    # The sandbox's operations went to the shared queue, and ran on both hosts.
+    assert await sandbox_workers(run) == ({"worker-of-host-a", "worker-b"}, {TASK_QUEUE})
+{%- endif %}

@@ -48,7 +48,7 @@ async def test_every_step_gives_up_after_a_few_attempts(completed_run: Completed
     # attempts (0) would let a run that cannot finish retry for ever.
     steps = await activities(completed_run.handle)
     sandbox = [step.retry_policy for step in steps if step.is_sandbox_operation]
-    model = [step.retry_policy for step in steps if not step.is_sandbox_operation]
+    model = [step.retry_policy for step in steps if step.is_model_call]
     assert sandbox and model
     for policy in sandbox:
         assert policy.maximum_attempts == 5

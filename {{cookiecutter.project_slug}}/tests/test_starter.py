@@ -18,6 +18,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from {{ cookiecutter.package_name }} import starter
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.chain import Carried
 from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE, WORKFLOW_TYPE
 from {{ cookiecutter.package_name }}.starter import attach, run, start, web_ui_link
@@ -134,7 +135,7 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = ScriptedModel(["echo step-one", "echo answer-$((40 + 2))"])
-    async with running_worker(starter_env, model):
+    async with running_worker(starter_env, model, host="this-host"):
         status = await run("Say two things.")
 
     out = capsys.readouterr().out
@@ -143,7 +144,12 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     assert f"Web UI: http://localhost:8233/namespaces/default/workflows/{workflow_id}\n" in out
     steps = [line.strip() for line in out.splitlines() if line.startswith("  ")]
     assert steps[0] == f"sandbox  provider {SANDBOX_PROVIDER!r}"
-    assert steps[1] == "sandbox  creating the sandbox"
+    # Where the sandbox lives: on the worker's host, or anywhere (affinity.py).
+    if SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound():
+        assert steps[1] == "sandbox  on host 'this-host'"
+    else:
+        assert steps[1] == "sandbox  reachable from any worker"
+    assert steps[2] == "sandbox  creating the sandbox"
     assert steps.index("model    turn 1") < steps.index("sandbox  $ echo step-one")
     assert steps.index("sandbox  $ echo step-one") < steps.index("model    turn 2")
     assert steps.index("model    turn 2") < steps.index("sandbox  $ echo answer-$((40 + 2))")

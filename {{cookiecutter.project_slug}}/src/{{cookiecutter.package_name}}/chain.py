@@ -35,6 +35,7 @@ from temporalio import workflow
 # The class temporal_sandbox_client() builds, which the plugin requires.
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
 
+from {{ cookiecutter.package_name }}.affinity import SandboxHost
 from {{ cookiecutter.package_name }}.observability import Usage, UsageMeter
 from {{ cookiecutter.package_name }}.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 
@@ -53,6 +54,8 @@ class Carried:
     run: int = 1
     # The model calls and tokens the earlier runs of the chain used.
     usage: Usage = field(default_factory=Usage)
+    # The host the sandbox lives on, or None when any worker reaches it.
+    host: SandboxHost | None = None
 
 
 class HistoryFull(AgentsException):
@@ -153,8 +156,13 @@ class LastingSandboxClient(TemporalSandboxClient):
     or a cancellation).
     """
 
-    def __init__(self, name: str, config: workflow.ActivityConfig) -> None:
+    def __init__(
+        self, name: str, config: workflow.ActivityConfig, host: SandboxHost | None = None
+    ) -> None:
         super().__init__(name, config)
+        # The host the sandbox lives on (``config`` sends its operations
+        # there), handed on with its state; None when any worker reaches it.
+        self.host = host
         self.session: SandboxSession | None = None
         # The state an earlier run of the chain handed on, until this run
         # has resumed the session.

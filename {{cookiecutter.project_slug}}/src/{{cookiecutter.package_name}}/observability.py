@@ -35,13 +35,15 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from {{ cookiecutter.package_name }}.shared import USAGE_MEMO, sandbox_operation
+from {{ cookiecutter.package_name }}.affinity import host_queue
+from {{ cookiecutter.package_name }}.shared import CHOOSING_THE_HOST, USAGE_MEMO, sandbox_operation
 
 # The service's own metrics (counters), next to Temporal's temporal_* ones.
 MODEL_CALLS = "agent_model_calls"
 INPUT_TOKENS = "agent_input_tokens"
 OUTPUT_TOKENS = "agent_output_tokens"
-# Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or "error").
+# Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
+# "error"), host (the host the sandbox lives on, or "any": affinity.py).
 SANDBOX_OPERATIONS = "agent_sandbox_operations"
 # Label: outcome ("completed", "failed", "cancelled", or "continued_as_new"
 # for each run of a long chain that handed its work on).
@@ -107,17 +109,27 @@ def run_outcome(error: BaseException) -> str | None:
 
 class SandboxOperationMeter(Interceptor):
     """Counts every sandbox activity the worker runs (each attempt), by
-    provider, operation and outcome."""
+    provider, operation, outcome and the host the sandbox lives on: this
+    worker's ``host`` for an operation that came through its host's queue,
+    "any" for a sandbox any worker reaches (affinity.py)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _CountedActivity(next)
+        return _CountedActivity(next, self.host)
 
 
 class _CountedActivity(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, host: str) -> None:
+        super().__init__(next)
+        self.host = host
+
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        name = activity.info().activity_type
+        info = activity.info()
+        name = info.activity_type
         operation = sandbox_operation(name)
-        if operation is None:
+        if operation is None or operation == CHOOSING_THE_HOST:
             return await super().execute_activity(input)
         outcome = "error"
         try:
@@ -126,7 +138,7 @@ class _CountedActivity(ActivityInboundInterceptor):
             return result
         finally:
             counter = activity.metric_meter().create_counter(
-                SANDBOX_OPERATIONS, "Sandbox operations, by provider and outcome"
+                SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation, outcome and host"
             )
             counter.add(
                 1,
@@ -134,6 +146,7 @@ class _CountedActivity(ActivityInboundInterceptor):
                     "provider": name.removesuffix(f"-{operation}"),
                     "operation": operation,
                     "outcome": outcome,
+                    "host": self.host if info.task_queue == host_queue(self.host) else "any",
                 },
             )
 

@@ -59,6 +59,14 @@ SANDBOX_SECRETS: tuple[str, ...] = ({{ (secrets | map("tojson") | first) ~ "," i
 # activities do not heartbeat, so this must cover the slowest command.
 SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_timeout_seconds | int }})
 
+# A run's sandbox on a host (a local workspace, a container on the host's own
+# Docker engine) is reached only through that host's workers (affinity.py).
+# When none of them takes one of its operations for this long, the host is
+# taken for gone, and the run fails saying so. It must cover a worker's
+# restart on the same host (the orchestrator's delay, then seconds to start)
+# and the longest an operation waits for a free slot on a busy host.
+SANDBOX_HOST_WAIT = timedelta(seconds=120)
+
 # Each call to the model is one activity with this start-to-close timeout.
 MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.model_activity_timeout_seconds | int }})
 
@@ -102,6 +110,11 @@ LONGEST_READ = 1_000_000
 
 # The model the agent talks to.
 MODEL = {{ cookiecutter.model_name | tojson }}
+
+
+# The sandbox operation that asks a worker, before a run creates its sandbox,
+# which host the sandbox will live on ("<provider>-sandbox_host": affinity.py).
+CHOOSING_THE_HOST = "sandbox_host"
 
 
 def sandbox_operation(activity: str) -> str | None:

@@ -16,7 +16,8 @@ for anything else.
 
 After the answer, one line says what the run used of the model (calls,
 input and output tokens, across its chain). Progress is read from the run's history, so it shows what Temporal recorded:
-the sandbox provider the run uses, then one line per model turn and per
+the sandbox provider the run uses and the host its sandbox lives on (or that
+any worker reaches it), then one line per model turn and per
 sandbox operation (each shell command with the command itself), in the order
 the workflow scheduled them. A long run continues as new runs of the same
 workflow (same id, same sandbox); progress follows it from run to run, and
@@ -47,6 +48,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.exits import exit_after
 from {{ cookiecutter.package_name }}.shared import (
+    CHOOSING_THE_HOST,
     SANDBOX_PROVIDER,
 {%- if extras %}
     SANDBOX_PROVIDERS,
@@ -146,6 +148,8 @@ class Progress:
         self.client = client
         self.turns = 0
         self.steps: dict[int, str] = {}
+        # The scheduled events of the steps that choose the sandbox's host.
+        self.host_choices: set[int] = set()
 
     async def describe(self, event: HistoryEvent) -> str | None:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
@@ -154,7 +158,9 @@ class Progress:
             arguments = await self._decode(event.workflow_execution_started_event_attributes.input)
             carried = arguments[2] if len(arguments) > 2 else None
             if isinstance(carried, dict):
-                return f"run      {carried.get('run', '?')} of the chain, same sandbox"
+                line = f"run      {carried.get('run', '?')} of the chain, same sandbox"
+                host = carried.get("host")
+                return line + (f" on host {host['id']!r}" if isinstance(host, dict) else "")
             provider = arguments[1] if len(arguments) > 1 else SANDBOX_PROVIDER
             return f"sandbox  provider {provider!r}"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
@@ -164,6 +170,14 @@ class Progress:
             if step is not None:
                 self.steps[event.event_id] = step
             return step
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            completed = event.activity_task_completed_event_attributes
+            if completed.scheduled_event_id not in self.host_choices:
+                return None
+            [host] = await self._decode(completed.result) or [None]
+            if isinstance(host, dict):
+                return f"sandbox  on host {host.get('id')!r}"
+            return "sandbox  reachable from any worker"
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             failed = event.activity_task_failed_event_attributes
             step = self.steps.get(failed.scheduled_event_id, "a step")
@@ -185,6 +199,9 @@ class Progress:
         if operation is None:
             self.turns += 1
             return f"model    turn {self.turns}"
+        if operation == CHOOSING_THE_HOST:
+            self.host_choices.add(event.event_id)
+            return None
         decoded = await self._decode(attributes.input)
         arguments = decoded[0] if decoded and isinstance(decoded[0], dict) else {}
         if operation in SANDBOX_COMMANDS:

@@ -2,10 +2,13 @@
 
     python -m {{ cookiecutter.package_name }}.worker
 
-Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
+It polls the service's task queue and its host's own (affinity.py), where
+the operations of the sandboxes on this host arrive; ``WORKER_HOST_ID`` names
+the host (its host name by default). Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
 ``SHUTDOWN_GRACE`` (30 s) to finish, cancels what is left, and exits with
 status 0. Work it did not finish is not lost; Temporal hands it to the next
-worker on the same task queue. A worker that dies without warning (SIGKILL, a
+worker on the same task queue, and the operations of a sandbox on this host
+to the next worker of this host. A worker that dies without warning (SIGKILL, a
 lost machine) is noticed when its model call misses a heartbeat
 (capacity.model_heartbeat_timeout(): 20 s at the default capacity) or its
 sandbox operation reaches its timeout.
@@ -17,8 +20,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from datetime import timedelta
 from importlib.metadata import version
+from types import TracebackType
 from typing import Any, NoReturn
 
 from agents.models.interface import ModelProvider
@@ -32,6 +37,7 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
+from {{ cookiecutter.package_name }} import affinity
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.bounded_sandbox import BoundedSandboxClient
 from {{ cookiecutter.package_name }}.capacity import (
@@ -176,23 +182,74 @@ def backend_client(
         ) from e
 
 
-def build_worker(client: Client, runs: int = RUNS_IN_FLIGHT, /, **options: object) -> Worker:
-    """A worker for this service's task queue and workflow, with room for
-    ``runs`` runs in flight unless ``options`` say otherwise (capacity.py)."""
+class ServiceWorker:
+    """The worker's two pollers, started and stopped together: ``shared`` on
+    TASK_QUEUE (the runs, the model calls, the sandboxes any worker reaches)
+    and ``own`` on its host's queue (the operations of the sandboxes on this
+    host: affinity.py)."""
+
+    def __init__(self, shared: Worker, own: Worker, host: str) -> None:
+        self.shared, self.own, self.host = shared, own, host
+        self._running = AsyncExitStack()
+
+    @property
+    def task_queue(self) -> str:
+        return self.shared.task_queue
+
+    async def __aenter__(self) -> "ServiceWorker":
+        await self._running.enter_async_context(self.own)
+        await self._running.enter_async_context(self.shared)
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # The shared poller stops first, so no new run lands here while this
+        # host's sandbox operations finish.
+        await self._running.__aexit__(kind, error, traceback)
+
+
+def build_worker(
+    client: Client,
+    runs: int = RUNS_IN_FLIGHT,
+    /,
+    host: str | None = None,
+    **options: object,
+) -> ServiceWorker:
+    """A worker for this service's task queue and workflow, on ``host``
+    (WORKER_HOST_ID or the host name by default), with room for ``runs``
+    runs in flight unless ``options`` say otherwise (capacity.py)."""
+    host = host or affinity.host_id(os.environ)
     for name, value in worker_options(runs).items():
         options.setdefault(name, value)
     options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
     options.setdefault("workflows", [SandboxAgentWorkflow])
-    options.setdefault("interceptors", [SandboxOperationMeter()])
-    return Worker(
+    options.setdefault("interceptors", [SandboxOperationMeter(host), affinity.HostWatch()])
+    options.setdefault("identity", affinity.worker_identity(host))
+    host_bound = {provider: backend.host_bound for provider, backend in SANDBOX_BACKENDS.items()}
+    shared = Worker(
         client,
         task_queue=TASK_QUEUE,
         build_id=BUILD_ID,
+        activities=affinity.host_activities(host, host_bound),
         **options,  # type: ignore[arg-type]
     )
+    # The host's own queue carries only sandbox operations (the agents
+    # plugin registers them on every worker): as many at once as runs.
+    shared_only = ("workflows", "max_cached_workflows", "max_heartbeat_throttle_interval")
+    own = Worker(
+        client,
+        task_queue=affinity.host_queue(host),
+        build_id=BUILD_ID,
+        **{name: value for name, value in options.items() if name not in shared_only},  # type: ignore[arg-type]
+    )
+    return ServiceWorker(shared, own, host)
 
 
-async def run_worker(runs: int = RUNS_IN_FLIGHT) -> None:
+async def run_worker(runs: int, host: str) -> None:
     # Metrics and traces, when configured, are set up before the client.
     runtime = metrics_runtime(os.environ)
     tracing = tracing_plugins(os.environ)
@@ -202,11 +259,12 @@ async def run_worker(runs: int = RUNS_IN_FLIGHT) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with build_worker(client, runs):
+    async with build_worker(client, runs, host) as worker:
         providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
         print(
             f"Worker polling task queue {TASK_QUEUE!r} with sandbox "
-            f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}. "
+            f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}, "
+            f"and {worker.own.task_queue!r} for the sandboxes on host {host!r}. "
             f"Up to {runs} runs in flight. Ctrl+C to stop."
         )
         await stop.wait()
@@ -224,9 +282,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(problem)
     try:
         runs = runs_in_flight(os.environ)
+        host = affinity.host_id(os.environ)
         make_room_for_connections(runs)
-        asyncio.run(run_worker(runs))
-    except (BadCapacity, BackendUnavailable, ConnectionFailed, TelemetryUnavailable) as e:
+        asyncio.run(run_worker(runs, host))
+    except (
+        BadCapacity,
+        affinity.BadHostId,
+        BackendUnavailable,
+        ConnectionFailed,
+        TelemetryUnavailable,
+    ) as e:
         sys.exit(str(e))
 
 

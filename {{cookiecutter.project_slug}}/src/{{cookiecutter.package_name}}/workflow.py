@@ -4,13 +4,16 @@ The agent gets a machine to work on: a shell to run commands in and a
 filesystem to read and write. The plugin turns each of those operations
 (creating the session, each command, each read and write, the teardown) into
 an activity against the sandbox provider the worker registered under
-``SANDBOX_PROVIDER``. Two consequences:
+``SANDBOX_PROVIDER``. Four consequences:
 
 1. Each sandbox operation is retried on its own and shows up in the workflow's
    history, so a flaky command is a retried activity, not a lost run.
 2. The sandbox session's state is recorded with the workflow, so a worker that
    restarts part-way through a run resumes against the same session.
-3. A long run becomes a chain of runs under one workflow id (chain.py): each
+3. A sandbox that lives on one host (a local workspace, a container on the
+   host's own engine) gets every operation on that host, however many
+   workers share the task queue (affinity.py).
+4. A long run becomes a chain of runs under one workflow id (chain.py): each
    continues as new before its history grows large, handing the next the
    conversation and the same sandbox, so no run meets Temporal's size limits.
 
@@ -32,6 +35,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
 
+from {{ cookiecutter.package_name }} import affinity
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.chain import (
     Carried,
@@ -48,6 +52,7 @@ from {{ cookiecutter.package_name }}.shared import (
     MAX_TURNS,
     MODEL,
     SANDBOX_ACTIVITY_TIMEOUT,
+    SANDBOX_HOST_WAIT,
     SANDBOX_PROVIDER,
     SANDBOX_SECRETS,
     USAGE_MEMO,
@@ -79,6 +84,9 @@ SANDBOX_RETRY_POLICY = RetryPolicy(
 class SandboxAgentWorkflow:
     # The most model turns a run may take, across its whole chain.
     max_turns = MAX_TURNS
+    # How long an operation of a sandbox on a host waits for that host's
+    # workers before the host is taken for gone.
+    host_wait = SANDBOX_HOST_WAIT
 
     @workflow.run
     async def run(
@@ -104,13 +112,18 @@ class SandboxAgentWorkflow:
                 type="UnknownSandboxProvider",
                 non_retryable=True,
             )
+        # The host the sandbox lives on, if it is bound to one: chosen once
+        # per chain, before the sandbox is created, then handed on with it.
+        host = carried.host if carried else await affinity.choose_host(provider)
         # Must match the name the worker registered the provider under.
         sandbox = LastingSandboxClient(
             provider,
             workflow.ActivityConfig(
                 start_to_close_timeout=SANDBOX_ACTIVITY_TIMEOUT,
                 retry_policy=SANDBOX_RETRY_POLICY,
+                **affinity.routed_to(host, self.host_wait),
             ),
+            host,
         )
         try:
             return await self._run_agent(prompt, provider, sandbox, carried)
@@ -125,6 +138,9 @@ class SandboxAgentWorkflow:
                 non_retryable=True,
             ) from e
         except (ActivityError, AgentsWorkflowError) as e:
+            gone = affinity.host_gone(e)
+            if gone is not None and host is not None:
+                raise affinity.host_gone_failure(host, gone, self.host_wait) from e
             # A model call or a sandbox operation failed for good: say which,
             # and why, in the failure the starter and the Web UI show.
             failed = e if isinstance(e, ActivityError) else e.__cause__
@@ -201,6 +217,7 @@ class SandboxAgentWorkflow:
                         turns=turns_before + budget.turns,
                         run=(carried.run if carried else 1) + 1,
                         usage=budget.usage,
+                        host=sandbox.host,
                     ),
                 ],
                 memo={USAGE_MEMO: asdict(budget.usage)},
@@ -208,8 +225,10 @@ class SandboxAgentWorkflow:
         except MaxTurnsExceeded as e:
             await sandbox.remove()
             raise MaxTurnsExceeded(f"Max turns ({self.max_turns}) exceeded") from e
-        except BaseException:
-            await sandbox.remove()
+        except BaseException as e:
+            # The sandbox of a host that is gone cannot be reached to remove it.
+            if not affinity.is_host_gone(e):
+                await sandbox.remove()
             raise
         await sandbox.remove()
         return result.final_output_as(str, raise_if_incorrect_type=True)

@@ -36,6 +36,12 @@ class Backend(Protocol):
         """Options sent with each run (recorded in workflow history)."""
         ...
 
+    def host_bound(self) -> bool:
+        """Whether a sandbox this worker creates lives on this worker's host
+        (its disk, its Docker engine), so that every later operation of the
+        run's sandbox must run there (affinity.py; runs on the worker only)."""
+        ...
+
 
 # Every sandbox provider the worker registers, by its name in shared.py, with
 # its backend. A run names the one it uses; SANDBOX_PROVIDER unless it says

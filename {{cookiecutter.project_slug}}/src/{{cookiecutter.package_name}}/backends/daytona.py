@@ -66,3 +66,9 @@ def sandbox_options() -> DaytonaSandboxClientOptions:
         image=IMAGE,
         sandbox_snapshot_name=SNAPSHOT,
     )
+
+
+def host_bound() -> bool:
+    """A Daytona sandbox is reached over the network from any worker: a run
+    goes on on any worker, whichever created its sandbox (affinity.py)."""
+    return False

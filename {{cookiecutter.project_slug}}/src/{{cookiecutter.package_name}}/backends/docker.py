@@ -10,6 +10,12 @@ and ``DOCKER_CERT_PATH`` for a remote one over TLS) or, when that is unset,
 the default socket ``/var/run/docker.sock``. Access to that socket is
 root-equivalent on the engine's host: see the README.
 
+A container lives on one engine. When each worker's host has an engine of its
+own (the default socket, or a ``DOCKER_HOST`` per host), a run's commands must
+run on the host that created its container; when every worker reaches one
+engine that they share, set ``DOCKER_ENGINE_SHARED=true`` and a run goes on on
+any worker (``host_bound()``, affinity.py).
+
 The ``docker`` package (the engine's Python SDK) is imported only where the
 worker builds its client: the workflow imports this module for its options,
 and Temporal's workflow sandbox refuses the SDK's HTTP modules.
@@ -63,6 +69,11 @@ NETWORK_MODE: Literal["none"] | None = {{ '"none"' if cookiecutter.docker_networ
 # that creates the container.
 WORKFLOW_LABEL = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
 PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+# Set to true when every worker reaches the same engine (see above).
+ENGINE_SHARED_VARIABLE = "DOCKER_ENGINE_SHARED"
+_YES_NO = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": False}
 
 
 class DockerEngineUnavailable(Exception):
@@ -136,10 +147,30 @@ def engine_address() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
+def engine_shared() -> bool:
+    """Whether every worker reaches the same engine (``DOCKER_ENGINE_SHARED``)."""
+    value = os.environ.get(ENGINE_SHARED_VARIABLE, "")
+    if value.strip().lower() not in _YES_NO:
+        raise ValueError(
+            f"{ENGINE_SHARED_VARIABLE}={value!r} is neither true nor false: set it to true "
+            "when every worker reaches the same Docker engine, false (or leave it unset) "
+            "when each host has its own."
+        )
+    return _YES_NO[value.strip().lower()]
+
+
+def host_bound() -> bool:
+    """A container lives on its engine: on this host's, unless every worker
+    shares one (``engine_shared()``)."""
+    return not engine_shared()
+
+
 def sandbox_client() -> DockerSandboxClient:
     """Build the client the worker registers (runs on the worker only), once
     the engine has answered."""
     import docker
+
+    engine_shared()  # a bad DOCKER_ENGINE_SHARED stops the worker at once
 
     try:
         engine: Any = docker.from_env()

@@ -59,3 +59,9 @@ def sandbox_options() -> E2BSandboxClientOptions:
         on_timeout=ON_TIMEOUT,
         pause_on_exit=PAUSE_ON_EXIT,
     )
+
+
+def host_bound() -> bool:
+    """An E2B sandbox is reached over the network from any worker: a run
+    goes on on any worker, whichever created its sandbox (affinity.py)."""
+    return False

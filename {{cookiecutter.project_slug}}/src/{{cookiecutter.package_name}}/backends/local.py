@@ -33,6 +33,12 @@ def sandbox_client() -> UnixLocalSandboxClient:
     return UnixLocalSandboxClient(inherit_host_environment=False)
 
 
+def host_bound() -> bool:
+    """A workspace is a directory on this host's disk: every operation of a
+    run's sandbox runs on this host (affinity.py)."""
+    return True
+
+
 def sandbox_options() -> UnixLocalSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history)."""
     return UnixLocalSandboxClientOptions()

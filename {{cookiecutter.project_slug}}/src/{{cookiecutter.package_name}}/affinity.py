@@ -1,0 +1,221 @@
+"""A run's sandbox stays on the host that holds it.
+
+A local workspace is a directory on one host's disk, a Docker container lives
+on one host's engine, and a command still running after the agent stopped
+waiting for it lives in one worker's memory. Temporal hands an activity to
+whichever worker polls its task queue first: with workers on two hosts, a
+run's next command would land on a host that does not hold its sandbox, and
+the run would fail or, worse, go on without its files. So:
+
+1. Every worker polls two task queues: ``TASK_QUEUE``, shared by every worker
+   (runs, model calls, sandboxes any worker can reach), and its host's own,
+   ``host_queue(host)``, for the sandboxes on its host.
+2. Before a run creates its sandbox it asks any worker, on the shared queue,
+   where the sandbox will live (the ``<provider>-sandbox_host`` activity). The
+   worker answers with its own host when the backend's sandboxes are bound to
+   it (``host_bound()`` in the backend's module), and with None when any
+   worker can reach them (Daytona, E2B, one Docker engine shared by all).
+3. Every operation of that sandbox (its creation, each command, each read and
+   write, its teardown) then goes to that host's queue, and the host is
+   handed to the next run of the chain with the sandbox (``chain.Carried``).
+
+A host is named by ``WORKER_HOST_ID``, or else by the machine's host name (on
+Kubernetes, the pod's name): a worker restarted on the same host polls the
+same queue and resumes its runs in the same workspace. When no worker of the
+host takes an operation within ``SANDBOX_HOST_WAIT``, the host is taken for
+gone with the sandbox on it: the run fails with a reason naming the host
+rather than wait for ever or go on in a fresh sandbox. The agent's tools
+report a failed command to the model instead of raising, so ``HostWatch``
+(a worker interceptor) notes the gone host where the operation fails, and
+fails the run at its next step.
+"""
+
+import asyncio
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.worker import (
+    Interceptor,
+    StartActivityInput,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+)
+
+from {{ cookiecutter.package_name }}.shared import CHOOSING_THE_HOST, TASK_QUEUE
+
+# The variable that names this worker's host; the host name when unset.
+HOST_ID_VARIABLE = "WORKER_HOST_ID"
+
+# What a host id may be: it becomes part of a task queue's name.
+_HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+# Asking a worker for its host is quick: it only reads its own name.
+_ASK = workflow.ActivityConfig(
+    start_to_close_timeout=timedelta(seconds=10),
+    retry_policy=RetryPolicy(maximum_attempts=5),
+)
+
+
+# The type of the failure a run ends with when its sandbox's host is gone.
+HOST_GONE = "SandboxHostGone"
+
+
+class BadHostId(Exception):
+    """``WORKER_HOST_ID`` (or the host name) cannot name a task queue."""
+
+
+@dataclass(frozen=True)
+class SandboxHost:
+    """The host that holds a run's sandbox, and the queue its workers poll."""
+
+    id: str
+    task_queue: str
+
+
+def host_id(environ: Mapping[str, str]) -> str:
+    """This worker's host: ``WORKER_HOST_ID``, or else the host name."""
+    configured = environ.get(HOST_ID_VARIABLE)
+    value = configured or socket.gethostname()
+    if not _HOST_ID.fullmatch(value):
+        named = f"{HOST_ID_VARIABLE}={value!r}" if configured else f"The host name {value!r}"
+        raise BadHostId(
+            f"{named} cannot name this worker's host: set {HOST_ID_VARIABLE} to 1 to 200 "
+            "letters, digits, '.', '_' or '-', starting with a letter or a digit."
+        )
+    return value
+
+
+def host_queue(host: str) -> str:
+    """The task queue of ``host``'s workers, for the sandboxes they hold."""
+    return f"{TASK_QUEUE}@{host}"
+
+
+def host_activities(host: str, host_bound: Mapping[str, Callable[[], bool]]) -> Sequence[Any]:
+    """The ``<provider>-sandbox_host`` activity of each provider, for the
+    shared queue: it answers with ``host`` when ``host_bound[provider]()``
+    says the provider's sandboxes live on this worker's host, else None."""
+
+    def answer(provider: str, bound: Callable[[], bool]) -> Any:
+        here = SandboxHost(host, host_queue(host)) if bound() else None
+
+        @activity.defn(name=f"{provider}-{CHOOSING_THE_HOST}")
+        async def sandbox_host() -> SandboxHost | None:
+            return here
+
+        return sandbox_host
+
+    return [answer(provider, bound) for provider, bound in host_bound.items()]
+
+
+async def choose_host(provider: str) -> SandboxHost | None:
+    """Ask any worker where a new sandbox of ``provider`` will live (in the
+    workflow): a host, or None when any worker can reach it."""
+    # None travels as Temporal's null payload, whatever the result type.
+    host: SandboxHost | None = await workflow.execute_activity(
+        f"{provider}-{CHOOSING_THE_HOST}", result_type=SandboxHost, **_ASK
+    )
+    return host
+
+
+def routed_to(host: SandboxHost | None, wait: timedelta) -> workflow.ActivityConfig:
+    """The part of a sandbox operation's options that sends it to ``host``'s
+    workers and gives up when none has taken it within ``wait``."""
+    if host is None:
+        return workflow.ActivityConfig()
+    return workflow.ActivityConfig(task_queue=host.task_queue, schedule_to_start_timeout=wait)
+
+
+def host_gone(error: BaseException) -> ActivityError | None:
+    """The sandbox operation in ``error`` that no worker of its host took in
+    time (its schedule-to-start timeout), if that is what ``error`` is."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if (
+            isinstance(cause, ActivityError)
+            and isinstance(cause.cause, TimeoutError)
+            and cause.cause.type == TimeoutType.SCHEDULE_TO_START
+        ):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+def is_host_gone(error: BaseException) -> bool:
+    """Whether ``error`` says that the run's sandbox's host is gone."""
+    return host_gone(error) is not None or (
+        isinstance(error, ApplicationError) and error.type == HOST_GONE
+    )
+
+
+def gone_reason(host: SandboxHost, operation: ActivityError, wait: timedelta) -> str:
+    """Why a run whose host is gone failed, in words a person can act on."""
+    return (
+        f"its sandbox's host {host.id!r} is gone: no worker of that host took "
+        f"{operation.activity_type} within {wait.total_seconds():g} s (task queue "
+        f"{host.task_queue!r}). The sandbox lived on that host, so the run cannot go "
+        "on elsewhere: start it again."
+    )
+
+
+def host_gone_failure(
+    host: SandboxHost, operation: ActivityError, wait: timedelta
+) -> ApplicationError:
+    """The failure a run ends with when its sandbox's host is gone."""
+    return ApplicationError(
+        f"The agent could not finish: {gone_reason(host, operation, wait)}",
+        type=HOST_GONE,
+        non_retryable=True,
+    )
+
+
+class HostWatch(Interceptor):
+    """Fails a run at its next step once one of its sandbox's operations
+    went untaken by the sandbox's host for the wait it was given, whatever
+    the agent's tools made of that failure."""
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor]:
+        return _WatchedRun
+
+
+class _WatchedRun(WorkflowInboundInterceptor):
+    def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+        super().init(_WatchedSteps(outbound))
+
+
+class _WatchedSteps(WorkflowOutboundInterceptor):
+    def __init__(self, next: WorkflowOutboundInterceptor) -> None:
+        super().__init__(next)
+        self.gone: ApplicationError | None = None
+
+    def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
+        if self.gone is not None:
+            raise self.gone
+        handle = super().start_activity(input)
+        queue, wait = input.task_queue, input.schedule_to_start_timeout
+        if queue and wait and queue.startswith(f"{TASK_QUEUE}@"):
+            host = SandboxHost(queue.removeprefix(f"{TASK_QUEUE}@"), queue)
+
+            def note(done: "asyncio.Future[Any]") -> None:
+                error = None if done.cancelled() else done.exception()
+                if error is not None and host_gone(error) and self.gone is None:
+                    self.gone = host_gone_failure(host, host_gone(error), wait)  # type: ignore[arg-type]
+
+            handle.add_done_callback(note)
+        return handle
+
+
+def worker_identity(host: str) -> str:
+    """The identity the worker reports (with each activity it runs): its
+    process and its host, as the SDK's default does with the host name."""
+    return f"{os.getpid()}@{host}"

@@ -1,0 +1,131 @@
+"""Several hosts in one test process: workers with host ids of their own,
+each host's sandbox reaching only the workspaces that host created, and runs
+left part-way on a host that then goes away (affinity.py)."""
+
+import asyncio
+import uuid
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+from agents import ModelResponse
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.session.sandbox_client import BaseSandboxClient
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from temporalio.client import Client, WorkflowHandle
+
+from {{ cookiecutter.package_name }}.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
+from .scripted_model import ScriptedModel, tool_outputs
+from .support import activities, running_worker
+
+# Six steps, each adding to a file the steps before wrote; the last prints it.
+STEPS = [f"echo step-{step} >> steps.txt" for step in range(5)] + ["cat steps.txt"]
+ALL_STEPS = "".join(f"step-{step}\n" for step in range(5))
+
+# The workspaces each host created, by host: what each host's disk holds.
+WORKSPACES: dict[str, set[str]] = defaultdict(set)
+
+
+class WorkspaceNotOnThisHost(Exception):
+    """An operation reached a host that does not hold its sandbox."""
+
+
+class HostSandbox(UnixLocalSandboxClient):
+    """The local sandbox of one host among several in this process: it
+    reaches only the workspaces its host created (WORKSPACES), as a host
+    reaches only its own disk. Any worker of the host, restarted or not,
+    reaches them all."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(inherit_host_environment=False)
+        self.host = host
+
+    async def create(self, *, manifest: Manifest | None = None, **kwargs: Any) -> SandboxSession:
+        session = await super().create(manifest=manifest, **kwargs)
+        WORKSPACES[self.host].add(session.state.manifest.root)
+        return session
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        if state.manifest.root not in WORKSPACES[self.host]:
+            raise WorkspaceNotOnThisHost(
+                f"workspace root not found on host {self.host!r}: {state.manifest.root}"
+            )
+        return await super().resume(state)
+
+
+class StallsAfterTheFirstCommand(ScriptedModel):
+    """Runs each run's first command, then never answers again: the worker
+    goes away while it waits, as a crashed or redeployed worker would.
+    ``stalled`` is set once ``runs`` runs wait so."""
+
+    def __init__(self, commands: list[str], runs: int = 1) -> None:
+        super().__init__(commands)
+        self.runs = runs
+        self.waiting = 0
+        self.stalled = asyncio.Event()
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        if tool_outputs(input):
+            self.waiting += 1
+            if self.waiting >= self.runs:
+                self.stalled.set()
+            await asyncio.Future()  # until the worker stops and cancels it
+        return await super().get_response(system_instructions, input, *args, **kwargs)
+
+
+async def start_as(
+    client: Client, workflow_class: type[SandboxAgentWorkflow], provider: str
+) -> WorkflowHandle[Any, str]:
+    """Start a run of ``workflow_class`` on STEPS, as the starter starts the service's own."""
+    prompt = "Add to the file, then print it."
+    if workflow_class is SandboxAgentWorkflow:
+        return await start(client, prompt, provider=provider)
+    return await client.start_workflow(
+        workflow_class.run,
+        args=[prompt, provider],
+        id=f"{TASK_QUEUE}-{uuid.uuid4()}",
+        task_queue=TASK_QUEUE,
+    )
+
+
+async def stalled_on(
+    client: Client,
+    host: str,
+    provider: str,
+    sandbox: BaseSandboxClient[Any] | None = None,
+    workflow_class: type[SandboxAgentWorkflow] = SandboxAgentWorkflow,
+) -> WorkflowHandle[Any, str]:
+    """A run of STEPS left part-way by the worker of ``host`` (its worker
+    ``worker-of-<host>`` ran its first command, in a sandbox it created, then
+    stopped: both its queues)."""
+    model = StallsAfterTheFirstCommand(STEPS)
+    async with running_worker(
+        client,
+        model,
+        sandbox,
+        provider=provider,
+        host=host,
+        identity=f"worker-of-{host}",
+        workflows=[workflow_class],
+        # Stop at once, cancelling the model call in flight, as a crash would.
+        graceful_shutdown_timeout=timedelta(0),
+    ) as (plugged, _):
+        handle = await start_as(plugged, workflow_class, provider)
+        async with asyncio.timeout(20):
+            await model.stalled.wait()
+    return handle
+
+
+async def sandbox_workers(handle: WorkflowHandle[Any, str]) -> tuple[set[str], set[str]]:
+    """The workers that ran a run's sandbox operations, and the task queues
+    the workflow sent them to (an operation no worker took among them)."""
+    steps = [step for step in await activities(handle) if step.is_sandbox_operation]
+    assert steps
+    return {step.worker for step in steps if step.attempt}, {step.task_queue for step in steps}

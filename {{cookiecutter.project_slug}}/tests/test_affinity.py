@@ -1,0 +1,154 @@
+"""A run's sandbox stays on the host that holds it (affinity.py), with
+several workers on several hosts sharing the task queue.
+
+Workers in this process stand for the hosts: each has a host id of its own,
+and each host's sandbox reaches only the workspaces that host created, as a
+sandbox on another machine would (tests/hosts.py). The same with real worker
+processes and a private filesystem per host: test_affinity_processes.py
+(``-m process``)."""
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from temporalio.client import Client
+from temporalio.openai_agents.testing import TestModelProvider
+
+from {{ cookiecutter.package_name }} import worker
+from {{ cookiecutter.package_name }}.affinity import host_queue
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.starter import start
+
+from .hosts import (
+    ALL_STEPS,
+    STEPS,
+    HostSandbox,
+    StallsAfterTheFirstCommand,
+    sandbox_workers,
+    stalled_on,
+)
+from .long_workflow import ImpatientSandboxAgentWorkflow
+from .scripted_model import ScriptedModel
+from .support import (
+    DROPPED_RUNS_CLOSED,
+    activities,
+    failure_of,
+    running_worker,
+    sandboxes_for_tests,
+    with_plugins,
+)
+
+# Workers here drop runs part-way: see `collect_dropped_runs` (conftest.py).
+pytestmark = [
+    pytest.mark.usefixtures("collect_dropped_runs"),
+    pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED),
+]
+
+# A provider whose sandbox lives on the worker's host.
+BOUND_PROVIDER = next(
+    provider for provider, backend in SANDBOX_BACKENDS.items() if backend.host_bound()
+)
+
+
+async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_holds_it(
+    temporal_client: Client,
+) -> None:
+    # Four runs create their sandboxes on host A. Then host A stops taking
+    # runs and model calls (its shared queue), while its own queue still runs:
+    # host B takes everything else, and four runs more. Sent to the shared
+    # queue, host A's sandbox operations would reach host B, which does not
+    # hold those workspaces.
+    model = StallsAfterTheFirstCommand(STEPS, runs=4)
+    plugged_a = with_plugins(
+        temporal_client,
+        worker.agents_plugin(
+            sandboxes=sandboxes_for_tests(HostSandbox("host-a"), BOUND_PROVIDER),
+            model_provider=TestModelProvider(model),
+        ),
+    )
+    host_a = worker.build_worker(
+        plugged_a, 4, host="host-a", identity="worker-a", graceful_shutdown_timeout=timedelta(0)
+    )
+    async with host_a.own:
+        async with host_a.shared:
+            on_a = [
+                await start(plugged_a, "Add, then print.", provider=BOUND_PROVIDER)
+                for _ in range(4)
+            ]
+            async with asyncio.timeout(20):
+                await model.stalled.wait()
+        async with running_worker(
+            temporal_client,
+            ScriptedModel(STEPS),
+            HostSandbox("host-b"),
+            provider=BOUND_PROVIDER,
+            host="host-b",
+            identity="worker-b",
+        ) as (client, _):
+            on_b = [
+                await start(client, "Add, then print.", provider=BOUND_PROVIDER) for _ in range(4)
+            ]
+            answers = await asyncio.gather(*(run.result() for run in on_a + on_b))
+
+    # Every run saw, at its last step, what each of its steps wrote...
+    for answer in answers:
+        assert answer.endswith(ALL_STEPS), answer
+    # ...because each run's sandbox operations all went to its host's queue
+    # and ran on that host's worker, whichever worker ran the rest.
+    for run in on_a:
+        assert await sandbox_workers(run) == ({"worker-a"}, {host_queue("host-a")})
+        model_calls = {step.worker for step in await activities(run) if step.is_model_call}
+        assert "worker-b" in model_calls
+    for run in on_b:
+        assert await sandbox_workers(run) == ({"worker-b"}, {host_queue("host-b")})
+
+
+async def test_a_run_whose_sandbox_host_is_gone_fails_naming_the_host(
+    temporal_client: Client,
+) -> None:
+    run = await stalled_on(
+        temporal_client,
+        "host-a",
+        BOUND_PROVIDER,
+        HostSandbox("host-a"),
+        ImpatientSandboxAgentWorkflow,
+    )
+    # Host A never comes back; host B takes the run's model call, and its
+    # next command waits on host A's queue for host_wait, then fails the run.
+    async with running_worker(
+        temporal_client,
+        ScriptedModel(STEPS),
+        HostSandbox("host-b"),
+        provider=BOUND_PROVIDER,
+        host="host-b",
+        identity="worker-b",
+        workflows=[ImpatientSandboxAgentWorkflow],
+    ):
+        reason = await failure_of(run)
+
+    assert reason.startswith("The agent could not finish: its sandbox's host 'host-a' is gone")
+    assert f"task queue {host_queue('host-a')!r}" in reason
+    assert "within 2 s" in reason
+    # No operation of host A's sandbox ran anywhere else, its removal included.
+    assert await sandbox_workers(run) == ({"worker-of-host-a"}, {host_queue("host-a")})
+
+
+async def test_a_worker_restarted_on_the_same_host_resumes_its_runs_there(
+    temporal_client: Client,
+) -> None:
+    run = await stalled_on(temporal_client, "host-a", BOUND_PROVIDER, HostSandbox("host-a"))
+    async with running_worker(
+        temporal_client,
+        ScriptedModel(STEPS),
+        HostSandbox("host-a"),
+        provider=BOUND_PROVIDER,
+        host="host-a",
+        identity="worker-a-again",
+    ):
+        answer = await run.result()
+
+    assert answer.endswith(ALL_STEPS)
+    assert await sandbox_workers(run) == (
+        {"worker-of-host-a", "worker-a-again"},
+        {host_queue("host-a")},
+    )
