@@ -13,6 +13,9 @@ from .baked import BakedProject, find_python, tool
 # exit-status stress test, two to three minutes a project) run for the default
 # local project and for one whose remote backends the stand-in worker replaces.
 WITH_PROCESS_TEST = {"local-defaults", "daytona-plus-local-and-e2b-two-secrets"}
+# Sandbox affinity with two worker processes as two hosts under load (seconds)
+# runs for the Docker backend as well.
+WITH_AFFINITY_PROCESS_TEST = {"docker-defaults"}
 
 
 @pytest.fixture(scope="session")
@@ -37,15 +40,18 @@ def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path
     # the process tests too, with the long-run tests on their own afterwards,
     # as the generated CI runs them (next to the process tests, their load
     # would starve the process tests' waits on a 2-core machine).
-    if request.node.callspec.id in WITH_PROCESS_TEST:
-        suites = ["not live and not long", "long"]
+    combination = request.node.callspec.id
+    if combination in WITH_PROCESS_TEST:
+        suites = [["-m", "not live and not long"], ["-m", "long"]]
     else:
-        suites = ["not live and not process"]
+        suites = [["-m", "not live and not process"]]
+    if combination in WITH_AFFINITY_PROCESS_TEST:
+        suites.append(["-m", "process", "tests/test_affinity_processes.py"])
     ran: list[ET.Element] = []
-    for number, markers in enumerate(suites):
+    for number, selection in enumerate(suites):
         report = tmp_path / f"report-{number}.xml"
         tests = project.run_tests(
-            "-m", markers, f"--junitxml={report}", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9"
+            *selection, f"--junitxml={report}", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9"
         )
         assert tests.returncode == 0, tests.stdout + tests.stderr
         assert " passed" in tests.stdout and "failed" not in tests.stdout
@@ -58,6 +64,12 @@ def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path
 
     # The long-run tests ran, none skipped.
     assert_ran("test_long_runs")
+    if project.derived.host_bound_backends:
+        # Sandbox affinity with workers as hosts in one process, and where
+        # chosen as processes (in their own mount namespaces: .ci/run is root).
+        assert_ran("test_affinity")
+        if combination in WITH_PROCESS_TEST | WITH_AFFINITY_PROCESS_TEST:
+            assert_ran("test_affinity_processes")
     if "docker" in project.derived.backends:
         # The Docker tests ran on a real engine, none skipped (.ci/run provides one).
         assert_ran("test_docker")

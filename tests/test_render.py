@@ -112,6 +112,9 @@ def test_keeps_tests_only_for_the_chosen_features(project: BakedProject) -> None
     assert ("test_providers.py" in tests) == (len(project.derived.backends) > 1)
     assert ("test_secrets.py" in tests) == bool(project.derived.secret_env_vars)
     assert {"test_agent_workflow.py", "test_configuration.py", "test_live.py"} <= tests
+    # Sandbox affinity is tested where a sandbox can live on a worker's host.
+    host_bound = bool(project.derived.host_bound_backends)
+    assert ("test_affinity.py" in tests) == ("test_affinity_processes.py" in tests) == host_bound
     # The process tests start the stand-in worker exactly when the project keeps one.
     stand_in = project.path / "tests" / "stand_in_worker.py"
     assert stand_in.exists() == bool(project.derived.remote_backends)
@@ -127,6 +130,8 @@ def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:
     assert ("DAYTONA_API_KEY=" in example) == ("daytona" in chosen)
     assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
     assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
+    assert ("# DOCKER_ENGINE_SHARED=" in example) == ("docker" in chosen)
+    assert "# WORKER_HOST_ID=" in example
     for name in project.derived.secret_env_vars:
         assert f"\n{name}=" in example
 

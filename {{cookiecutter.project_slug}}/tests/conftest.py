@@ -92,8 +92,8 @@ def collect_dropped_runs() -> Iterator[None]:
     collector. Closing one runs the SDK's end-of-run cleanup, which schedules
     sandbox activities in whichever workflow the collecting thread is running
     at that moment: stray activities in an unrelated run's history, which then
-    fails to replay. That is a known hazard of the SDKs (see the README's
-    "Known issues"); tests that drop runs collect that garbage while no
+    fails to replay. That is a known hazard of the SDKs ("Known issues" in
+    docs/operations.md); tests that drop runs collect that garbage while no
     workflow runs, so it cannot leak into the next test. Python then reports
     the coroutines closed that way (``DROPPED_RUNS_CLOSED`` in support.py)."""
     yield

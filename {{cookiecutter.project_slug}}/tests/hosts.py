@@ -3,6 +3,7 @@ each host's sandbox reaching only the workspaces that host created, and runs
 left part-way on a host that then goes away (affinity.py)."""
 
 import asyncio
+import json
 import uuid
 from collections import defaultdict
 from datetime import timedelta
@@ -14,6 +15,7 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from {{ cookiecutter.package_name }}.shared import TASK_QUEUE
@@ -129,3 +131,15 @@ async def sandbox_workers(handle: WorkflowHandle[Any, str]) -> tuple[set[str], s
     steps = [step for step in await activities(handle) if step.is_sandbox_operation]
     assert steps
     return {step.worker for step in steps if step.attempt}, {step.task_queue for step in steps}
+
+
+async def workspaces_used(handle: WorkflowHandle[Any, str]) -> set[str]:
+    """Every workspace a run's sandbox operations named, from its history."""
+    roots = set()
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            for payload in event.activity_task_scheduled_event_attributes.input.payloads:
+                state = json.loads(payload.data).get("state") if payload.data[:1] == b"{" else None
+                if isinstance(state, dict):
+                    roots.add(str(state["manifest"]["root"]))
+    return roots

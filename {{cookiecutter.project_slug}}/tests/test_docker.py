@@ -33,6 +33,7 @@ from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped
 from temporalio.client import Client, WorkflowHandle
 
 from {{ cookiecutter.package_name }} import worker
+from {{ cookiecutter.package_name }}.affinity import host_queue
 from {{ cookiecutter.package_name }}.backends import docker
 from {{ cookiecutter.package_name }}.backends.docker import (
     IMAGE,
@@ -46,7 +47,8 @@ from {{ cookiecutter.package_name }}.backends.docker import (
 from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
 from {{ cookiecutter.package_name }}.worker import ServiceWorker
 
-from .long_workflow import LongSandboxAgentWorkflow
+from .hosts import STEPS, sandbox_workers, stalled_on
+from .long_workflow import ImpatientSandboxAgentWorkflow, LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel, tool_outputs
 from .support import (
     CREDENTIALS,
@@ -291,9 +293,24 @@ async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
 
 @pytest.mark.usefixtures("collect_dropped_runs")
 @pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED)
+@pytest.mark.parametrize(
+    ("shared", "second_host"),
+    [(False, "host-a"), (True, "host-b")],
+    ids=["each-host-its-own-engine-worker-restarted", "one-shared-engine-another-host"],
+)
 async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
-    temporal_client: Client, engine: Any, sandbox: ImageForTests
+    temporal_client: Client,
+    engine: Any,
+    sandbox: ImageForTests,
+    monkeypatch: pytest.MonkeyPatch,
+    shared: bool,
+    second_host: str,
 ) -> None:
+    # With its own engine per host, the run waits for a worker of the host
+    # that holds its container (here one restarted on it); with one engine
+    # that every worker shares, any worker goes on with it.
+    if shared:
+        monkeypatch.setenv(docker.ENGINE_SHARED_VARIABLE, "true")
     commands = [
         "printf 'written before the restart\\n' > note.txt && hostname",
         "cat note.txt && hostname",
@@ -303,6 +320,7 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
         temporal_client,
         stalling,
         sandbox,
+        host="host-a",
         identity="first-worker",
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),
@@ -316,7 +334,7 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
     # in memory, only the session state recorded in the run's history.
     fresh = ImageForTests(engine, sandbox.image)
     async with docker_worker(
-        temporal_client, ScriptedModel(commands), fresh, identity="second-worker"
+        temporal_client, ScriptedModel(commands), fresh, host=second_host, identity="second-worker"
     ):
         answer = await handle.result()
 
@@ -328,7 +346,37 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
     ]
     assert commands_run == ["first-worker", "second-worker"]
     assert [a.name for a in attempts].count(f"{PROVIDER}-sandbox_client_create") == 1
+    queues = {a.task_queue for a in attempts if a.is_sandbox_operation}
+    assert queues == ({TASK_QUEUE} if shared else {host_queue("host-a")})
     assert containers_of(engine, handle) == []
+
+
+@pytest.mark.usefixtures("collect_dropped_runs")
+@pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED)
+async def test_a_run_whose_engine_host_is_gone_fails_naming_the_host(
+    temporal_client: Client, engine: Any, sandbox: ImageForTests
+) -> None:
+    # Each host has its own engine (the default): the container lives on
+    # host A's, and host A never comes back.
+    run = await stalled_on(
+        temporal_client, "host-a", PROVIDER, sandbox, ImpatientSandboxAgentWorkflow
+    )
+    [container] = containers_of(engine, run)
+    try:
+        async with docker_worker(
+            temporal_client,
+            ScriptedModel(STEPS),
+            ImageForTests(engine, sandbox.image),
+            host="host-b",
+            workflows=[ImpatientSandboxAgentWorkflow],
+        ):
+            reason = await failure_of(run)
+    finally:
+        # Left on its host's engine, labelled with its run (see the README).
+        container.remove(force=True)
+
+    assert reason.startswith("The agent could not finish: its sandbox's host 'host-a' is gone")
+    assert await sandbox_workers(run) == ({"worker-of-host-a"}, {host_queue("host-a")})
 
 
 async def test_an_image_that_cannot_be_pulled_fails_the_run_at_once_saying_why(

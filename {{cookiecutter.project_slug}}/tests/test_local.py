@@ -1,6 +1,8 @@
 """The local backend: a shell on the worker's own host, which sees none of
 the worker's environment, and whose configuration errors end a run at once."""
 
+import shutil
+
 import pytest
 from agents.sandbox.errors import ConfigurationError, ErrorCode
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
@@ -8,8 +10,16 @@ from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.backends import local
 
+from .hosts import STEPS, stalled_on, workspaces_used
 from .scripted_model import ScriptedModel
-from .support import assert_a_rejection_fails_the_run_at_once, running_worker, start_in
+from .support import (
+    DROPPED_RUNS_CLOSED,
+    assert_a_rejection_fails_the_run_at_once,
+    failure_of,
+    provider_of,
+    running_worker,
+    start_in,
+)
 
 
 def test_local_client_is_a_shell_on_the_workers_host() -> None:
@@ -46,3 +56,21 @@ async def test_a_sandbox_that_cannot_be_set_up_fails_the_run_at_once(
         retryable=False,
     )
     await assert_a_rejection_fails_the_run_at_once(temporal_client, local, error, rejection)
+
+
+@pytest.mark.usefixtures("collect_dropped_runs")
+@pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED)
+async def test_a_run_whose_workspace_is_wiped_fails_instead_of_going_on_without_its_files(
+    temporal_client: Client,
+) -> None:
+    # The worker comes back on the same host, but the disk its workspace was
+    # on did not (a container recreated, a temporary directory cleaned up).
+    run = await stalled_on(temporal_client, "host-a", provider_of(local))
+    [workspace] = await workspaces_used(run)
+    shutil.rmtree(workspace)
+    async with running_worker(
+        temporal_client, ScriptedModel(STEPS), provider=provider_of(local), host="host-a"
+    ):
+        reason = await failure_of(run)
+
+    assert f"The run's workspace {workspace} is not on this host's disk any more" in reason

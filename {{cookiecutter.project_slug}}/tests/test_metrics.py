@@ -21,6 +21,7 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.runtime import Runtime
 from temporalio.worker import Replayer
 
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.observability import (
     INPUT_TOKENS,
     MODEL_CALLS,
@@ -78,7 +79,7 @@ async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_
     model = ScriptedModel(["echo one", "echo two"])
     async with (
         metered_client(temporal_client) as (client, metrics),
-        running_worker(client, model, max_cached_workflows=0) as (plugged, _),
+        running_worker(client, model, max_cached_workflows=0, host="host-a") as (plugged, _),
     ):
         handle = await start(plugged, "Say one, then two.")
         await handle.result()
@@ -91,9 +92,13 @@ async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_
         assert await metrics.total(INPUT_TOKENS) == sum(u.input_tokens for u in model.reported)
         assert await metrics.total(OUTPUT_TOKENS) == sum(u.output_tokens for u in model.reported)
         assert await metrics.total(RUNS, outcome="completed") == 1
-        # One per sandbox activity, by provider and outcome.
+        # One per sandbox activity, by provider, outcome and the host the
+        # sandbox lives on: the worker's, or "any" for one any worker reaches.
         sandbox_steps = [step for step in await activities(handle) if step.is_sandbox_operation]
-        counted = await metrics.total(SANDBOX_OPERATIONS, provider=SANDBOX_PROVIDER, outcome="ok")
+        host = "host-a" if SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound() else "any"
+        counted = await metrics.total(
+            SANDBOX_OPERATIONS, provider=SANDBOX_PROVIDER, outcome="ok", host=host
+        )
         assert counted == len(sandbox_steps)
         assert await metrics.total(SANDBOX_OPERATIONS, outcome="error") == 0
         before = await metrics.scrape()

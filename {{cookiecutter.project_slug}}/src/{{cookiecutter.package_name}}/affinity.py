@@ -14,7 +14,8 @@ the run would fail or, worse, go on without its files. So:
    where the sandbox will live (the ``<provider>-sandbox_host`` activity). The
    worker answers with its own host when the backend's sandboxes are bound to
    it (``host_bound()`` in the backend's module), and with None when any
-   worker can reach them (Daytona, E2B, one Docker engine shared by all).
+   worker can reach them (a remote service's sandboxes, containers on one
+   engine that every worker shares).
 3. Every operation of that sandbox (its creation, each command, each read and
    write, its teardown) then goes to that host's queue, and the host is
    handed to the next run of the chain with the sandbox (``chain.Carried``).

@@ -32,8 +32,9 @@ from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio import workflow
 
-# The class temporal_sandbox_client() builds, which the plugin requires.
+# The classes temporal_sandbox_client() builds, which the plugin requires.
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
+from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
 from {{ cookiecutter.package_name }}.affinity import SandboxHost
 from {{ cookiecutter.package_name }}.observability import Usage, UsageMeter
@@ -164,6 +165,10 @@ class LastingSandboxClient(TemporalSandboxClient):
         # there), handed on with its state; None when any worker reaches it.
         self.host = host
         self.session: SandboxSession | None = None
+        # The session's activities, without the SDK's wrapper: in workflow
+        # code that wrapper turns any failure of a stop or a shutdown into a
+        # RuntimeError, which would fail the workflow task for ever.
+        self.inner: TemporalSandboxSession | None = None
         # The state an earlier run of the chain handed on, until this run
         # has resumed the session.
         self.handed_on: SandboxSessionState | None = None
@@ -171,6 +176,8 @@ class LastingSandboxClient(TemporalSandboxClient):
     def _wrap_session(
         self, inner: BaseSandboxSession, *, instrumentation: Instrumentation | None = None
     ) -> SandboxSession:
+        assert isinstance(inner, TemporalSandboxSession)
+        self.inner = inner
         self.session = _LastingSession(
             inner, instrumentation=instrumentation, dependencies=self._resolve_dependencies()
         )
@@ -196,9 +203,9 @@ class LastingSandboxClient(TemporalSandboxClient):
         during the resume, say) resumes it to remove it."""
         if self.session is None and self.handed_on is not None:
             await self.resume(self.handed_on)
-        session, self.session, self.handed_on = self.session, None, None
-        if session is None:
+        inner, self.session, self.inner, self.handed_on = self.inner, None, None, None
+        if inner is None:
             return
-        await SandboxSession.stop(session)
-        await SandboxSession.shutdown(session)
-        await TemporalSandboxClient.delete(self, session)  # type: ignore[arg-type]
+        await inner.stop()
+        await inner.shutdown()
+        await TemporalSandboxClient.delete(self, inner)

@@ -7,22 +7,47 @@ worker's machine yourself, generate the service with a remote sandbox
 backend instead.
 """
 
+from pathlib import Path
+
 from agents.sandbox.sandboxes.unix_local import (
     UnixLocalSandboxClient,
     UnixLocalSandboxClientOptions,
 )
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 
 # Credentials this backend needs on the worker, beyond the model's: none.
 REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
 CREDENTIALS_URL = ""
 
 # The SDK's own errors say which of them no retry can fix; there is no
-# service behind this backend to add any.
-NON_RETRYABLE_ERRORS: tuple[str, ...] = ()
+# service behind this backend to add any, only a workspace that is gone.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = ("WorkspaceGone",)
 
 # The SDK's default root, which the local client turns into a fresh temporary
 # directory for each run (removed at the end of the run).
 WORKSPACE_ROOT = "/workspace"
+
+
+class WorkspaceGone(Exception):
+    """A run's workspace is no longer on this host's disk."""
+
+
+class LocalWorkspaceClient(UnixLocalSandboxClient):
+    """The SDK's local client, except that it never resumes a session whose
+    workspace is gone: the SDK would make a new, empty directory in its place,
+    and the agent would go on without its files and without a word. A
+    workspace goes when the disk it was on does (a container recreated, a
+    temporary directory cleaned up); the run then fails, saying so."""
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        workspace = Path(state.manifest.root)
+        if not workspace.is_dir():
+            raise WorkspaceGone(
+                f"The run's workspace {workspace} is not on this host's disk any more "
+                "(the disk it was on is gone, or it was deleted): the run cannot go on."
+            )
+        return await super().resume(state)
 
 
 def sandbox_client() -> UnixLocalSandboxClient:
@@ -30,7 +55,7 @@ def sandbox_client() -> UnixLocalSandboxClient:
     # By default the local sandbox hands the worker's whole environment to the
     # agent's shell, OPENAI_API_KEY included. Give it only a minimal, harmless
     # set (PATH, HOME, locale, ...) instead.
-    return UnixLocalSandboxClient(inherit_host_environment=False)
+    return LocalWorkspaceClient(inherit_host_environment=False)
 
 
 def host_bound() -> bool:
