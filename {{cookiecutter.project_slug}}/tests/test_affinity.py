@@ -69,6 +69,7 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
     host_a = worker.build_worker(
         plugged_a, 4, host="host-a", identity="worker-a", graceful_shutdown_timeout=timedelta(0)
     )
+    assert host_a.own is not None
     async with host_a.own:
         async with host_a.shared:
             on_a = [

@@ -18,6 +18,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
 
+from {{ cookiecutter.package_name }}.affinity import host_queue
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.shared import (
     LONGEST_OUTPUT,
     SANDBOX_PROVIDER,
@@ -77,7 +79,10 @@ async def long_chain(temporal_client: Client) -> tuple[str, list[RunOfChain]]:
     """A 300-step run: the first step writes a file, the last reads it."""
     commands = ["echo written-at-step-1 > first.txt", *[STEP] * 298, "cat first.txt"]
     async with long_running_worker(
-        temporal_client, ScriptedModel(commands), workflows=[LongSandboxAgentWorkflow]
+        temporal_client,
+        ScriptedModel(commands),
+        workflows=[LongSandboxAgentWorkflow],
+        host="long-runs-host",
     ) as (client, _):
         handle = await start_long(client, "Run the 300 commands.")
         answer = await handle.result()
@@ -100,6 +105,16 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
     assert operations(runs, "sandbox_client_create") == 1
     assert operations(runs, "sandbox_client_resume") == len(runs) - 1
     assert operations(runs, "sandbox_client_delete") == 1
+    # Every run sent the sandbox's operations where the first run's sandbox
+    # lives: its host's queue when it lives on the worker's host (affinity.py).
+    queues = {
+        step.task_queue
+        for run in runs
+        for step in activities_in(run.history)
+        if step.is_sandbox_operation
+    }
+    bound = SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound()
+    assert queues == {host_queue("long-runs-host") if bound else TASK_QUEUE}
 
 
 async def test_every_run_of_a_chain_replays_without_nondeterminism(

@@ -7,9 +7,9 @@ whichever worker polls its task queue first: with workers on two hosts, a
 run's next command would land on a host that does not hold its sandbox, and
 the run would fail or, worse, go on without its files. So:
 
-1. Every worker polls two task queues: ``TASK_QUEUE``, shared by every worker
-   (runs, model calls, sandboxes any worker can reach), and its host's own,
-   ``host_queue(host)``, for the sandboxes on its host.
+1. Every worker polls ``TASK_QUEUE``, shared by every worker (runs, model
+   calls, sandboxes any worker can reach), and, when its sandboxes live on
+   its host, its host's own queue, ``host_queue(host)``, for them.
 2. Before a run creates its sandbox it asks any worker, on the shared queue,
    where the sandbox will live (the ``<provider>-sandbox_host`` activity). The
    worker answers with its own host when the backend's sandboxes are bound to
@@ -25,17 +25,14 @@ Kubernetes, the pod's name): a worker restarted on the same host polls the
 same queue and resumes its runs in the same workspace. When no worker of the
 host takes an operation within ``SANDBOX_HOST_WAIT``, the host is taken for
 gone with the sandbox on it: the run fails with a reason naming the host
-rather than wait for ever or go on in a fresh sandbox. The agent's tools
-report a failed command to the model instead of raising, so ``HostWatch``
-(a worker interceptor) notes the gone host where the operation fails, and
-fails the run at its next step.
+(``host_gone_failure()``) rather than wait for ever or go on in a fresh
+sandbox.
 """
 
-import asyncio
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -43,13 +40,6 @@ from typing import Any
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
-from temporalio.worker import (
-    Interceptor,
-    StartActivityInput,
-    WorkflowInboundInterceptor,
-    WorkflowInterceptorClassInput,
-    WorkflowOutboundInterceptor,
-)
 
 from {{ cookiecutter.package_name }}.shared import CHOOSING_THE_HOST, TASK_QUEUE
 
@@ -64,10 +54,6 @@ _ASK = workflow.ActivityConfig(
     start_to_close_timeout=timedelta(seconds=10),
     retry_policy=RetryPolicy(maximum_attempts=5),
 )
-
-
-# The type of the failure a run ends with when its sandbox's host is gone.
-HOST_GONE = "SandboxHostGone"
 
 
 class BadHostId(Exception):
@@ -100,13 +86,13 @@ def host_queue(host: str) -> str:
     return f"{TASK_QUEUE}@{host}"
 
 
-def host_activities(host: str, host_bound: Mapping[str, Callable[[], bool]]) -> Sequence[Any]:
+def host_activities(host: str, host_bound: Mapping[str, bool]) -> Sequence[Any]:
     """The ``<provider>-sandbox_host`` activity of each provider, for the
-    shared queue: it answers with ``host`` when ``host_bound[provider]()``
+    shared queue: it answers with ``host`` when ``host_bound[provider]``
     says the provider's sandboxes live on this worker's host, else None."""
 
-    def answer(provider: str, bound: Callable[[], bool]) -> Any:
-        here = SandboxHost(host, host_queue(host)) if bound() else None
+    def answer(provider: str, bound: bool) -> Any:
+        here = SandboxHost(host, host_queue(host)) if bound else None
 
         @activity.defn(name=f"{provider}-{CHOOSING_THE_HOST}")
         async def sandbox_host() -> SandboxHost | None:
@@ -150,13 +136,6 @@ def host_gone(error: BaseException) -> ActivityError | None:
     return None
 
 
-def is_host_gone(error: BaseException) -> bool:
-    """Whether ``error`` says that the run's sandbox's host is gone."""
-    return host_gone(error) is not None or (
-        isinstance(error, ApplicationError) and error.type == HOST_GONE
-    )
-
-
 def gone_reason(host: SandboxHost, operation: ActivityError, wait: timedelta) -> str:
     """Why a run whose host is gone failed, in words a person can act on."""
     return (
@@ -173,47 +152,9 @@ def host_gone_failure(
     """The failure a run ends with when its sandbox's host is gone."""
     return ApplicationError(
         f"The agent could not finish: {gone_reason(host, operation, wait)}",
-        type=HOST_GONE,
+        type="SandboxHostGone",
         non_retryable=True,
     )
-
-
-class HostWatch(Interceptor):
-    """Fails a run at its next step once one of its sandbox's operations
-    went untaken by the sandbox's host for the wait it was given, whatever
-    the agent's tools made of that failure."""
-
-    def workflow_interceptor_class(
-        self, input: WorkflowInterceptorClassInput
-    ) -> type[WorkflowInboundInterceptor]:
-        return _WatchedRun
-
-
-class _WatchedRun(WorkflowInboundInterceptor):
-    def init(self, outbound: WorkflowOutboundInterceptor) -> None:
-        super().init(_WatchedSteps(outbound))
-
-
-class _WatchedSteps(WorkflowOutboundInterceptor):
-    def __init__(self, next: WorkflowOutboundInterceptor) -> None:
-        super().__init__(next)
-        self.gone: ApplicationError | None = None
-
-    def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
-        if self.gone is not None:
-            raise self.gone
-        handle = super().start_activity(input)
-        queue, wait = input.task_queue, input.schedule_to_start_timeout
-        if queue and wait and queue.startswith(f"{TASK_QUEUE}@"):
-            host = SandboxHost(queue.removeprefix(f"{TASK_QUEUE}@"), queue)
-
-            def note(done: "asyncio.Future[Any]") -> None:
-                error = None if done.cancelled() else done.exception()
-                if error is not None and host_gone(error) and self.gone is None:
-                    self.gone = host_gone_failure(host, host_gone(error), wait)  # type: ignore[arg-type]
-
-            handle.add_done_callback(note)
-        return handle
 
 
 def worker_identity(host: str) -> str:

@@ -2,9 +2,10 @@
 
     python -m {{ cookiecutter.package_name }}.worker
 
-It polls the service's task queue and its host's own (affinity.py), where
-the operations of the sandboxes on this host arrive; ``WORKER_HOST_ID`` names
-the host (its host name by default). Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
+It polls the service's task queue and, when a sandbox it creates lives on
+its host, that host's own queue too, where the operations of those sandboxes
+arrive (affinity.py); ``WORKER_HOST_ID`` names the host (the host name by
+default). Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
 ``SHUTDOWN_GRACE`` (30 s) to finish, cancels what is left, and exits with
 status 0. Work it did not finish is not lost; Temporal hands it to the next
 worker on the same task queue, and the operations of a sandbox on this host
@@ -183,12 +184,12 @@ def backend_client(
 
 
 class ServiceWorker:
-    """The worker's two pollers, started and stopped together: ``shared`` on
+    """The worker's pollers, started and stopped together: ``shared`` on
     TASK_QUEUE (the runs, the model calls, the sandboxes any worker reaches)
     and ``own`` on its host's queue (the operations of the sandboxes on this
-    host: affinity.py)."""
+    host: affinity.py), None when no sandbox it creates lives on its host."""
 
-    def __init__(self, shared: Worker, own: Worker, host: str) -> None:
+    def __init__(self, shared: Worker, own: Worker | None, host: str) -> None:
         self.shared, self.own, self.host = shared, own, host
         self._running = AsyncExitStack()
 
@@ -197,7 +198,8 @@ class ServiceWorker:
         return self.shared.task_queue
 
     async def __aenter__(self) -> "ServiceWorker":
-        await self._running.enter_async_context(self.own)
+        if self.own is not None:
+            await self._running.enter_async_context(self.own)
         await self._running.enter_async_context(self.shared)
         return self
 
@@ -227,9 +229,9 @@ def build_worker(
         options.setdefault(name, value)
     options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
     options.setdefault("workflows", [SandboxAgentWorkflow])
-    options.setdefault("interceptors", [SandboxOperationMeter(host), affinity.HostWatch()])
+    options.setdefault("interceptors", [SandboxOperationMeter(host)])
     options.setdefault("identity", affinity.worker_identity(host))
-    host_bound = {provider: backend.host_bound for provider, backend in SANDBOX_BACKENDS.items()}
+    host_bound = {provider: backend.host_bound() for provider, backend in SANDBOX_BACKENDS.items()}
     shared = Worker(
         client,
         task_queue=TASK_QUEUE,
@@ -237,6 +239,8 @@ def build_worker(
         activities=affinity.host_activities(host, host_bound),
         **options,  # type: ignore[arg-type]
     )
+    if not any(host_bound.values()):
+        return ServiceWorker(shared, None, host)
     # The host's own queue carries only sandbox operations (the agents
     # plugin registers them on every worker): as many at once as runs.
     shared_only = ("workflows", "max_cached_workflows", "max_heartbeat_throttle_interval")
@@ -261,10 +265,10 @@ async def run_worker(runs: int, host: str) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with build_worker(client, runs, host) as worker:
         providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
+        own = f" and {worker.own.task_queue!r} (sandboxes on host {host!r})" if worker.own else ""
         print(
-            f"Worker polling task queue {TASK_QUEUE!r} with sandbox "
-            f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}, "
-            f"and {worker.own.task_queue!r} for the sandboxes on host {host!r}. "
+            f"Worker polling task queue {TASK_QUEUE!r}{own} with sandbox "
+            f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}. "
             f"Up to {runs} runs in flight. Ctrl+C to stop."
         )
         await stop.wait()

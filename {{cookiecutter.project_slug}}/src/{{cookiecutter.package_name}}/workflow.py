@@ -227,7 +227,7 @@ class SandboxAgentWorkflow:
             raise MaxTurnsExceeded(f"Max turns ({self.max_turns}) exceeded") from e
         except BaseException as e:
             # The sandbox of a host that is gone cannot be reached to remove it.
-            if not affinity.is_host_gone(e):
+            if affinity.host_gone(e) is None:
                 await sandbox.remove()
             raise
         await sandbox.remove()
