@@ -63,7 +63,16 @@ def test_compose_runs_the_dev_server_and_the_worker(project: BakedProject) -> No
     assert set(services) == {"temporal", "worker"}
     temporal = services["temporal"]
     assert temporal["image"].startswith("temporalio/temporal:")
-    assert temporal["command"] == ["server", "start-dev", "--ip", "0.0.0.0"]
+    # Reachable from the worker's container; handing tasks to workers promptly
+    # (a one-shard dev server polls for them 20 times a second by default).
+    assert temporal["command"] == [
+        "server",
+        "start-dev",
+        "--ip",
+        "0.0.0.0",
+        "--dynamic-config-value",
+        "history.transferProcessorMaxPollRPS=1000",
+    ]
     # The dev server asks no one for credentials: only this machine may reach it.
     assert temporal["ports"] == ["127.0.0.1:7233:7233", "127.0.0.1:8233:8233"]
     worker = services["worker"]
@@ -72,6 +81,8 @@ def test_compose_runs_the_dev_server_and_the_worker(project: BakedProject) -> No
     assert worker["depends_on"]["temporal"]["condition"] == "service_healthy"
     assert worker["env_file"] == [{"path": ".env", "required": False}]
     if "docker" in project.derived.backends:
+        # Every worker of the file drives the one engine of its host.
+        assert worker["environment"]["DOCKER_ENGINE_SHARED"] == "true"
         # The worker drives the host's engine through its socket, as the socket's group.
         assert worker["volumes"] == ["/var/run/docker.sock:/var/run/docker.sock"]
         assert worker["group_add"] == ["${DOCKER_GID:?set DOCKER_GID to the group id of /var/run/docker.sock}"]
