@@ -8,7 +8,9 @@ processes and a private filesystem per host: test_affinity_processes.py
 (``-m process``)."""
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -18,6 +20,7 @@ from {{ cookiecutter.package_name }} import worker
 from {{ cookiecutter.package_name }}.affinity import host_queue
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.worker import ServiceWorker
 
 from .hosts import (
     ALL_STEPS,
@@ -50,6 +53,22 @@ BOUND_PROVIDER = next(
 )
 
 
+def worker_on(
+    client: Client, host: str, identity: str = "", **options: Any
+) -> AbstractAsyncContextManager[tuple[Client, ServiceWorker]]:
+    """A worker of ``host`` (``worker-of-<host>`` unless named) running STEPS
+    in that host's sandbox."""
+    return running_worker(
+        client,
+        ScriptedModel(STEPS),
+        HostSandbox(host),
+        provider=BOUND_PROVIDER,
+        host=host,
+        identity=identity or f"worker-of-{host}",
+        **options,
+    )
+
+
 async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_holds_it(
     temporal_client: Client,
 ) -> None:
@@ -78,14 +97,7 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
             ]
             async with asyncio.timeout(20):
                 await model.stalled.wait()
-        async with running_worker(
-            temporal_client,
-            ScriptedModel(STEPS),
-            HostSandbox("host-b"),
-            provider=BOUND_PROVIDER,
-            host="host-b",
-            identity="worker-b",
-        ) as (client, _):
+        async with worker_on(temporal_client, "host-b") as (client, _):
             on_b = [
                 await start(client, "Add, then print.", provider=BOUND_PROVIDER) for _ in range(4)
             ]
@@ -99,9 +111,9 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
     for run in on_a:
         assert await sandbox_workers(run) == ({"worker-a"}, {host_queue("host-a")})
         model_calls = {step.worker for step in await activities(run) if step.is_model_call}
-        assert "worker-b" in model_calls
+        assert "worker-of-host-b" in model_calls
     for run in on_b:
-        assert await sandbox_workers(run) == ({"worker-b"}, {host_queue("host-b")})
+        assert await sandbox_workers(run) == ({"worker-of-host-b"}, {host_queue("host-b")})
 
 
 async def test_a_run_whose_sandbox_host_is_gone_fails_naming_the_host(
@@ -116,15 +128,7 @@ async def test_a_run_whose_sandbox_host_is_gone_fails_naming_the_host(
     )
     # Host A never comes back; host B takes the run's model call, and its
     # next command waits on host A's queue for host_wait, then fails the run.
-    async with running_worker(
-        temporal_client,
-        ScriptedModel(STEPS),
-        HostSandbox("host-b"),
-        provider=BOUND_PROVIDER,
-        host="host-b",
-        identity="worker-b",
-        workflows=[ImpatientSandboxAgentWorkflow],
-    ):
+    async with worker_on(temporal_client, "host-b", workflows=[ImpatientSandboxAgentWorkflow]):
         reason = await failure_of(run)
 
     assert reason.startswith("The agent could not finish: its sandbox's host 'host-a' is gone")
@@ -138,14 +142,7 @@ async def test_a_worker_restarted_on_the_same_host_resumes_its_runs_there(
     temporal_client: Client,
 ) -> None:
     run = await stalled_on(temporal_client, "host-a", BOUND_PROVIDER, HostSandbox("host-a"))
-    async with running_worker(
-        temporal_client,
-        ScriptedModel(STEPS),
-        HostSandbox("host-a"),
-        provider=BOUND_PROVIDER,
-        host="host-a",
-        identity="worker-a-again",
-    ):
+    async with worker_on(temporal_client, "host-a", identity="worker-a-again"):
         answer = await run.result()
 
     assert answer.endswith(ALL_STEPS)

@@ -9,10 +9,11 @@ OpenAI client keeps at most 1,000 connections. ``RUNS_IN_FLIGHT`` sets the
 limits that must agree, together:
 
 - activity slots: each run waiting on the model holds one, as does each
-  sandbox operation in progress;
+  sandbox operation in progress; as many again on the worker's host queue,
+  for the operations of the sandboxes on its host (affinity.py);
 - cached workflows: twice as many, so that neither a run in flight nor one
   waiting for a slot is dropped from the cache and replayed (a dropped run can
-  also trip temporalio/sdk-python#494, see the README);
+  also trip temporalio/sdk-python#494, see docs/operations.md);
 - the model client's connection pool: one connection per model call in flight;
 - the model calls' heartbeat timeout, which grows with the limit so that a
   worker's heartbeats stay under HEARTBEATS_PER_SECOND, whatever its size.
