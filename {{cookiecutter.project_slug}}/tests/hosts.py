@@ -18,16 +18,19 @@ from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from {{ cookiecutter.package_name }}.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.shared import MAX_TURNS, TASK_QUEUE
 from {{ cookiecutter.package_name }}.starter import start
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel, tool_outputs
 from .support import activities, running_worker
 
-# Six steps, each adding to a file the steps before wrote; the last prints it.
-STEPS = [f"echo step-{step} >> steps.txt" for step in range(5)] + ["cat steps.txt"]
-ALL_STEPS = "".join(f"step-{step}\n" for step in range(5))
+# Up to six steps, as many as the turn budget leaves room for (a turn each,
+# and one for the answer): each adds to a file the steps before wrote, and the
+# last prints it.
+ADDING = max(1, min(5, MAX_TURNS - 2))
+STEPS = [f"echo step-{step} >> steps.txt" for step in range(ADDING)] + ["cat steps.txt"]
+ALL_STEPS = "".join(f"step-{step}\n" for step in range(ADDING))
 
 # The workspaces each host created, by host: what each host's disk holds.
 WORKSPACES: dict[str, set[str]] = defaultdict(set)
