@@ -67,3 +67,10 @@ class FailingSandbox(UnixLocalSandboxClient):
 
         session.pty_exec_start = pty_exec_start  # type: ignore[method-assign,assignment]
         return session
+
+
+class UndeletableSandbox(UnixLocalSandboxClient):
+    """A sandbox service that refuses, for good, to delete a sandbox."""
+
+    async def delete(self, session: SandboxSession) -> SandboxSession:
+        raise ApplicationError("the sandbox service refused to delete it", non_retryable=True)

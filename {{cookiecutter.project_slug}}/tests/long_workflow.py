@@ -1,15 +1,19 @@
 """The service's workflow with a turn budget long enough for the long-run
 tests and the benchmark (the service's own is MAX_TURNS), and with a short
-wait for a sandbox's host. Everything else is
+wait for a sandbox's host, and with a bug then its fix. Everything else is
 the service's code: registered on a test worker, it continues as new, carries
 the conversation and the sandbox, and cuts outputs exactly as the service
 does."""
 
 from datetime import timedelta
+from typing import Any
 
+from agents import RunContextWrapper, TResponseInputItem
+from agents.agent import Agent
 from temporalio import workflow
 
-from {{ cookiecutter.package_name }}.chain import Carried
+from {{ cookiecutter.package_name }}.chain import Carried, HistoryBudget
+from {{ cookiecutter.package_name }}.observability import Usage
 from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
@@ -45,6 +49,47 @@ class ImpatientSandboxAgentWorkflow(SandboxAgentWorkflow):
     SANDBOX_HOST_WAIT."""
 
     host_wait = timedelta(seconds=2)
+
+    @workflow.run
+    async def run(
+        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
+    ) -> str:
+        return await super().run(prompt, provider, carried)
+
+
+class BugAtTheSecondTurn(HistoryBudget):
+    """The run's hooks, with a bug: a KeyError before the second model turn."""
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        if self.turns == 1:
+            raise KeyError("a bug in workflow code")
+        await super().on_llm_start(context, agent, system_prompt, input_items)
+
+
+@workflow.defn(name="BugThenFixWorkflow")
+class BuggyWorkflow(SandboxAgentWorkflow):
+    """The service's workflow with a bug at its second model turn."""
+
+    def run_hooks(self, usage: Usage) -> HistoryBudget:
+        return BugAtTheSecondTurn(usage=usage)
+
+    @workflow.run
+    async def run(
+        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
+    ) -> str:
+        return await super().run(prompt, provider, carried)
+
+
+@workflow.defn(name="BugThenFixWorkflow")
+class FixedWorkflow(SandboxAgentWorkflow):
+    """The same workflow with its bug fixed: the service's own, under the
+    buggy one's name, as a deploy of the fix would register it."""
 
     @workflow.run
     async def run(

@@ -1,10 +1,15 @@
 """A run outlives the worker that started it: it resumes on another worker,
 against the same sandbox session, and its history replays step for step."""
 
+import asyncio
+import uuid
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
 {% if cookiecutter | remote_backends -%}
@@ -12,7 +17,7 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 {% endif -%}
 from {{ cookiecutter.package_name }}.capacity import RUNS_IN_FLIGHT, model_heartbeat_timeout
 from {{ cookiecutter.package_name }}.shared import (
-{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER", "TASK_QUEUE" if cookiecutter | remote_backends else "SANDBOX_PROVIDER"]) | unique | sort %}
+{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER", "TASK_QUEUE"]) | unique | sort %}
     {{ constant }},
 {%- endfor %}
 )
@@ -21,10 +26,18 @@ from {{ cookiecutter.package_name }}.worker import agents_plugin
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 {% if cookiecutter | remote_backends -%}
-from .hosts import ALL_STEPS, STEPS, StallsAfterTheFirstCommand, sandbox_workers, stalled_on
+from .hosts import (
+    ALL_STEPS,
+    STEPS,
+    StallsAfterTheFirstCommand,
+    sandbox_workers,
+    stalled_on,
+    workspaces_used,
+)
 {% else -%}
-from .hosts import StallsAfterTheFirstCommand
+from .hosts import StallsAfterTheFirstCommand, workspaces_used
 {% endif -%}
+from .long_workflow import BuggyWorkflow, FixedWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
     DROPPED_RUNS_CLOSED,
@@ -76,6 +89,51 @@ async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sa
     # ...because the sandbox session was created once and resumed.
     creates = [a for a in attempts if a.name == f"{SANDBOX_PROVIDER}-sandbox_client_create"]
     assert len(creates) == 1
+
+
+async def test_a_bug_in_workflow_code_waits_for_its_fix_with_the_sandbox_intact(
+    temporal_client: Client,
+) -> None:
+    # A bug (a KeyError, not a Temporal failure) fails only the workflow task,
+    # which Temporal retries: the run waits for fixed code, sandbox and all.
+    async with running_worker(
+        temporal_client, ScriptedModel(WRITE_THEN_READ), workflows=[BuggyWorkflow]
+    ) as (client, _):
+        handle = await client.start_workflow(
+            BuggyWorkflow.run,
+            args=["Write a note, then read it back.", SANDBOX_PROVIDER],
+            id=f"{TASK_QUEUE}-bug-{uuid.uuid4()}",
+            task_queue=TASK_QUEUE,
+        )
+        failure = await workflow_task_failure(handle)
+    assert "a bug in workflow code" in failure
+    # Nothing removed the sandbox: its workspace is still there.
+    removals = ("sandbox_session_stop", "sandbox_session_shutdown", "sandbox_client_delete")
+    assert not [a.name for a in await activities(handle) if a.name.endswith(removals)]
+    [workspace] = await workspaces_used(handle)
+    assert Path(workspace).is_dir()
+
+    # The fix is deployed (a worker restarted with fixed code): the run
+    # replays to where it failed and goes on, in the same sandbox.
+    async with running_worker(
+        temporal_client, ScriptedModel(WRITE_THEN_READ), workflows=[FixedWorkflow]
+    ):
+        answer = await handle.result()
+
+    assert "written before the restart" in answer
+    names = [a.name for a in await activities(handle)]
+    assert names.count(f"{SANDBOX_PROVIDER}-sandbox_client_create") == 1
+    assert not Path(workspace).exists()
+
+
+async def workflow_task_failure(handle: WorkflowHandle[Any, Any]) -> str:
+    """The message of the run's first failed workflow task, once there is one."""
+    async with asyncio.timeout(20):
+        while True:
+            async for event in handle.fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    return event.workflow_task_failed_event_attributes.failure.message
+            await asyncio.sleep(0.2)
 
 
 async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_or_its_timeout(

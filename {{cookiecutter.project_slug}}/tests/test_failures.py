@@ -18,7 +18,13 @@ from {{ cookiecutter.package_name }}.shared import (
 from {{ cookiecutter.package_name }}.starter import run, start
 from {{ cookiecutter.package_name }}.worker import MODEL_RETRY_POLICY
 
-from .failing_sandbox import FailingSandbox, busy_sandbox, deleted_sandbox, unreachable_image
+from .failing_sandbox import (
+    FailingSandbox,
+    UndeletableSandbox,
+    busy_sandbox,
+    deleted_sandbox,
+    unreachable_image,
+)
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
 from .support import CompletedRun, activities, failure_of, openai_model, running_worker
@@ -67,6 +73,21 @@ async def test_a_run_that_exceeds_its_turn_budget_fails_saying_so(
         reason = await failure_of(handle)
 
     assert reason == f"The agent could not finish: Max turns ({MAX_TURNS}) exceeded"
+
+
+async def test_a_run_that_fails_keeps_its_reason_when_its_sandbox_cannot_be_removed(
+    temporal_client: Client,
+) -> None:
+    endless = ScriptedModel(["true"] * (MAX_TURNS + 1))
+    sandbox = UndeletableSandbox(inherit_host_environment=False)
+    async with running_worker(temporal_client, endless, sandbox) as (client, _):
+        handle = await start(client, "Keep going.")
+        reason = await failure_of(handle)
+
+    assert reason == f"The agent could not finish: Max turns ({MAX_TURNS}) exceeded"
+    # The removal was tried, and refused.
+    [delete] = [a for a in await activities(handle) if a.name.endswith("sandbox_client_delete")]
+    assert delete.failed
 
 
 async def test_a_model_that_rejects_the_api_key_fails_the_run_without_retrying(

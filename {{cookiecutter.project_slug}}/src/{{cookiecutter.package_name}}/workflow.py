@@ -21,6 +21,7 @@ Workflow code must be deterministic: everything that touches the outside world
 (the model, the sandbox) happens in activities, never here.
 """
 
+import asyncio
 from dataclasses import asdict
 from datetime import timedelta
 
@@ -32,7 +33,7 @@ from agents.sandbox.manifest import Environment, Manifest
 from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
 
 from {{ cookiecutter.package_name }} import affinity
@@ -193,8 +194,7 @@ class SandboxAgentWorkflow:
             call_model_input_filter=bounded_model_input,
         )
         turns_before = carried.turns if carried else 0
-        # Counts this run's turns, and the chain's model calls and tokens.
-        budget = HistoryBudget(usage=carried.usage if carried else Usage())
+        budget = self.run_hooks(carried.usage if carried else Usage())
         try:
             result = await Runner.run(
                 agent,
@@ -223,15 +223,42 @@ class SandboxAgentWorkflow:
                 memo={USAGE_MEMO: asdict(budget.usage)},
             )
         except MaxTurnsExceeded as e:
-            await sandbox.remove()
+            await self._remove(sandbox, e)
             raise MaxTurnsExceeded(f"Max turns ({self.max_turns}) exceeded") from e
         except BaseException as e:
-            # The sandbox of a host that is gone cannot be reached to remove it.
-            if affinity.host_gone(e) is None:
-                await sandbox.remove()
+            # A bug in workflow code (a KeyError, say) fails only the workflow
+            # task, which Temporal retries until fixed code is deployed: the
+            # run goes on then, in the same sandbox. Only an error that ends
+            # the run removes it, unless its host is gone (nothing can reach it).
+            if ends_the_run(e) and affinity.host_gone(e) is None:
+                await self._remove(sandbox, e)
             raise
         await sandbox.remove()
         return result.final_output_as(str, raise_if_incorrect_type=True)
+
+    def run_hooks(self, usage: Usage) -> HistoryBudget:
+        """The hooks of the agent's run: they count this run's turns and the
+        chain's model calls and tokens (from ``usage``), and stop the run for
+        the next of its chain when its history is full."""
+        return HistoryBudget(usage=usage)
+
+    async def _remove(self, sandbox: LastingSandboxClient, ending: BaseException) -> None:
+        """Remove the sandbox of a run that ``ending`` ends; a removal that
+        fails is logged, and the run ends with its own reason."""
+        try:
+            await sandbox.remove()
+        except Exception as e:
+            workflow.logger.warning(
+                f"The sandbox of a run that ended ({ending}) was not removed: {e}"
+            )
+
+
+def ends_the_run(error: BaseException) -> bool:
+    """Whether ``error`` ends the run (a failure, a cancellation: _run turns
+    the agent's own errors into failures) rather than fail the workflow task."""
+    return isinstance(
+        error, FailureError | AgentsWorkflowError | AgentsException | asyncio.CancelledError
+    )
 
 
 # How an activity that Temporal stopped retrying failed, in words.
