@@ -18,7 +18,7 @@ from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from {{ cookiecutter.package_name }}.shared import MAX_TURNS, TASK_QUEUE
+from {{ cookiecutter.package_name }}.shared import MAX_TURNS, TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
 from {{ cookiecutter.package_name }}.starter import start
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
@@ -86,10 +86,14 @@ class StallsAfterTheFirstCommand(ScriptedModel):
 
 
 async def start_as(
-    client: Client, workflow_class: type[SandboxAgentWorkflow], provider: str
+    client: Client,
+    workflow_class: type[SandboxAgentWorkflow],
+    provider: str,
+    prompt: str = "Add to the file, then print it.",
 ) -> WorkflowHandle[Any, str]:
-    """Start a run of ``workflow_class`` on STEPS, as the starter starts the service's own."""
-    prompt = "Add to the file, then print it."
+    """Start a run of ``workflow_class`` (a test's variant of the service's
+    workflow, registered under a name of its own) as the starter starts the
+    service's own."""
     if workflow_class is SandboxAgentWorkflow:
         return await start(client, prompt, provider=provider)
     return await client.start_workflow(
@@ -97,6 +101,7 @@ async def start_as(
         args=[prompt, provider],
         id=f"{TASK_QUEUE}-{uuid.uuid4()}",
         task_queue=TASK_QUEUE,
+        execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
     )
 
 

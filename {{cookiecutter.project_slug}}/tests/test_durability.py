@@ -2,7 +2,6 @@
 against the same sandbox session, and its history replays step for step."""
 
 import asyncio
-import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 {% endif -%}
 from {{ cookiecutter.package_name }}.capacity import RUNS_IN_FLIGHT, model_heartbeat_timeout
 from {{ cookiecutter.package_name }}.shared import (
-{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER", "TASK_QUEUE"]) | unique | sort %}
+{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
     {{ constant }},
 {%- endfor %}
 )
@@ -32,10 +31,11 @@ from .hosts import (
     StallsAfterTheFirstCommand,
     sandbox_workers,
     stalled_on,
+    start_as,
     workspaces_used,
 )
 {% else -%}
-from .hosts import StallsAfterTheFirstCommand, workspaces_used
+from .hosts import StallsAfterTheFirstCommand, start_as, workspaces_used
 {% endif -%}
 from .long_workflow import BuggyWorkflow, FixedWorkflow
 from .scripted_model import ScriptedModel
@@ -99,11 +99,8 @@ async def test_a_bug_in_workflow_code_waits_for_its_fix_with_the_sandbox_intact(
     async with running_worker(
         temporal_client, ScriptedModel(WRITE_THEN_READ), workflows=[BuggyWorkflow]
     ) as (client, _):
-        handle = await client.start_workflow(
-            BuggyWorkflow.run,
-            args=["Write a note, then read it back.", SANDBOX_PROVIDER],
-            id=f"{TASK_QUEUE}-bug-{uuid.uuid4()}",
-            task_queue=TASK_QUEUE,
+        handle = await start_as(
+            client, BuggyWorkflow, SANDBOX_PROVIDER, "Write a note, then read it back."
         )
         failure = await workflow_task_failure(handle)
     assert "a bug in workflow code" in failure

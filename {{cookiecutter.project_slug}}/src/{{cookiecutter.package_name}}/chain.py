@@ -164,10 +164,10 @@ class LastingSandboxClient(TemporalSandboxClient):
         # The host the sandbox lives on (``config`` sends its operations
         # there), handed on with its state; None when any worker reaches it.
         self.host = host
-        self.session: SandboxSession | None = None
-        # The session's activities, without the SDK's wrapper: in workflow
-        # code that wrapper turns any failure of a stop or a shutdown into a
-        # RuntimeError, which would fail the workflow task for ever.
+        # The session's activities, without the SDK's wrapper (the runner
+        # gets the wrapper): in workflow code that wrapper turns any failure
+        # of a stop or a shutdown into a RuntimeError, which would fail the
+        # workflow task for ever.
         self.inner: TemporalSandboxSession | None = None
         # The state an earlier run of the chain handed on, until this run
         # has resumed the session.
@@ -178,10 +178,9 @@ class LastingSandboxClient(TemporalSandboxClient):
     ) -> SandboxSession:
         assert isinstance(inner, TemporalSandboxSession)
         self.inner = inner
-        self.session = _LastingSession(
+        return _LastingSession(
             inner, instrumentation=instrumentation, dependencies=self._resolve_dependencies()
         )
-        return self.session
 
     async def delete(self, session: Any) -> Any:
         """Left to ``remove()``."""
@@ -189,8 +188,8 @@ class LastingSandboxClient(TemporalSandboxClient):
 
     def carried_state(self) -> dict[str, Any]:
         """The session's state, for the next run of the chain."""
-        assert self.session is not None
-        return dict(self.serialize_session_state(self.session.state))
+        assert self.inner is not None
+        return dict(self.serialize_session_state(self.inner.state))
 
     def state_from(self, carried: Carried) -> SandboxSessionState:
         """The session state an earlier run of the chain handed on."""
@@ -201,9 +200,9 @@ class LastingSandboxClient(TemporalSandboxClient):
         """Stop the sandbox and delete it, as the runner would have. A run
         that ends before it resumed the sandbox it was handed (cancelled
         during the resume, say) resumes it to remove it."""
-        if self.session is None and self.handed_on is not None:
+        if self.inner is None and self.handed_on is not None:
             await self.resume(self.handed_on)
-        inner, self.session, self.inner, self.handed_on = self.inner, None, None, None
+        inner, self.inner, self.handed_on = self.inner, None, None
         if inner is None:
             return
         await inner.stop()

@@ -189,8 +189,8 @@ class ServiceWorker:
     and ``own`` on its host's queue (the operations of the sandboxes on this
     host: affinity.py), None when no sandbox it creates lives on its host."""
 
-    def __init__(self, shared: Worker, own: Worker | None, host: str) -> None:
-        self.shared, self.own, self.host = shared, own, host
+    def __init__(self, shared: Worker, own: Worker | None) -> None:
+        self.shared, self.own = shared, own
         self._running = AsyncExitStack()
 
     @property
@@ -240,7 +240,7 @@ def build_worker(
         **options,  # type: ignore[arg-type]
     )
     if not any(host_bound.values()):
-        return ServiceWorker(shared, None, host)
+        return ServiceWorker(shared, None)
     # The host's own queue carries only sandbox operations (the agents
     # plugin registers them on every worker): as many at once as runs.
     shared_only = ("workflows", "max_cached_workflows", "max_heartbeat_throttle_interval")
@@ -250,7 +250,7 @@ def build_worker(
         build_id=BUILD_ID,
         **{name: value for name, value in options.items() if name not in shared_only},  # type: ignore[arg-type]
     )
-    return ServiceWorker(shared, own, host)
+    return ServiceWorker(shared, own)
 
 
 async def run_worker(runs: int, host: str) -> None:
