@@ -64,6 +64,8 @@ def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path
 
     # The long-run tests ran, none skipped.
     assert_ran("test_long_runs")
+    # A deploy while runs are in flight, versioned and not.
+    assert_ran("test_versioning")
     if project.derived.host_bound_backends:
         # Sandbox affinity with workers as hosts in one process, and where
         # chosen as processes (in their own mount namespaces: .ci/run is root).

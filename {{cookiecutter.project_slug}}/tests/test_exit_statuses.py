@@ -25,6 +25,7 @@ from {{ cookiecutter.package_name }}.starter import (
     EXIT_USAGE,
     start,
 )
+from {{ cookiecutter.package_name }}.versioning import BUILD_ID, DEPLOYMENT_NAME
 
 from .processes import (
     STARTER,
@@ -36,7 +37,7 @@ from .processes import (
     service_environment,
 )
 from .scripted_openai import scripted_openai_server
-from .support import Metrics, closed_address
+from .support import CREDENTIALS, Metrics, closed_address
 
 pytestmark = pytest.mark.process
 
@@ -179,4 +180,19 @@ async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
                     assert await Metrics(metrics).total("agent_input_tokens") == tokens > 0
                 worker.process.send_signal(stop)
                 await tally.record(stop.name, worker, 0, "Worker stopped.")
+    tally.check()
+
+
+async def test_a_worker_given_half_a_version_exits_1_with_one_line_every_time() -> None:
+    tally = Tally()
+    environment = {**service_environment(closed_address(), "http://127.0.0.1:1"), **CREDENTIALS}
+    halves = [{DEPLOYMENT_NAME: "agents"}, {BUILD_ID: "3f2c1ab"}]
+    for attempt in range(4):
+        half = halves[attempt % 2]
+        command = WORKER if attempt < 2 else WORKER_MODULE
+        async with service(command, {**environment, **half}) as worker:
+            [given] = half
+            await tally.record(
+                given, worker, 1, rf"{given}='.*' is set but \S+ is not: set both .*"
+            )
     tally.check()

@@ -8,8 +8,6 @@ counter that replay moved would show more than the scripted model reported.
 """
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -45,9 +43,9 @@ from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
-    Metrics,
     activities,
     closed_address,
+    metered_client,
     running_worker,
     runs_of_chain,
     sandboxes_for_tests,
@@ -56,21 +54,6 @@ from .support import (
 
 # About 60 kB of output a step: a run's history passes the budget in a dozen.
 BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
-
-
-@asynccontextmanager
-async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client, Metrics]]:
-    """A client on a runtime of its own that serves /metrics, as the worker's
-    does with PROMETHEUS_BIND_ADDRESS set."""
-    address = closed_address()
-    runtime = metrics_runtime({"PROMETHEUS_BIND_ADDRESS": address})
-    assert runtime is not None
-    client = await Client.connect(
-        temporal_client.service_client.config.target_host,
-        namespace=temporal_client.namespace,
-        runtime=runtime,
-    )
-    yield client, Metrics(address)
 
 
 async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_once(

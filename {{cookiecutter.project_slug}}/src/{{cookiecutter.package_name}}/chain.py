@@ -43,7 +43,16 @@ from {{ cookiecutter.package_name }}.shared import CONVERSATION_LIMIT, HISTORY_B
 
 @dataclass
 class Carried:
-    """What one run of the chain hands the next (its third argument)."""
+    """What one run of the chain hands the next (its third argument).
+
+    The next run may be on a newer build (versioning.py): each build must
+    read what the one before it wrote. So change it compatibly: add a field
+    only with a default; never rename, remove or retype one (stop writing
+    it, keep reading it, and drop it a deploy after no run carries it); a
+    change that cannot be made so ships as a new workflow type
+    (docs/versioning.md). tests/histories/ replays runs that carried the
+    current fields, so the suite catches a field the new code cannot read.
+    """
 
     # The conversation so far, as the model's input items.
     conversation: list[dict[str, Any]]

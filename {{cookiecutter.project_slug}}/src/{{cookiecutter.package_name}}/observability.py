@@ -89,10 +89,13 @@ class UsageMeter(RunHooks[Any]):
 
 
 def count_run(outcome: str) -> None:
-    """Count one run of the workflow ending with ``outcome`` (replay-safe)."""
-    workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(
-        1, {"outcome": outcome}
-    )
+    """Count one run of the workflow ending with ``outcome`` (replay-safe),
+    and on a versioned worker the build it ran on (versioning.py)."""
+    labels = {"outcome": outcome}
+    version = workflow.info().get_current_deployment_version()
+    if version is not None:
+        labels["build_id"] = version.build_id
+    workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(1, labels)
 
 
 def run_outcome(error: BaseException) -> str | None:

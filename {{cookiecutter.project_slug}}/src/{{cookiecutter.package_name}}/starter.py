@@ -17,7 +17,7 @@ for anything else.
 After the answer, one line says what the run used of the model (calls,
 input and output tokens, across its chain). Progress is read from the run's history, so it shows what Temporal recorded:
 the sandbox provider the run uses and the host its sandbox lives on (or that
-any worker reaches it), then one line per model turn and per
+any worker reaches it), the build a versioned worker pinned it to, then one line per model turn and per
 sandbox operation (each shell command with the command itself), in the order
 the workflow scheduled them. A long run continues as new runs of the same
 workflow (same id, same sandbox); progress follows it from run to run, and
@@ -40,7 +40,12 @@ from urllib.parse import quote
 
 from temporalio import exceptions
 from temporalio.api.common.v1 import Payloads
-from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
+from temporalio.api.enums.v1 import (
+    EventType,
+    PendingActivityState,
+    PendingWorkflowTaskState,
+    VersioningBehavior,
+)
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
@@ -150,9 +155,22 @@ class Progress:
         self.steps: dict[int, str] = {}
         # The scheduled events of the steps that choose the sandbox's host.
         self.host_choices: set[int] = set()
+        # Whether the build the current run is pinned to was shown.
+        self.version_shown = False
 
     async def describe(self, event: HistoryEvent) -> str | None:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            # On a versioned worker (versioning.py), each run is pinned to the
+            # build of its first workflow task.
+            task = event.workflow_task_completed_event_attributes
+            pinned = task.versioning_behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED
+            if self.version_shown or not pinned:
+                return None
+            self.version_shown = True
+            version = task.deployment_version
+            return f"version  build {version.build_id!r} of {version.deployment_name!r} (pinned)"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            self.version_shown = False
             # The workflow's arguments: the prompt, the provider if not the
             # default, and what an earlier run of the chain handed on.
             arguments = await self._decode(event.workflow_execution_started_event_attributes.input)

@@ -23,14 +23,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
-from importlib.metadata import version
+from importlib import metadata
 from types import TracebackType
 from typing import Any, NoReturn
 
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.client import Client
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, WorkerDeploymentVersion
 from temporalio.openai_agents import (
     ModelActivityParameters,
     OpenAIAgentsPlugin,
@@ -38,7 +38,7 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }} import affinity
+from {{ cookiecutter.package_name }} import affinity, versioning
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.bounded_sandbox import BoundedSandboxClient
 from {{ cookiecutter.package_name }}.capacity import (
@@ -68,12 +68,13 @@ from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
 
-# The build this worker reports to Temporal (shown with its pollers). Left
-# unset, the SDK derives one by hashing the bytecode of every loaded module:
-# with the Agents SDK that is some 1,800 modules and seconds of CPU at every
-# worker start. The distribution's name and version say the same thing for free.
+# The build an unversioned worker reports to Temporal (with its pollers, and
+# in each workflow task it completes). It routes nothing and does not change
+# when the code does: a versioned worker reports TEMPORAL_WORKER_BUILD_ID
+# (versioning.py). Left unset, the SDK would hash the bytecode of every loaded
+# module: with the Agents SDK some 1,800 modules, seconds of CPU at each start.
 DISTRIBUTION = {{ cookiecutter.project_slug | tojson }}
-BUILD_ID = f"{DISTRIBUTION}-{version(DISTRIBUTION)}"
+UNVERSIONED_BUILD = f"{DISTRIBUTION}-{metadata.version(DISTRIBUTION)}"
 
 # A model call that keeps failing (the provider is down, the rate limit does
 # not lift) ends the run after about three minutes of retries instead of
@@ -219,11 +220,13 @@ def build_worker(
     runs: int = RUNS_IN_FLIGHT,
     /,
     host: str | None = None,
+    version: WorkerDeploymentVersion | None = None,
     **options: object,
 ) -> ServiceWorker:
     """A worker for this service's task queue and workflow, on ``host``
-    (WORKER_HOST_ID or the host name by default), with room for ``runs``
-    runs in flight unless ``options`` say otherwise (capacity.py)."""
+    (WORKER_HOST_ID or the host name by default), polling as the Worker
+    Deployment Version ``version`` (None: unversioned), with room for
+    ``runs`` runs in flight unless ``options`` say otherwise (capacity.py)."""
     host = host or affinity.host_id(os.environ)
     for name, value in worker_options(runs).items():
         options.setdefault(name, value)
@@ -235,25 +238,32 @@ def build_worker(
     shared = Worker(
         client,
         task_queue=TASK_QUEUE,
-        build_id=BUILD_ID,
         activities=affinity.host_activities(host, host_bound),
+        **(
+            {"build_id": UNVERSIONED_BUILD}
+            if version is None
+            else {"deployment_config": versioning.deployment_config(version)}
+        ),
         **options,  # type: ignore[arg-type]
     )
     if not any(host_bound.values()):
         return ServiceWorker(shared, None)
     # The host's own queue carries only sandbox operations (the agents
-    # plugin registers them on every worker): as many at once as runs.
+    # plugin registers them on every worker): as many at once as runs. It is
+    # never versioned: whichever build a run is on, its sandbox is on this
+    # host, so a chain that moves to a new build at continue-as-new still
+    # reaches its sandbox, through any worker of the host.
     shared_only = ("workflows", "max_cached_workflows", "max_heartbeat_throttle_interval")
     own = Worker(
         client,
         task_queue=affinity.host_queue(host),
-        build_id=BUILD_ID,
+        build_id=UNVERSIONED_BUILD,
         **{name: value for name, value in options.items() if name not in shared_only},  # type: ignore[arg-type]
     )
     return ServiceWorker(shared, own)
 
 
-async def run_worker(runs: int, host: str) -> None:
+async def run_worker(runs: int, host: str, version: WorkerDeploymentVersion | None) -> None:
     # Metrics and traces, when configured, are set up before the client.
     runtime = metrics_runtime(os.environ)
     tracing = tracing_plugins(os.environ)
@@ -263,11 +273,12 @@ async def run_worker(runs: int, host: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with build_worker(client, runs, host) as worker:
+    async with build_worker(client, runs, host, version) as worker:
         providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
         own = f" and {worker.own.task_queue!r} (sandboxes on host {host!r})" if worker.own else ""
+        versioned = f" as version {versioning.version_label(version)!r}" if version else ""
         print(
-            f"Worker polling task queue {TASK_QUEUE!r}{own} with sandbox "
+            f"Worker polling task queue {TASK_QUEUE!r}{own}{versioned} with sandbox "
             f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}. "
             f"Up to {runs} runs in flight. Ctrl+C to stop."
         )
@@ -287,11 +298,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         runs = runs_in_flight(os.environ)
         host = affinity.host_id(os.environ)
+        version = versioning.worker_version(os.environ)
         make_room_for_connections(runs)
-        asyncio.run(run_worker(runs, host))
+        asyncio.run(run_worker(runs, host, version))
     except (
         BadCapacity,
         affinity.BadHostId,
+        versioning.BadVersioning,
         BackendUnavailable,
         ConnectionFailed,
         TelemetryUnavailable,

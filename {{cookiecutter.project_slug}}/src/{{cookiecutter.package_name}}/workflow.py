@@ -81,6 +81,10 @@ SANDBOX_RETRY_POLICY = RetryPolicy(
 )
 
 
+# On a versioned worker (versioning.py) a run stays on the build it started
+# on (the worker's default behaviour, PINNED: a workflow that names one fails
+# on an unversioned worker), so a deploy never replays new code into it; the
+# next run of its chain starts on the current build (continue_as_new below).
 @workflow.defn(name=WORKFLOW_TYPE)
 class SandboxAgentWorkflow:
     # The most model turns a run may take, across its whole chain.
@@ -221,6 +225,8 @@ class SandboxAgentWorkflow:
                     ),
                 ],
                 memo={USAGE_MEMO: asdict(budget.usage)},
+                # On the deployment's current build, which reads this Carried.
+                initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
             )
         except MaxTurnsExceeded as e:
             await self._remove(sandbox, e)
