@@ -17,6 +17,7 @@ this module: ``CHOICES`` reads them (the hooks see it as the Jinja global
 ``choices``), and ``BACKENDS`` is the sandbox_backend choice's options.
 """
 
+import base64
 import json
 import sys
 from collections.abc import Mapping
@@ -98,4 +99,7 @@ class DerivedAnswers(Extension):
             secret_env_vars=lambda answers: derive(answers).secret_env_vars,
             providers=lambda answers: derive(answers).providers,
         )
+        # For the recorded histories (tests/histories/), whose payloads are
+        # base64: the provider's name, the workflow's second argument, is one.
+        environment.filters["b64encode"] = lambda text: base64.b64encode(str(text).encode()).decode()
         environment.globals["choices"] = CHOICES

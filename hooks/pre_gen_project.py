@@ -190,7 +190,7 @@ RULES = [
     # A long run continues as new before its history grows large, so every
     # run of its chain stays near 4 MB at any length (docs/benchmarks.md): the
     # bound is how long an agent should work unattended, not Temporal's limit.
-    ("max_turns", whole_number(1, 1_000, "turns")),
+    ("max_turns", whole_number(2, 1_000, "turns")),
     ("workflow_execution_timeout_seconds", outlasts_every_activity),
     ("additional_sandbox_backends", additional_backends),
     ("package_name", free_package_name),

@@ -43,6 +43,9 @@ BAD_INPUTS = [
         id="workflow-shorter-than-activity",
     ),
     rejects({"max_turns": "many"}, id="turns-not-a-number"),
+    # One turn runs a command or answers, never both; the recorded histories
+    # every project replays (tests/histories/) take two.
+    rejects({"max_turns": "1"}, "max_turns='1' is not allowed: use a whole number from 2 to 1000 turns", id="one-turn"),
     rejects({"model_name": "gpt 5"}, id="model-with-space"),
     rejects({"project_slug": "agent", "project_name": "   "}, id="empty-name"),
     rejects({"sandbox_backend": "e2b", "package_name": "e2b"}, id="package-shadows-backend-sdk"),

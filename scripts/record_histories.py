@@ -1,0 +1,103 @@
+"""Record the histories every generated project ships in tests/histories/.
+
+    python scripts/record_histories.py
+
+Run it after a change to the generated workflow that changes the commands it
+issues (its generated suite's test_histories.py then fails, naming the file):
+it renders the default project, runs the project's own scripted chain on a
+dev server that suggests continuing as new early (a chain of two runs, the
+first continued as new, with a sandbox command and model calls), records it
+with the project's own ``record()`` (histories.py), and writes the histories
+back into the template. The provider's name is the only answer a history
+depends on (it names the sandbox activities and is the workflow's second
+argument): it becomes a template expression, so every render replays them.
+Commit the result with the workflow change.
+"""
+
+import base64
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TEMPLATE = Path(__file__).resolve().parents[1]
+SHIPPED = TEMPLATE / "{{cookiecutter.project_slug}}" / "tests" / "histories"
+PROVIDER = "{{ cookiecutter.sandbox_provider_name }}"
+
+# Runs inside the rendered project (its own dev server, worker and model).
+RECORDING = """
+import asyncio, os, sys
+os.environ['OPENAI_AGENTS_DISABLE_TRACING'] = '1'
+from pathlib import Path
+from sandbox_agent.histories import record
+from sandbox_agent.starter import start
+from tests.scripted_model import ScriptedModel
+from tests.support import dev_server, running_worker
+
+async def main(out: Path) -> None:
+    async with dev_server("limit.historyCount.suggestContinueAsNew=20") as server:
+        model = ScriptedModel(["printf 'kept across the chain\\\\n' > note.txt && cat note.txt"])
+        async with running_worker(server, model, host="recording-host") as (client, _):
+            handle = await start(client, "Write a note, then say what it says.")
+            print(await handle.result())
+            for path in await record(client, out, limit=10):
+                print(path)
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def templated(history: dict, provider: str) -> str:
+    """The history as a template: the provider's name, where it appears,
+    becomes the answer's."""
+    as_payload = base64.b64encode(json.dumps(provider).encode()).decode()
+    marker = "@@PROVIDER@@"
+
+    def walk(node: object) -> object:
+        if isinstance(node, dict):
+            if node.get("data") == as_payload:
+                return {**node, "data": marker + "data"}
+            name = node.get("name")
+            if isinstance(name, str) and name.startswith(f"{provider}-sandbox_"):
+                return {**node, "name": marker + name.removeprefix(provider)}
+            return {key: walk(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    text = json.dumps(walk(history), indent=1)
+    text = text.replace(
+        f'"{marker}data"',
+        "{% endraw %}{{ cookiecutter.sandbox_provider_name | tojson | b64encode | tojson }}{% raw %}",
+    )
+    text = text.replace(f'"{marker}', '"{% endraw %}' + PROVIDER + "{% raw %}")
+    return "{% raw %}" + text + "{% endraw %}\n"
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        subprocess.run(["cookiecutter", "--no-input", str(TEMPLATE), "-o", str(work)], check=True)
+        [project] = work.iterdir()
+        subprocess.run(["uv", "sync", "-q"], cwd=project, check=True)
+        (project / "record_shipped.py").write_text(RECORDING)
+        out = work / "recorded"
+        subprocess.run(["uv", "run", "python", "record_shipped.py", str(out)], cwd=project, check=True)
+        runs = []
+        for path in out.glob("*.json"):
+            history = json.loads(path.read_text())
+            runs.append((history["events"][0]["eventTime"], history))
+        if len(runs) != 2:
+            sys.exit(f"expected a chain of two runs, recorded {len(runs)}")
+        for stale in SHIPPED.glob("*.json"):
+            stale.unlink()
+        SHIPPED.mkdir(parents=True, exist_ok=True)
+        for number, (_, history) in enumerate(sorted(runs, key=lambda run: run[0]), start=1):
+            target = SHIPPED / f"scripted-chain.run-{number}.json"
+            target.write_text(templated(history, "local"))
+            print(target.relative_to(TEMPLATE))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""The histories every generated project ships (tests/histories/, recorded by
+scripts/record_histories.py) guard its workflow: a one-line change to the
+workflow's steps fails the generated suite, naming the file that no longer
+replays. Every combination's own suite replays them unchanged
+(test_generated_suites.py), whatever the provider's name."""
+
+import shutil
+
+import pytest
+
+from .baked import BakedProject
+
+
+@pytest.mark.slow
+def test_a_one_line_change_to_the_workflows_steps_fails_the_generated_replay_test(bake, tmp_path) -> None:
+    project = bake({})
+    changed = BakedProject(tmp_path / project.path.name, project.context)
+    shutil.copytree(project.path, changed.path, ignore=shutil.ignore_patterns(".venv"))
+    workflow = changed.package / "workflow.py"
+    anchor = "        host = carried.host if carried else await affinity.choose_host(provider)\n"
+    text = workflow.read_text()
+    assert anchor in text
+    workflow.write_text(text.replace(anchor, "        await workflow.sleep(0.01)\n" + anchor))
+    installed = changed.install()
+    assert installed.returncode == 0, installed.stderr
+
+    tests = changed.run_tests("tests/test_histories.py", "-k", "replays_against", "-n", "0")
+
+    assert tests.returncode == 1, tests.stdout
+    for run in (1, 2):
+        assert f"tests/histories/scripted-chain.run-{run}.json does not replay" in tests.stdout
+    assert "[TMPRL1100]" in tests.stdout
+    assert "2 failed" in tests.stdout

@@ -1,0 +1,119 @@
+"""Every history in tests/histories/ replays against the workflow's code.
+
+A run in flight when a new build is deployed unversioned, or a chain whose
+next run starts on it (docs/versioning.md), is replayed by the new code: a
+change to the sequence of commands the workflow issues for the same history
+(a new step, a step moved or removed) fails that replay, and the run sticks
+on a failing workflow task. So the suite replays real histories, with the
+plugins and the data converter the worker uses. The ones the service ships
+with were recorded from its own scripted run: a chain of two runs (the first
+continued as new), with its sandbox's commands and its model calls. Record
+more from a live namespace before a deploy with
+``{{ cookiecutter.project_slug }}-record-histories`` (histories.py) and commit them.
+"""
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer
+
+from {{ cookiecutter.package_name }}.histories import record
+from {{ cookiecutter.package_name }}.shared import sandbox_operation
+from {{ cookiecutter.package_name }}.worker import agents_plugin
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
+from .long_workflow import NextBuildWorkflow
+from .support import CompletedRun, sandboxes_for_tests
+
+PROJECT = Path(__file__).resolve().parents[1]
+HISTORIES = PROJECT / "tests" / "histories"
+RECORDED = sorted(HISTORIES.glob("*.json"))
+
+
+class DoesNotReplay(AssertionError):
+    """A recorded history the workflow's code cannot replay."""
+
+
+def load(path: Path) -> WorkflowHistory:
+    """A history file as ``temporal workflow show --output json`` or
+    ``{{ cookiecutter.project_slug }}-record-histories`` wrote it."""
+    return WorkflowHistory.from_json(path.name.partition(".")[0], json.loads(path.read_text()))
+
+
+async def replay(path: Path, workflow: type[SandboxAgentWorkflow] = SandboxAgentWorkflow) -> None:
+    """Replay the history in ``path`` against ``workflow``, as the worker
+    would run it; a failure names the file and says what did not match."""
+    replayer = Replayer(
+        workflows=[workflow], plugins=[agents_plugin(sandboxes=sandboxes_for_tests())]
+    )
+    result = await replayer.replay_workflow(load(path), raise_on_replay_failure=False)
+    if result.replay_failure is not None:
+        name = path.relative_to(PROJECT) if path.is_relative_to(PROJECT) else path
+        raise DoesNotReplay(
+            f"{name} does not replay against the workflow's code: {result.replay_failure}"
+        )
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[path.name for path in RECORDED])
+async def test_a_recorded_run_replays_against_the_workflow(path: Path) -> None:
+    await replay(path)
+
+
+def test_the_histories_hold_a_chain_with_sandbox_commands_and_model_calls() -> None:
+    """What the replay above covers: a run that continued as new, and the
+    next run of its chain; sandbox operations and model calls in both."""
+    endings, activities = set(), []
+    for path in RECORDED:
+        events = load(path).events
+        endings.add(events[-1].event_type)
+        activities += [
+            event.activity_task_scheduled_event_attributes.activity_type.name
+            for event in events
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        ]
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW in endings
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED in endings
+    operations = {sandbox_operation(name) for name in activities}
+    # A model call (None), a command, the session that ran it.
+    commands = {None, "sandbox_session_pty_exec_start", "sandbox_session_start"}
+    assert commands <= operations, operations
+
+
+async def test_a_change_to_the_workflows_steps_fails_replay_naming_the_file() -> None:
+    """The next build adds one step (a timer) before the agent: every
+    recorded run fails to replay, and the failure says which file and why."""
+    for path in RECORDED:
+        with pytest.raises(DoesNotReplay) as failed:
+            await replay(path, NextBuildWorkflow)
+        assert str(failed.value).startswith(f"tests/histories/{path.name} does not replay")
+        assert "[TMPRL1100]" in str(failed.value)
+
+
+async def test_recorded_runs_replay_as_the_record_command_and_the_cli_write_them(
+    temporal_client: Client, completed_run: CompletedRun, tmp_path: Path
+) -> None:
+    client = temporal_client
+    only_this_run = f"WorkflowId = {completed_run.handle.id!r}"
+    [recorded] = await record(client, tmp_path / "recorded", limit=5, query=only_this_run)
+    # The same run as `temporal workflow show --output json` writes it.
+    temporal = shutil.which("temporal")
+    assert temporal is not None
+    shown = tmp_path / "shown" / f"{completed_run.handle.id}.cli.json"
+    shown.parent.mkdir()
+    process = await asyncio.create_subprocess_exec(
+        *[temporal, "workflow", "show", "--output", "json"],
+        *["--workflow-id", completed_run.handle.id, "--namespace", client.namespace],
+        *["--address", client.service_client.config.target_host],
+        stdout=asyncio.subprocess.PIPE,
+    )
+    output, _ = await process.communicate()
+    assert process.returncode == 0
+    shown.write_bytes(output)
+    for path in (recorded, shown):
+        assert len(load(path).events) == len((await completed_run.handle.fetch_history()).events)
+        await replay(path)

@@ -1,0 +1,89 @@
+"""The SDKs' private names the service builds on are where it expects them.
+
+The sandbox activities' client and session, and the model activity's input,
+are private to temporalio-openai-agents; the chain's sandbox client overrides
+private methods of the Agents SDK's. pyproject.toml bounds both SDKs to the
+releases these were checked with; the scheduled CI job (newest-sdks, in
+.github/workflows/ci.yml) installs the newest releases past those bounds and
+runs this module first: a failure names what moved and what uses it. This
+module imports no service code, so it runs even when the service no longer
+imports.
+"""
+
+import importlib
+import inspect
+from importlib.metadata import version
+
+import pytest
+
+# (module, name, what in the service uses it)
+PRIVATE_NAMES = [
+    (
+        "temporalio.openai_agents.sandbox._temporal_sandbox_client",
+        "TemporalSandboxClient",
+        "chain.LastingSandboxClient extends it",
+    ),
+    (
+        "temporalio.openai_agents.sandbox._temporal_sandbox_session",
+        "TemporalSandboxSession",
+        "chain.LastingSandboxClient keeps the session's activities",
+    ),
+    (
+        "temporalio.openai_agents._invoke_model_activity",
+        "ActivityModelInput",
+        "payloads.AgentPayloadConverter reads model inputs as it",
+    ),
+]
+
+# (module, class, private method, its parameters, what in the service overrides or calls it)
+PRIVATE_METHODS = [
+    (
+        "agents.sandbox.session.sandbox_client",
+        "BaseSandboxClient",
+        "_wrap_session",
+        ["self", "inner", "instrumentation"],
+        "chain.LastingSandboxClient overrides it",
+    ),
+    (
+        "agents.sandbox.session.sandbox_client",
+        "BaseSandboxClient",
+        "_resolve_dependencies",
+        ["self"],
+        "chain.LastingSandboxClient calls it",
+    ),
+]
+
+
+def installed() -> str:
+    return ", ".join(
+        f"{name} {version(name)}"
+        for name in ("temporalio", "temporalio-openai-agents", "openai-agents")
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "used_by"), PRIVATE_NAMES, ids=[name for _, name, _ in PRIVATE_NAMES]
+)
+def test_a_private_name_the_service_imports_is_there(module: str, name: str, used_by: str) -> None:
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        pytest.fail(f"{module}.{name} moved ({installed()}): {used_by}. {type(e).__name__}: {e}")
+    assert inspect.isclass(found), f"{module}.{name} is no longer a class ({installed()})"
+
+
+@pytest.mark.parametrize(
+    ("module", "owner", "method", "parameters", "used_by"),
+    PRIVATE_METHODS,
+    ids=[method for _, _, method, _, _ in PRIVATE_METHODS],
+)
+def test_a_private_method_the_service_overrides_keeps_its_signature(
+    module: str, owner: str, method: str, parameters: list[str], used_by: str
+) -> None:
+    where = f"{module}.{owner}.{method}"
+    found = getattr(getattr(importlib.import_module(module), owner), method, None)
+    if found is None:
+        pytest.fail(f"{where} is gone ({installed()}): {used_by}.")
+    assert list(inspect.signature(found).parameters) == parameters, (
+        f"{where} changed its parameters ({installed()}): {used_by}."
+    )
