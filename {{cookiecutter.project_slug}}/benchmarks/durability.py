@@ -41,11 +41,11 @@ from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.testing import WorkflowEnvironment
 
+from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.shared import MAX_TURNS, MODEL, SANDBOX_PROVIDER
 from {{ cookiecutter.package_name }}.starter import start
 from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker
-from {{ cookiecutter.package_name }}.workflow import INSTRUCTIONS
 
 # The tests' helpers (`python -m benchmarks.durability` puts the project on
 # sys.path): the scripted model, and the sandbox the tests use, the service's

@@ -42,10 +42,11 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend
 from {{ cookiecutter.package_name }}.observability import metrics_runtime
 from {{ cookiecutter.package_name }}.payloads import AgentPayloadConverter
 from {{ cookiecutter.package_name }}.shared import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL", "SANDBOX_SECRETS"]) | sort %}
+{%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL", "MODEL_ACTIVITIES", "SANDBOX_SECRETS"]) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
+    tool_of,
 )
 from {{ cookiecutter.package_name }}.starter import chain_run, continued_as, start
 from {{ cookiecutter.package_name }}.worker import (
@@ -381,7 +382,12 @@ class Activity:
 
     @property
     def is_model_call(self) -> bool:
-        return sandbox_operation(self.name) is None
+        return self.name in MODEL_ACTIVITIES
+
+    @property
+    def is_tool_call(self) -> bool:
+        """A call of one of the agent's own tools (tools.py)."""
+        return tool_of(self.name) is not None
 
 
 def activities_in(history: WorkflowHistory) -> list[Activity]:

@@ -12,7 +12,7 @@ from temporalio.openai_agents import OpenAIPayloadConverter
 from temporalio.openai_agents._invoke_model_activity import ActivityModelInput
 
 from {{ cookiecutter.package_name }}.payloads import AgentPayloadConverter
-from {{ cookiecutter.package_name }}.shared import sandbox_operation
+from {{ cookiecutter.package_name }}.shared import MODEL_ACTIVITIES
 from {{ cookiecutter.package_name }}.worker import agents_plugin
 
 from .support import DATA_CONVERTER, CompletedRun, sandboxes_for_tests, with_plugins
@@ -33,8 +33,7 @@ async def last_model_input(run: CompletedRun) -> Payload:
         event.activity_task_scheduled_event_attributes.input.payloads[0]
         for event in history.events
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and sandbox_operation(event.activity_task_scheduled_event_attributes.activity_type.name)
-        is None
+        and event.activity_task_scheduled_event_attributes.activity_type.name in MODEL_ACTIVITIES
     ]
     return inputs[-1]
 

@@ -36,7 +36,12 @@ from temporalio.worker import (
 )
 
 from {{ cookiecutter.package_name }}.affinity import host_queue
-from {{ cookiecutter.package_name }}.shared import CHOOSING_THE_HOST, USAGE_MEMO, sandbox_operation
+from {{ cookiecutter.package_name }}.shared import (
+    CHOOSING_THE_HOST,
+    USAGE_MEMO,
+    sandbox_operation,
+    tool_of,
+)
 
 # The service's own metrics (counters), next to Temporal's temporal_* ones.
 MODEL_CALLS = "agent_model_calls"
@@ -45,6 +50,8 @@ OUTPUT_TOKENS = "agent_output_tokens"
 # Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
 # "error"), host (the host the sandbox lives on, or "any": affinity.py).
 SANDBOX_OPERATIONS = "agent_sandbox_operations"
+# Labels: tool (the agent's own tools: tools.py), outcome ("ok" or "error").
+TOOL_CALLS = "agent_tool_calls"
 # Label: outcome ("completed", "failed", "cancelled", or "continued_as_new"
 # for each run of a long chain that handed its work on).
 RUNS = "agent_runs"
@@ -114,7 +121,8 @@ class SandboxOperationMeter(Interceptor):
     """Counts every sandbox activity the worker runs (each attempt), by
     provider, operation, outcome and the host the sandbox lives on: this
     worker's ``host`` for an operation that came through its host's queue,
-    "any" for a sandbox any worker reaches (affinity.py)."""
+    "any" for a sandbox any worker reaches (affinity.py); and every call of
+    one of the agent's tools, by tool and outcome."""
 
     def __init__(self, host: str) -> None:
         self.host = host
@@ -131,8 +139,8 @@ class _CountedActivity(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
         name = info.activity_type
-        operation = sandbox_operation(name)
-        if operation is None or operation == CHOOSING_THE_HOST:
+        operation, tool = sandbox_operation(name), tool_of(name)
+        if tool is None and operation in (None, CHOOSING_THE_HOST):
             return await super().execute_activity(input)
         outcome = "error"
         try:
@@ -140,18 +148,26 @@ class _CountedActivity(ActivityInboundInterceptor):
             outcome = "ok"
             return result
         finally:
-            counter = activity.metric_meter().create_counter(
-                SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation, outcome and host"
-            )
-            counter.add(
-                1,
-                {
-                    "provider": name.removesuffix(f"-{operation}"),
-                    "operation": operation,
-                    "outcome": outcome,
-                    "host": self.host if info.task_queue == host_queue(self.host) else "any",
-                },
-            )
+            if tool is not None:
+                activity.metric_meter().create_counter(
+                    TOOL_CALLS, "Calls of the agent's own tools, by tool and outcome"
+                ).add(1, {"tool": tool, "outcome": outcome})
+            else:
+                self._count_operation(name, str(operation), outcome, info.task_queue)
+
+    def _count_operation(self, name: str, operation: str, outcome: str, queue: str) -> None:
+        counter = activity.metric_meter().create_counter(
+            SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation, outcome and host"
+        )
+        counter.add(
+            1,
+            {
+                "provider": name.removesuffix(f"-{operation}"),
+                "operation": operation,
+                "outcome": outcome,
+                "host": self.host if queue == host_queue(self.host) else "any",
+            },
+        )
 
 
 def metrics_runtime(environ: Mapping[str, str]) -> Runtime | None:

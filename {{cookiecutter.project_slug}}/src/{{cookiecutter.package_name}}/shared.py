@@ -117,9 +117,31 @@ MODEL = {{ cookiecutter.model_name | tojson }}
 CHOOSING_THE_HOST = "sandbox_host"
 
 
+# The activities the agents plugin runs each model call as.
+MODEL_ACTIVITIES = ("invoke_model_activity", "invoke_model_activity_streaming")
+
+
 def sandbox_operation(activity: str) -> str | None:
     """The sandbox operation an activity runs ("sandbox_session_start" for
     "<provider>-sandbox_session_start"), or None for any other activity (a
-    model call)."""
+    model call, one of the agent's tools)."""
     _, prefix, operation = activity.rpartition("-sandbox_")
     return f"sandbox_{operation}" if prefix else None
+
+
+def tool_of(activity: str) -> str | None:
+    """The agent's tool an activity runs (tools.py: the activity is named
+    after it), or None for a model call or a sandbox operation."""
+    if activity in MODEL_ACTIVITIES or sandbox_operation(activity) is not None:
+        return None
+    return activity
+
+
+def step_name(activity: str) -> str:
+    """An activity in words: "the model call", "the sandbox operation
+    <name>" or "the tool <name>"."""
+    if activity in MODEL_ACTIVITIES:
+        return "the model call"
+    if sandbox_operation(activity) is not None:
+        return f"the sandbox operation {activity}"
+    return f"the tool {activity}"

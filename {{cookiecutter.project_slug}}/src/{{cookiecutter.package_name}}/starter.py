@@ -29,6 +29,7 @@ what each one means, and ``--help`` lists them.
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import time
@@ -54,6 +55,7 @@ from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.exits import exit_after
 from {{ cookiecutter.package_name }}.shared import (
     CHOOSING_THE_HOST,
+    MODEL_ACTIVITIES,
     SANDBOX_PROVIDER,
 {%- if extras %}
     SANDBOX_PROVIDERS,
@@ -63,6 +65,7 @@ from {{ cookiecutter.package_name }}.shared import (
     WORKFLOW_EXECUTION_TIMEOUT,
     WORKFLOW_TYPE,
     sandbox_operation,
+    step_name,
 )
 
 DEFAULT_PROMPT = (
@@ -213,10 +216,15 @@ class Progress:
 
     async def _scheduled(self, event: HistoryEvent) -> str | None:
         attributes = event.activity_task_scheduled_event_attributes
-        operation = sandbox_operation(attributes.activity_type.name)
-        if operation is None:
+        name = attributes.activity_type.name
+        if name in MODEL_ACTIVITIES:
             self.turns += 1
             return f"model    turn {self.turns}"
+        operation = sandbox_operation(name)
+        if operation is None:
+            # One of the agent's own tools (tools.py), with what the model asked.
+            asked = " ".join(json.dumps(each) for each in await self._decode(attributes.input))
+            return f"tool     {name} {_one_line(asked)}".rstrip()
         if operation == CHOOSING_THE_HOST:
             self.host_choices.add(event.event_id)
             return None
@@ -275,8 +283,7 @@ async def queued_step(run: WorkflowHandle[Any, str]) -> tuple[object, str] | Non
     for activity in description.pending_activities:
         backing_off = activity.next_attempt_schedule_time.ToNanoseconds() > time.time_ns()
         if activity.state == scheduled and not backing_off:
-            operation = sandbox_operation(activity.activity_type.name)
-            step = "its model call" if operation is None else f"its sandbox operation {operation}"
+            step = step_name(activity.activity_type.name).replace("the ", "its ", 1)
             return (activity.activity_id, activity.attempt), step
     return None
 

@@ -38,7 +38,7 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }} import affinity, versioning
+from {{ cookiecutter.package_name }} import affinity, tools, versioning
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.bounded_sandbox import BoundedSandboxClient
 from {{ cookiecutter.package_name }}.capacity import (
@@ -238,7 +238,7 @@ def build_worker(
     shared = Worker(
         client,
         task_queue=TASK_QUEUE,
-        activities=affinity.host_activities(host, host_bound),
+        activities=[*affinity.host_activities(host, host_bound), *tools.ACTIVITIES],
         **(
             {"build_id": UNVERSIONED_BUILD}
             if version is None

@@ -27,8 +27,7 @@ from datetime import timedelta
 
 from agents import AgentsException, MaxTurnsExceeded, Runner
 from agents.run import RunConfig
-from agents.sandbox import SandboxAgent, SandboxRunConfig
-from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCompactionPolicy
+from agents.sandbox import SandboxRunConfig
 from agents.sandbox.manifest import Environment, Manifest
 from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio import workflow
@@ -37,6 +36,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError,
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
 
 from {{ cookiecutter.package_name }} import affinity
+from {{ cookiecutter.package_name }}.agent import sandbox_agent
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.chain import (
     Carried,
@@ -49,21 +49,14 @@ from {{ cookiecutter.package_name }}.chain import (
 )
 from {{ cookiecutter.package_name }}.observability import Usage, count_run, run_outcome
 from {{ cookiecutter.package_name }}.shared import (
-    COMPACTION_THRESHOLD,
     MAX_TURNS,
-    MODEL,
     SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_HOST_WAIT,
     SANDBOX_PROVIDER,
     SANDBOX_SECRETS,
     USAGE_MEMO,
     WORKFLOW_TYPE,
-    sandbox_operation,
-)
-
-INSTRUCTIONS = (
-    "You have a sandbox with a shell and a filesystem. Use it to do the work "
-    "rather than answering from memory, then report what the commands returned."
+    step_name,
 )
 
 # A sandbox operation that keeps failing ends the run after a few attempts
@@ -165,18 +158,7 @@ class SandboxAgentWorkflow:
         carried: Carried | None,
     ) -> str:
         backend = SANDBOX_BACKENDS[provider]
-        # A default SandboxAgent carries the Filesystem, Shell and Compaction
-        # capabilities; only the compaction threshold differs from the default.
-        agent = SandboxAgent[None](
-            name={{ cookiecutter.project_name | tojson }},
-            instructions=INSTRUCTIONS,
-            model=MODEL,
-            capabilities=[
-                Filesystem(),
-                Shell(),
-                Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
-            ],
-        )
+        agent = sandbox_agent()
         run_config = RunConfig(
             sandbox=SandboxRunConfig(
                 client=sandbox,
@@ -281,6 +263,4 @@ def describe(error: ActivityError) -> str:
     while reason.__cause__ is not None:
         reason = reason.__cause__
     message = getattr(reason, "message", str(reason))
-    name = error.activity_type
-    step = "the model call" if sandbox_operation(name) is None else f"the sandbox operation {name}"
-    return f"{step} {GAVE_UP[error.retry_state]}: {message}"
+    return f"{step_name(error.activity_type)} {GAVE_UP[error.retry_state]}: {message}"
