@@ -16,6 +16,7 @@ HAS_SECRETS = bool({{ cookiecutter | secret_env_vars | tojson }})
 PACKAGE = Path("src") / {{ cookiecutter.package_name | tojson }}
 TESTS = Path("tests")
 LICENSE = {{ cookiecutter.license | tojson }}
+APPROVAL = {{ cookiecutter.approval | tojson }}
 
 
 def remove_unused_backends(package: Path, tests: Path, backends: list[str]) -> None:
@@ -44,6 +45,19 @@ def remove_unused_tests(
         (tests / "test_affinity_processes.py").unlink()
 
 
+def remove_approvals(package: Path, tests: Path, approval: str) -> None:
+    # Without approvals, no approval code at all. The recorded histories a
+    # project replays are the ones of its own kind (scripts/record_histories.py).
+    if approval == "none":
+        (package / "approvals.py").unlink()
+        (tests / "test_approvals.py").unlink()
+        (Path("docs") / "approvals.md").unlink()
+    kept = "scripted-chain" if approval == "none" else "approved-chain"
+    for history in (tests / "histories").glob("*.json"):
+        if not history.name.startswith(f"{kept}."):
+            history.unlink()
+
+
 def remove_license_file(license_name: str) -> None:
     # "none" means all rights reserved: no license text at all.
     if license_name == "none":
@@ -53,4 +67,5 @@ def remove_license_file(license_name: str) -> None:
 if __name__ == "__main__":
     remove_unused_backends(PACKAGE, TESTS, BACKENDS)
     remove_unused_tests(TESTS, BACKENDS, REMOTE_BACKENDS, HOST_BOUND_BACKENDS, HAS_SECRETS)
+    remove_approvals(PACKAGE, TESTS, APPROVAL)
     remove_license_file(LICENSE)

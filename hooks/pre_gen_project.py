@@ -98,6 +98,15 @@ def outlasts_every_activity(answer: str, value: object) -> str | None:
     return None if int(value) >= longest else f"it must be at least the longest activity timeout ({longest} seconds)"
 
 
+def outlasts_the_approval_wait(answer: str, value: object) -> str | None:
+    if ANSWERS["approval"] == "none":
+        return None
+    wait = int(ANSWERS["approval_timeout_seconds"])
+    if int(value) > wait:
+        return None
+    return f"a run waits up to approval_timeout_seconds ({wait}) for each approval: give it longer than that"
+
+
 def additional_backends(answer: str, value: object) -> str | None:
     extras = ITEMS[answer]
     for extra in extras:
@@ -192,6 +201,9 @@ RULES = [
     # bound is how long an agent should work unattended, not Temporal's limit.
     ("max_turns", whole_number(2, 1_000, "turns")),
     ("workflow_execution_timeout_seconds", outlasts_every_activity),
+    ("approval", one_of),
+    ("approval_timeout_seconds", whole_number(1, 604_800, "seconds (1 week)")),
+    ("workflow_execution_timeout_seconds", outlasts_the_approval_wait),
     ("additional_sandbox_backends", additional_backends),
     ("package_name", free_package_name),
     ("daytona_image", matches(r"([a-z0-9][A-Za-z0-9._/:@-]*)?", f"{IMAGE}, or nothing", 255)),

@@ -75,10 +75,21 @@ def templated(history: dict, provider: str) -> str:
     return "{% raw %}" + text + "{% endraw %}\n"
 
 
-def main() -> None:
+# The renders whose histories differ: without approvals, and with them (a
+# person's decision before each command: the same for both approval modes,
+# since the scripted chain edits no file).
+RECORDED = {
+    "scripted-chain": [],
+    "approved-chain": ["approval=commands"],
+}
+
+
+def record(prefix: str, answers: list[str]) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        subprocess.run(["cookiecutter", "--no-input", str(TEMPLATE), "-o", str(work)], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "cookiecutter", "--no-input", str(TEMPLATE), "-o", str(work), *answers], check=True
+        )
         [project] = work.iterdir()
         subprocess.run(["uv", "sync", "-q"], cwd=project, check=True)
         (project / "record_shipped.py").write_text(RECORDING)
@@ -89,14 +100,19 @@ def main() -> None:
             history = json.loads(path.read_text())
             runs.append((history["events"][0]["eventTime"], history))
         if len(runs) != 2:
-            sys.exit(f"expected a chain of two runs, recorded {len(runs)}")
-        for stale in SHIPPED.glob("*.json"):
+            sys.exit(f"{prefix}: expected a chain of two runs, recorded {len(runs)}")
+        for stale in SHIPPED.glob(f"{prefix}.*.json"):
             stale.unlink()
         SHIPPED.mkdir(parents=True, exist_ok=True)
         for number, (_, history) in enumerate(sorted(runs, key=lambda run: run[0]), start=1):
-            target = SHIPPED / f"scripted-chain.run-{number}.json"
+            target = SHIPPED / f"{prefix}.run-{number}.json"
             target.write_text(templated(history, "local"))
             print(target.relative_to(TEMPLATE))
+
+
+def main() -> None:
+    for prefix, answers in RECORDED.items():
+        record(prefix, answers)
 
 
 if __name__ == "__main__":

@@ -115,3 +115,19 @@ class NextBuildWorkflow(SandboxAgentWorkflow):
     ) -> str:
         await workflow.sleep(NEXT_BUILDS_STEP)
         return await super().run(prompt, provider, carried)
+{%- if cookiecutter.approval != "none" %}
+
+
+@workflow.defn(name="ImpatientApprovalWorkflow")
+class ImpatientApprovalWorkflow(SandboxAgentWorkflow):
+    """The service's workflow, rejecting a request for approval nobody
+    answers in 1 s."""
+
+    approval_timeout = timedelta(seconds=1)
+
+    @workflow.run
+    async def run(
+        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
+    ) -> str:
+        return await super().run(prompt, provider, carried)
+{%- endif %}

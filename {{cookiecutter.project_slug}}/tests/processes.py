@@ -12,6 +12,12 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+{%- if cookiecutter.approval != "none" %}
+
+from temporalio.client import Client
+
+from .support import approving_everything
+{%- endif %}
 
 PROJECT = Path(__file__).resolve().parents[1]
 # Where `uv sync` installs the console scripts.
@@ -97,7 +103,18 @@ async def service(command: list[str], environment: dict[str, str]) -> AsyncItera
         stderr=asyncio.subprocess.STDOUT,
     )
     try:
+{%- if cookiecutter.approval != "none" %}
+        # Beside every worker, a stand-in person approves each call that
+        # waits for one (the tests of approvals start their own workers).
+        if any("worker" in part for part in command):
+            client = await Client.connect(environment["TEMPORAL_ADDRESS"])
+            async with approving_everything(client):
+                yield Service(process)
+        else:
+            yield Service(process)
+{%- else %}
         yield Service(process)
+{%- endif %}
     finally:
         if process.returncode is None:
             process.kill()

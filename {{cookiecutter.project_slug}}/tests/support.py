@@ -8,7 +8,7 @@ import shutil
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
@@ -26,7 +26,17 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
-from temporalio.client import Client, Plugin, WorkflowFailureError, WorkflowHandle, WorkflowHistory
+from temporalio.client import (
+    Client,
+    Plugin,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowHistory,
+{%- if cookiecutter.approval != "none" %}
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+{%- endif %}
+)
 from temporalio.common import RetryPolicy, WorkerDeploymentVersion
 from temporalio.converter import DataConverter
 from temporalio.openai_agents.testing import TestModelProvider
@@ -42,7 +52,7 @@ from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend
 from {{ cookiecutter.package_name }}.observability import metrics_runtime
 from {{ cookiecutter.package_name }}.payloads import AgentPayloadConverter
 from {{ cookiecutter.package_name }}.shared import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL", "MODEL_ACTIVITIES", "SANDBOX_SECRETS"]) | sort %}
+{%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL", "MODEL_ACTIVITIES", "SANDBOX_SECRETS"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
@@ -250,13 +260,17 @@ async def running_worker(
     time_limit: timedelta = RUN_TIME_LIMIT,
     host: str | None = None,
     version: WorkerDeploymentVersion | None = None,
+{%- if cookiecutter.approval != "none" %}
+    approve: bool = True,
+{%- endif %}
     **worker_options: object,
 ) -> AsyncIterator[tuple[Client, ServiceWorker]]:
     """Run the service's worker with a scripted model; yield a client whose
     data converter matches the worker's. Every provider has the tests' own
     sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s.
     The test fails if it is still waiting after ``time_limit``, with what each
-    open run waits for."""
+    open run waits for.{% if cookiecutter.approval != "none" %} Unless ``approve`` is false, a stand-in person
+    approves every call that waits for one (``approving_everything()``).{% endif %}"""
     plugin = agents_plugin(
         sandboxes=sandboxes_for_tests(sandbox, provider),
         model_provider=TestModelProvider(model),
@@ -264,8 +278,46 @@ async def running_worker(
     )
     plugged = with_plugins(client, plugin)
     worker = build_worker(plugged, host=host, version=version, **worker_options)
+{%- if cookiecutter.approval != "none" %}
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(worker)
+        await stack.enter_async_context(run_time_limit(plugged, worker.task_queue, time_limit))
+        if approve:
+            await stack.enter_async_context(approving_everything(plugged))
+        yield plugged, worker
+
+
+@asynccontextmanager
+async def approving_everything(client: Client) -> AsyncIterator[None]:
+    """A stand-in person who approves every call of every run that waits for
+    one (approvals.py), for the tests of everything but approvals."""
+    approver = asyncio.create_task(approve_everything(client))
+    try:
+        yield
+    finally:
+        approver.cancel()
+        with suppress(asyncio.CancelledError):
+            await approver
+
+
+async def approve_everything(client: Client) -> None:
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    while True:
+        async for run in client.list_workflows(open_since(since)):
+            handle = client.get_workflow_handle(run.id, run_id=run.run_id)
+            # A run whose worker is gone answers no query: ask the next.
+            with suppress(
+                RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError, TimeoutError
+            ):
+                async with asyncio.timeout(2):
+                    for request in await handle.query(PENDING, result_type=list):
+                        decision = {"call_id": request["call_id"], "approve": True}
+                        await handle.execute_update(DECIDE, decision)
+        await asyncio.sleep(0.1)
+{%- else %}
     async with worker, run_time_limit(plugged, worker.task_queue, time_limit):
         yield plugged, worker
+{%- endif %}
 
 
 @asynccontextmanager

@@ -35,6 +35,9 @@ from .scripted_model import ScriptedModel
 from .support import (
     DROPPED_RUNS_CLOSED,
     activities,
+{%- if cookiecutter.approval != "none" %}
+    approving_everything,
+{%- endif %}
     failure_of,
     running_worker,
     sandboxes_for_tests,
@@ -90,7 +93,7 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
     )
     assert host_a.own is not None
     async with host_a.own:
-        async with host_a.shared:
+        async with host_a.shared{{ ", approving_everything(plugged_a)" if cookiecutter.approval != "none" }}:
             on_a = [
                 await start(plugged_a, "Add, then print.", provider=BOUND_PROVIDER)
                 for _ in range(4)

@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTIO
 from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker, missing_credentials
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
-from .support import with_plugins
+from .support import {{ "approving_everything, " if cookiecutter.approval != "none" }}with_plugins
 
 pytestmark = pytest.mark.live
 
@@ -29,7 +29,7 @@ async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     if problem:
         pytest.skip(problem)
     client = with_plugins(temporal_client, agents_plugin())
-    async with build_worker(client):
+    async with build_worker(client){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
         answer = await client.execute_workflow(
             SandboxAgentWorkflow.run,
             args=[

@@ -44,6 +44,9 @@ from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
     activities,
+{%- if cookiecutter.approval != "none" %}
+    approving_everything,
+{%- endif %}
     closed_address,
     metered_client,
     running_worker,
@@ -170,7 +173,7 @@ async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_o
         tracing,
     )
     # No run stays in the worker's cache: each step replays the run so far.
-    async with build_worker(client, max_cached_workflows=0):
+    async with build_worker(client, max_cached_workflows=0){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
         handle = await start(client, "Say traced.")
         await handle.result()
 
@@ -181,7 +184,14 @@ async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_o
     # The workflow, the agent and its turns, once each despite the replays...
     assert names.count("RunWorkflow:SandboxAgentWorkflow") == 1, names
     assert names.count({{ cookiecutter.project_name | tojson }}) == 1, names
+{%- if cookiecutter.approval != "none" %}
+    # The run stops for the command's approval and resumes from its state:
+    # the Agents SDK traces the turns before the stop only (a known issue,
+    # docs/operations.md). This fails once it traces both: drop the case then.
+    assert names.count("turn") == 1, names
+{%- else %}
     assert names.count("turn") == 2, names
+{%- endif %}
     assert names.count("exec_command") == 1, names
     # ...and one span for each activity the run's history records.
     for step in await activities(handle):

@@ -23,7 +23,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 from temporalio.openai_agents.workflow import activity_as_tool
 
-from {{ cookiecutter.package_name }} import tools
+from {{ cookiecutter.package_name }} import {{ "approvals, tools" if cookiecutter.approval != "none" else "tools" }}
 from {{ cookiecutter.package_name }}.shared import COMPACTION_THRESHOLD, MODEL
 
 NAME = {{ cookiecutter.project_name | tojson }}
@@ -91,8 +91,18 @@ def sandbox_agent() -> SandboxAgent[None]:
         model_settings=MODEL_SETTINGS,
         tools=TOOLS,
         capabilities=[
+{%- if cookiecutter.approval == "commands_and_writes" %}
+            # Every command and every file edit waits for a person (approvals.py).
+            Filesystem(configure_tools=approvals.wait_for_writes),
+            Shell(configure_tools=approvals.wait_for_commands),
+{%- elif cookiecutter.approval == "commands" %}
+            Filesystem(),
+            # Every command waits for a person (approvals.py).
+            Shell(configure_tools=approvals.wait_for_commands),
+{%- else %}
             Filesystem(),
             Shell(),
+{%- endif %}
             Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
         ],
     )

@@ -66,6 +66,10 @@ class Carried:
     usage: Usage = field(default_factory=Usage)
     # The host the sandbox lives on, or None when any worker reaches it.
     host: SandboxHost | None = None
+{%- if cookiecutter.approval != "none" %}
+    # The tools a person approved for the rest of the chain (approvals.py).
+    always_approved: list[str] = field(default_factory=list)
+{%- endif %}
 
 
 class HistoryFull(AgentsException):
@@ -99,10 +103,19 @@ class HistoryBudget(UsageMeter):
 
 
 def conversation_so_far(run_data: RunErrorDetails) -> list[TResponseInputItem]:
+{%- if cookiecutter.approval != "none" %}
+    """The input the next model call would have had, from a stopped run
+    (without the records of calls that waited for a person's approval,
+    which are not the model's input: their outcome is)."""
+    return ItemHelpers.input_to_new_input_list(run_data.input) + [
+        item.to_input_item() for item in run_data.new_items if item.type != "tool_approval_item"
+    ]
+{%- else %}
     """The input the next model call would have had, from a stopped run."""
     return ItemHelpers.input_to_new_input_list(run_data.input) + [
         item.to_input_item() for item in run_data.new_items
     ]
+{%- endif %}
 
 
 def _size(item: object) -> int:

@@ -20,6 +20,9 @@
 import asyncio
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+{%- if cookiecutter.approval != "none" %}
+from datetime import timedelta
+{%- endif %}
 from typing import Any
 
 from agents import RunContextWrapper, RunHooks
@@ -36,6 +39,9 @@ from temporalio.worker import (
 )
 
 from {{ cookiecutter.package_name }}.affinity import host_queue
+{%- if cookiecutter.approval != "none" %}
+from {{ cookiecutter.package_name }}.approvals import Decision
+{%- endif %}
 from {{ cookiecutter.package_name }}.shared import (
     CHOOSING_THE_HOST,
     USAGE_MEMO,
@@ -50,6 +56,12 @@ OUTPUT_TOKENS = "agent_output_tokens"
 # Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
 # "error"), host (the host the sandbox lives on, or "any": affinity.py).
 SANDBOX_OPERATIONS = "agent_sandbox_operations"
+{%- if cookiecutter.approval != "none" %}
+# Label: decision ("approved", "rejected", "timed_out"): requests for approval,
+# and the time each waited for its decision (a histogram, in ms).
+APPROVALS = "agent_approvals"
+APPROVAL_WAIT = "agent_approval_wait"
+{%- endif %}
 # Labels: tool (the agent's own tools: tools.py), outcome ("ok" or "error").
 TOOL_CALLS = "agent_tool_calls"
 # Label: outcome ("completed", "failed", "cancelled", or "continued_as_new"
@@ -105,6 +117,24 @@ def count_run(outcome: str) -> None:
     workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(1, labels)
 
 
+{% if cookiecutter.approval != "none" -%}
+def count_approval(decision: Decision, waited: timedelta) -> None:
+    """Count one request for approval by how it was decided (approved,
+    rejected, timed_out) and how long it waited (replay-safe)."""
+    meter = workflow.metric_meter()
+    outcome = "approved" if decision.approve else "rejected"
+    if decision.timed_out:
+        outcome = "timed_out"
+    meter.create_counter(APPROVALS, "Requests for approval, by decision").add(
+        1, {"decision": outcome}
+    )
+    if waited:
+        meter.create_histogram_timedelta(
+            APPROVAL_WAIT, "How long a request waited for its decision", unit="ms"
+        ).record(waited, {"decision": outcome})
+
+
+{% endif -%}
 def run_outcome(error: BaseException) -> str | None:
     """How a run that raised ``error`` ends, or None when the error fails
     only the workflow task (Temporal retries it; the run goes on)."""

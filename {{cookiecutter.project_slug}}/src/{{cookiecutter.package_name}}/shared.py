@@ -67,6 +67,18 @@ SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_ti
 # and the longest an operation waits for a free slot on a busy host.
 SANDBOX_HOST_WAIT = timedelta(seconds=120)
 
+{% if cookiecutter.approval != "none" -%}
+# The longest a request for approval waits for a person (approvals.py); then
+# it is rejected, saying so, and the run goes on.
+APPROVAL_TIMEOUT = timedelta(seconds={{ cookiecutter.approval_timeout_seconds | int }})
+
+# The workflow's query listing the requests that wait for a person, and its
+# update deciding one (the starter, `temporal workflow query` and `temporal
+# workflow update execute` call them by these names).
+PENDING = "pending"
+DECIDE = "decide"
+
+{% endif -%}
 # Each call to the model is one activity with this start-to-close timeout.
 MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.model_activity_timeout_seconds | int }})
 

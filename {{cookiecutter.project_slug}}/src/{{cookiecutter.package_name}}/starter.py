@@ -48,14 +48,27 @@ from temporalio.api.enums.v1 import (
     VersioningBehavior,
 )
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+{%- if cookiecutter.approval != "none" %}
+    WorkflowUpdateFailedError,
+{%- endif %}
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.exits import exit_after
 from {{ cookiecutter.package_name }}.shared import (
     CHOOSING_THE_HOST,
+{%- if cookiecutter.approval != "none" %}
+    DECIDE,
+{%- endif %}
     MODEL_ACTIVITIES,
+{%- if cookiecutter.approval != "none" %}
+    PENDING,
+{%- endif %}
     SANDBOX_PROVIDER,
 {%- if extras %}
     SANDBOX_PROVIDERS,
@@ -84,7 +97,8 @@ EXIT_STATUSES = {
     EXIT_COMPLETED: "the run completed and its answer was printed (with --no-wait: the run was started)",
     EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled",
     EXIT_UNREACHABLE: "the Temporal service could not be reached",
-    EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, or no workflow with the id given to --attach",
+    EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, or no workflow with the id given to --attach"{% if cookiecutter.approval != "none" %}
+    " (or to --pending, --approve, --reject), or a decision on a call that does not wait"{% endif %},
     EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
 }
 
@@ -318,6 +332,9 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
     progress = Progress(client)
     run: WorkflowHandle[Any, str] | None = handle
     waits = asyncio.create_task(show_waits(lambda: run or handle))
+{%- if cookiecutter.approval != "none" %}
+    asking = asyncio.create_task(ask_for_decisions(client, handle.id))
+{%- endif %}
     try:
         while run is not None:
             next_run = None
@@ -339,6 +356,9 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
         raise
     finally:
         waits.cancel()
+{%- if cookiecutter.approval != "none" %}
+        asking.cancel()
+{%- endif %}
     print("Answer:")
     print(answer.rstrip("\n"))
     print(await usage_line(client, handle.id), flush=True)
@@ -359,6 +379,151 @@ async def usage_line(client: Client, workflow_id: str) -> str:
     )
 
 
+{% if cookiecutter.approval != "none" -%}
+# The starter's own command, as the user runs it, in the lines it prints.
+COMMAND = {{ (cookiecutter.project_slug ~ "-starter") | tojson }}
+# How often a followed run is asked for requests that wait for a person.
+ASK_EVERY = 0.5
+
+
+def request_lines(workflow_id: str, request: dict[str, Any]) -> list[str]:
+    """A request for approval, as the starter shows it."""
+    call, tool = request.get("call_id", "?"), request.get("tool", "?")
+    detail = str(request.get("detail", ""))
+    shown = [f"$ {line}" if tool == "exec_command" else line for line in detail.splitlines()]
+    return [
+        f"approval {tool} waits for a person (call {call}):",
+        *(f"           {line}" for line in shown or [""]),
+    ]
+
+
+def decide_lines(workflow_id: str, call_id: str) -> list[str]:
+    """The commands that decide a request later, or from elsewhere."""
+    return [
+        f"           approve: {COMMAND} --approve {workflow_id} {call_id}",
+        f'           reject:  {COMMAND} --reject {workflow_id} {call_id} --reason "..."',
+    ]
+
+
+async def pending_requests(client: Client, workflow_id: str) -> list[dict[str, Any]]:
+    """The requests of a run's latest run of its chain that wait for a person."""
+    found = await chain_run(client, workflow_id, None).query(PENDING, result_type=list)
+    return [request for request in found if isinstance(request, dict)]
+
+
+async def send_decision(
+    client: Client,
+    workflow_id: str,
+    call_id: str,
+    approve: bool,
+    reason: str = "",
+    always: bool = False,
+) -> str:
+    """Send a person's decision; what the run answered."""
+    decision = {"call_id": call_id, "approve": approve, "reason": reason, "always": always}
+    answer = await chain_run(client, workflow_id, None).execute_update(
+        DECIDE, decision, result_type=str
+    )
+    return str(answer)
+
+
+def answer_on_the_terminal(prompt: str) -> tuple[bool, str, bool]:
+    """Ask a person: (approve, reason, always)."""
+    while True:
+        answer = input(prompt).strip().lower()
+        if answer in ("y", "yes"):
+            return True, "", False
+        if answer in ("a", "always"):
+            return True, "", True
+        if answer in ("", "n", "no"):
+            return False, "Rejected by a person.", False
+        if answer in ("r", "reason"):
+            return False, input("           reason: ").strip() or "Rejected by a person.", False
+
+
+async def ask_for_decisions(client: Client, workflow_id: str) -> None:
+    """While a run is followed: show each request that waits for a person
+    and, on a terminal, ask for the decision and send it; elsewhere, print
+    the commands that decide it."""
+    shown: set[str] = set()
+    while True:
+        await asyncio.sleep(ASK_EVERY)
+        try:
+            requests = await pending_requests(client, workflow_id)
+        except RPCError:
+            continue  # no worker to answer just now: ask again
+        for request in requests:
+            call_id = str(request.get("call_id"))
+            if call_id in shown:
+                continue
+            shown.add(call_id)
+            for line in request_lines(workflow_id, request):
+                print(f"  {line}", flush=True)
+            if not sys.stdin.isatty():
+                for line in decide_lines(workflow_id, call_id):
+                    print(f"  {line}", flush=True)
+                continue
+            approve, reason, always = await asyncio.to_thread(
+                answer_on_the_terminal, "           Run this? [y/N/a(lways)/r(eason)] "
+            )
+            try:
+                await send_decision(client, workflow_id, call_id, approve, reason, always)
+            except (WorkflowUpdateFailedError, RPCError) as e:
+                print(f"  ! the decision on {call_id} was not taken: {e}", flush=True)
+
+
+async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, always: bool) -> int:
+    """--approve / --reject: send one decision."""
+    try:
+        client = await connect()
+    except ConnectionFailed as e:
+        print(e, file=sys.stderr)
+        return EXIT_UNREACHABLE
+    try:
+        answer = await send_decision(client, workflow_id, call_id, approve, reason, always)
+    except WorkflowUpdateFailedError as e:
+        print(f"ERROR: {getattr(e.cause, 'message', e.cause)}", file=sys.stderr)
+        return EXIT_USAGE
+    except RPCError as e:
+        if e.status != RPCStatusCode.NOT_FOUND:
+            raise
+        print(
+            f"ERROR: no such workflow {workflow_id!r} in namespace {client.namespace!r}.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    print(f"Call {call_id} of workflow {workflow_id}: {answer}.")
+    return EXIT_COMPLETED
+
+
+async def list_pending(workflow_id: str) -> int:
+    """--pending: the requests of a run that wait for a person."""
+    try:
+        client = await connect()
+    except ConnectionFailed as e:
+        print(e, file=sys.stderr)
+        return EXIT_UNREACHABLE
+    try:
+        requests = await pending_requests(client, workflow_id)
+    except RPCError as e:
+        if e.status != RPCStatusCode.NOT_FOUND:
+            raise
+        print(
+            f"ERROR: no such workflow {workflow_id!r} in namespace {client.namespace!r}.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not requests:
+        print(f"No request of workflow {workflow_id} waits for a person.")
+    for request in requests:
+        lines = request_lines(workflow_id, request) + decide_lines(
+            workflow_id, str(request.get("call_id"))
+        )
+        print("\n".join(lines))
+    return EXIT_COMPLETED
+
+
+{% endif -%}
 async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) -> int:
     """Start a run, print its id and Web UI link, then (unless ``wait`` is
     false) follow it to its answer. Returns the exit status."""
@@ -371,6 +536,9 @@ async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) 
     print(f"Started workflow {handle.id}")
     print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
     if not wait:
+{%- if cookiecutter.approval != "none" %}
+        print(f"Requests for approval: {COMMAND} --pending {handle.id}")
+{%- endif %}
         return EXIT_COMPLETED
     return await follow(client, handle)
 
@@ -428,6 +596,24 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="WORKFLOW_ID",
         help="follow a run started earlier instead of starting one",
     )
+{%- if cookiecutter.approval != "none" %}
+    mode.add_argument(
+        "--pending", metavar="WORKFLOW_ID", help="list the run's requests that wait for a person"
+    )
+    mode.add_argument(
+        "--approve",
+        nargs=2,
+        metavar=("WORKFLOW_ID", "CALL_ID"),
+        help="approve a call that waits for a person",
+    )
+    mode.add_argument(
+        "--reject", nargs=2, metavar=("WORKFLOW_ID", "CALL_ID"), help="reject a call that waits"
+    )
+    parser.add_argument("--reason", default="", help="with --reject: why (the agent reads it)")
+    parser.add_argument(
+        "--always", action="store_true", help="with --approve: that tool for the rest of the run"
+    )
+{%- endif %}
 {%- if extras %}
     parser.add_argument(
         "--provider",
@@ -438,6 +624,15 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.attach is not None and args.prompt is not None:
         parser.error("--attach follows an existing run; it takes no prompt")
+{%- if cookiecutter.approval != "none" %}
+    deciding = args.pending or args.approve or args.reject
+    if deciding and args.prompt is not None:
+        parser.error("--pending, --approve and --reject take no prompt")
+    if args.reason and not args.reject:
+        parser.error("--reason goes with --reject")
+    if args.always and not args.approve:
+        parser.error("--always goes with --approve")
+{%- endif %}
 {%- if extras %}
     if args.attach is not None and args.provider is not None:
         parser.error("--attach follows an existing run, in the provider it started with")
@@ -451,6 +646,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         if args.attach is not None:
             status = asyncio.run(attach(args.attach))
+{%- if cookiecutter.approval != "none" %}
+        elif args.pending is not None:
+            status = asyncio.run(list_pending(args.pending))
+        elif args.approve or args.reject:
+            workflow_id, call_id = args.approve or args.reject
+            approve = bool(args.approve)
+            reason = "" if approve else args.reason or "Rejected by a person."
+            status = asyncio.run(decide(workflow_id, call_id, approve, reason, args.always))
+{%- endif %}
         else:
             prompt = args.prompt or DEFAULT_PROMPT
 {%- if extras %}

@@ -26,6 +26,9 @@ from dataclasses import asdict
 from datetime import timedelta
 
 from agents import AgentsException, MaxTurnsExceeded, Runner
+{%- if cookiecutter.approval != "none" %}
+from agents.items import ToolApprovalItem
+{%- endif %}
 from agents.run import RunConfig
 from agents.sandbox import SandboxRunConfig
 from agents.sandbox.manifest import Environment, Manifest
@@ -35,8 +38,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
 
-from {{ cookiecutter.package_name }} import affinity
+from {{ cookiecutter.package_name }} import {{ "affinity, approvals" if cookiecutter.approval != "none" else "affinity" }}
 from {{ cookiecutter.package_name }}.agent import sandbox_agent
+{%- if cookiecutter.approval != "none" %}
+from {{ cookiecutter.package_name }}.approvals import Approvals, Decision, Request
+{%- endif %}
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.chain import (
     Carried,
@@ -47,9 +53,23 @@ from {{ cookiecutter.package_name }}.chain import (
     bounded_model_input,
     conversation_so_far,
 )
-from {{ cookiecutter.package_name }}.observability import Usage, count_run, run_outcome
+from {{ cookiecutter.package_name }}.observability import (
+    Usage,
+{%- if cookiecutter.approval != "none" %}
+    count_approval,
+{%- endif %}
+    count_run,
+    run_outcome,
+)
 from {{ cookiecutter.package_name }}.shared import (
+{%- if cookiecutter.approval != "none" %}
+    APPROVAL_TIMEOUT,
+    DECIDE,
+{%- endif %}
     MAX_TURNS,
+{%- if cookiecutter.approval != "none" %}
+    PENDING,
+{%- endif %}
     SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_HOST_WAIT,
     SANDBOX_PROVIDER,
@@ -85,6 +105,13 @@ class SandboxAgentWorkflow:
     # How long an operation of a sandbox on a host waits for that host's
     # workers before the host is taken for gone.
     host_wait = SANDBOX_HOST_WAIT
+{%- if cookiecutter.approval != "none" %}
+    # How long a call waits for a person's decision (approvals.py).
+    approval_timeout = APPROVAL_TIMEOUT
+
+    def __init__(self) -> None:
+        self.approvals = Approvals()
+{%- endif %}
 
     @workflow.run
     async def run(
@@ -181,6 +208,10 @@ class SandboxAgentWorkflow:
         )
         turns_before = carried.turns if carried else 0
         budget = self.run_hooks(carried.usage if carried else Usage())
+{%- if cookiecutter.approval != "none" %}
+        if carried:
+            self.approvals.always = set(carried.always_approved)
+{%- endif %}
         try:
             result = await Runner.run(
                 agent,
@@ -189,6 +220,19 @@ class SandboxAgentWorkflow:
                 run_config=run_config,
                 hooks=budget,
             )
+{%- if cookiecutter.approval != "none" %}
+            # Calls that wait for a person: decide each, then go on from there
+            # (the state holds the turns left; hooks are not in it).
+            while result.interruptions:
+                state = result.to_state()
+                for item in result.interruptions:
+                    decision = await self._decision_on(item)
+                    if decision.approve:
+                        state.approve(item, always_approve=decision.always)
+                    else:
+                        state.reject(item, rejection_message=decision.reason)
+                result = await Runner.run(agent, state, run_config=run_config, hooks=budget)
+{%- endif %}
         except HistoryFull as full:
             assert full.run_data is not None
             # The rest of the work goes to a fresh run with the same id: same
@@ -204,6 +248,9 @@ class SandboxAgentWorkflow:
                         run=(carried.run if carried else 1) + 1,
                         usage=budget.usage,
                         host=sandbox.host,
+{%- if cookiecutter.approval != "none" %}
+                        always_approved=sorted(self.approvals.always),
+{%- endif %}
                     ),
                 ],
                 memo={USAGE_MEMO: asdict(budget.usage)},
@@ -223,6 +270,50 @@ class SandboxAgentWorkflow:
             raise
         await sandbox.remove()
         return result.final_output_as(str, raise_if_incorrect_type=True)
+
+{%- if cookiecutter.approval != "none" %}
+
+    @workflow.query(name=PENDING)
+    def pending(self) -> list[Request]:
+        """The calls waiting for a person, oldest first."""
+        return list(self.approvals.pending.values())
+
+    @workflow.update(name=DECIDE)
+    async def decide(self, decision: Decision) -> str:
+        """A person's decision on a waiting call."""
+        self.approvals.record(decision)
+        return "approved" if decision.approve else "rejected"
+
+    @decide.validator
+    def only_a_waiting_call(self, decision: Decision) -> None:
+        # Refused here, a decision on an unknown or decided call is never
+        # written to history.
+        self.approvals.check(decision)
+
+    async def _decision_on(self, item: ToolApprovalItem) -> Decision:
+        """Wait for a person's decision on ``item`` (at most
+        ``approval_timeout``; then it is rejected, saying so)."""
+        tool, call_id = item.name or "tool", item.call_id or str(workflow.uuid4())
+        if tool in self.approvals.always:
+            return Decision(call_id, approve=True, always=True)
+        asked = workflow.now()
+        request = Request(call_id, tool, approvals.detail_of(item), asked.isoformat())
+        self.approvals.pending[call_id] = request
+        workflow.set_current_details(
+            f"Waiting for a person to approve {tool} (call {call_id}):\n{request.detail}"
+        )
+        try:
+            await workflow.wait_condition(
+                lambda: call_id in self.approvals.decided, timeout=self.approval_timeout
+            )
+            decision = self.approvals.decided[call_id]
+        except TimeoutError:
+            decision = approvals.timed_out(call_id, self.approval_timeout)
+            self.approvals.record(decision)
+        workflow.set_current_details("")
+        count_approval(decision, workflow.now() - asked)
+        return decision
+{%- endif %}
 
     def run_hooks(self, usage: Usage) -> HistoryBudget:
         """The hooks of the agent's run: they count this run's turns and the
