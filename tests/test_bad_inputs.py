@@ -43,6 +43,12 @@ BAD_INPUTS = [
         id="workflow-shorter-than-activity",
     ),
     rejects({"max_turns": "many"}, id="turns-not-a-number"),
+    rejects({"approval": "commands", "approval_timeout_seconds": "0"}, id="approval-timeout-zero"),
+    rejects(
+        {"approval": "commands", "approval_timeout_seconds": "7200", "workflow_execution_timeout_seconds": "3600"},
+        "workflow_execution_timeout_seconds='3600' is not allowed: a run waits up to approval_timeout_seconds (7200)",
+        id="run-shorter-than-an-approval-wait",
+    ),
     # One turn runs a command or answers, never both; the recorded histories
     # every project replays (tests/histories/) take two.
     rejects({"max_turns": "1"}, "max_turns='1' is not allowed: use a whole number from 2 to 1000 turns", id="one-turn"),

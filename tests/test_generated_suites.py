@@ -64,8 +64,12 @@ def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path
 
     # The long-run tests ran, none skipped.
     assert_ran("test_long_runs")
-    # A deploy while runs are in flight, versioned and not.
+    # A deploy while runs are in flight, versioned and not; the agent's own tool.
     assert_ran("test_versioning")
+    assert_ran("test_tools")
+    if project.context["approval"] != "none":
+        # A person approves: in-process, and with the starter on a terminal.
+        assert_ran("test_approvals")
     if project.derived.host_bound_backends:
         # Sandbox affinity with workers as hosts in one process, and where
         # chosen as processes (in their own mount namespaces: .ci/run is root).

@@ -104,7 +104,12 @@ def test_quotes_backslashes_unicode_and_braces_cannot_inject(bake) -> None:
     assert found.returncode == 0, found.stderr
     assert 'Évil "Agent" \\ {{ x }}\'s' in found.stdout
     assert 'import os; os.system("echo pwned")  # {{ }} \\' in found.stdout
-    assert "pwned" not in project.run("python3", "-c", f"import runpy; runpy.run_path({str(project.package / '__init__.py')!r})").stdout
+    assert (
+        "pwned"
+        not in project.run(
+            "python3", "-c", f"import runpy; runpy.run_path({str(project.package / '__init__.py')!r})"
+        ).stdout
+    )
 
 
 def test_keeps_tests_only_for_the_chosen_features(project: BakedProject) -> None:
@@ -120,6 +125,27 @@ def test_keeps_tests_only_for_the_chosen_features(project: BakedProject) -> None
     assert stand_in.exists() == bool(project.derived.remote_backends)
     started = [path for path in stand_in.parent.glob("*.py") if "tests.stand_in_worker" in path.read_text()]
     assert bool(set(started) - {stand_in}) == stand_in.exists()
+
+
+def test_renders_approval_code_only_when_a_person_approves(project: BakedProject) -> None:
+    approval = project.context["approval"]
+    kept = {
+        "approvals.py": (project.package / "approvals.py").exists(),
+        "test_approvals.py": (project.path / "tests" / "test_approvals.py").exists(),
+        "docs/approvals.md": (project.path / "docs" / "approvals.md").exists(),
+    }
+    assert set(kept.values()) == {approval != "none"}, kept
+    mentions = [
+        path.relative_to(project.path)
+        for path in [*project.package.rglob("*.py"), *(project.path / "tests").glob("*.py")]
+        if "approv" in path.read_text().lower()
+    ]
+    assert bool(mentions) == (approval != "none"), mentions
+    # Each project replays the recorded runs of its own kind.
+    histories = {path.name.partition(".")[0] for path in (project.path / "tests" / "histories").glob("*.json")}
+    assert histories == {"scripted-chain" if approval == "none" else "approved-chain"}
+    edits_wait = "Filesystem(configure_tools=approvals.wait_for_writes)" in (project.package / "agent.py").read_text()
+    assert edits_wait == (approval == "commands_and_writes")
 
 
 def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:

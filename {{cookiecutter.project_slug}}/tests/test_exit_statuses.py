@@ -98,7 +98,12 @@ async def test_the_starter_exits_with_its_documented_status_every_time(
                     # The answer ("all-done"), then the usage line last.
                     await tally.record("completed", completed, EXIT_COMPLETED, USAGE_PRINTED)
                 async with service(starter + ["--no-wait", "Say it."], environment) as no_wait:
-                    await tally.record("--no-wait", no_wait, EXIT_COMPLETED, r"Web UI: \S+")
+{%- if cookiecutter.approval != "none" %}
+                    last = r"Requests for approval: \S+ --pending \S+"
+{%- else %}
+                    last = r"Web UI: \S+"
+{%- endif %}
+                    await tally.record("--no-wait", no_wait, EXIT_COMPLETED, last)
                 # The model rejects the key: the run fails at once.
                 model.error_status = 401
                 async with service(starter + ["Say it."], environment) as failed:

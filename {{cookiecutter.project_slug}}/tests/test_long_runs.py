@@ -14,6 +14,9 @@ from datetime import timedelta
 from functools import partial
 
 import pytest
+{%- if cookiecutter.approval != "none" %}
+from temporalio.api.enums.v1 import EventType
+{%- endif %}
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
@@ -103,7 +106,18 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
     assert max(run.history_bytes for run in runs) < TEN_MB
     # ...that created one sandbox, resumed it in each later run and removed it at the end.
     assert operations(runs, "sandbox_client_create") == 1
+{%- if cookiecutter.approval != "none" %}
+    # (The agent's run also resumes its sandbox after each approved command.)
+    approved = [
+        event
+        for run in runs
+        for event in run.history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+    ]
+    assert operations(runs, "sandbox_client_resume") == len(runs) - 1 + len(approved)
+{%- else %}
     assert operations(runs, "sandbox_client_resume") == len(runs) - 1
+{%- endif %}
     assert operations(runs, "sandbox_client_delete") == 1
     # Every run sent the sandbox's operations where the first run's sandbox
     # lives: its host's queue when it lives on the worker's host (affinity.py).

@@ -25,7 +25,7 @@ from {{ cookiecutter.package_name }}.observability import RUNS
 from {{ cookiecutter.package_name }}.starter import EXIT_COMPLETED, chain_run, follow, start
 
 from .hosts import ALL_STEPS, STEPS, workspaces_used
-from .long_workflow import NextBuildWorkflow
+from .long_workflow import NEXT_BUILDS_STEP, NextBuildWorkflow
 from .scripted_model import ScriptedModel, steps_done
 from .support import (
     DROPPED_RUNS_CLOSED,
@@ -120,12 +120,14 @@ async def pinned_to(handle: WorkflowHandle[Any, Any]) -> str:
 
 
 async def timers(handle: WorkflowHandle[Any, Any]) -> int:
-    """How many timers a run started (build B's step is one)."""
+    """How many timers of build B's step a run started."""
     return len(
         [
             event
             async for event in handle.fetch_history_events()
             if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+            and event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+            == NEXT_BUILDS_STEP
         ]
     )
 
