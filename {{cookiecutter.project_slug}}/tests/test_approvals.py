@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Replayer
 
@@ -96,6 +97,11 @@ async def test_an_approved_command_runs_and_its_output_reaches_the_model(
         [request] = await requests_of(handle)
         assert request["tool"] == "exec_command"
         assert request["detail"] == "printf 'it ran\\n' > made.txt && cat made.txt"
+        # The Web UI shows what the run waits for (its current details).
+        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert metadata.current_details.startswith(
+            f"Waiting for a person to approve exec_command (call {request['call_id']})"
+        ), metadata.current_details
         assert await decide(handle, request["call_id"], True) == "approved"
         answer = await handle.result()
     assert answer.endswith("it ran\n"), answer

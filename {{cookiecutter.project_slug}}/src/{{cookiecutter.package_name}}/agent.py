@@ -69,6 +69,11 @@ def told_to_the_model(tool: Tool) -> FunctionTool:
 
 
 # The agent's own tools, beside the sandbox's shell and filesystem.
+{%- if cookiecutter.approval != "none" %} To make
+# one wait for a person's decision like the sandbox's commands (approvals.py),
+# set needs_approval=True on it: told_to_the_model(activity_as_tool(...)) is a
+# FunctionTool, whose needs_approval may also be a function of the call.
+{%- endif %}
 TOOLS: list[Tool] = [
     told_to_the_model(
         activity_as_tool(

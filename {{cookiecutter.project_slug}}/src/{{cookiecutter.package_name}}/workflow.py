@@ -41,7 +41,7 @@ from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
 from {{ cookiecutter.package_name }} import {{ "affinity, approvals" if cookiecutter.approval != "none" else "affinity" }}
 from {{ cookiecutter.package_name }}.agent import sandbox_agent
 {%- if cookiecutter.approval != "none" %}
-from {{ cookiecutter.package_name }}.approvals import Approvals, Decision, Request
+from {{ cookiecutter.package_name }}.approvals import Approvals, Decision, Request, UnknownRequest
 {%- endif %}
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.chain import (
@@ -281,7 +281,12 @@ class SandboxAgentWorkflow:
     @workflow.update(name=DECIDE)
     async def decide(self, decision: Decision) -> str:
         """A person's decision on a waiting call."""
-        self.approvals.record(decision)
+        try:
+            self.approvals.record(decision)
+        except UnknownRequest as e:
+            # The update fails, not the workflow task (the validator refuses
+            # such a decision first; this covers one that raced another).
+            raise ApplicationError(str(e), type="UnknownRequest", non_retryable=True) from e
         return "approved" if decision.approve else "rejected"
 
     @decide.validator
