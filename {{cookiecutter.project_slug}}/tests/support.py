@@ -494,6 +494,18 @@ class RunOfChain:
     history: WorkflowHistory
 
 
+{% if cookiecutter.approval != "none" -%}
+def approvals_in(runs: list[RunOfChain]) -> int:
+    """The decisions a chain's runs took (each update accepted): after each,
+    the agent's run resumes its sandbox once more."""
+    return sum(
+        event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+        for run in runs
+        for event in run.history.events
+    )
+
+
+{% endif -%}
 async def runs_of_chain(client: Client, workflow_id: str, first_run_id: str) -> list[RunOfChain]:
     """Every run of a finished workflow's chain, first to last."""
     runs = []

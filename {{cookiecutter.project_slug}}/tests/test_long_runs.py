@@ -14,9 +14,6 @@ from datetime import timedelta
 from functools import partial
 
 import pytest
-{%- if cookiecutter.approval != "none" %}
-from temporalio.api.enums.v1 import EventType
-{%- endif %}
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
@@ -39,6 +36,9 @@ from .support import (
     RunOfChain,
     activities,
     activities_in,
+{%- if cookiecutter.approval != "none" %}
+    approvals_in,
+{%- endif %}
     failure_of,
     openai_model,
     running_worker,
@@ -108,13 +108,7 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
     assert operations(runs, "sandbox_client_create") == 1
 {%- if cookiecutter.approval != "none" %}
     # (The agent's run also resumes its sandbox after each approved command.)
-    approved = [
-        event
-        for run in runs
-        for event in run.history.events
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
-    ]
-    assert operations(runs, "sandbox_client_resume") == len(runs) - 1 + len(approved)
+    assert operations(runs, "sandbox_client_resume") == len(runs) - 1 + approvals_in(runs)
 {%- else %}
     assert operations(runs, "sandbox_client_resume") == len(runs) - 1
 {%- endif %}

@@ -7,6 +7,9 @@ run in its cache, so it replays each run from its start at every step: a
 counter that replay moved would show more than the scripted model reported.
 """
 
+{% if cookiecutter.approval != "none" -%}
+import asyncio
+{% endif -%}
 import uuid
 from typing import Any
 
@@ -14,6 +17,9 @@ import pytest
 from agents import set_trace_processors
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+{%- if cookiecutter.approval != "none" %}
+from temporalio.api.enums.v1 import EventType
+{%- endif %}
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.runtime import Runtime
@@ -31,6 +37,9 @@ from {{ cookiecutter.package_name }}.observability import (
     trace_to,
 )
 from {{ cookiecutter.package_name }}.shared import (
+{%- if cookiecutter.approval != "none" %}
+    DECIDE,
+{%- endif %}
     SANDBOX_PROVIDER,
     TASK_QUEUE,
     USAGE_MEMO,
@@ -44,9 +53,6 @@ from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
     activities,
-{%- if cookiecutter.approval != "none" %}
-    approving_everything,
-{%- endif %}
     closed_address,
     metered_client,
     running_worker,
@@ -173,8 +179,20 @@ async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_o
         tracing,
     )
     # No run stays in the worker's cache: each step replays the run so far.
-    async with build_worker(client, max_cached_workflows=0){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
+    async with build_worker(client, max_cached_workflows=0):
         handle = await start(client, "Say traced.")
+{%- if cookiecutter.approval != "none" %}
+        # A person approves the command once the run waits, without a query
+        # (each would add spans of its own): the wait is the run's first timer.
+        async with asyncio.timeout(20):
+            while not [
+                event
+                async for event in handle.fetch_history_events()
+                if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+            ]:
+                await asyncio.sleep(0.1)
+        await handle.execute_update(DECIDE, {"call_id": "call_0", "approve": True})
+{%- endif %}
         await handle.result()
 
     spans = exported.get_finished_spans()
