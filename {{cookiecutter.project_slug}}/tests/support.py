@@ -300,6 +300,28 @@ async def approving_everything(client: Client) -> AsyncIterator[None]:
             await approver
 
 
+async def approve_as_they_wait(handle: WorkflowHandle[Any, Any], calls: int) -> None:
+    """Approve a run's first ``calls`` calls (the scripted model's call_0,
+    call_1, ...), each once the run waits for it (a timer of the wait starts),
+    asking the run nothing: a query makes a worker that caches no run replay
+    it, and the Temporal SDK then counts the metrics of its last step again."""
+    for call in range(calls):
+        async with asyncio.timeout(20):
+            while await timers_started(handle) <= call:
+                await asyncio.sleep(0.05)
+        await handle.execute_update(DECIDE, {"call_id": f"call_{call}", "approve": True})
+
+
+async def timers_started(handle: WorkflowHandle[Any, Any]) -> int:
+    return len(
+        [
+            event
+            async for event in handle.fetch_history_events()
+            if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+        ]
+    )
+
+
 async def approve_everything(client: Client) -> None:
     since = datetime.now(UTC) - timedelta(seconds=5)
     while True:

@@ -7,9 +7,6 @@ run in its cache, so it replays each run from its start at every step: a
 counter that replay moved would show more than the scripted model reported.
 """
 
-{% if cookiecutter.approval != "none" -%}
-import asyncio
-{% endif -%}
 import uuid
 from typing import Any
 
@@ -17,9 +14,6 @@ import pytest
 from agents import set_trace_processors
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-{%- if cookiecutter.approval != "none" %}
-from temporalio.api.enums.v1 import EventType
-{%- endif %}
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.runtime import Runtime
@@ -37,9 +31,6 @@ from {{ cookiecutter.package_name }}.observability import (
     trace_to,
 )
 from {{ cookiecutter.package_name }}.shared import (
-{%- if cookiecutter.approval != "none" %}
-    DECIDE,
-{%- endif %}
     SANDBOX_PROVIDER,
     TASK_QUEUE,
     USAGE_MEMO,
@@ -53,6 +44,9 @@ from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
     activities,
+{%- if cookiecutter.approval != "none" %}
+    approve_as_they_wait,
+{%- endif %}
     closed_address,
     metered_client,
     running_worker,
@@ -71,10 +65,22 @@ async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_
     model = ScriptedModel(["echo one", "echo two"])
     async with (
         metered_client(temporal_client) as (client, metrics),
+{%- if cookiecutter.approval != "none" %}
+        running_worker(client, model, max_cached_workflows=0, host="host-a", approve=False) as (
+            plugged,
+            _,
+        ),
+    ):
+        handle = await start(plugged, "Say one, then two.")
+        # Approved without a query (see approve_as_they_wait).
+        await approve_as_they_wait(handle, 2)
+        await handle.result()
+{%- else %}
         running_worker(client, model, max_cached_workflows=0, host="host-a") as (plugged, _),
     ):
         handle = await start(plugged, "Say one, then two.")
         await handle.result()
+{%- endif %}
         history = await handle.fetch_history()
 
         # Temporal's own metrics are served alongside the service's.
@@ -182,16 +188,9 @@ async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_o
     async with build_worker(client, max_cached_workflows=0):
         handle = await start(client, "Say traced.")
 {%- if cookiecutter.approval != "none" %}
-        # A person approves the command once the run waits, without a query
-        # (each would add spans of its own): the wait is the run's first timer.
-        async with asyncio.timeout(20):
-            while not [
-                event
-                async for event in handle.fetch_history_events()
-                if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
-            ]:
-                await asyncio.sleep(0.1)
-        await handle.execute_update(DECIDE, {"call_id": "call_0", "approve": True})
+        # A person approves the command, asking the run nothing (a query
+        # would replay it, adding spans of its own).
+        await approve_as_they_wait(handle, 1)
 {%- endif %}
         await handle.result()
 
