@@ -472,6 +472,18 @@ async def ask_for_decisions(client: Client, workflow_id: str) -> None:
                 print(f"  ! the decision on {call_id} was not taken: {e}", flush=True)
 
 
+def no_such_workflow(error: RPCError, client: Client, workflow_id: str) -> int:
+    """The status for a workflow id that names no workflow; any other
+    error goes on up."""
+    if error.status != RPCStatusCode.NOT_FOUND:
+        raise error
+    print(
+        f"ERROR: no such workflow {workflow_id!r} in namespace {client.namespace!r}.",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE
+
+
 async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, always: bool) -> int:
     """--approve / --reject: send one decision."""
     try:
@@ -485,13 +497,7 @@ async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, alw
         print(f"ERROR: {getattr(e.cause, 'message', e.cause)}", file=sys.stderr)
         return EXIT_USAGE
     except RPCError as e:
-        if e.status != RPCStatusCode.NOT_FOUND:
-            raise
-        print(
-            f"ERROR: no such workflow {workflow_id!r} in namespace {client.namespace!r}.",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        return no_such_workflow(e, client, workflow_id)
     print(f"Call {call_id} of workflow {workflow_id}: {answer}.")
     return EXIT_COMPLETED
 
@@ -506,13 +512,7 @@ async def list_pending(workflow_id: str) -> int:
     try:
         requests = await pending_requests(client, workflow_id)
     except RPCError as e:
-        if e.status != RPCStatusCode.NOT_FOUND:
-            raise
-        print(
-            f"ERROR: no such workflow {workflow_id!r} in namespace {client.namespace!r}.",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        return no_such_workflow(e, client, workflow_id)
     if not requests:
         print(f"No request of workflow {workflow_id} waits for a person.")
     for request in requests:
