@@ -36,14 +36,15 @@ if TYPE_CHECKING:
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
 # The process tests start the worker and the starter as processes, seconds
-# each, and the long-run tests run hundreds of steps: they get a longer bound
+# each, the long-run tests run hundreds of steps, and the fault tests wait
+# out the faults they inject: they get a longer bound
 # than the `timeout` in pyproject.toml.
 LONG_TEST_TIMEOUT = 600
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        slow = item.get_closest_marker("process") or item.get_closest_marker("long")
+        slow = any(item.get_closest_marker(name) for name in ("process", "long", "faults"))
         if slow and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT))
 

@@ -13,6 +13,7 @@ the tests cannot reach.
 
 import asyncio
 import io
+import os
 import re
 import shutil
 import socket
@@ -37,6 +38,7 @@ from {{ cookiecutter.package_name }}.affinity import host_queue
 from {{ cookiecutter.package_name }}.backends import docker
 from {{ cookiecutter.package_name }}.backends.docker import (
     IMAGE,
+    LIMIT_VARIABLES,
     PROVIDER_LABEL,
     WORKFLOW_LABEL,
     WORKSPACE_ROOT,
@@ -44,12 +46,13 @@ from {{ cookiecutter.package_name }}.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
+from {{ cookiecutter.package_name }}.bounded_sandbox import TIME_LIMIT_VARIABLE
 from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
 from {{ cookiecutter.package_name }}.worker import ServiceWorker
 
 from .hosts import STEPS, sandbox_workers, stalled_on
 from .long_workflow import ImpatientSandboxAgentWorkflow, LongSandboxAgentWorkflow
-from .scripted_model import ScriptedModel, tool_outputs
+from .scripted_model import ScriptedModel, steps_done, tool_outputs
 from .support import (
     CREDENTIALS,
     DROPPED_RUNS_CLOSED,
@@ -477,3 +480,159 @@ def test_a_docker_engine_shared_that_is_neither_true_nor_false_stops_the_worker(
     message = str(exited.value.code)
     assert "\n" not in message
     assert "DOCKER_ENGINE_SHARED='sometimes' is neither true nor false" in message
+
+
+# Limits small enough for the hostile commands below to reach them in seconds.
+SMALL_LIMITS = {
+    "DOCKER_SANDBOX_MEMORY": "160m",
+    "DOCKER_SANDBOX_CPUS": "0.5",
+    "DOCKER_SANDBOX_PIDS": "48",
+    "DOCKER_SANDBOX_WORKSPACE_SIZE": "32m",
+}
+MIB = 1 << 20
+# The worker's model key, as a hostile command would look for it.
+KEY = "sk-worker-secret-0123456789"
+# Commands a model could be talked into running (prompt injection), one run
+# each: every one must fail inside its container.
+HOSTILE = {
+    "fork bomb": "b() { b | b & }; b; sleep 2; echo bombed",
+    "memory hog": "head -c 419430400 /dev/zero | tail; echo status=$?",
+    "cpu spin": "while :; do :; done",
+    "disk filler": "dd if=/dev/zero of=filler bs=1M count=100; echo status=$?; rm -f filler",
+    "secrets": "tr '\\0' '\\n' < /proc/1/environ; env; ls /var/run/docker.sock; echo socket=$?",
+{%- if cookiecutter.docker_network == "none" %}
+    "network": (
+        "if command -v nc >/dev/null; then nc -w 3 192.0.2.1 80 </dev/null; "
+        "else python3 -c \"import socket; socket.create_connection(('192.0.2.1', 80), 3)\"; fi; "
+        "echo connect=$?"
+    ),
+{%- endif %}
+}
+
+
+class HostileModel(ScriptedModel):
+    """Each run's commands by its prompt: ``id -u``, then its HOSTILE command
+    (none for any other prompt: it says hello). A hostile run waits after
+    its first command until ``limits_read`` is set: no hostile command runs
+    before the test has read its container's limits back from the engine."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.held: dict[str, str] = {}  # prompt: what `id -u` printed
+        self.limits_read = asyncio.Event()
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        prompt = next(str(item["content"]) for item in input if isinstance(item, dict))
+        if prompt in HOSTILE and steps_done(input) == 1 and not self.limits_read.is_set():
+            self.held[prompt] = tool_outputs(input)[0]
+            await self.limits_read.wait()
+        self.commands = ["id -u", HOSTILE[prompt]] if prompt in HOSTILE else ["echo hello"]
+        return await super().get_response(system_instructions, input, *args, **kwargs)
+
+
+@pytest.fixture
+def contained(engine: Any, image: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ImageForTests]:
+    """The service's Docker client as the worker builds it, with SMALL_LIMITS."""
+    for name, value in SMALL_LIMITS.items():
+        monkeypatch.setenv(name, value)
+    client = sandbox_client()
+    yield ImageForTests(client.docker_client, image)
+    client.docker_client.close()
+
+
+def assert_contained(attributes: dict[str, Any]) -> None:
+    """A container's limits, as the engine reports them, are SMALL_LIMITS."""
+    host = attributes["HostConfig"]
+    assert host["Memory"] == host["MemorySwap"] == 160 * MIB
+    assert host["NanoCpus"] == 500_000_000
+    assert host["PidsLimit"] == 48
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["Tmpfs"][WORKSPACE_ROOT].startswith(f"size={32 * MIB},uid=65534,gid=65534,")
+    assert attributes["Config"]["User"] == "65534:65534"
+
+
+def host_processes_in(container_ids: list[str]) -> list[int]:
+    """This host's processes in any of these containers' control groups."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            groups = (entry / "cgroup").read_text()
+        except OSError:
+            continue  # not a process, or one that just ended
+        if any(container_id in groups for container_id in container_ids):
+            found.append(int(entry.name))
+    return found
+
+
+def test_each_limit_has_a_default_and_a_bad_one_stops_the_worker_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = docker.Limits.from_environment({})
+    assert (defaults.memory, defaults.cpus, defaults.pids) == (2048 * MIB, 1.0, 256)
+    assert (defaults.workspace_size, defaults.uid, defaults.gid) == (1024 * MIB, 65534, 65534)
+    assert set(LIMIT_VARIABLES) == {"memory", "cpus", "pids", "workspace_size", "user"}
+
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DOCKER_SANDBOX_WORKSPACE_SIZE", "4g")
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
+    message = str(exited.value.code)
+    assert "\n" not in message
+    assert message.startswith(
+        "Cannot start the 'docker' sandbox backend: ValueError: "
+        "DOCKER_SANDBOX_WORKSPACE_SIZE='4g' leaves no room in DOCKER_SANDBOX_MEMORY='2g'"
+    )
+
+
+@pytest.mark.faults
+async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on(
+    temporal_client: Client, engine: Any, contained: ImageForTests, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv(TIME_LIMIT_VARIABLE, "3")
+    model = HostileModel()
+    async with docker_worker(
+        temporal_client, model, contained, time_limit=timedelta(seconds=120)
+    ) as (client, _):
+        runs = {prompt: await start_in(client, docker, prompt) for prompt in HOSTILE}
+        async with asyncio.timeout(60):
+            while len(model.held) < len(runs):
+                await asyncio.sleep(0.1)
+        containers = []
+        for run in runs.values():
+            [container] = containers_of(engine, run)
+            assert_contained(engine.api.inspect_container(container.id))
+            containers.append(container.id)
+        # Not root: the user nobody.
+        assert {output.split()[-1] for output in model.held.values()} == {"65534"}
+        model.limits_read.set()
+        # Meanwhile, an ordinary run on the same worker completes.
+        ordinary = await start_in(client, docker, "Say hello.")
+        assert "hello" in await ordinary.result()
+        answers = {prompt: await run.result() for prompt, run in runs.items()}
+
+    # Each hostile command failed, stopped by its container's limit...
+    assert "Resource temporarily unavailable" in answers["fork bomb"]  # out of processes
+    assert "status=137" in answers["memory hog"]  # killed, out of memory
+    assert "Process exited with code 137" in answers["cpu spin"]  # the time limit
+    assert "[killed: it ran past the sandbox's limit of 3 s per command" in answers["cpu spin"]
+    assert "No space left on device" in answers["disk filler"]
+    assert "status=1" in answers["disk filler"]
+    # ...found none of the worker's secrets, nor the engine's socket...
+    assert "socket=1" in answers["secrets"] or "socket=2" in answers["secrets"]
+    for run in runs.values():
+        async for event in run.fetch_history_events():
+            assert KEY not in str(event)
+{%- if cookiecutter.docker_network == "none" %}
+    # ...and reached no network.
+    assert "unreachable" in answers["network"] and "connect=0" not in answers["network"]
+{%- endif %}
+    # Nothing is left of them on the host: no container, no process.
+    for run in runs.values():
+        assert containers_of(engine, run) == []
+    assert host_processes_in(containers) == []
+    assert os.environ["OPENAI_API_KEY"] == KEY  # the one the worker had

@@ -9,9 +9,20 @@ it. The worker therefore registers every backend's client wrapped in
 with a note in their place saying how much was cut and how to read the rest.
 The agent sees the note and goes on. A file the agent's tools read cut is
 never written back: that would lose what was cut.
+
+Each command the agent runs is also bounded in time: it is killed, with
+every process it started in its process group where the sandbox's ``timeout``
+does that (GNU coreutils; busybox kills the command only), once it has run
+``SANDBOX_COMMAND_TIME_LIMIT_SECONDS`` (600 by default). A command that spins
+or waits for ever ends as a failed command the agent can see, exit code 137.
+Without a ``timeout`` in the sandbox, the shell's ``ulimit -t`` bounds its
+CPU time instead. That is the one bound the local backend has: see
+docs/operations.md for what it cannot bound.
 """
 
 import io
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +36,42 @@ from agents.sandbox.types import ExecResult, User
 from temporalio.exceptions import ApplicationError
 
 from {{ cookiecutter.package_name }}.shared import LONGEST_OUTPUT, LONGEST_READ
+
+# The worker's setting for the time limit on each command, and its default.
+TIME_LIMIT_VARIABLE = "SANDBOX_COMMAND_TIME_LIMIT_SECONDS"
+DEFAULT_TIME_LIMIT = 600
+# Runs a command ("$@") under a time limit of $0 seconds, and says so when
+# the command was killed (137: by the limit, or for want of memory).
+_TIME_LIMITED = (
+    'if command -v timeout >/dev/null 2>&1; then timeout -s KILL "$0" "$@"; else '
+    'ulimit -t "$0"; "$@"; fi; status=$?; [ "$status" -ne 137 ] || echo "[killed: it '
+    'ran past the sandbox\'s limit of $0 s per command, or out of memory]" >&2; exit "$status"'
+)
+
+
+class BadTimeLimit(ValueError):
+    """The time limit on commands is not a number of seconds."""
+
+
+def command_time_limit(environ: Mapping[str, str] = os.environ) -> int:
+    """The worker's time limit, in seconds, on each command the agent runs."""
+    value = environ.get(TIME_LIMIT_VARIABLE) or str(DEFAULT_TIME_LIMIT)
+    if not value.isdigit() or int(value) == 0:
+        raise BadTimeLimit(
+            f"{TIME_LIMIT_VARIABLE}={value!r} is not a whole number of seconds above 0 "
+            "(the longest any command the agent runs may take)."
+        )
+    return int(value)
+
+
+def time_limited(shell: bool | list[str], seconds: int) -> bool | list[str]:
+    """The shell to run a command with (``shell``: the SDK's, True for its
+    login shell), so that it ends after ``seconds``; no shell stays none."""
+    if shell is False:
+        return shell
+    inner = ["sh", "-lc"] if shell is True else shell
+    return ["sh", "-c", _TIME_LIMITED, str(seconds), *inner]
+
 
 # How every note about a cut begins.
 CUT_MARK = b"[... cut: "
@@ -54,11 +101,13 @@ def _cut_update(update: PtyExecUpdate) -> PtyExecUpdate:
 
 
 class BoundedSession(SandboxSession):
-    """A backend's session whose outputs and reads are cut to ``LONGEST_OUTPUT``."""
+    """A backend's session whose outputs and reads are cut to ``LONGEST_OUTPUT``,
+    and whose shell commands end after ``time_limit`` seconds."""
 
-    def __init__(self, session: SandboxSession) -> None:
+    def __init__(self, session: SandboxSession, time_limit: int) -> None:
         super().__init__(session, dependencies=session.dependencies)
         self.unbounded = session
+        self.time_limit = time_limit
 
     async def exec(
         self,
@@ -67,6 +116,7 @@ class BoundedSession(SandboxSession):
         shell: bool | list[str] = True,
         user: str | User | None = None,
     ) -> ExecResult:
+        shell = time_limited(shell, self.time_limit)
         result = await super().exec(*command, timeout=timeout, shell=shell, user=user)
         return ExecResult(
             stdout=cut(result.stdout, "command output"),
@@ -75,6 +125,7 @@ class BoundedSession(SandboxSession):
         )
 
     async def pty_exec_start(self, *command: str | Path, **options: Any) -> PtyExecUpdate:
+        options["shell"] = time_limited(options.get("shell", True), self.time_limit)
         return _cut_update(await super().pty_exec_start(*command, **options))
 
     async def pty_write_stdin(self, **options: Any) -> PtyExecUpdate:
@@ -99,8 +150,11 @@ class BoundedSession(SandboxSession):
 class BoundedSandboxClient(BaseSandboxClient[Any]):
     """A backend's client whose sessions are ``BoundedSession``s."""
 
-    def __init__(self, client: BaseSandboxClient[Any]) -> None:
+    def __init__(
+        self, client: BaseSandboxClient[Any], time_limit: int = DEFAULT_TIME_LIMIT
+    ) -> None:
         self.client = client
+        self.time_limit = time_limit
         self.backend_id = client.backend_id
         self.supports_default_options = client.supports_default_options
 
@@ -112,10 +166,10 @@ class BoundedSandboxClient(BaseSandboxClient[Any]):
         options: Any,
     ) -> SandboxSession:
         session = await self.client.create(snapshot=snapshot, manifest=manifest, options=options)
-        return BoundedSession(session)
+        return BoundedSession(session, self.time_limit)
 
     async def resume(self, state: SandboxSessionState) -> SandboxSession:
-        return BoundedSession(await self.client.resume(state))
+        return BoundedSession(await self.client.resume(state), self.time_limit)
 
     async def delete(self, session: SandboxSession) -> SandboxSession:
         unbounded = session.unbounded if isinstance(session, BoundedSession) else session

@@ -40,7 +40,11 @@ from temporalio.worker import Worker
 
 from {{ cookiecutter.package_name }} import affinity, tools, versioning
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.bounded_sandbox import BoundedSandboxClient
+from {{ cookiecutter.package_name }}.bounded_sandbox import (
+    BadTimeLimit,
+    BoundedSandboxClient,
+    command_time_limit,
+)
 from {{ cookiecutter.package_name }}.capacity import (
     RUNS_IN_FLIGHT,
     BadCapacity,
@@ -145,6 +149,7 @@ def agents_plugin(
             provider: backend_client(provider, backend.sandbox_client)
             for provider, backend in SANDBOX_BACKENDS.items()
         }
+    time_limit = command_time_limit(os.environ)
     plugin = OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
             start_to_close_timeout=MODEL_ACTIVITY_TIMEOUT,
@@ -157,9 +162,10 @@ def agents_plugin(
         model_provider=model_provider,
         # One set of sandbox activities per provider, each prefixed with the
         # provider's name; the workflow picks the provider by that name. Each
-        # client cuts what it returns to a size Temporal can record.
+        # client cuts what it returns to a size Temporal can record, and bounds
+        # each command in time.
         sandbox_clients=[
-            SandboxClientProvider(provider, BoundedSandboxClient(client))
+            SandboxClientProvider(provider, BoundedSandboxClient(client, time_limit))
             for provider, client in sandboxes.items()
         ],
         # The only worker environment variables the sandbox may read.
@@ -299,10 +305,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         runs = runs_in_flight(os.environ)
         host = affinity.host_id(os.environ)
         version = versioning.worker_version(os.environ)
+        command_time_limit(os.environ)
         make_room_for_connections(runs)
         asyncio.run(run_worker(runs, host, version))
     except (
         BadCapacity,
+        BadTimeLimit,
         affinity.BadHostId,
         versioning.BadVersioning,
         BackendUnavailable,

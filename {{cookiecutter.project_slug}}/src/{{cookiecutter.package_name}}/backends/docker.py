@@ -5,6 +5,12 @@ Each run gets a fresh container, from ``IMAGE`` and on ``NETWORK_MODE``
 and it is removed at the end of the run. Nothing the agent runs touches the
 worker's host, and the engine can be one you run yourself.
 
+The container is contained (``Limits``, below): bounded memory, CPU and
+processes, a workspace of bounded size, no capabilities, no new privileges,
+and a user that is not root. A command that forks, allocates or writes
+without end fails inside its container; the worker's host and every other
+run on it go on. Each limit has a default and a worker environment variable.
+
 The worker reaches the engine through ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY``
 and ``DOCKER_CERT_PATH`` for a remote one over TLS) or, when that is unset,
 the default socket ``/var/run/docker.sock``. Access to that socket is
@@ -24,6 +30,9 @@ and Temporal's workflow sandbox refuses the SDK's HTTP modules.
 import asyncio
 import functools
 import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from agents.sandbox.manifest import Manifest
@@ -74,6 +83,105 @@ PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }
 # Set to true when every worker reaches the same engine (see above).
 ENGINE_SHARED_VARIABLE = "DOCKER_ENGINE_SHARED"
 _YES_NO = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": False}
+
+
+# What a run's container may use. Memory covers the workspace and /tmp too:
+# both are in-memory file systems (tmpfs) of the sizes below, which is how a
+# workspace gets a size bound on any engine (a disk quota, `--storage-opt
+# size`, needs overlay2 on xfs with pquota). 65534 is `nobody` in every
+# image; the workspace and /tmp belong to the user, whatever the image says.
+LIMIT_VARIABLES = {
+    "memory": ("DOCKER_SANDBOX_MEMORY", "2g"),
+    "cpus": ("DOCKER_SANDBOX_CPUS", "1"),
+    "pids": ("DOCKER_SANDBOX_PIDS", "256"),
+    "workspace_size": ("DOCKER_SANDBOX_WORKSPACE_SIZE", "1g"),
+    "user": ("DOCKER_SANDBOX_USER", "65534:65534"),
+}
+# /tmp in the container (the SDK keeps its helper scripts there).
+TMP_SIZE = "64m"
+_SIZE = re.compile(r"(\d+)([kmg]?)b?", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_USER = re.compile(r"(\d+)(?::(\d+))?")
+
+
+def _bytes(name: str, value: str) -> int:
+    found = _SIZE.fullmatch(value.strip())
+    if not found or int(found.group(1)) == 0:
+        raise ValueError(
+            f"{name}={value!r} is not a size: give a number of bytes with a unit, e.g. 512m or 2g."
+        )
+    return int(found.group(1)) * _UNITS[found.group(2).lower()]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds on each sandbox container, read from the worker's
+    environment (``LIMIT_VARIABLES``: names and defaults)."""
+
+    memory: int  # bytes, swap included (no swap)
+    cpus: float
+    pids: int
+    workspace_size: int  # bytes
+    uid: int
+    gid: int
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> "Limits":
+        def value(field: str) -> tuple[str, str]:
+            name, default = LIMIT_VARIABLES[field]
+            return name, environ.get(name) or default
+
+        memory = _bytes(*value("memory"))
+        name, cpus = value("cpus")
+        try:
+            cpu_count = float(cpus)
+        except ValueError:
+            cpu_count = 0
+        if not 0.01 <= cpu_count <= 1024:
+            raise ValueError(f"{name}={cpus!r} is not a number of CPUs: give e.g. 0.5, 1 or 4.")
+        name, pids = value("pids")
+        if not pids.isdigit() or not 16 <= int(pids) <= 1_000_000:
+            raise ValueError(
+                f"{name}={pids!r} is not a number of processes from 16 to 1000000 "
+                "(the sandbox's own tools need a few)."
+            )
+        workspace_name, workspace = value("workspace_size")
+        workspace_size = _bytes(workspace_name, workspace)
+        if workspace_size + _bytes("TMP_SIZE", TMP_SIZE) >= memory:
+            raise ValueError(
+                f"{workspace_name}={workspace!r} leaves no room in "
+                f"{LIMIT_VARIABLES['memory'][0]}={value('memory')[1]!r}: the workspace and "
+                f"/tmp ({TMP_SIZE}) are kept in the container's memory; give it more memory."
+            )
+        name, user = value("user")
+        found = _USER.fullmatch(user.strip())
+        if not found:
+            raise ValueError(
+                f"{name}={user!r} is not a numeric user: give UID or UID:GID, e.g. 65534:65534 "
+                "(0 runs the agent's commands as root)."
+            )
+        uid = int(found.group(1))
+        gid = int(found.group(2) or uid)
+        return cls(memory, cpu_count, int(pids), workspace_size, uid, gid)
+
+    def host_config(self) -> dict[str, Any]:
+        """The engine's HostConfig fields that contain a container (they are
+        what `docker inspect` reads back)."""
+        owner = f"uid={self.uid},gid={self.gid}"
+        # Docker mounts a tmpfs noexec unless told: the agent runs scripts
+        # in its workspace, and the SDK its helpers from /tmp.
+        return {
+            "Memory": self.memory,
+            "MemorySwap": self.memory,
+            "NanoCpus": int(self.cpus * 1e9),
+            "PidsLimit": self.pids,
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges"],
+            "Tmpfs": {
+                WORKSPACE_ROOT: f"size={self.workspace_size},{owner},mode=0700,exec",
+                "/tmp": f"size={TMP_SIZE},mode=1777,exec",
+            },
+        }
 
 
 class DockerEngineUnavailable(Exception):
@@ -170,7 +278,8 @@ def sandbox_client() -> DockerSandboxClient:
     the engine has answered."""
     import docker
 
-    engine_shared()  # a bad DOCKER_ENGINE_SHARED stops the worker at once
+    engine_shared()  # a bad setting stops the worker at once
+    limits = Limits.from_environment(os.environ)
 
     try:
         engine: Any = docker.from_env()
@@ -180,15 +289,26 @@ def sandbox_client() -> DockerSandboxClient:
             f"no Docker engine answers at {engine_address()} (set DOCKER_HOST to reach "
             f"another one): {e}"
         ) from e
+    engine.api.create_container = functools.partial(contained, engine.api.create_container, limits)
+    return LabelledDockerSandboxClient(engine)
+
+
+def contained(create: Any, limits: Limits, *args: Any, **kwargs: Any) -> Any:
+    """The engine API's ``create_container``, making every container
+    contained by ``limits``, as a user other than root unless they say 0."""
+    host_config = kwargs.pop("host_config", None) or {}
+    bounds = limits.host_config()
+    # What the SDK asks for (a capability a mount needs) is kept.
+    bounds["SecurityOpt"] += host_config.get("SecurityOpt") or []
+    kwargs["host_config"] = {**host_config, **bounds}
+    kwargs["user"] = f"{limits.uid}:{limits.gid}"
     # The SDK keeps each container up with `tail -f /dev/null` as its first
     # process, which ignores SIGTERM: stopping the container at the end of a
     # run would wait out Docker's 10 s grace period, and the SDK waits for that
     # on the worker's event loop, stalling every other run of the worker. The
     # container is about to be removed anyway: stop it with SIGKILL.
-    engine.api.create_container = functools.partial(
-        engine.api.create_container, stop_signal="SIGKILL"
-    )
-    return LabelledDockerSandboxClient(engine)
+    kwargs["stop_signal"] = "SIGKILL"
+    return create(*args, **kwargs)
 
 
 def sandbox_options() -> DockerSandboxClientOptions:
