@@ -10,6 +10,7 @@ id) and asks for the next command, or answers with the last output. Point
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +24,15 @@ class ScriptedOpenAIServer:
         self.commands = list(commands)
         # Answer every request with this HTTP error instead (e.g. 401: a bad key).
         self.error_status = error_status
+        # Answer with a body that is not JSON (cut short, as by a broken proxy).
+        self.malformed = False
+        # A storm: from its first request until `storm` seconds later, answer
+        # 429 with Retry-After `retry_after` and 500, in turn.
+        self.storm: float | None = None
+        self.retry_after = 10
+        self._storm_began: float | None = None
+        # Each request: when it came (time.monotonic()) and the status answered.
+        self.answered: list[tuple[float, int]] = []
         self.requests = 0
         # The input and output tokens each answer reported, in order.
         self.reported: list[tuple[int, int]] = []
@@ -38,12 +48,26 @@ class ScriptedOpenAIServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_port}/v1"
 
+    def storming(self) -> int | None:
+        """The status a storm answers now with (429 or 500), or None."""
+        if self.storm is None:
+            return None
+        now = time.monotonic()
+        self._storm_began = self._storm_began or now
+        if now - self._storm_began >= self.storm:
+            return None
+        return 500 if self.answered and self.answered[-1][1] == 429 else 429
+
     def respond(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         self.requests += 1
         if self.error_status is not None:
             return self.error_status, {
                 "error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}
             }
+        status = self.storming()
+        if status is not None:
+            kind = "rate_limit_exceeded" if status == 429 else "server_error"
+            return status, {"error": {"message": f"A storm: {status}.", "type": kind}}
         outputs = tool_outputs(request.get("input", []))
         step = steps_done(request.get("input", []))
         if step == self.hold_at_step:
@@ -100,9 +124,14 @@ class ScriptedOpenAIServer:
                     return
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 status, reply = server.respond(json.loads(body))
+                server.answered.append((time.monotonic(), status))
                 data = json.dumps(reply).encode()
+                if server.malformed:
+                    data = data[: len(data) // 2]
                 try:
                     self.send_response(status)
+                    if status == 429:
+                        self.send_header("Retry-After", str(server.retry_after))
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

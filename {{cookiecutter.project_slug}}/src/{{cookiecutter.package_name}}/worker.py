@@ -84,12 +84,15 @@ UNVERSIONED_BUILD = f"{DISTRIBUTION}-{metadata.version(DISTRIBUTION)}"
 # not lift) ends the run after about three minutes of retries instead of
 # backing off for ever. Errors the provider says retrying cannot fix (a bad
 # key: 401, a bad request: 400) are not retried at all, and a Retry-After
-# header from the provider overrides these intervals.
+# header from the provider overrides these intervals. Nor is an answer that
+# is not JSON (OPENAI_BASE_URL at a web page, a proxy that cuts answers
+# short): it fails the run at once, naming the parse error.
 MODEL_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
     maximum_attempts=8,
+    non_retryable_error_types=["JSONDecodeError"],
 )
 
 

@@ -353,10 +353,17 @@ GAVE_UP: dict[RetryState | None, str] = {
 }
 
 
+# Errors whose message alone does not say what went wrong, by type.
+UNCLEAR_ERRORS = {"JSONDecodeError": "its answer was not JSON"}
+
+
 def describe(error: ActivityError) -> str:
     """One line a person can act on: which step failed, how, and the reason."""
     reason: BaseException = error
     while reason.__cause__ is not None:
         reason = reason.__cause__
     message = getattr(reason, "message", str(reason))
+    unclear = UNCLEAR_ERRORS.get(getattr(reason, "type", None) or "")
+    if unclear:
+        message = f"{unclear} ({message})"
     return f"{step_name(error.activity_type)} {GAVE_UP[error.retry_state]}: {message}"

@@ -1,0 +1,161 @@
+"""Faults a run survives, injected into real processes: the worker process,
+a Temporal dev server, the network between them, and the model's HTTP
+endpoint; nothing is mocked but the model's answers.
+
+Each command of these runs appends its step to a file on the worker's host,
+so a command that ran twice shows twice: Temporal delivers each sandbox
+operation at least once, and a fault can make it run again (the README says
+so). Set FAULT_FIGURES to a file's path and each test adds a line of JSON to
+it: the figures of the template's docs/benchmarks.md come from there."""
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from {{ cookiecutter.package_name }}.starter import start
+
+from .faults import cuttable_network, lines_of, temporal_server, until, until_ran
+from .processes import WORKER, service, service_environment
+from .scripted_openai import scripted_openai_server
+from .support import activities, failure_of, with_plugins
+
+pytestmark = pytest.mark.faults
+
+# How long the network between the worker and Temporal stays cut.
+CUT = 30
+# How long the model answers only 429 (with Retry-After) and 500, in turn.
+STORM = 60
+RETRY_AFTER = 10
+
+
+def counted_steps(log: Path, steps: int) -> list[str]:
+    """Commands that each add their step to ``log``, then take a moment."""
+    return [f"echo {step} >> {log} && sleep 0.5 && echo did {step}" for step in range(steps)]
+
+
+def figures(fault: str, runs: int, completed: int, failed: int, twice: int) -> None:
+    """Add this test's figures to FAULT_FIGURES, if set. A run that neither
+    completed nor failed with a reason is lost."""
+    path = os.environ.get("FAULT_FIGURES")
+    if path:
+        line = {"fault": fault, "runs": runs, "completed": completed, "failed": failed}
+        line.update(lost=runs - completed - failed, twice=twice)
+        with open(path, "a") as out:
+            out.write(json.dumps(line) + "\n")
+
+
+async def test_a_run_survives_its_temporal_server_killed_three_times(tmp_path: Path) -> None:
+    steps, log = 12, tmp_path / "steps.log"
+    async with temporal_server(tmp_path / "temporal.db") as server:
+        with scripted_openai_server(counted_steps(log, steps)) as model:
+            environment = service_environment(server.address, model.url)
+            async with service(WORKER, environment) as worker:
+                await worker.wait_for("Worker polling")
+                client = with_plugins(await Client.connect(server.address))
+                handle = await start(client, "Count, one step at a time.")
+                for step in (3, 6, 9):
+                    await until_ran(log, step)
+                    # Killed, as a crash would; its state is on disk.
+                    await server.restart(down_for=2)
+                async with asyncio.timeout(120):
+                    answer = await handle.result()
+                # The worker rode it out: it never stopped.
+                assert worker.process.returncode is None
+
+    assert server.restarts == 3
+    assert f"did {steps - 1}" in answer
+    ran = [int(line) for line in lines_of(log)]
+    # Every step ran, in order; a step may have run twice (at least once).
+    assert sorted(set(ran)) == list(range(steps))
+    assert ran == sorted(ran)
+    twice = len(ran) - len(set(ran))
+    print(f"commands that ran twice: {twice} of {steps}")
+    figures("Temporal server killed and restarted, 3 times", 1, 1, 0, twice)
+
+
+async def test_a_worker_cut_off_from_temporal_for_30_s_goes_on(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    steps, log = 4, tmp_path / "steps.log"
+    address = temporal_client.service_client.config.target_host
+    async with cuttable_network(address) as network:
+        with scripted_openai_server(counted_steps(log, steps)) as model:
+            # The cut comes while the model thinks over its third step: no
+            # sandbox operation is in flight (see the README on one that is).
+            model.hold_at_step = 2
+            # The worker reaches Temporal only through the network the test cuts.
+            environment = service_environment(network.address, model.url)
+            async with service(WORKER, environment) as worker:
+                await worker.wait_for("Worker polling")
+                handle = await start(with_plugins(temporal_client), "Count, one step at a time.")
+                await until(model.reached.is_set, 60, "the model was asked for step 3")
+                await network.cut()
+                await asyncio.sleep(CUT)
+                assert worker.process.returncode is None, worker.output
+                ran_during_cut = lines_of(log)
+                await network.restore()
+                model.release.set()
+                async with asyncio.timeout(120):
+                    answer = await handle.result()
+
+    # The cut held: it dropped the worker's connections, no step ran while it
+    # lasted, and Temporal, hearing no heartbeat, gave the model call up...
+    assert network.dropped > 0
+    assert ran_during_cut == ["0", "1"]
+    model_calls = [step.attempt for step in await activities(handle) if step.is_model_call]
+    assert max(model_calls) == 2, model_calls
+    # ...and the run went on once it ended, each step once.
+    assert f"did {steps - 1}" in answer
+    assert lines_of(log) == [str(step) for step in range(steps)]
+    figures(f"Worker cut off from Temporal for {CUT} s", 1, 1, 0, 0)
+
+
+async def test_a_model_storm_of_429_and_500_is_waited_out_as_retry_after_asks(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    with scripted_openai_server(["echo calm again"]) as model:
+        model.storm, model.retry_after = STORM, RETRY_AFTER
+        async with service(WORKER, service_environment(address, model.url)) as worker:
+            await worker.wait_for("Worker polling")
+            handle = await start(with_plugins(temporal_client), "Say something once it is calm.")
+            async with asyncio.timeout(STORM + 120):
+                answer = await handle.result()
+
+    assert "calm again" in answer
+    statuses = [status for _, status in model.answered]
+    stormy = [status for status in statuses if status != 200]
+    assert {429, 500} <= set(stormy), statuses
+    # The storm lasted its minute, and the model was asked again after it.
+    first, last = model.answered[0][0], model.answered[len(stormy) - 1][0]
+    assert last - first < STORM <= model.answered[len(stormy)][0] - first
+    # Each wait after a 429 lasted at least as long as its Retry-After said.
+    for (at, status), (next_at, _) in zip(model.answered, model.answered[1:], strict=False):
+        if status == 429:
+            assert next_at - at >= RETRY_AFTER, (next_at - at, statuses)
+    figures(f"Model answers 429 (Retry-After {RETRY_AFTER} s) and 500 for {STORM} s", 1, 1, 0, 0)
+
+
+async def test_a_model_answering_malformed_json_fails_the_run_at_once_saying_why(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    with scripted_openai_server(["true"]) as model:
+        model.malformed = True
+        async with service(WORKER, service_environment(address, model.url)) as worker:
+            await worker.wait_for("Worker polling")
+            handle = await start(with_plugins(temporal_client), "Do nothing.")
+            async with asyncio.timeout(60):
+                reason = await failure_of(handle)
+
+    assert reason.startswith(
+        "The agent could not finish: the model call failed with an error that retrying cannot "
+        "fix: its answer was not JSON (Unterminated string starting at: line 1"
+    ), reason
+    # At once: a body that is not JSON is not retried.
+    assert model.requests == 1
+    figures("Model answers malformed JSON", 1, 0, 1, 0)
