@@ -2,13 +2,16 @@
 too large to read whole is never written back cut (bounded_sandbox.py)."""
 
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 from {{ cookiecutter.package_name }}.bounded_sandbox import CUT_MARK
 from {{ cookiecutter.package_name }}.shared import LONGEST_READ
 from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.worker import agents_plugin
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
-from .support import activities, running_worker
+from .support import activities, running_worker, sandboxes_for_tests
 
 
 def patch(path: str, old: str, new: str) -> str:
@@ -38,6 +41,12 @@ async def test_a_file_read_cut_is_not_written_back_and_the_agent_is_told_why(
     assert after.split("Output:\n")[1].split() == ["line", "1", size]  # untouched
     operations = [a.name for a in await activities(handle)]
     assert not any(name.endswith("sandbox_session_write") for name in operations)
+    # The notes of the cut reads live in the workflow: a worker that did
+    # not see the read (one that replays the run) refuses the same write.
+    replayer = Replayer(
+        workflows=[SandboxAgentWorkflow], plugins=[agents_plugin(sandboxes=sandboxes_for_tests())]
+    )
+    await replayer.replay_workflow(await handle.fetch_history())
 
 
 async def test_a_file_that_merely_contains_a_cut_note_is_written(temporal_client: Client) -> None:
