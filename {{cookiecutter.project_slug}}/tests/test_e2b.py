@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from {{ cookiecutter.package_name }}.backends import e2b
+from {{ cookiecutter.package_name }}.shared import WORKFLOW_EXECUTION_TIMEOUT
 
 from .support import (
     CompletedRun,
@@ -44,6 +45,10 @@ def test_e2b_client_and_options_come_from_the_answers() -> None:
     assert options.pause_on_exit is {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
     # Credentials never travel with the options: those land in history.
     assert not options.envs
+
+
+def test_a_sandbox_outlives_the_longest_run() -> None:
+    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= e2b.SANDBOX_LIFETIME_SECONDS
 
 
 async def test_each_sandbox_carries_the_metadata_of_its_run(

@@ -40,7 +40,10 @@ TEMPLATE: str | None = {{ cookiecutter.e2b_template | tojson if cookiecutter.e2b
 
 # Seconds an E2B sandbox may live, and what E2B does then ("kill" ends it,
 # "pause" keeps it paused). E2B enforces it even if the run's teardown never
-# happens, so a crashed run cannot leave a sandbox running.
+# happens, so a crashed run cannot leave a sandbox running. E2B counts it
+# from the sandbox's creation (a reconnection starts it again, use does not),
+# so it is at least WORKFLOW_EXECUTION_TIMEOUT: a sandbox that E2B ends
+# mid-run takes the run's workspace with it.
 SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.e2b_timeout_seconds | int }}
 ON_TIMEOUT: Literal["kill", "pause"] = {{ cookiecutter.e2b_on_timeout | tojson }}
 
