@@ -107,6 +107,19 @@ def outlasts_the_approval_wait(answer: str, value: object) -> str | None:
     return f"a run waits up to approval_timeout_seconds ({wait}) for each approval: give it longer than that"
 
 
+# E2B counts a sandbox's lifetime from its creation; use does not extend it
+# (only a reconnection does: a new worker's, or the next run of a chain's).
+# A sandbox that E2B ends mid-run takes the run's workspace with it.
+def outlives_the_run(answer: str, value: object) -> str | None:
+    run = int(ANSWERS["workflow_execution_timeout_seconds"])
+    if int(value) >= run:
+        return None
+    return (
+        f"a run may last workflow_execution_timeout_seconds ({run}), and E2B ends the sandbox, "
+        f"workspace and all, at this lifetime: use at least {run}, or shorten the run"
+    )
+
+
 def additional_backends(answer: str, value: object) -> str | None:
     extras = ITEMS[answer]
     for extra in extras:
@@ -216,6 +229,7 @@ RULES = [
     ("daytona_snapshot", image_or_snapshot),
     ("e2b_template", matches(r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?", f"a template name or id ({NAME}), or nothing", 255)),
     ("e2b_timeout_seconds", whole_number(60, 86_400, "seconds (1 day)")),
+    ("e2b_timeout_seconds", outlives_the_run),
     ("e2b_pause_on_exit", yes_or_no),
     ("e2b_sandbox_type", one_of),
     ("e2b_on_timeout", one_of),

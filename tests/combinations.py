@@ -60,6 +60,7 @@ COMBINATIONS = [
             "e2b_sandbox_type": "e2b_code_interpreter",
             "e2b_template": "my-team/agent-tools",
             "e2b_timeout_seconds": 600,
+            "workflow_execution_timeout_seconds": 600,
             "e2b_on_timeout": "pause",
             "e2b_pause_on_exit": True,
         },

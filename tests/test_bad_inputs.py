@@ -98,6 +98,16 @@ BAD_INPUTS = [
     ),
     rejects({"sandbox_backend": "e2b", "e2b_template": "team template"}, id="e2b-template-space"),
     rejects({"sandbox_backend": "e2b", "e2b_timeout_seconds": "10"}, id="e2b-lifetime-too-short"),
+    rejects(
+        {"sandbox_backend": "e2b", "e2b_timeout_seconds": "1800", "workflow_execution_timeout_seconds": "3600"},
+        "e2b_timeout_seconds='1800' is not allowed: a run may last workflow_execution_timeout_seconds (3600)",
+        id="e2b-sandbox-dies-before-the-run",
+    ),
+    rejects(
+        {"sandbox_backend": "daytona", "additional_sandbox_backends": "e2b", "e2b_timeout_seconds": "600"},
+        "e2b_timeout_seconds='600' is not allowed: a run may last",
+        id="extra-e2b-sandbox-dies-before-the-run",
+    ),
     rejects({"sandbox_backend": "docker", "docker_image": "python 3.12"}, id="docker-image-space"),
     rejects({"sandbox_backend": "docker", "docker_image": ""}, id="docker-image-empty"),
     rejects(

@@ -205,3 +205,11 @@ def test_options_of_backends_not_chosen_leave_no_trace(bake) -> None:
     assert "unused template!" not in texts
     assert "not checked" not in texts
     assert '"python:3.12-slim"' in (project.package / "backends" / "daytona.py").read_text()
+
+
+@pytest.mark.parametrize(("approval", "run"), [("none", 3600), ("commands", 86400)])
+def test_an_e2b_sandbox_lives_as_long_as_the_longest_run_by_default(bake, approval, run) -> None:
+    project: BakedProject = bake({"sandbox_backend": "e2b", "approval": approval})
+    e2b = (project.package / "backends" / "e2b.py").read_text()
+    assert f"SANDBOX_LIFETIME_SECONDS = {run}\n" in e2b
+    assert f"timedelta(seconds={run})" in (project.package / "shared.py").read_text()

@@ -1,7 +1,9 @@
 """A scripted stand-in for the model, so the tests need no API key.
 
 It runs a fixed list of shell commands through the sandbox's ``exec_command``
-tool, one per turn, then answers with what the last command printed. It reads
+tool, one per turn (a step that is a patch, ``*** Begin Patch ...``, goes to
+the filesystem's ``apply_patch`` tool instead), then answers with what the
+last step returned. It reads
 its progress from the conversation it is given rather than from a counter of
 its own, exactly as a real model would: a worker that restarts part-way
 through a run picks up where the last one stopped. Asked to, it compacts the
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents import ModelResponse, Usage
-from openai.types.responses import ResponseCompactionItem
+from openai.types.responses import ResponseCompactionItem, ResponseCustomToolCall
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 
@@ -25,7 +27,8 @@ def tool_outputs(conversation: str | list[Any]) -> list[str]:
     return [
         str(item["output"])
         for item in conversation
-        if isinstance(item, dict) and item.get("type") == "function_call_output"
+        if isinstance(item, dict)
+        and item.get("type") in ("function_call_output", "custom_tool_call_output")
     ]
 
 
@@ -37,7 +40,7 @@ def steps_done(conversation: str | list[Any]) -> int:
     if isinstance(conversation, str):
         return 0
     for item in reversed(conversation):
-        if isinstance(item, dict) and item.get("type") == "function_call":
+        if isinstance(item, dict) and item.get("type") in ("function_call", "custom_tool_call"):
             return int(str(item["call_id"]).removeprefix("call_")) + 1
     return 0
 
@@ -52,11 +55,14 @@ class ScriptedModel(TestModel):
         self.input_sizes: list[int] = []
         # The usage each response reported, in order.
         self.reported: list[Usage] = []
+        # What each step returned, as the latest call carried it.
+        self.results: list[str] = []
 
     async def get_response(
         self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
     ) -> ModelResponse:
         self.input_sizes.append(len(json.dumps(input, default=str)))
+        self.results = tool_outputs(input)
         response = self._respond(input)
         # About four bytes a token, as for English text.
         response.usage = Usage(
@@ -70,6 +76,16 @@ class ScriptedModel(TestModel):
     def _respond(self, input: str | list[Any]) -> ModelResponse:
         outputs = tool_outputs(input)
         step = steps_done(input)
+        if step < len(self.commands) and self.commands[step].startswith("*** Begin Patch"):
+            return ResponseBuilders.model_response(
+                ResponseCustomToolCall(
+                    call_id=f"call_{step}",
+                    input=self.commands[step],
+                    name="apply_patch",
+                    type="custom_tool_call",
+                    id=f"ctc_{step}",
+                )
+            )
         if step < len(self.commands):
             response = ResponseBuilders.tool_call(
                 json.dumps({"cmd": self.commands[step]}),

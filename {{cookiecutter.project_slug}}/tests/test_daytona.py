@@ -2,6 +2,9 @@
 the answers, and Daytona's errors that no retry fixes end a run at once. The
 tests cannot reach Daytona: its SDK's errors are raised by a local stand-in."""
 
+import dataclasses
+from typing import Any
+
 import pytest
 from agents.extensions.sandbox.daytona import DaytonaSandboxClient
 from daytona import (
@@ -11,6 +14,7 @@ from daytona import (
     DaytonaValidationError,
 )
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 from {{ cookiecutter.package_name }} import worker
 from {{ cookiecutter.package_name }}.backends import daytona
@@ -20,6 +24,7 @@ from .support import (
     CompletedRun,
     assert_a_rejection_fails_the_run_at_once,
     assert_scheduled_not_to_retry,
+    provider_of,
     refusal_without_credentials,
 )
 
@@ -46,6 +51,34 @@ def test_daytona_client_and_options_come_from_the_answers(
 {%- endif %}
     # Credentials never travel with the options: those land in history.
     assert not options.env_vars
+
+
+async def test_each_sandbox_carries_the_labels_of_its_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DAYTONA_API_KEY", "test-key")
+    client = daytona.sandbox_client()
+    asked: list[Any] = []
+
+    async def create_in_daytona(params: Any, **options: Any) -> Any:
+        asked.append(params)
+        raise RuntimeError("Daytona is out of reach")
+
+    monkeypatch.setattr(client._daytona, "create", create_in_daytona)
+    # As in the worker's `<provider>-sandbox_client_create` activity of run "run-1".
+    provider = provider_of(daytona)
+    environment = ActivityEnvironment()
+    environment.info = dataclasses.replace(
+        environment.info, workflow_id="run-1", activity_type=f"{provider}-sandbox_client_create"
+    )
+    try:
+        with pytest.raises(RuntimeError, match="out of reach"):
+            await environment.run(client.create, options=daytona.sandbox_options())
+    finally:
+        await client.close()
+
+    [params] = asked
+    assert params.labels == {daytona.WORKFLOW_LABEL: "run-1", daytona.PROVIDER_LABEL: provider}
 
 
 def test_a_worker_without_credentials_asks_for_a_daytona_key_or_token(

@@ -2,8 +2,12 @@
 answers, and E2B's errors that no retry fixes end a run at once. The tests
 cannot reach E2B: its SDK's errors are raised by a local stand-in."""
 
+import dataclasses
+from typing import Any
+
 import pytest
 from agents.extensions.sandbox.e2b import E2BSandboxClient
+from agents.extensions.sandbox.e2b import sandbox as e2b_sdk
 from e2b import (
     AuthenticationException,
     InvalidArgumentException,
@@ -12,13 +16,16 @@ from e2b import (
     TemplateException,
 )
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 from {{ cookiecutter.package_name }}.backends import e2b
+from {{ cookiecutter.package_name }}.shared import WORKFLOW_EXECUTION_TIMEOUT
 
 from .support import (
     CompletedRun,
     assert_a_rejection_fails_the_run_at_once,
     assert_scheduled_not_to_retry,
+    provider_of,
     refusal_without_credentials,
 )
 
@@ -38,6 +45,32 @@ def test_e2b_client_and_options_come_from_the_answers() -> None:
     assert options.pause_on_exit is {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
     # Credentials never travel with the options: those land in history.
     assert not options.envs
+
+
+def test_a_sandbox_outlives_the_longest_run() -> None:
+    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= e2b.SANDBOX_LIFETIME_SECONDS
+
+
+async def test_each_sandbox_carries_the_metadata_of_its_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: dict[str, Any] = {}
+
+    async def create_in_e2b(*args: Any, **request: Any) -> Any:
+        asked.update(request)
+        raise RuntimeError("E2B is out of reach")
+
+    monkeypatch.setattr(e2b_sdk, "_sandbox_create", create_in_e2b)
+    # As in the worker's `<provider>-sandbox_client_create` activity of run "run-1".
+    provider = provider_of(e2b)
+    environment = ActivityEnvironment()
+    environment.info = dataclasses.replace(
+        environment.info, workflow_id="run-1", activity_type=f"{provider}-sandbox_client_create"
+    )
+    with pytest.raises(RuntimeError, match="out of reach"):
+        await environment.run(e2b.sandbox_client().create, options=e2b.sandbox_options())
+
+    assert asked["metadata"] == {e2b.WORKFLOW_METADATA: "run-1", e2b.PROVIDER_METADATA: provider}
 
 
 def test_a_worker_without_credentials_asks_for_an_e2b_key(

@@ -1,8 +1,9 @@
 """A real agent turn on the real sandbox backend with the real model.
 
 Not part of the default run: ``uv run pytest -m live`` runs it, with the
-worker's credentials set (see ``.env.example``); without them it is skipped
-and says which are missing.
+worker's credentials set (see ``.env.example``); without them, or without
+what a backend needs to start (a Docker engine that answers, say), it is
+skipped and says what is missing.
 """
 
 import os
@@ -13,7 +14,12 @@ from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker, missing_credentials
+from {{ cookiecutter.package_name }}.worker import (
+    BackendUnavailable,
+    agents_plugin,
+    build_worker,
+    missing_credentials,
+)
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .support import {{ "approving_everything, " if cookiecutter.approval != "none" }}with_plugins
@@ -28,7 +34,12 @@ async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     problem = missing_credentials(os.environ)
     if problem:
         pytest.skip(problem)
-    client = with_plugins(temporal_client, agents_plugin())
+    try:
+        # The worker builds every backend's client, as it does at start.
+        plugin = agents_plugin()
+    except BackendUnavailable as e:
+        pytest.skip(str(e))
+    client = with_plugins(temporal_client, plugin)
     async with build_worker(client){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
         answer = await client.execute_workflow(
             SandboxAgentWorkflow.run,

@@ -7,8 +7,15 @@ it. The worker therefore registers every backend's client wrapped in
 ``BoundedSandboxClient``: command output (stdout and stderr each) longer than
 ``LONGEST_OUTPUT`` bytes and file reads longer than ``LONGEST_READ`` are cut,
 with a note in their place saying how much was cut and how to read the rest.
-The agent sees the note and goes on. A file the agent's tools read cut is
-never written back: that would lose what was cut.
+The agent sees the note and goes on.
+
+A file the agent's tools read cut is never written back: that would lose
+what was cut. ``apply_patch`` reads a file, patches it and writes it whole,
+so the workflow's session (``RefusesCutWriteBack``) remembers the note of
+every read that was cut and refuses a write that holds one of them. The
+model reads the refusal as the tool's result and goes on. The notes live in
+the workflow, which rebuilds them from its history on any worker; a file
+that merely contains text like a note is written as it is.
 
 Each command the agent runs is also bounded in time: it is killed, with
 every process it started in its process group where the sandbox's ``timeout``
@@ -33,7 +40,6 @@ from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from agents.sandbox.types import ExecResult, User
-from temporalio.exceptions import ApplicationError
 
 from {{ cookiecutter.package_name }}.shared import LONGEST_OUTPUT, LONGEST_READ
 
@@ -91,6 +97,19 @@ def cut(data: bytes, what: str, limit: int = LONGEST_OUTPUT) -> bytes:
     return data[:half] + note.encode() + data[-half:]
 
 
+def note_of_cut_read(data: bytes) -> bytes | None:
+    """The note in a file read that ``cut()`` cut to ``LONGEST_READ``, or
+    None for a read that came whole (at most ``LONGEST_READ`` bytes)."""
+    if len(data) <= LONGEST_READ:
+        return None
+    half = LONGEST_READ // 2
+    return data[half:-half]
+
+
+class CutFileWriteRefused(Exception):
+    """A write of a file as it was read, cut."""
+
+
 def _cut_update(update: PtyExecUpdate) -> PtyExecUpdate:
     return PtyExecUpdate(
         process_id=update.process_id,
@@ -135,14 +154,31 @@ class BoundedSession(SandboxSession):
         handle = await super().read(path, user=user)
         return io.BytesIO(cut(handle.read(), f"file ({path})", LONGEST_READ))
 
+
+class RefusesCutWriteBack(SandboxSession):
+    """Workflow side: a session that refuses to write what one of its reads
+    returned cut. Every file read passes through the workflow, so it keeps
+    each cut read's note; ``apply_patch`` turns the refusal into its result."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cut_notes: list[bytes] = []
+
+    async def read(self, path: Path, *, user: str | User | None = None) -> io.IOBase:
+        data = (await super().read(path, user=user)).read()
+        note = note_of_cut_read(data)
+        if note is not None and note not in self.cut_notes:
+            self.cut_notes.append(note)
+        return io.BytesIO(data)
+
     async def write(self, path: Path, data: io.IOBase, *, user: str | User | None = None) -> None:
         content = data.read()
-        if isinstance(content, bytes) and CUT_MARK in content and len(content) > LONGEST_READ // 2:
-            raise ApplicationError(
-                f"Refusing to write {path}: it holds a file that was cut when it was read, "
-                "and writing it would lose what was cut. Edit large files with shell commands.",
-                type="CutFileWrite",
-                non_retryable=True,
+        if any(note in content for note in self.cut_notes):
+            raise CutFileWriteRefused(
+                f"Refusing to write {path}: it holds a file as it was read, cut to "
+                f"{LONGEST_READ:,} bytes, and writing it would lose what was cut. Nothing "
+                "was written. Edit a file this large with shell commands (`sed -i`, `awk`, "
+                "`patch`)."
             )
         await super().write(path, io.BytesIO(content), user=user)
 

@@ -37,6 +37,7 @@ from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSa
 from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
 from {{ cookiecutter.package_name }}.affinity import SandboxHost
+from {{ cookiecutter.package_name }}.bounded_sandbox import RefusesCutWriteBack
 from {{ cookiecutter.package_name }}.observability import Usage, UsageMeter
 from {{ cookiecutter.package_name }}.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 
@@ -159,8 +160,9 @@ def bounded_model_input(data: CallModelData[Any]) -> ModelInputData:
     )
 
 
-class _LastingSession(SandboxSession):
-    """A sandbox session that the runner's teardown leaves running."""
+class _LastingSession(RefusesCutWriteBack):
+    """A sandbox session that the runner's teardown leaves running (and
+    that writes back no file it read cut)."""
 
     async def stop(self) -> None:
         """Left to ``LastingSandboxClient.remove()``."""

@@ -5,11 +5,14 @@ The worker needs ``DAYTONA_API_KEY`` (or ``DAYTONA_JWT_TOKEN`` with
 read too when set. Nothing here runs on the worker's host.
 """
 
+from typing import Any
+
 from agents.extensions.sandbox.daytona import (
     DEFAULT_DAYTONA_WORKSPACE_ROOT,
     DaytonaSandboxClient,
     DaytonaSandboxClientOptions,
 )
+from temporalio import activity
 
 # Credentials this backend needs on the worker, beyond the model's: any one
 # of these sets of environment variables, each variable set and non-empty.
@@ -51,9 +54,31 @@ IMAGE: str | None = {{ cookiecutter.daytona_image | tojson if cookiecutter.dayto
 SNAPSHOT: str | None = {{ cookiecutter.daytona_snapshot | tojson if cookiecutter.daytona_snapshot else "None" }}
 
 
+# Labels on every sandbox, naming the run (its workflow id) and the sandbox
+# provider that made it, so an operator can find sandboxes that a run left
+# behind (docs/operations.md). The worker sets them from the activity that
+# creates the sandbox (or creates it again, when it was gone on resume).
+WORKFLOW_LABEL = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
+PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+class LabelledDaytonaSandboxClient(DaytonaSandboxClient):
+    """The SDK's Daytona client, whose sandboxes carry the run's labels."""
+
+    async def _build_create_params(self, **arguments: Any) -> Any:
+        params = await super()._build_create_params(**arguments)
+        info = activity.info()
+        params.labels = {
+            **(params.labels or {}),
+            WORKFLOW_LABEL: info.workflow_id,
+            PROVIDER_LABEL: info.activity_type.rsplit("-sandbox_", 1)[0],
+        }
+        return params
+
+
 def sandbox_client() -> DaytonaSandboxClient:
     """Build the client the worker registers (runs on the worker only)."""
-    return DaytonaSandboxClient()
+    return LabelledDaytonaSandboxClient()
 
 
 def sandbox_options() -> DaytonaSandboxClientOptions:

@@ -4,9 +4,13 @@ The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
 Nothing here runs on the worker's host.
 """
 
-from typing import Literal
+from typing import Any, Literal
 
 from agents.extensions.sandbox.e2b import E2BSandboxClient, E2BSandboxClientOptions
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from temporalio import activity
 
 # Credentials this backend needs on the worker, beyond the model's: any one
 # of these sets of environment variables, each variable set and non-empty.
@@ -36,7 +40,10 @@ TEMPLATE: str | None = {{ cookiecutter.e2b_template | tojson if cookiecutter.e2b
 
 # Seconds an E2B sandbox may live, and what E2B does then ("kill" ends it,
 # "pause" keeps it paused). E2B enforces it even if the run's teardown never
-# happens, so a crashed run cannot leave a sandbox running.
+# happens, so a crashed run cannot leave a sandbox running. E2B counts it
+# from the sandbox's creation (a reconnection starts it again, use does not),
+# so it is at least WORKFLOW_EXECUTION_TIMEOUT: a sandbox that E2B ends
+# mid-run takes the run's workspace with it.
 SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.e2b_timeout_seconds | int }}
 ON_TIMEOUT: Literal["kill", "pause"] = {{ cookiecutter.e2b_on_timeout | tojson }}
 
@@ -44,9 +51,41 @@ ON_TIMEOUT: Literal["kill", "pause"] = {{ cookiecutter.e2b_on_timeout | tojson }
 PAUSE_ON_EXIT = {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
 
 
+# Metadata on every sandbox, naming the run (its workflow id) and the
+# sandbox provider that made it, so an operator can find sandboxes that a run
+# left behind (docs/operations.md). The worker sets them from the activity
+# that creates the sandbox.
+WORKFLOW_METADATA = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
+PROVIDER_METADATA = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+class LabelledE2BSandboxClient(E2BSandboxClient):
+    """The SDK's E2B client, whose sandboxes carry the run's metadata."""
+
+    async def create(
+        self,
+        *,
+        snapshot: SnapshotSpec | SnapshotBase | None = None,
+        manifest: Manifest | None = None,
+        options: E2BSandboxClientOptions,
+    ) -> SandboxSession:
+        # Runs inside the `<provider>-sandbox_client_create` activity.
+        info = activity.info()
+        metadata: dict[str, Any] = {
+            **(options.metadata or {}),
+            WORKFLOW_METADATA: info.workflow_id,
+            PROVIDER_METADATA: info.activity_type.removesuffix("-sandbox_client_create"),
+        }
+        return await super().create(
+            snapshot=snapshot,
+            manifest=manifest,
+            options=options.model_copy(update={"metadata": metadata}),
+        )
+
+
 def sandbox_client() -> E2BSandboxClient:
     """Build the client the worker registers (runs on the worker only)."""
-    return E2BSandboxClient()
+    return LabelledE2BSandboxClient()
 
 
 def sandbox_options() -> E2BSandboxClientOptions:

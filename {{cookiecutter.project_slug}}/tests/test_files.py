@@ -1,0 +1,68 @@
+"""The agent edits files with ``apply_patch``, through the workflow; a file
+too large to read whole is never written back cut (bounded_sandbox.py)."""
+
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from {{ cookiecutter.package_name }}.bounded_sandbox import CUT_MARK
+from {{ cookiecutter.package_name }}.shared import LONGEST_READ
+from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.worker import agents_plugin
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
+from .scripted_model import ScriptedModel
+from .support import activities, running_worker, sandboxes_for_tests
+
+
+def patch(path: str, old: str, new: str) -> str:
+    return f"*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
+
+
+async def test_a_file_read_cut_is_not_written_back_and_the_agent_is_told_why(
+    temporal_client: Client,
+) -> None:
+    # 3 MB of numbered lines: apply_patch reads it cut to LONGEST_READ.
+    model = ScriptedModel(
+        [
+            "seq 1 450000 | sed 's/^/line /' > big.txt && wc -c < big.txt",
+            patch("big.txt", "line 1", "LINE 1"),
+            "head -1 big.txt && wc -c < big.txt",
+        ]
+    )
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await start(client, "Edit the first line of big.txt.")
+        await handle.result()
+
+    created, refused, after = model.results
+    size = created.split("Output:\n")[1].strip()
+    assert int(size) > 3 * LONGEST_READ
+    assert refused.startswith("Refusing to write ")
+    assert "it holds a file as it was read, cut" in refused and "Nothing was written" in refused
+    assert after.split("Output:\n")[1].split() == ["line", "1", size]  # untouched
+    operations = [a.name for a in await activities(handle)]
+    assert not any(name.endswith("sandbox_session_write") for name in operations)
+    # The notes of the cut reads live in the workflow: a worker that did
+    # not see the read (one that replays the run) refuses the same write.
+    replayer = Replayer(
+        workflows=[SandboxAgentWorkflow], plugins=[agents_plugin(sandboxes=sandboxes_for_tests())]
+    )
+    await replayer.replay_workflow(await handle.fetch_history())
+
+
+async def test_a_file_that_merely_contains_a_cut_note_is_written(temporal_client: Client) -> None:
+    # 600 kB, read whole, quoting a note as a file read cut would carry.
+    note = f"{CUT_MARK.decode()}3 of the 10 bytes of this file (x.txt) were left out here ...]"
+    model = ScriptedModel(
+        [
+            f"(echo first; echo '{note}'; head -c 600000 /dev/zero | tr '\\0' x) > notes.txt",
+            patch("notes.txt", "first", "FIRST"),
+            "head -2 notes.txt && wc -c < notes.txt",
+        ]
+    )
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await start(client, "Edit the first line of notes.txt.")
+        await handle.result()
+
+    _, patched, after = model.results
+    assert patched.startswith("Updated ")
+    assert after.split("Output:\n")[1].splitlines()[:2] == ["FIRST", note]
