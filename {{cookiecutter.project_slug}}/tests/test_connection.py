@@ -2,6 +2,9 @@
 
 The same ``temporalio.envconfig`` settings steer the worker and the starter,
 so moving from the dev server to Temporal Cloud is a change of environment.
+The test server has only the namespace ``default``: a test that chooses
+another learns, from the one line that says it does not exist, that the
+service at the chosen address was asked for it.
 """
 
 from pathlib import Path
@@ -48,10 +51,10 @@ async def test_a_profile_file_chooses_address_and_namespace(
     clean_env.setenv("TEMPORAL_CONFIG_FILE", str(profiles))
     clean_env.setenv("TEMPORAL_PROFILE", "staging")
 
-    client = await connect()
+    with pytest.raises(ConnectionFailed) as failed:
+        await connect()
 
-    assert client.service_client.config.target_host == address
-    assert client.namespace == "agents-staging"
+    assert str(failed.value).startswith(f"Temporal at {address} has no namespace 'agents-staging'")
 
 
 async def test_environment_variables_choose_address_and_namespace(
@@ -61,10 +64,31 @@ async def test_environment_variables_choose_address_and_namespace(
     clean_env.setenv("TEMPORAL_ADDRESS", address)
     clean_env.setenv("TEMPORAL_NAMESPACE", "agents-from-env")
 
-    client = await connect()
+    with pytest.raises(ConnectionFailed) as failed:
+        await connect()
 
-    assert client.service_client.config.target_host == address
-    assert client.namespace == "agents-from-env"
+    assert str(failed.value).startswith(f"Temporal at {address} has no namespace 'agents-from-env'")
+
+
+async def test_a_namespace_the_service_does_not_have_is_one_clear_error(
+    temporal_client: Client, clean_env: pytest.MonkeyPatch
+) -> None:
+    # Each call would fail "not found" instead: the starter would report a
+    # missing workflow, the worker a traceback.
+    address = temporal_client.service_client.config.target_host
+    clean_env.setenv("TEMPORAL_ADDRESS", address)
+    clean_env.setenv("TEMPORAL_NAMESPACE", "nowhere")
+
+    with pytest.raises(ConnectionFailed) as failed:
+        await connect()
+
+    message = str(failed.value)
+    assert message.startswith(f"Temporal at {address} has no namespace 'nowhere': ")
+    assert "set TEMPORAL_NAMESPACE" in message
+    assert "\n" not in message
+
+    clean_env.setenv("TEMPORAL_NAMESPACE", temporal_client.namespace)
+    assert (await connect()).namespace == temporal_client.namespace
 
 
 async def test_an_api_key_turns_tls_on_and_tls_false_turns_it_off(

@@ -23,18 +23,23 @@ the workflow scheduled them. A long run continues as new runs of the same
 workflow (same id, same sandbox); progress follows it from run to run, and
 ``--attach`` follows it from the first run of the chain to the answer.
 
+While it follows a run, the starter rides out a restart of the Temporal
+service (SERVICE_OUTAGE_LIMIT); a service that stays gone ends it with one
+line, saying how to follow the run again.
+
 Its exit status tells a script how the run ended: EXIT_STATUSES below says
 what each one means, and ``--help`` lists them.
 """
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -56,6 +61,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 {%- endif %}
 )
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
 
 from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
@@ -96,7 +102,8 @@ EXIT_INTERRUPTED = 130
 EXIT_STATUSES = {
     EXIT_COMPLETED: "the run completed and its answer was printed (with --no-wait: the run was started)",
     EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled",
-    EXIT_UNREACHABLE: "the Temporal service could not be reached",
+    EXIT_UNREACHABLE: "the Temporal service could not be reached, has no such namespace, "
+    "or stopped answering (the run itself may go on)",
     EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, or no workflow with the id given to --attach"{% if cookiecutter.approval != "none" %}
     " (or to --pending, --approve, --reject), or a decision on a call that does not wait"{% endif %},
     EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
@@ -125,6 +132,66 @@ LONGEST_COMMAND_SHOWN = 120
 # worker's capacity (capacity.py), or with no worker running, a run's next
 # step waits on the task queue until a worker is free: nothing fails.
 WAIT_NOTICE = timedelta(seconds=10)
+
+# How long the starter keeps asking a Temporal service that does not answer.
+# The SDK's client retries each call for up to 10 s by itself (RetryConfig in
+# temporalio.service: 10 retries, 10 s in all); the starter then asks again,
+# every ASK_AGAIN_EVERY, until SERVICE_OUTAGE_LIMIT has passed: a service that
+# restarts within about half a minute goes unnoticed, one that is gone ends
+# the starter with EXIT_UNREACHABLE instead of a hang.
+SERVICE_OUTAGE_LIMIT = timedelta(seconds=20)
+ASK_AGAIN_EVERY = timedelta(seconds=1)
+
+
+class StoppedAnswering(Exception):
+    """The Temporal service did not answer for SERVICE_OUTAGE_LIMIT."""
+
+
+async def answered(ask: Callable[[], Awaitable[Any]]) -> Any:
+    """What ``ask()`` returns, asked again while the service is unavailable,
+    until SERVICE_OUTAGE_LIMIT has passed since it first failed."""
+    give_up = None
+    while True:
+        try:
+            return await ask()
+        except RPCError as e:
+            if e.status != RPCStatusCode.UNAVAILABLE:
+                raise
+            now = time.monotonic()
+            give_up = give_up or now + SERVICE_OUTAGE_LIMIT.total_seconds()
+            if now >= give_up:
+                raise StoppedAnswering from e
+        await asyncio.sleep(ASK_AGAIN_EVERY.total_seconds())
+
+
+async def history_of(run: WorkflowHandle[Any, str]) -> AsyncIterator[HistoryEvent]:
+    """Each event of ``run``'s history as it is recorded, through an outage
+    of the service shorter than SERVICE_OUTAGE_LIMIT: the SDK's iterator keeps
+    its place when a page fails, so asking again goes on from there."""
+    events = run.fetch_history_events(wait_new_event=True)
+    while True:
+        try:
+            event = await answered(events.__anext__)
+        except StopAsyncIteration:
+            return
+        yield event
+
+
+def stopped_answering(client: Client, doing: str) -> int:
+    """Say, in one line, that the service stopped answering while the
+    starter was ``doing`` something; the status for it."""
+    address = client.service_client.config.target_host
+    print(f"Temporal at {address} stopped answering while {doing}.", file=sys.stderr)
+    return EXIT_UNREACHABLE
+
+
+@functools.cache
+def quiet_runtime() -> Runtime:
+    """The Temporal runtime of the starter's client, which logs only the
+    SDK's errors: the starter says itself, in one line, when the service
+    stops answering, instead of the SDK's warning at every retry."""
+    quiet = TelemetryFilter(core_level="ERROR", other_level="ERROR")
+    return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
 
 
 async def start(
@@ -338,16 +405,19 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
     try:
         while run is not None:
             next_run = None
-            async for event in run.fetch_history_events(wait_new_event=True):
+            async for event in history_of(run):
                 line = await progress.describe(event)
                 if line is not None:
                     print(f"  {line}", flush=True)
                 next_run = continued_as(event)
             run = None if next_run is None else chain_run(client, handle.id, next_run)
-        answer = await handle.result()
+        answer = await answered(handle.result)
     except WorkflowFailureError as e:
         print(f"Workflow {handle.id} {_why_not_completed(e)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
+    except StoppedAnswering:
+        following = f"following workflow {handle.id}; the run itself may go on"
+        return stopped_answering(client, f"{following}. Follow it again with --attach {handle.id}")
     except asyncio.CancelledError:
         print(
             f"\nStopped following. The run goes on; follow it again with --attach {handle.id}",
@@ -361,7 +431,10 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
 {%- endif %}
     print("Answer:")
     print(answer.rstrip("\n"))
-    print(await usage_line(client, handle.id), flush=True)
+    try:
+        print(await answered(lambda: usage_line(client, handle.id)), flush=True)
+    except StoppedAnswering:
+        print("Usage: unknown (Temporal stopped answering)", flush=True)
     return EXIT_COMPLETED
 
 
@@ -487,7 +560,7 @@ def no_such_workflow(error: RPCError, client: Client, workflow_id: str) -> int:
 async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, always: bool) -> int:
     """--approve / --reject: send one decision."""
     try:
-        client = await connect()
+        client = await connect(runtime=quiet_runtime())
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
@@ -497,6 +570,13 @@ async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, alw
         print(f"ERROR: {getattr(e.cause, 'message', e.cause)}", file=sys.stderr)
         return EXIT_USAGE
     except RPCError as e:
+        if e.status == RPCStatusCode.UNAVAILABLE:
+            # Sent again, a decision that was taken would be refused.
+            return stopped_answering(
+                client,
+                f"taking the decision on {call_id}: see whether it was taken "
+                f"with --pending {workflow_id}",
+            )
         return no_such_workflow(e, client, workflow_id)
     print(f"Call {call_id} of workflow {workflow_id}: {answer}.")
     return EXIT_COMPLETED
@@ -505,12 +585,14 @@ async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, alw
 async def list_pending(workflow_id: str) -> int:
     """--pending: the requests of a run that wait for a person."""
     try:
-        client = await connect()
+        client = await connect(runtime=quiet_runtime())
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
     try:
-        requests = await pending_requests(client, workflow_id)
+        requests = await answered(lambda: pending_requests(client, workflow_id))
+    except StoppedAnswering:
+        return stopped_answering(client, f"asking workflow {workflow_id} what waits for a person")
     except RPCError as e:
         return no_such_workflow(e, client, workflow_id)
     if not requests:
@@ -528,11 +610,16 @@ async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) 
     """Start a run, print its id and Web UI link, then (unless ``wait`` is
     false) follow it to its answer. Returns the exit status."""
     try:
-        client = await connect()
+        client = await connect(runtime=quiet_runtime())
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
-    handle = await start(client, prompt, provider=provider)
+    try:
+        handle = await start(client, prompt, provider=provider)
+    except RPCError as e:
+        if e.status != RPCStatusCode.UNAVAILABLE:
+            raise
+        return stopped_answering(client, "starting the run: it may or may not have started")
     print(f"Started workflow {handle.id}")
     print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
     if not wait:
@@ -546,13 +633,15 @@ async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) 
 async def attach(workflow_id: str) -> int:
     """Follow a run that was started earlier, from its first step to its answer."""
     try:
-        client = await connect()
+        client = await connect(runtime=quiet_runtime())
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
     latest = chain_run(client, workflow_id, None)
     try:
-        description = await latest.describe()
+        description = await answered(latest.describe)
+    except StoppedAnswering:
+        return stopped_answering(client, f"looking for workflow {workflow_id}")
     except RPCError as e:
         if e.status != RPCStatusCode.NOT_FOUND:
             raise
