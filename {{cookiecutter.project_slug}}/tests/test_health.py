@@ -20,6 +20,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 
+from {{ cookiecutter.package_name }} import worker as service_worker
 from {{ cookiecutter.package_name }}.health import ADDRESS_VARIABLE, serving_health
 from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER
 from {{ cookiecutter.package_name }}.starter import start
@@ -29,7 +30,7 @@ from .deploy import probe_paths
 from .processes import WORKER, service, service_environment
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
-from .support import running_worker, sandboxes_for_tests, with_plugins
+from .support import CREDENTIALS, running_worker, sandboxes_for_tests, with_plugins
 
 READY, LIVE = probe_paths()
 
@@ -147,3 +148,36 @@ async def test_the_worker_process_is_not_ready_while_it_drains(temporal_client: 
             model.release.set()
             assert await worker.exit_status() == 0, worker.output
         await handle.terminate()
+
+
+@pytest.mark.parametrize("address", ["8080", ":8080", "localhost:http", "0.0.0.0:70000"])
+def test_an_address_that_is_not_host_and_port_stops_the_worker_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(ADDRESS_VARIABLE, address)
+    with pytest.raises(SystemExit) as exited:
+        service_worker.main([])
+    message = str(exited.value.code)
+    assert "\n" not in message
+    assert message.startswith(f"{ADDRESS_VARIABLE}={address!r} is not host:port")
+
+
+def test_a_port_already_taken_stops_the_worker_with_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv(ADDRESS_VARIABLE, f"127.0.0.1:{port}")
+        with pytest.raises(SystemExit) as exited:
+            service_worker.main([])
+    message = str(exited.value.code)
+    assert "\n" not in message
+    assert message.startswith(
+        f"Cannot serve the health endpoint on 127.0.0.1:{port} ({ADDRESS_VARIABLE}): "
+    )
