@@ -51,7 +51,7 @@ def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProjec
         assert not ignored(needed), needed
     if (project.path / "LICENSE").exists():
         assert not ignored("LICENSE")
-    for secret in [".env", ".env.local", ".venv/bin/python", ".git/config"]:
+    for secret in [".env", ".env.local", ".venv/bin/python", ".git/config", "deploy/k8s/secret.env"]:
         assert ignored(secret), secret
 
 
@@ -80,6 +80,9 @@ def test_compose_runs_the_dev_server_and_the_worker(project: BakedProject) -> No
     assert worker["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
     assert worker["depends_on"]["temporal"]["condition"] == "service_healthy"
     assert worker["env_file"] == [{"path": ".env", "required": False}]
+    # Docker kills a container 10 s after SIGTERM unless told otherwise: the
+    # worker must have the grace it gives work in flight, and a few seconds more.
+    assert seconds(worker["stop_grace_period"]) > shutdown_grace(project)
     if "docker" in project.derived.backends:
         # Every worker of the file drives the one engine of its host.
         assert worker["environment"]["DOCKER_ENGINE_SHARED"] == "true"
@@ -148,3 +151,17 @@ def test_license_file_and_metadata_match_the_choice(project: BakedProject) -> No
         assert text.lstrip().startswith("Apache License\n")
         assert "Version 2.0, January 2004" in text
     assert text.endswith("\n") and not text.endswith("\n\n")
+
+
+def seconds(duration: str) -> float:
+    """A compose duration such as "45s" or "1m30s", in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def shutdown_grace(project: BakedProject) -> float:
+    """SHUTDOWN_GRACE of the rendered worker.py, in seconds."""
+    [grace] = re.findall(r"^SHUTDOWN_GRACE = timedelta\(seconds=(\d+)\)$", (project.package / "worker.py").read_text(), re.M)
+    return float(grace)

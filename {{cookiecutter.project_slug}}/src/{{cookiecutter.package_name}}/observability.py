@@ -200,10 +200,14 @@ class _CountedActivity(ActivityInboundInterceptor):
         )
 
 
+# The variable that sets where the worker serves /metrics (host:port).
+METRICS_ADDRESS_VARIABLE = "PROMETHEUS_BIND_ADDRESS"
+
+
 def metrics_runtime(environ: Mapping[str, str]) -> Runtime | None:
     """A Temporal runtime serving /metrics on ``PROMETHEUS_BIND_ADDRESS``,
     or None when it is unset. The worker's client must be created on it."""
-    address = environ.get("PROMETHEUS_BIND_ADDRESS")
+    address = environ.get(METRICS_ADDRESS_VARIABLE)
     if not address:
         return None
     host, _, port = address.rpartition(":")

