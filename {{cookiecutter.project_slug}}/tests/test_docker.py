@@ -19,9 +19,10 @@ import shutil
 import socket
 import struct
 import tarfile
+import tempfile
 import uuid
-from collections.abc import Iterator
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from agents import Model, ModelResponse
 from agents.sandbox.sandboxes.docker import DockerSandboxClientOptions
 from agents.sandbox.session import SandboxSession
 from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from {{ cookiecutter.package_name }} import worker
 from {{ cookiecutter.package_name }}.affinity import host_queue
@@ -636,3 +637,99 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
         assert containers_of(engine, run) == []
     assert host_processes_in(containers) == []
     assert os.environ["OPENAI_API_KEY"] == KEY  # the one the worker had
+
+
+class EngineOfItsOwn:
+    """A Docker engine (dockerd) that this test starts, stops and starts again,
+    with its own socket, state and containerd namespace: restarting it touches
+    no other test's containers. Needs root and dockerd on this machine."""
+
+    def __init__(self) -> None:
+        # Short: a unix socket's path has a limit of about 100 bytes.
+        self.root = Path(tempfile.mkdtemp(prefix="dk", dir="/tmp"))
+        self.address = f"unix://{self.root}/docker.sock"
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        namespace = f"tests-{self.root.name}"
+        self.process = await asyncio.create_subprocess_exec(
+            "dockerd",
+            *("--data-root", f"{self.root}/data", "--exec-root", f"{self.root}/exec"),
+            *("--pidfile", f"{self.root}/docker.pid", "-H", self.address),
+            *("--bridge=none", "--iptables=false", "--ip6tables=false"),
+            *("--containerd-namespace", namespace),
+            *("--containerd-plugins-namespace", f"{namespace}-plugins"),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        import docker as docker_sdk  # type: ignore[import-untyped]
+
+        async with asyncio.timeout(60):
+            while True:
+                try:
+                    docker_sdk.DockerClient(base_url=self.address).ping()
+                    return
+                except docker_sdk.errors.DockerException:
+                    await asyncio.sleep(0.2)
+
+    async def stop(self) -> None:
+        """Stop it as `systemctl restart docker` does (SIGTERM): it stops
+        every container it runs."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.terminate()
+            async with asyncio.timeout(60):
+                await self.process.wait()
+
+
+@asynccontextmanager
+async def engine_of_its_own() -> AsyncIterator[EngineOfItsOwn]:
+    if os.geteuid() != 0 or shutil.which("dockerd") is None:
+        pytest.skip("restarting a Docker engine needs root and dockerd, to run one of its own")
+    own = EngineOfItsOwn()
+    await own.start()
+    try:
+        yield own
+    finally:
+        await own.stop()
+        shutil.rmtree(own.root, ignore_errors=True)
+
+
+@pytest.mark.faults
+async def test_a_run_whose_docker_engine_restarts_ends_saying_why_and_leaves_no_container(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    busybox = shutil.which("busybox")
+    if busybox is None or not statically_linked(Path(busybox)):
+        pytest.skip("an engine of its own needs an image built from a static busybox")
+    async with engine_of_its_own() as own:
+        monkeypatch.setenv("DOCKER_HOST", own.address)
+        sandbox = ImageForTests(sandbox_client().docker_client, TEST_IMAGE)
+        build_image(
+            sandbox.docker_client,
+            TEST_IMAGE,
+            {"Dockerfile": BUSYBOX_DOCKERFILE, "busybox": Path(busybox)},
+        )
+        model = PausesAfterTheFirstCommand(["echo before > note.txt", "cat note.txt"])
+        async with docker_worker(
+            temporal_client, model, sandbox, time_limit=timedelta(seconds=120)
+        ) as (client, _):
+            handle = await start_in(client, docker, "Write a note, then read it back.")
+            await model.first_command_done.wait()
+            await own.stop()
+            await own.start()
+            model.go_on.set()
+            try:
+                async with asyncio.timeout(90):
+                    outcome = await handle.result()
+            except WorkflowFailureError as failed:
+                outcome = str(getattr(failed.cause, "message", failed.cause))
+        left = containers_of(sandbox.docker_client, handle)
+
+    # The engine stopped the run's container, and a container's workspace is
+    # in its memory: the run cannot go on with its files. It ends within the
+    # retries of one command (15 s), saying so, and its container is removed.
+    assert outcome.startswith(
+        f"The agent could not finish: the sandbox operation {PROVIDER}-sandbox_session_pty_exec_start"
+        " kept failing until its retries ran out: 409 Client Error: Conflict"
+    ), outcome
+    assert left == []
