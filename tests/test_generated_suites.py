@@ -16,6 +16,10 @@ WITH_PROCESS_TEST = {"local-defaults", "daytona-plus-local-and-e2b-two-secrets"}
 # Sandbox affinity with two worker processes as two hosts under load (seconds)
 # runs for the Docker backend as well.
 WITH_AFFINITY_PROCESS_TEST = {"docker-defaults"}
+# The fault tests (Temporal restarted and cut off, a model storm, hostile
+# commands; two to three minutes a project) run for the local and the Docker
+# backend: the faults are the service's, and the contained sandbox Docker's.
+WITH_FAULT_TESTS = {"local-defaults", "docker-defaults"}
 
 
 @pytest.fixture(scope="session")
@@ -42,11 +46,13 @@ def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path
     # would starve the process tests' waits on a 2-core machine).
     combination = request.node.callspec.id
     if combination in WITH_PROCESS_TEST:
-        suites = [["-m", "not live and not long"], ["-m", "long"]]
+        suites = [["-m", "not live and not long and not faults"], ["-m", "long"]]
     else:
-        suites = [["-m", "not live and not process"]]
+        suites = [["-m", "not live and not process and not faults"]]
     if combination in WITH_AFFINITY_PROCESS_TEST:
         suites.append(["-m", "process", "tests/test_affinity_processes.py"])
+    if combination in WITH_FAULT_TESTS:
+        suites.append(["-m", "faults"])
     ran: list[ET.Element] = []
     for number, selection in enumerate(suites):
         report = tmp_path / f"report-{number}.xml"
@@ -64,6 +70,11 @@ def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path
 
     # The long-run tests ran, none skipped.
     assert_ran("test_long_runs")
+    if combination in WITH_FAULT_TESTS:
+        # Faults injected into real processes, and the worker's environment
+        # out of reach of a process of its user.
+        assert_ran("test_faults")
+        assert_ran("test_worker_secrets")
     # A deploy while runs are in flight, versioned and not; the agent's own tool.
     assert_ran("test_versioning")
     assert_ran("test_tools")

@@ -114,6 +114,7 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: Bak
         "uv run pytest",
         "uv run pytest -m long",
         "uv run pytest -m process",
+        "uv run pytest -m faults",
     ]
     assert workflow["permissions"] == {"contents": "read"}
 

@@ -4,6 +4,8 @@ and starts again is support.restartable_dev_server)."""
 
 import asyncio
 import contextlib
+import json
+import os
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -100,3 +102,15 @@ async def until(condition: Callable[[], bool], timeout: float, what: str) -> Non
 async def until_ran(log: Path, steps: int, timeout: float = 60) -> None:
     """Wait until ``log`` shows ``steps`` commands ran."""
     await until(lambda: len(lines_of(log)) >= steps, timeout, f"{steps} commands ran")
+
+
+def figures(fault: str, runs: int, completed: int, failed: int, twice: int) -> None:
+    """Add a test's figures to the file FAULT_FIGURES names, if set, as a
+    line of JSON (the template's benchmarks/faults.py adds them up). A run
+    that neither completed nor failed with a reason is lost."""
+    path = os.environ.get("FAULT_FIGURES")
+    if path:
+        line = {"fault": fault, "runs": runs, "completed": completed, "failed": failed}
+        line.update(lost=runs - completed - failed, twice=twice)
+        with open(path, "a") as out:
+            out.write(json.dumps(line) + "\n")

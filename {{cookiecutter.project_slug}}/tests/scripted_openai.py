@@ -67,7 +67,8 @@ class ScriptedOpenAIServer:
         status = self.storming()
         if status is not None:
             kind = "rate_limit_exceeded" if status == 429 else "server_error"
-            return status, {"error": {"message": f"A storm: {status}.", "type": kind}}
+            error = {"message": f"A storm: {status}.", "type": kind}
+            return status, {"error": error}
         outputs = tool_outputs(request.get("input", []))
         step = steps_done(request.get("input", []))
         if step == self.hold_at_step:

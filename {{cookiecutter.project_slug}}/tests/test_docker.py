@@ -51,6 +51,7 @@ from {{ cookiecutter.package_name }}.bounded_sandbox import TIME_LIMIT_VARIABLE
 from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
 from {{ cookiecutter.package_name }}.worker import ServiceWorker
 
+from .faults import figures
 from .hosts import STEPS, sandbox_workers, stalled_on
 from .long_workflow import ImpatientSandboxAgentWorkflow, LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel, steps_done, tool_outputs
@@ -637,6 +638,8 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
         assert containers_of(engine, run) == []
     assert host_processes_in(containers) == []
     assert os.environ["OPENAI_API_KEY"] == KEY  # the one the worker had
+    hostile = f"Hostile commands in contained containers ({len(runs)})"
+    figures(hostile, len(runs) + 1, len(runs) + 1, 0, 0)  # the ordinary run too
 
 
 class EngineOfItsOwn:
@@ -733,3 +736,4 @@ async def test_a_run_whose_docker_engine_restarts_ends_saying_why_and_leaves_no_
         " kept failing until its retries ran out: 409 Client Error: Conflict"
     ), outcome
     assert left == []
+    figures("Docker engine restarted mid-run", 1, 0, 1, 0)

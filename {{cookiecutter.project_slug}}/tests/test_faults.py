@@ -5,12 +5,9 @@ endpoint; nothing is mocked but the model's answers.
 Each command of these runs appends its step to a file on the worker's host,
 so a command that ran twice shows twice: Temporal delivers each sandbox
 operation at least once, and a fault can make it run again (the README says
-so). Set FAULT_FIGURES to a file's path and each test adds a line of JSON to
-it: the figures of the template's docs/benchmarks.md come from there."""
+so). Each test adds its figures to FAULT_FIGURES (faults.figures())."""
 
 import asyncio
-import json
-import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,7 @@ from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.starter import start
 
-from .faults import cuttable_network, lines_of, until, until_ran
+from .faults import cuttable_network, figures, lines_of, until, until_ran
 from .processes import WORKER, service, service_environment
 from .scripted_openai import scripted_openai_server
 from .support import activities, failure_of, restartable_dev_server, with_plugins
@@ -35,17 +32,6 @@ RETRY_AFTER = 10
 def counted_steps(log: Path, steps: int) -> list[str]:
     """Commands that each add their step to ``log``, then take a moment."""
     return [f"echo {step} >> {log} && sleep 0.5 && echo did {step}" for step in range(steps)]
-
-
-def figures(fault: str, runs: int, completed: int, failed: int, twice: int) -> None:
-    """Add this test's figures to FAULT_FIGURES, if set. A run that neither
-    completed nor failed with a reason is lost."""
-    path = os.environ.get("FAULT_FIGURES")
-    if path:
-        line = {"fault": fault, "runs": runs, "completed": completed, "failed": failed}
-        line.update(lost=runs - completed - failed, twice=twice)
-        with open(path, "a") as out:
-            out.write(json.dumps(line) + "\n")
 
 
 async def test_a_run_survives_its_temporal_server_restarted_three_times(tmp_path: Path) -> None:
