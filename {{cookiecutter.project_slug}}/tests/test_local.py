@@ -1,7 +1,10 @@
 """The local backend: a shell on the worker's own host, which sees none of
-the worker's environment, and whose configuration errors end a run at once."""
+the worker's environment, whose commands are bounded in time (and in nothing
+else), and whose configuration errors end a run at once."""
 
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 from agents.sandbox.errors import ConfigurationError, ErrorCode
@@ -9,6 +12,7 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.backends import local
+from {{ cookiecutter.package_name }}.bounded_sandbox import TIME_LIMIT_VARIABLE
 
 from .hosts import STEPS, stalled_on, workspaces_used
 from .scripted_model import ScriptedModel
@@ -20,6 +24,46 @@ from .support import (
     running_worker,
     start_in,
 )
+
+
+def alive(pid: int) -> bool:
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="GNU timeout and /proc are Linux's")
+async def test_a_command_past_the_time_limit_is_killed_with_what_it_started(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A command that started a process in the background, then spins.
+    monkeypatch.setenv(TIME_LIMIT_VARIABLE, "2")
+    started = tmp_path / "background.pid"
+    spin = f"sleep 300 & echo $! > {started}; while :; do :; done"
+    async with running_worker(temporal_client, ScriptedModel([spin])) as (client, _):
+        handle = await start_in(client, local, "Spin.")
+        answer = await handle.result()
+
+    assert "Process exited with code 137" in answer
+    assert "[killed: it ran past the sandbox's limit of 2 s per command" in answer
+    # GNU timeout ends the command's process group: the background one too.
+    assert not alive(int(started.read_text()))
+
+
+async def test_a_command_reads_every_file_of_the_workers_user(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    # What the local backend cannot bound (docs/operations.md): a command
+    # runs as the worker's user, so it reads what that user can, a project's
+    # .env among them. Only the worker's own environment is out of its reach.
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("OPENAI_API_KEY=sk-in-the-project-env\n")
+    async with running_worker(temporal_client, ScriptedModel([f"cat {dotenv}"])) as (client, _):
+        handle = await start_in(client, local, "Read the project's settings.")
+        answer = await handle.result()
+
+    assert "sk-in-the-project-env" in answer
 
 
 def test_local_client_is_a_shell_on_the_workers_host() -> None:
