@@ -36,6 +36,7 @@ from temporalio.client import (
 {%- if cookiecutter.approval != "none" %}
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 {%- endif %}
 )
 from temporalio.common import RetryPolicy, WorkerDeploymentVersion
@@ -337,7 +338,8 @@ async def approving_everything(client: Client) -> AsyncIterator[None]:
         yield
     finally:
         approver.cancel()
-        with suppress(asyncio.CancelledError):
+        # Cancelled while it sends a decision, the SDK raises its own error.
+        with suppress(asyncio.CancelledError, WorkflowUpdateRPCTimeoutOrCancelledError):
             await approver
 
 

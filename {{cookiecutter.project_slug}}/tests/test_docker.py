@@ -644,8 +644,10 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
 
 class EngineOfItsOwn:
     """A Docker engine (dockerd) that this test starts, stops and starts again,
-    with its own socket, state and containerd namespace: restarting it touches
-    no other test's containers. Needs root and dockerd on this machine."""
+    with its own socket, state, containerd namespace and network namespace:
+    restarting it touches no other test's containers, and it cannot touch the
+    host's networks (a second dockerd in the host's namespace removes the
+    host's docker0 bridge, whatever its flags). Needs root, dockerd, unshare."""
 
     def __init__(self) -> None:
         # Short: a unix socket's path has a limit of about 100 bytes.
@@ -656,7 +658,7 @@ class EngineOfItsOwn:
     async def start(self) -> None:
         namespace = f"tests-{self.root.name}"
         self.process = await asyncio.create_subprocess_exec(
-            "dockerd",
+            *("unshare", "--net", "dockerd"),
             *("--data-root", f"{self.root}/data", "--exec-root", f"{self.root}/exec"),
             *("--pidfile", f"{self.root}/docker.pid", "-H", self.address),
             *("--bridge=none", "--iptables=false", "--ip6tables=false"),
@@ -686,8 +688,8 @@ class EngineOfItsOwn:
 
 @asynccontextmanager
 async def engine_of_its_own() -> AsyncIterator[EngineOfItsOwn]:
-    if os.geteuid() != 0 or shutil.which("dockerd") is None:
-        pytest.skip("restarting a Docker engine needs root and dockerd, to run one of its own")
+    if os.geteuid() != 0 or not (shutil.which("dockerd") and shutil.which("unshare")):
+        pytest.skip("restarting an engine needs root, dockerd and unshare, to run one of its own")
     own = EngineOfItsOwn()
     await own.start()
     try:
