@@ -6,16 +6,10 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-
-def free_port() -> int:
-    """A port nothing listens on now (the proxy takes it again after a cut)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from .support import closed_address
 
 
 class CuttableNetwork:
@@ -26,8 +20,9 @@ class CuttableNetwork:
     def __init__(self, target: str) -> None:
         self.target_host, _, port = target.rpartition(":")
         self.target_port = int(port)
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        # A port of its own, which it takes again after each cut.
+        self.address = closed_address()
+        self.port = int(self.address.rpartition(":")[2])
         self.server: asyncio.Server | None = None
         self.links: set[asyncio.StreamWriter] = set()
         # Connections made, and connections the cut dropped.
