@@ -1,101 +1,214 @@
 """Each combination's own checks pass, offline, with no API key: its test suite,
-its type checker (mypy, strict) and its pre-commit hooks, after one install."""
+its type checker (mypy, strict) and its pre-commit hooks, after one install.
 
+Not every combination runs all of its suite: each guarantee is proven where
+the answers change what it rests on (the README's "What the template's tests
+prove" says which combination proves what). A chosen test module that did not
+run, or skipped a test, fails the combination."""
+
+import os
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from .baked import BakedProject, find_python, tool
+from .combinations import COMBINATIONS
 
-# Every combination runs its long-run tests (hundreds of steps through a chain
-# of runs, a minute or two): the chain carries each backend's sandbox session
-# and names. The process tests (worker and starter as real processes, the
-# exit-status stress test, two to three minutes a project) run for the default
-# local project and for one whose remote backends the stand-in worker replaces.
-WITH_PROCESS_TEST = {"local-defaults", "daytona-plus-local-and-e2b-two-secrets"}
-# Sandbox affinity with two worker processes as two hosts under load (seconds)
-# runs for the Docker backend as well.
-WITH_AFFINITY_PROCESS_TEST = {"docker-defaults"}
-# The fault tests (Temporal restarted and cut off, a model storm, hostile
-# commands; two to three minutes a project) run for the local and the Docker
-# backend: the faults are the service's, and the contained sandbox Docker's.
-WITH_FAULT_TESTS = {"local-defaults", "docker-defaults"}
+# The default selection of a generated suite (`uv run pytest`).
+DEFAULT = "not live and not process and not long and not faults"
+# With the long-run tests (hundreds of steps through a chain of runs, which
+# carries the sandbox session of each run to the next).
+WITH_LONG = "not live and not process and not faults"
+# With the process tests instead: worker and starter as real processes, the
+# exit-status stress test, the service stopped under the starter. The long-run
+# tests then run on their own, as the generated CI runs them: next to the
+# process tests, their load would starve the process tests' waits.
+WITH_PROCESSES = "not live and not long and not faults"
+PROCESS_MODULES = ("test_commands", "test_exit_statuses", "test_health", "test_service_faults")
+
+
+class Part(NamedTuple):
+    """One run of a generated suite: its pytest arguments, and the test
+    modules it must have run, none of their tests skipped."""
+
+    arguments: tuple[str, ...]
+    modules: tuple[str, ...]
+
+
+def part(selection: str, *modules: str, only: bool = False, processes: str | None = None) -> Part:
+    """``selection`` of the suite; ``only``: of ``modules`` alone; ``processes``:
+    how many test processes (pytest-xdist's ``-n``), if not the suite's own."""
+    files = tuple(f"tests/{module}.py" for module in modules) if only else ()
+    workers = ("-n", processes) if processes else ()
+    return Part(("-m", selection, *workers, *files), modules)
+
+
+# A run end to end under the combination's names, the answers' own
+# configuration, the recorded histories replayed under its provider's name.
+SMOKE = ("test_agent_workflow", "test_configuration", "test_histories")
+
+
+def smoke(*modules: str) -> Part:
+    """A few modules in one test process."""
+    return part(DEFAULT, *SMOKE, *modules, only=True, processes="0")
+
+
+# What each combination runs: a list of phases, one after the other; the
+# parts of a phase run side by side (the fault tests mostly wait out their
+# faults). Longest first: pytest-xdist hands the combinations out in this
+# order, so the two longest start at once, one per core.
+PHASES: dict[str, list[list[Part]]] = {
+    # The local backend's suite and long runs; the real worker command as a
+    # process; the service's faults (Temporal restarted and cut off, a model storm).
+    "local-defaults": [
+        [
+            part(
+                WITH_PROCESSES,
+                *PROCESS_MODULES,
+                "test_local",
+                "test_affinity",
+                "test_affinity_processes",
+                "test_durability",
+                "test_failures",
+                "test_worker_secrets",
+                "test_tools",
+            )
+        ],
+        [part("long", "test_long_runs", "test_versioning"), part("faults", "test_faults")],
+    ],
+    # Docker's suite and long runs on a real engine; two worker processes as
+    # two hosts with their own engines; hostile commands and an engine restart.
+    "docker-defaults": [
+        [
+            part(
+                WITH_LONG,
+                "test_docker",
+                "test_affinity",
+                "test_long_runs",
+                "test_versioning",
+                "test_durability",
+            )
+        ],
+        [part("process", "test_affinity_processes", only=True)],
+        [part("faults", "test_docker", only=True)],
+    ],
+    # Three backends in one worker, routed by provider; approvals, on a
+    # terminal too; the stand-in worker as a process in place of the remote backends.
+    "daytona-plus-local-and-e2b-two-secrets": [
+        [
+            part(
+                WITH_PROCESSES,
+                *SMOKE,
+                *PROCESS_MODULES,
+                "test_providers",
+                "test_approvals",
+                "test_secrets",
+                "test_local",
+                "test_daytona",
+                "test_e2b",
+                "test_affinity",
+                "test_affinity_processes",
+                only=True,
+            )
+        ],
+    ],
+    "daytona-defaults": [
+        [
+            part(
+                WITH_LONG,
+                "test_daytona",
+                "test_long_runs",
+                "test_versioning",
+                "test_durability",
+                "test_failures",
+            )
+        ],
+    ],
+    "e2b-defaults": [
+        [
+            part(
+                WITH_LONG,
+                "test_e2b",
+                "test_long_runs",
+                "test_versioning",
+                "test_durability",
+                "test_failures",
+            )
+        ],
+    ],
+    # Docker beside a remote backend, on the bridge network; approvals of file edits.
+    "e2b-plus-docker-bridge": [
+        [part(DEFAULT, *SMOKE, "test_docker", "test_e2b", "test_providers", "test_approvals", only=True)],
+    ],
+    # Odd names and odd answers: they change what renders, not how it runs.
+    "local-plus-daytona-snapshot-py312": [[smoke("test_local", "test_daytona", "test_providers", "test_affinity")]],
+    "local-custom-names-py312": [[smoke("test_local", "test_approvals")]],
+    "daytona-image-paused-one-secret": [[smoke("test_daytona", "test_secrets")]],
+    "daytona-custom-provider-py313": [[smoke("test_daytona")]],
+    "e2b-code-interpreter-template-paused": [[smoke("test_e2b")]],
+}
+ORDERED = sorted(COMBINATIONS, key=lambda param: list(PHASES).index(str(param.id)))
+
+
+def test_every_combination_runs_a_part_of_its_suite() -> None:
+    assert sorted(PHASES) == sorted(str(param.id) for param in COMBINATIONS)
 
 
 @pytest.fixture(scope="session")
 def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One mypy cache for every generated project a test process checks.
+    """One mypy cache for every generated project the test processes check.
     Checking the SDKs' ~1,500 modules takes ~40 s and gives the same result in
     every project; mypy checks each cached module against its source's hash,
-    so a shared cache changes how long mypy takes, never what it reports."""
-    return str(tmp_path_factory.mktemp("mypy-cache"))
+    so a shared cache changes how long mypy takes, never what it reports.
+    pytest-xdist's test processes share it too: mypy writes each cache file
+    whole, to a temporary name it then renames."""
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "mypy-cache"
+    cache.mkdir(exist_ok=True)
+    return str(cache)
+
+
+def run_part(project: BakedProject, part: Part, report: Path) -> None:
+    """Run ``part`` of the project's suite; it passes, and ran each of its
+    modules with no test skipped (as the junit report of the run says)."""
+    tests = project.run_tests(
+        *part.arguments, f"--junitxml={report}", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9"
+    )
+    said = f"{' '.join(part.arguments)}:\n{tests.stdout}{tests.stderr}"
+    assert tests.returncode == 0, said
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None, said
+    assert int(suite.get("tests", "0")) > 0, said
+    for outcome in ("failures", "errors", "skipped"):
+        assert suite.get(outcome) == "0", f"{outcome}: {suite.get(outcome)}, {said}"
+    ran = {str(case.get("classname")).removeprefix("tests.") for case in suite.iter("testcase")}
+    for module in part.modules:
+        assert module in ran, f"tests/{module}.py ran no test, {said}"
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("project", ORDERED, indirect=True)
 def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path, project: BakedProject) -> None:
     version = str(project.context["python_version"])
-    if find_python(version) is None:
-        pytest.skip(f"no Python {version} on this machine to install the project with")
+    assert find_python(version), f"no Python {version} on this machine to install the project with"
 
     installed = project.install()
     assert installed.returncode == 0, installed.stderr
 
-    # What a plain `uv run pytest` runs, plus the long-run tests; where chosen,
-    # the process tests too, with the long-run tests on their own afterwards,
-    # as the generated CI runs them (next to the process tests, their load
-    # would starve the process tests' waits on a 2-core machine).
-    combination = request.node.callspec.id
-    if combination in WITH_PROCESS_TEST:
-        suites = [["-m", "not live and not long and not faults"], ["-m", "long"]]
-    else:
-        suites = [["-m", "not live and not process and not faults"]]
-    if combination in WITH_AFFINITY_PROCESS_TEST:
-        suites.append(["-m", "process", "tests/test_affinity_processes.py"])
-    if combination in WITH_FAULT_TESTS:
-        suites.append(["-m", "faults"])
-    ran: list[ET.Element] = []
-    for number, selection in enumerate(suites):
-        report = tmp_path / f"report-{number}.xml"
-        tests = project.run_tests(
-            *selection, f"--junitxml={report}", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9"
-        )
-        assert tests.returncode == 0, tests.stdout + tests.stderr
-        assert " passed" in tests.stdout and "failed" not in tests.stdout
-        ran += ET.parse(report).iter("testcase")
+    for number, phase in enumerate(PHASES[request.node.callspec.id]):
+        with ThreadPoolExecutor(len(phase)) as side_by_side:
+            runs = [
+                side_by_side.submit(run_part, project, part, tmp_path / f"report-{number}-{each}.xml")
+                for each, part in enumerate(phase)
+            ]
+            for run in runs:
+                run.result()
 
-    def assert_ran(module: str) -> None:
-        cases = [case for case in ran if case.get("classname") == f"tests.{module}"]
-        skips = [skip.get("message") for case in cases for skip in case.iter("skipped")]
-        assert cases and not skips, skips or f"tests/{module}.py ran no test"
-
-    # The long-run tests ran, none skipped.
-    assert_ran("test_long_runs")
-    if combination in WITH_FAULT_TESTS:
-        # Faults injected into real processes, and the worker's environment
-        # out of reach of a process of its user.
-        assert_ran("test_faults")
-        assert_ran("test_worker_secrets")
-    # A deploy while runs are in flight, versioned and not; the agent's own tool.
-    assert_ran("test_versioning")
-    assert_ran("test_tools")
-    if project.context["approval"] != "none":
-        # A person approves: in-process, and with the starter on a terminal.
-        assert_ran("test_approvals")
-    if project.derived.host_bound_backends:
-        # Sandbox affinity with workers as hosts in one process, and where
-        # chosen as processes (in their own mount namespaces: .ci/run is root).
-        assert_ran("test_affinity")
-        if combination in WITH_PROCESS_TEST | WITH_AFFINITY_PROCESS_TEST:
-            assert_ran("test_affinity_processes")
-    if "docker" in project.derived.backends:
-        # The Docker tests ran on a real engine, none skipped (.ci/run provides one).
-        assert_ran("test_docker")
-
-    types = project.run(tool("uv"), "run", "--no-sync", "mypy", "src", "tests", MYPY_CACHE_DIR=mypy_cache)
-    assert types.returncode == 0, types.stdout + types.stderr
-    assert types.stdout.startswith("Success: no issues found")
-
-    # The hooks run on a repository's tracked files, as they would on a commit.
+    # The hooks run on a repository's tracked files, as they would on a
+    # commit: ruff, ruff's format check and mypy (strict) on src and tests.
     for command in (["git", "init", "-q"], ["git", "add", "-A"]):
         assert project.run(*command).returncode == 0
     hooks = project.run(

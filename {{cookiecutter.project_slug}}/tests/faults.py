@@ -9,7 +9,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from .support import closed_address
+from .support import free_address
 
 
 class CuttableNetwork:
@@ -21,7 +21,7 @@ class CuttableNetwork:
         self.target_host, _, port = target.rpartition(":")
         self.target_port = int(port)
         # A port of its own, which it takes again after each cut.
-        self.address = closed_address()
+        self.address = free_address()
         self.port = int(self.address.rpartition(":")[2])
         self.server: asyncio.Server | None = None
         self.links: set[asyncio.StreamWriter] = set()

@@ -135,7 +135,7 @@ class RestartableDevServer:
 
     def __init__(self, database: Path) -> None:
         self.database = database
-        self.address = closed_address()
+        self.address = free_address()
         self._running: WorkflowEnvironment | None = None
 
     async def start(self) -> Client:
@@ -233,11 +233,42 @@ def refusal_without_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
     return message
 
 
+# The sockets of closed_address(), bound for as long as this test process
+# runs: a port found free and let go could be taken by another test process
+# before its use; one held by a socket that never listens cannot.
+_NEVER_LISTENING: list[socket.socket] = []
+
+
 def closed_address() -> str:
-    """A local address nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    """A local address nothing listens on, for as long as the tests run: a
+    connection there is refused."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    _NEVER_LISTENING.append(held)
+    return f"127.0.0.1:{held.getsockname()[1]}"
+
+
+def free_port() -> int:
+    """A local port for a server the test starts. It has just carried a
+    connection, which this end closed first: for a minute (TCP's TIME_WAIT)
+    the kernel gives it to no socket that asks for any free port (another
+    test process's server or connection), while a server that binds it by
+    number with SO_REUSEADDR takes it at once, as Temporal's dev server, the
+    worker's metrics and health servers and asyncio's servers do."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = int(listener.getsockname()[1])
+        with socket.create_connection(("127.0.0.1", port)):
+            accepted, _ = listener.accept()
+            accepted.close()
+    return port
+
+
+def free_address() -> str:
+    """127.0.0.1 and a free_port()."""
+    return f"127.0.0.1:{free_port()}"
 
 
 class RejectingSandbox(UnixLocalSandboxClient):
@@ -623,7 +654,7 @@ class Metrics:
 async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client, "Metrics"]]:
     """A client on a runtime of its own that serves /metrics, as the worker's
     does with PROMETHEUS_BIND_ADDRESS set."""
-    address = closed_address()
+    address = free_address()
     runtime = metrics_runtime({"PROMETHEUS_BIND_ADDRESS": address})
     assert runtime is not None
     client = await Client.connect(

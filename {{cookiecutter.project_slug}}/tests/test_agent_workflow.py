@@ -1,5 +1,9 @@
 """The agent does real work in a real sandbox, through Temporal activities."""
 
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
@@ -9,8 +13,9 @@ from .support import CompletedRun, activities
 async def test_agent_writes_a_file_in_the_sandbox_and_reads_it_back(
     completed_run: CompletedRun,
 ) -> None:
-    assert "written by the agent" in completed_run.answer
-    assert "1" in completed_run.answer.split("written by the agent", 1)[1]
+    # The scripted model answers with what its last command printed: the
+    # note the first command wrote, then its line count.
+    assert completed_run.answer.splitlines()[-2:] == ["written by the agent", "1"]
 
 
 async def test_every_sandbox_operation_is_an_activity_named_after_the_provider(
@@ -26,10 +31,21 @@ async def test_every_sandbox_operation_is_an_activity_named_after_the_provider(
 
 
 async def test_worker_and_starter_use_the_same_task_queue_and_provider(
-    completed_run: CompletedRun,
+    completed_run: CompletedRun, temporal_client: Client
 ) -> None:
     description = await completed_run.handle.describe()
-
     assert completed_run.worker_task_queue == TASK_QUEUE
     assert description.task_queue == TASK_QUEUE
     assert description.workflow_type == SandboxAgentWorkflow.__name__
+
+    # The starter names the provider the worker registers the backend under.
+    history = await completed_run.handle.fetch_history()
+    [started] = [
+        event.workflow_execution_started_event_attributes
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+    ]
+    prompt, provider = await temporal_client.data_converter.decode(started.input.payloads)
+    assert prompt == "Write a note, then read it back."
+    assert provider == SANDBOX_PROVIDER
+    assert provider in SANDBOX_BACKENDS

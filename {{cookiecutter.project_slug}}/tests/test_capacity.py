@@ -1,6 +1,8 @@
 """One number, WORKER_RUNS_IN_FLIGHT, sizes the worker for runs that wait on the model."""
 
 import asyncio
+import json
+import re
 import resource
 from collections.abc import Iterator
 from datetime import timedelta
@@ -9,14 +11,12 @@ from typing import Any
 import pytest
 from agents import ModelResponse, ModelSettings
 from agents.models.interface import ModelTracing
+from openai import BadRequestError
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
-from {{ cookiecutter.package_name }} import (
-    capacity,
-    worker,
-)
+from {{ cookiecutter.package_name }} import capacity, worker
 from {{ cookiecutter.package_name }}.capacity import (
     HEARTBEATS_PER_SECOND,
     RUNS_IN_FLIGHT,
@@ -27,9 +27,7 @@ from {{ cookiecutter.package_name }}.capacity import (
     runs_in_flight,
     worker_options,
 )
-from {{ cookiecutter.package_name }}.starter import (
-    start,
-)
+from {{ cookiecutter.package_name }}.starter import start
 
 from .support import running_worker
 
@@ -91,47 +89,72 @@ def test_the_heartbeats_of_every_run_waiting_stay_within_the_budget() -> None:
 async def test_the_model_client_opens_a_connection_per_run_in_flight_and_no_more(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A model endpoint that never answers, counting the connections it holds.
-    connections = 0
+    # A model endpoint that holds every request until 3 or more are open at once
+    # (or all 5 calls have come), then refuses each one and closes its
+    # connection. With a pool of 3, the 4th and 5th calls wait for a
+    # connection to close; with a larger one, their connections come in the
+    # same turn of the event loop as the first 3, before any answer.
+    opened = open_now = most_open = 0
+    release = asyncio.Event()
+    error = {"message": "refused by the test", "type": "invalid_request_error"}
+    refusal = json.dumps({"error": error}).encode()
 
     async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        await reader.read()
+        nonlocal opened, open_now, most_open
+        opened += 1
+        open_now += 1
+        most_open = max(most_open, open_now)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length: *(\d+)", head)
+        await reader.readexactly(int(length.group(1)) if length else 0)
+        if open_now >= 3 or opened == 5:
+            release.set()
+        await release.wait()
+        open_now -= 1  # answered: the pool may hand this slot on
+        writer.write(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            + f"Content-Length: {len(refusal)}\r\n\r\n".encode()
+            + refusal
+        )
+        await writer.drain()
+        writer.close()
 
     server = await asyncio.start_server(hold, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
     model = model_provider(3).get_model("gpt-test")
-    calls = [
-        asyncio.create_task(
-            model.get_response(
-                None,
-                "hi",
-                ModelSettings(),
-                [],
-                None,
-                [],
-                ModelTracing.DISABLED,
-                previous_response_id=None,
-                conversation_id=None,
-                prompt=None,
-            )
+
+    async def call() -> object:
+        return await model.get_response(
+            None,
+            "hi",
+            ModelSettings(),
+            [],
+            None,
+            [],
+            ModelTracing.DISABLED,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=None,
         )
-        for _ in range(5)
-    ]
+
     try:
-        async with asyncio.timeout(10):
-            while connections < 3:
-                await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
-        assert connections == 3
+        async with asyncio.timeout(20):
+            # One call refused at once first: the client's first call also
+            # looks up the platform it reports, in a thread.
+            release.set()
+            with pytest.raises(BadRequestError):
+                await call()
+            opened = most_open = 0
+            release.clear()
+            refused = await asyncio.gather(*(call() for _ in range(5)), return_exceptions=True)
     finally:
-        for call in calls:
-            call.cancel()
-        await asyncio.gather(*calls, return_exceptions=True)
         server.close()
+
+    assert [type(error) for error in refused] == [BadRequestError] * 5
+    assert opened == 5
+    assert most_open == 3
 
 
 @pytest.fixture

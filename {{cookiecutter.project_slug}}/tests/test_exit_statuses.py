@@ -37,7 +37,7 @@ from .processes import (
     service_environment,
 )
 from .scripted_openai import scripted_openai_server
-from .support import CREDENTIALS, Metrics, closed_address
+from .support import CREDENTIALS, Metrics, closed_address, free_address
 
 pytestmark = pytest.mark.process
 
@@ -170,7 +170,7 @@ async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
             command = WORKER if cycle % 4 < 2 else WORKER_MODULE
             # The second half of the workers also serve metrics, which must
             # not change how a worker exits.
-            metrics = closed_address() if cycle >= WORKER_CYCLES // 2 else None
+            metrics = free_address() if cycle >= WORKER_CYCLES // 2 else None
             serving = {"PROMETHEUS_BIND_ADDRESS": metrics} if metrics else {}
             async with service(command, {**environment, **serving}) as worker:
                 await worker.wait_for("Worker polling")

@@ -30,7 +30,7 @@ from .deploy import probe_paths
 from .processes import WORKER, service, service_environment
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
-from .support import CREDENTIALS, running_worker, sandboxes_for_tests, with_plugins
+from .support import CREDENTIALS, free_port, running_worker, sandboxes_for_tests, with_plugins
 
 READY, LIVE = probe_paths()
 
@@ -55,12 +55,6 @@ async def until(port: int, path: str, expected: int, within: float = 60) -> None
     async with asyncio.timeout(within):
         while await status(port, path) != expected:
             await asyncio.sleep(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def test_ready_only_once_the_worker_polls_its_task_queue(temporal_client: Client) -> None:

@@ -1,13 +1,13 @@
 """The local backend: a shell on the worker's own host, which sees none of
 the worker's environment, whose commands are bounded in time (and in nothing
-else), and whose configuration errors end a run at once."""
+else), and whose workspace, once gone, ends a run. (A sandbox that cannot be
+created fails its run at once whatever the backend: test_failures.py.)"""
 
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from agents.sandbox.errors import ConfigurationError, ErrorCode
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
@@ -18,7 +18,6 @@ from .hosts import STEPS, stalled_on, workspaces_used
 from .scripted_model import ScriptedModel
 from .support import (
     DROPPED_RUNS_CLOSED,
-    assert_a_rejection_fails_the_run_at_once,
     failure_of,
     provider_of,
     running_worker,
@@ -85,21 +84,6 @@ async def test_the_sandbox_shell_does_not_see_the_workers_environment(
     assert "OPENAI_API_KEY" not in environment
     assert "sk-worker-secret-canary" not in environment
     assert "worker-only-canary" not in environment
-
-
-async def test_a_sandbox_that_cannot_be_set_up_fails_the_run_at_once(
-    temporal_client: Client,
-) -> None:
-    # The error the SDK raises for a sandbox configuration that no retry can fix.
-    rejection = "The sandbox configuration was rejected"
-    error = ConfigurationError(
-        message=rejection,
-        error_code=ErrorCode.SANDBOX_CONFIG_INVALID,
-        op="start",
-        context={},
-        retryable=False,
-    )
-    await assert_a_rejection_fails_the_run_at_once(temporal_client, local, error, rejection)
 
 
 @pytest.mark.usefixtures("collect_dropped_runs")

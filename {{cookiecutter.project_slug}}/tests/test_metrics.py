@@ -47,7 +47,7 @@ from .support import (
 {%- if cookiecutter.approval != "none" %}
     approve_as_they_wait,
 {%- endif %}
-    closed_address,
+    free_address,
     metered_client,
     running_worker,
     runs_of_chain,
@@ -225,4 +225,4 @@ def test_a_metrics_address_that_is_not_host_and_port_is_refused_in_one_line() ->
         "use an address such as 0.0.0.0:9464, or leave it unset for no metrics."
     )
     assert metrics_runtime({}) is None
-    assert isinstance(metrics_runtime({"PROMETHEUS_BIND_ADDRESS": closed_address()}), Runtime)
+    assert isinstance(metrics_runtime({"PROMETHEUS_BIND_ADDRESS": free_address()}), Runtime)

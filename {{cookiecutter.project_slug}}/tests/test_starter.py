@@ -40,7 +40,7 @@ def test_the_starter_names_the_workflow_the_worker_registers_and_sends_what_it_t
 
 def test_the_starter_loads_temporals_client_and_not_the_agents_sdk() -> None:
     # What keeps --help, --no-wait and a followed run's first line to a
-    # fraction of a second of CPU (benchmarks/starter.py measures them).
+    # fraction of a second of CPU (the template's benchmarks measure them).
     code = f"import sys, {starter.__name__}; print(*sys.modules)"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = found.stdout.split()

@@ -31,8 +31,8 @@ def exit_after(main: Callable[[], object]) -> NoReturn:
     try:
         main()
         status = 0
-    except SystemExit as exit:
-        status = _status(exit)
+    except SystemExit as stop:
+        status = _status(stop)
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
     except BaseException:
@@ -44,11 +44,11 @@ def exit_after(main: Callable[[], object]) -> NoReturn:
     os._exit(status)
 
 
-def _status(exit: SystemExit) -> int:
+def _status(stop: SystemExit) -> int:
     """The status, and the message, Python itself would give a SystemExit."""
-    if exit.code is None:
+    if stop.code is None:
         return 0
-    if isinstance(exit.code, int):
-        return exit.code
-    print(exit.code, file=sys.stderr)
+    if isinstance(stop.code, int):
+        return stop.code
+    print(stop.code, file=sys.stderr)
     return 1

@@ -397,20 +397,20 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
     """Print each step of the run, through every run of its chain, as it
     happens, then its answer; return the exit status."""
     progress = Progress(client)
-    run: WorkflowHandle[Any, str] | None = handle
-    waits = asyncio.create_task(show_waits(lambda: run or handle))
+    current: WorkflowHandle[Any, str] | None = handle
+    waits = asyncio.create_task(show_waits(lambda: current or handle))
 {%- if cookiecutter.approval != "none" %}
     asking = asyncio.create_task(ask_for_decisions(client, handle.id))
 {%- endif %}
     try:
-        while run is not None:
+        while current is not None:
             next_run = None
-            async for event in history_of(run):
+            async for event in history_of(current):
                 line = await progress.describe(event)
                 if line is not None:
                     print(f"  {line}", flush=True)
                 next_run = continued_as(event)
-            run = None if next_run is None else chain_run(client, handle.id, next_run)
+            current = None if next_run is None else chain_run(client, handle.id, next_run)
         answer = await answered(handle.result)
     except WorkflowFailureError as e:
         print(f"Workflow {handle.id} {_why_not_completed(e)}", file=sys.stderr)

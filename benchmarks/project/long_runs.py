@@ -1,7 +1,7 @@
 """How large each run's history grows on long agent runs, and how long they take.
 
-    uv run python -m benchmarks.long_runs                  # 10 to 500 steps, about 5 minutes
-    uv run python -m benchmarks.long_runs --steps 10 50    # quicker
+    python benchmarks/in_project.py long_runs                  # 10 to 500 steps, about 5 minutes
+    python benchmarks/in_project.py long_runs --steps 10 50    # quicker
 
 A scripted model (no API key, no network) makes the agent run ``--steps``
 shell commands in a real local sandbox, one per turn, each printing about
@@ -29,7 +29,7 @@ from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
+from sandbox_agent.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
 
 STEP = "seq 1 400"
 
