@@ -58,8 +58,7 @@ def smoke(*modules: str) -> Part:
 
 # What each combination runs: a list of phases, one after the other; the
 # parts of a phase run side by side (the fault tests mostly wait out their
-# faults). Longest first: pytest-xdist hands the combinations out in this
-# order, so the two longest start at once, one per core.
+# faults). Longest first.
 PHASES: dict[str, list[list[Part]]] = {
     # The local backend's suite and long runs; the real worker command as a
     # process; the service's faults (Temporal restarted and cut off, a model storm).
@@ -110,7 +109,6 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_daytona",
                 "test_e2b",
                 "test_affinity",
-                "test_affinity_processes",
                 only=True,
             )
         ],
@@ -127,15 +125,18 @@ PHASES: dict[str, list[list[Part]]] = {
             )
         ],
     ],
+    # The other remote backend: the same code paths as Daytona's but its own
+    # module, its sandbox session carried through a chain.
     "e2b-defaults": [
         [
             part(
                 WITH_LONG,
+                *SMOKE,
                 "test_e2b",
+                "test_durability",
                 "test_long_runs",
                 "test_versioning",
-                "test_durability",
-                "test_failures",
+                only=True,
             )
         ],
     ],
@@ -150,7 +151,13 @@ PHASES: dict[str, list[list[Part]]] = {
     "daytona-custom-provider-py313": [[smoke("test_daytona")]],
     "e2b-code-interpreter-template-paused": [[smoke("test_e2b")]],
 }
-ORDERED = sorted(COMBINATIONS, key=lambda param: list(PHASES).index(str(param.id)))
+# Each combination a group of its own (pytest-xdist's --dist loadgroup, in
+# pyproject.toml): a test process takes the next group in this order once it
+# is done with one, so the longest ones start first, on separate cores.
+ORDERED = [
+    pytest.param(*param.values, id=param.id, marks=[*param.marks, pytest.mark.xdist_group(str(param.id))])
+    for param in sorted(COMBINATIONS, key=lambda param: list(PHASES).index(str(param.id)))
+]
 
 
 def test_every_combination_runs_a_part_of_its_suite() -> None:
