@@ -78,17 +78,20 @@ PHASES: dict[str, list[list[Part]]] = {
         ],
         [part("long", "test_long_runs", "test_versioning"), part("faults", "test_faults")],
     ],
-    # Docker's suite and long runs on a real engine; two worker processes as
+    # Docker's module and long runs on a real engine (the rest of its suite
+    # takes local-defaults' code paths, a host-bound sandbox); two worker processes as
     # two hosts with their own engines; hostile commands and an engine restart.
     "docker-defaults": [
         [
             part(
                 WITH_LONG,
+                *SMOKE,
                 "test_docker",
                 "test_affinity",
+                "test_durability",
                 "test_long_runs",
                 "test_versioning",
-                "test_durability",
+                only=True,
             )
         ],
         [part("process", "test_affinity_processes", only=True)],
