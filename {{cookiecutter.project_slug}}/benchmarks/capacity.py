@@ -80,6 +80,8 @@ STARTING_AT_ONCE = 50
 PORT_VARIABLES = (METRICS_ADDRESS_VARIABLE, ADDRESS_VARIABLE)
 # Runs whose histories say on which host their sandbox lived.
 SAMPLED = 20
+# The longest the runs are given to end once the model answers.
+ENDING_LIMIT = 600
 
 
 class SlowModel:
@@ -337,6 +339,7 @@ async def measure(
         hosts = [Host(f"capacity-host-{i}", root / f"host-{i}") for i in range(workers)]
         result = Result(runs, limit or RUNS_IN_FLIGHT, hosts)
         server = dev_server(env)
+        # Each worker's path to the model is its own (Host.environment).
         environment = service_environment(env.client.service_client.config.target_host, "")
         environment["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
         if limit is not None:
@@ -425,9 +428,11 @@ async def measure(
         result.repeated = model.requests - len(model.first_request)
         result.why_repeated = await why_repeated(client, model)
         result.before_first_call = await steps_before_first_call(client, "capacity-0")
-        print(f"  before the runs end: {row(result)}", file=sys.stderr, flush=True)
+        print(
+            f"  before the runs end: {row(result)}\n{details(result)}", file=sys.stderr, flush=True
+        )
         model.release()
-        result.ended = await how_runs_ended(client, runs)
+        result.ended = await how_runs_ended(client)
         result.sandbox_hosts = await sandbox_hosts(client, min(runs, SAMPLED))
     return result
 
@@ -488,10 +493,13 @@ async def sandbox_hosts(client: Client, runs: int) -> dict[str, int]:
     return found
 
 
-async def how_runs_ended(client: Client, runs: int) -> dict[str, int]:
-    """Wait until no run is open; then how many ended each way."""
-    while (await client.count_workflows("ExecutionStatus = 'Running'")).count:
-        await asyncio.sleep(2)
+async def how_runs_ended(client: Client) -> dict[str, int]:
+    """Wait until no run is open, or ENDING_LIMIT has passed; then how many
+    ended each way (and how many still run)."""
+    with suppress(TimeoutError):
+        async with asyncio.timeout(ENDING_LIMIT):
+            while (await client.count_workflows("ExecutionStatus = 'Running'")).count:
+                await asyncio.sleep(2)
     ended: dict[str, int] = {}
     async for execution in client.list_workflows():
         status = execution.status or WorkflowExecutionStatus.RUNNING
@@ -533,44 +541,54 @@ def row(r: Result) -> str:
     )
 
 
+def details(r: Result) -> str:
+    """What the row does not say: the steps before the first model call and
+    their CPU, the cores used during the ramp, each host's share, what the
+    runs not waiting on the model waited for."""
+    steps = r.before_first_call
+    workers, server, here = r.ramp_cores
+    lines = [
+        f"{r.runs:,} runs, {len(r.hosts)} workers: before its first model call a run "
+        f"completes {steps.count('workflow task')} workflow tasks and "
+        f"{len(steps) - steps.count('workflow task')} activities ({', '.join(steps)}): "
+        f"{1000 * r.cpu_worker / max(1, len(steps)):.0f} ms of worker CPU and "
+        f"{1000 * r.cpu_server / max(1, len(steps)):.0f} ms of dev server CPU a step; "
+        f"worker files open at the peak: {r.open_files:,}, child processes: "
+        f"{r.child_processes:,}; dev server RSS peak {r.server_rss_peak:.0f} MiB.",
+        f"During the ramp the workers used {workers:.2f} cores, the dev server "
+        f"{server:.2f} and this process {here:.2f}, of {os.cpu_count()}; load average "
+        f"{r.load[0]:.1f} at its start, {r.load[1]:.1f} at its end.",
+        "At the peak: "
+        + ", ".join(
+            f"{h.id} {h.held_at_peak:,} model calls waiting and "
+            f"{h.sandboxes_at_peak:,} workspaces in its TMPDIR"
+            for h in r.hosts
+        )
+        + ".",
+    ]
+    if r.sandbox_hosts:
+        lines.append(
+            "Workers that ran the sandbox operations of the first "
+            f"{sum(r.sandbox_hosts.values())} runs: "
+            + ", ".join(f"{count} on {hosts or 'none'}" for hosts, count in r.sandbox_hosts.items())
+            + "."
+        )
+    if r.repeated:
+        why = f" ({r.why_repeated})" if r.why_repeated else ""
+        lines.append(f"Model requests repeated: {r.repeated}{why}.")
+    if r.waiting_steps:
+        waits = ", ".join(f"{count} on {step}" for step, count in r.waiting_steps.items())
+        lines.append(f"Runs not waiting on the model at the peak: {waits}.")
+    return "\n".join(lines)
+
+
 def report(results: list[Result]) -> None:
     print(HEADER)
     print("|---" * HEADER.count(" | ") + "|---|")
     for r in results:
         print(row(r), flush=True)
     for r in results:
-        steps = r.before_first_call
-        workers, server, here = r.ramp_cores
-        print(
-            f"\n{r.runs:,} runs, {len(r.hosts)} workers: before its first model call a run "
-            f"completes {steps.count('workflow task')} workflow tasks and "
-            f"{len(steps) - steps.count('workflow task')} activities ({', '.join(steps)}): "
-            f"{1000 * r.cpu_worker / max(1, len(steps)):.0f} ms of worker CPU and "
-            f"{1000 * r.cpu_server / max(1, len(steps)):.0f} ms of dev server CPU a step; "
-            f"worker files open at the peak: {r.open_files:,}, child processes: "
-            f"{r.child_processes:,}; dev server RSS peak "
-            f"{r.server_rss_peak:.0f} MiB.\n"
-            f"During the ramp the workers used {workers:.2f} cores, the dev server "
-            f"{server:.2f} and this process {here:.2f}, of {os.cpu_count()}; load average "
-            f"{r.load[0]:.1f} at its start, {r.load[1]:.1f} at its end."
-        )
-        print(
-            "At the peak: "
-            + ", ".join(
-                f"{h.id} {h.held_at_peak:,} model calls waiting and "
-                f"{h.sandboxes_at_peak:,} workspaces in its TMPDIR"
-                for h in r.hosts
-            )
-            + ". Workers that ran the sandbox operations of the first "
-            + f"{sum(r.sandbox_hosts.values())} runs: "
-            + ", ".join(f"{count} on {hosts or 'none'}" for hosts, count in r.sandbox_hosts.items())
-            + "."
-        )
-        if r.repeated:
-            print(f"Model requests repeated: {r.repeated} ({r.why_repeated}).")
-        if r.waiting_steps:
-            waits = ", ".join(f"{count} on {step}" for step, count in r.waiting_steps.items())
-            print(f"Runs not waiting on the model at the peak: {waits}.")
+        print(f"\n{details(r)}")
 
 
 async def benchmark(
