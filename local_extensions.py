@@ -115,6 +115,11 @@ def derive(answers: Mapping[str, object]) -> Derived:
 # or None.
 Check = Callable[[str, object, Mapping[str, object]], str | None]
 
+# Each model call's timeout unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS
+# says otherwise: a setting of the running service, no longer a question
+# (shared.py renders it; worker.py reads the variable and checks it).
+DEFAULT_MODEL_ACTIVITY_TIMEOUT = 60
+
 # Top-level modules the generated service imports; a package with one of
 # these names would shadow it.
 TAKEN_MODULE_NAMES = {"agents", "openai", "temporalio", "tests", "test"} | set(sys.stdlib_module_names)
@@ -181,9 +186,7 @@ def free_package_name(answer: str, value: object, answers: Mapping[str, object])
 
 
 def outlasts_every_activity(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
-    longest = max(
-        int(str(answers["sandbox_activity_timeout_seconds"])), int(str(answers["model_activity_timeout_seconds"]))
-    )
+    longest = max(int(str(answers["sandbox_activity_timeout_seconds"])), DEFAULT_MODEL_ACTIVITY_TIMEOUT)
     return (
         None if int(str(value)) >= longest else f"it must be at least the longest activity timeout ({longest} seconds)"
     )
@@ -300,7 +303,6 @@ RULES: list[tuple[str, Check]] = [
     ("license", one_of),
     ("python_version", one_of),
     ("sandbox_activity_timeout_seconds", whole_number(1, 86_400, "seconds (1 day)")),
-    ("model_activity_timeout_seconds", whole_number(1, 3_600, "seconds (1 hour)")),
     ("workflow_execution_timeout_seconds", whole_number(10, 31_536_000, "seconds (1 year)")),
     # A long run continues as new before its history grows large, so every
     # run of its chain stays near 4 MB at any length (docs/benchmarks.md): the
@@ -454,6 +456,7 @@ class DerivedAnswers(Extension):
         # base64: the provider's name, the workflow's second argument, is one.
         environment.filters["b64encode"] = lambda text: base64.b64encode(str(text).encode()).decode()
         environment.globals["choices"] = CHOICES
+        environment.globals["default_model_activity_timeout"] = DEFAULT_MODEL_ACTIVITY_TIMEOUT
         # The copyright line's year (cookiecutter's {% now %} tag is not copier's).
         environment.globals["this_year"] = lambda: str(datetime.now(UTC).year)
 

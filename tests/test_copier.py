@@ -109,10 +109,13 @@ def test_the_answers_file_is_copiers_alone(template: Path, tmp_path: Path, bake)
     assert not (bake({"sandbox_backend": "e2b"}).path / ANSWERS_FILE).exists()
 
 
-def asked_questions(template: Path, into: Path, monkeypatch: pytest.MonkeyPatch, **typed: object) -> list[str]:
+def asked_questions(
+    template: Path, into: Path, monkeypatch: pytest.MonkeyPatch, refused: dict[str, str] | None = None, **typed: object
+) -> list[str]:
     """The questions copier asks a person who types these answers and takes
-    the default of every other question asked. Each typed answer passes the
-    question's own validation, as it does at the prompt."""
+    the default of every other question asked. A typed answer the question
+    refuses goes in ``refused`` (what the prompt says), and the person takes
+    the default instead; without ``refused``, none may be refused."""
     asked = []
 
     def prompt(questions: list[dict[str, Any]], answers: dict[str, object]) -> dict[str, object]:
@@ -122,8 +125,11 @@ def asked_questions(template: Path, into: Path, monkeypatch: pytest.MonkeyPatch,
             return answers
         asked.append(name)
         answer = typed.get(name, answers[name])
-        if "validate" in question:
-            assert question["validate"](str(answer)) is True, (name, answer)
+        said = question["validate"](str(answer)) if "validate" in question else True
+        if said is not True:
+            assert refused is not None, (name, answer, said)
+            refused[name] = said
+            answer = answers[name]
         return {name: answer}
 
     monkeypatch.setattr(copier._main, "unsafe_prompt", prompt)
@@ -142,7 +148,6 @@ EVERYONES = [
     "sandbox_secret_env_vars",
     "task_queue",
     "sandbox_activity_timeout_seconds",
-    "model_activity_timeout_seconds",
     "approval",
     "workflow_execution_timeout_seconds",
     "max_turns",
@@ -183,6 +188,30 @@ def test_copier_asks_a_backends_questions_only_when_it_is_chosen(
     assert sorted(asked) == sorted(EVERYONES + also_asked)
     # In cookiecutter.json's order.
     assert asked == [name for name in QUESTIONS if name in asked]
+
+
+def test_copier_judges_a_rule_at_the_first_question_that_lets_it(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # package_name is asked before the backends: the backend that the package
+    # would shadow is the answer refused, with the package_name rule's line.
+    refused: dict[str, str] = {}
+    asked_questions(
+        template,
+        tmp_path / "out",
+        monkeypatch,
+        refused,
+        package_name="docker",
+        additional_sandbox_backends="docker",
+        task_queue="my queue",
+    )
+    assert refused == {
+        "additional_sandbox_backends": "Validation error for question 'additional_sandbox_backends': "
+        "package_name='docker' is not allowed: it is the name of the docker SDK's module, which the "
+        "service imports; choose another.",
+        "task_queue": "Validation error for question 'task_queue': task_queue='my queue' is not allowed: "
+        "use letters, digits, dots, underscores and dashes, starting with a letter or digit, at most 200 characters.",
+    }
 
 
 def hook_line(cookies: Cookies, capfd: pytest.CaptureFixture[str], answers: dict[str, object]) -> str:

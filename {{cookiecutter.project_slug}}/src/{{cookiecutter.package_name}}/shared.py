@@ -79,8 +79,9 @@ PENDING = "pending"
 DECIDE = "decide"
 
 {% endif -%}
-# Each call to the model is one activity with this start-to-close timeout.
-MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.model_activity_timeout_seconds | int }})
+# Each call to the model is one activity with this start-to-close timeout,
+# unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS sets another (worker.py).
+MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ default_model_activity_timeout }})
 
 # The longest a whole run may take before Temporal fails it as timed out; the
 # starter sets it on every run. It is the backstop for whatever the turn
