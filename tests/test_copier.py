@@ -57,7 +57,10 @@ def test_copier_asks_cookiecutters_questions_with_its_defaults_and_prompts() -> 
     for name in QUESTIONS:
         default, question, prompt = COOKIECUTTER_JSON[name], COPIER_YML[name], prompts[name]
         if isinstance(default, list):
-            assert list(question["choices"].values() if isinstance(question["choices"], dict) else question["choices"]) == default
+            assert (
+                list(question["choices"].values() if isinstance(question["choices"], dict) else question["choices"])
+                == default
+            )
             assert question["default"] == default[0]
             if isinstance(prompt, dict):
                 assert question["help"] == prompt["__prompt__"]
@@ -157,7 +160,9 @@ EVERYONES = [
     "license",
 ]
 OWN_QUESTIONS = {
-    backend: [name for name in QUESTIONS if name.startswith(f"{backend}_")] for backend in BACKENDS if backend != "local"
+    backend: [name for name in QUESTIONS if name.startswith(f"{backend}_")]
+    for backend in BACKENDS
+    if backend != "local"
 }
 
 
