@@ -22,7 +22,9 @@ WORKFLOW_TYPE = "SandboxAgentWorkflow"
 USAGE_MEMO = "usage"
 
 # The name the worker registers its SandboxClientProvider under and the name
-# the workflow passes to temporal_sandbox_client(). It is also the prefix of
+# the workflow's sandbox client (LastingSandboxClient, chain.py: the client
+# temporal_sandbox_client() builds, with sessions that outlive one run of a
+# chain) is given. It is also the prefix of
 # every sandbox activity name ("{{ cookiecutter.sandbox_provider_name }}-sandbox_session_start", ...), which is
 # what lets several sandbox backends share one worker.
 SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
