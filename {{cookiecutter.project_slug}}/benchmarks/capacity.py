@@ -17,9 +17,9 @@ serve on one). Their model is an OpenAI-compatible server in this process
 that holds every request ``--model-wait`` seconds, or until the figures are
 taken, then answers; each worker reaches it at a path of its own, so the
 model calls it holds are counted by worker. The workers' model calls get a
-timeout above that wait (``MODEL_ACTIVITY_TIMEOUT`` is raised in each worker
-process, nothing else changes). The runs are started with the starter's
-``start()``, as fast as the dev server takes them.
+timeout above that wait (their ``MODEL_ACTIVITY_TIMEOUT_SECONDS``, nothing
+else changes). The runs are started with the starter's ``start()``, as fast
+as the dev server takes them.
 
 Each second it samples the runs waiting on the model (in all and through
 each worker), and the workers' and the dev server's memory (RSS) and CPU.
@@ -71,6 +71,9 @@ from {{ cookiecutter.package_name }}.observability import (
 )
 from {{ cookiecutter.package_name }}.starter import (
     start,
+)
+from {{ cookiecutter.package_name }}.worker import (
+    MODEL_TIMEOUT_VARIABLE,
 )
 
 PROMPT = "capacity benchmark run {}"
@@ -240,22 +243,6 @@ def dev_server(env: WorkflowEnvironment) -> Process:
     raise RuntimeError("cannot find the dev server's process")
 
 
-def worker_command(model_timeout: float) -> list[str]:
-    """The service's worker (tests/processes.py: WORKER_MODULE), with its
-    model calls' timeout raised to ``model_timeout`` seconds."""
-    from tests.processes import WORKER_MODULE
-
-    module = WORKER_MODULE[-1]
-    package = {{ cookiecutter.package_name | tojson }}
-    script = (
-        "import datetime, runpy\n"
-        f"from {package} import shared\n"
-        f"shared.MODEL_ACTIVITY_TIMEOUT = datetime.timedelta(seconds={model_timeout})\n"
-        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
-    )
-    return [sys.executable, "-c", script]
-
-
 def percentile(values: Sequence[float], p: float) -> float:
     ordered = sorted(values) or [float("nan")]
     return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
@@ -326,7 +313,7 @@ def cpu_seconds(processes: Sequence[Process]) -> float:
 async def measure(
     runs: int, limit: int | None, workers: int, model_wait: float, settle: float, temporal: str
 ) -> Result:
-    from tests.processes import service, service_environment
+    from tests.processes import WORKER_MODULE, service, service_environment
 
     async with (
         await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env,
@@ -344,12 +331,13 @@ async def measure(
         environment["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
         if limit is not None:
             environment[ENVIRONMENT_VARIABLE] = str(limit)
-        command = worker_command(model_wait + 60)
+        # Each model call's timeout, above the model's wait.
+        environment[MODEL_TIMEOUT_VARIABLE] = str(int(model_wait + 60))
         services = []
         for host in hosts:
             host.workspaces.mkdir()
             environ = host.environment(environment, model)
-            services.append(await stack.enter_async_context(service(command, environ)))
+            services.append(await stack.enter_async_context(service(WORKER_MODULE, environ)))
         await asyncio.gather(*(s.wait_for("Worker polling", timeout=120) for s in services))
         processes = [Process(s.process.pid) for s in services]
         await asyncio.sleep(2)
