@@ -1,11 +1,14 @@
-"""What the template derives from the answers, derived once.
+"""What the template derives from the answers, and the rules every answer
+follows, each written once.
 
 Two answers are typed as comma-separated text: ``additional_sandbox_backends``
 and ``sandbox_secret_env_vars``. They are read here and nowhere else: each item
 trimmed, blank items dropped, so ``" e2b , "`` is ``["e2b"]`` and ``","`` is
-``[]``, the same as an empty answer. Cookiecutter (and cruft) load this module for every render
-(``_extensions`` in cookiecutter.json, from the template's root directory), so
-template files and both hooks use its filters, for example::
+``[]``, the same as an empty answer. Both engines load this module for every
+render: cookiecutter (and cruft) through ``_extensions`` in cookiecutter.json,
+from the template's root directory; copier through ``_jinja_extensions`` in
+copier.yml, by its path (copier-template-extensions). Template files, both
+hooks and copier's questions use its filters, for example::
 
     {% set backends = cookiecutter | backends -%}
 
@@ -15,22 +18,43 @@ about the chosen backends (a fourth backend, say) belongs here too.
 The options of every choice are declared once, in cookiecutter.json beside
 this module: ``CHOICES`` reads them (the hooks see it as the Jinja global
 ``choices``), and ``BACKENDS`` is the sandbox_backend choice's options.
+copier.yml asks the same questions (tests/test_copier.py compares them).
+
+``RULES`` are the checks on the answers: cookiecutter's pre-generation hook
+stops at the first one broken, and each of copier's questions re-asks until
+none is (``refusal``). ``unused_files`` are the files a project leaves out:
+cookiecutter's post-generation hook deletes them, copier never writes them.
 """
 
 import base64
 import json
+import keyword
+import re
 import sys
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from jinja2 import Environment
 from jinja2.ext import Extension
 
+try:
+    from copier_template_extensions import ContextHook
+except ImportError:  # cookiecutter without copier: CookiecutterNamespace is never loaded
+    ContextHook = Extension
+
+_COOKIECUTTER_JSON = json.loads(Path(__file__).with_name("cookiecutter.json").read_text())
+# Every question, in the order both engines ask them.
+QUESTIONS: list[str] = [answer for answer in _COOKIECUTTER_JSON if not answer.startswith("_")]
+# The template's project directory, as both engines read it.
+PROJECT = Path(__file__).with_name("{{cookiecutter.project_slug}}")
+
 # Every answer offered as a choice, with its options in the order cookiecutter.json lists them.
 CHOICES: dict[str, list[str]] = {
     answer: options
-    for answer, options in json.loads(Path(__file__).with_name("cookiecutter.json").read_text()).items()
+    for answer, options in _COOKIECUTTER_JSON.items()
     if isinstance(options, list) and not answer.startswith("_")
 }
 BACKENDS: list[str] = CHOICES["sandbox_backend"]
@@ -63,11 +87,16 @@ def items(text: object) -> list[str]:
     return [item.strip() for item in str(text).split(",") if item.strip()]
 
 
+def generated_backends(answers: Mapping[str, object]) -> list[str]:
+    """The primary backend, then the additional ones."""
+    return [str(answers["sandbox_backend"]), *items(answers["additional_sandbox_backends"])]
+
+
 def derive(answers: Mapping[str, object]) -> Derived:
-    """The facts every file needs from the answers. The pre-generation hook
-    checks the items; this only reads them, so it never fails."""
+    """The facts every file needs from the answers. The rules (below) check
+    the items; this only reads them, so it never fails."""
     additional = items(answers["additional_sandbox_backends"])
-    backends = [str(answers["sandbox_backend"]), *additional]
+    backends = generated_backends(answers)
     return Derived(
         backends=backends,
         additional_backends=additional,
@@ -81,6 +110,327 @@ def derive(answers: Mapping[str, object]) -> Derived:
     )
 
 
+# The rules. Each check takes an answer's name, its value and every answer
+# given so far, and returns what is allowed when the value breaks its rule,
+# or None.
+Check = Callable[[str, object, Mapping[str, object]], str | None]
+
+# Each model call's timeout unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS
+# says otherwise: a setting of the running service, no longer a question
+# (shared.py renders it; worker.py reads the variable and checks it).
+DEFAULT_MODEL_ACTIVITY_TIMEOUT = 60
+
+# Top-level modules the generated service imports; a package with one of
+# these names would shadow it.
+TAKEN_MODULE_NAMES = {"agents", "openai", "temporalio", "tests", "test"} | set(sys.stdlib_module_names)
+# The generated imports name the package on one line each (`from
+# <package>.backends.daytona import ...`): a longer name would push them
+# past the generated project's line length.
+LONGEST_PACKAGE_NAME = 30
+
+
+def matches(pattern: str, allowed: str, longest: int = 10**6) -> Check:
+    def check(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+        text = str(value)
+        return None if re.fullmatch(pattern, text) and len(text) <= longest else f"use {allowed}"
+
+    return check
+
+
+def whole_number(low: int, high: int, unit: str) -> Check:
+    def check(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+        text = str(value).strip()
+        if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", text) or not low <= int(text) <= high:
+            return f"use a whole number from {low} to {high} {unit}"
+        return None
+
+    return check
+
+
+def one_line(required: bool) -> Check:
+    def check(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+        if required and not str(value).strip():
+            return "it must not be empty"
+        if any(ord(ch) < 32 for ch in str(value)):
+            return "it must be a single line without control characters"
+        return None
+
+    return check
+
+
+def one_of(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    return None if value in CHOICES[answer] else f"choose one of {', '.join(CHOICES[answer])}"
+
+
+def yes_or_no(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    return None if isinstance(value, bool) else "use yes or no (true or false)"
+
+
+def short_package_name(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    if len(str(value)) <= LONGEST_PACKAGE_NAME:
+        return None
+    made = ", made by default from project_name" if value == str(answers["project_slug"]).replace("-", "_") else ""
+    return (
+        f"it is {len(str(value))} characters long{made}; choose a shorter package_name, at most "
+        f"{LONGEST_PACKAGE_NAME} characters (the service's imports name it on one line)"
+    )
+
+
+def free_package_name(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    if keyword.iskeyword(str(value)) or value in TAKEN_MODULE_NAMES:
+        return "it is a Python keyword or the name of a module the service imports; choose another"
+    # The Daytona, E2B and Docker SDKs are the top-level modules `daytona`, `e2b` and `docker`.
+    if value in generated_backends(answers) and value != "local":
+        return f"it is the name of the {value} SDK's module, which the service imports; choose another"
+    return None
+
+
+def outlasts_every_activity(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    longest = max(int(str(answers["sandbox_activity_timeout_seconds"])), DEFAULT_MODEL_ACTIVITY_TIMEOUT)
+    return (
+        None if int(str(value)) >= longest else f"it must be at least the longest activity timeout ({longest} seconds)"
+    )
+
+
+def outlasts_the_approval_wait(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    if answers["approval"] == "none":
+        return None
+    wait = int(str(answers["approval_timeout_seconds"]))
+    if int(str(value)) > wait:
+        return None
+    return f"a run waits up to approval_timeout_seconds ({wait}) for each approval: give it longer than that"
+
+
+# E2B counts a sandbox's lifetime from its creation; use does not extend it
+# (only a reconnection does: a new worker's, or the next run of a chain's).
+# A sandbox that E2B ends mid-run takes the run's workspace with it.
+def outlives_the_run(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    run = int(str(answers["workflow_execution_timeout_seconds"]))
+    if int(str(value)) >= run:
+        return None
+    return (
+        f"a run may last workflow_execution_timeout_seconds ({run}), and E2B ends the sandbox, "
+        f"workspace and all, at this lifetime: use at least {run}, or shorten the run"
+    )
+
+
+def additional_backends(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    extras = items(value)
+    for extra in extras:
+        if extra not in BACKENDS:
+            return f"{extra!r} is not a backend; use a comma-separated list of {', '.join(BACKENDS)}, or nothing"
+        if extra == answers["sandbox_backend"]:
+            return f"{extra!r} is already the primary sandbox_backend"
+        if extra == answers["sandbox_provider_name"]:
+            return (
+                f"each additional backend registers under its own name, and {extra!r} is already "
+                "the sandbox_provider_name; choose another sandbox_provider_name"
+            )
+    return "name each backend once" if len(set(extras)) != len(extras) else None
+
+
+def env_var_names(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    names = items(value)
+    for name in names:
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or len(name) > 100:
+            return (
+                f"{name!r} is not an environment variable name; use comma-separated names of "
+                "uppercase letters, digits and underscores, not starting with a digit, or nothing"
+            )
+    return "name each variable once" if len(set(names)) != len(names) else None
+
+
+def image_or_snapshot(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    if not (answers["daytona_image"] and value):
+        return None
+    return "a sandbox starts from an image or from a snapshot, not both; leave daytona_image or daytona_snapshot empty"
+
+
+IMAGE = "an image reference such as 'python:3.12-slim' (letters, digits and . _ / : @ -)"
+NAME = "letters, digits and . _ / : -"
+
+# (answer, check), checked in this order; the first broken rule is the one
+# reported. The comma-separated answers are judged by their items; an error
+# line still shows the answer as it was typed. A backend's own answers
+# (daytona_*, e2b_*, docker_*) are checked only when that backend is
+# generated: the others' are ignored.
+RULES: list[tuple[str, Check]] = [
+    ("project_name", one_line(required=True)),
+    ("description", one_line(required=False)),
+    ("author_name", one_line(required=True)),
+    (
+        "project_slug",
+        matches(
+            r"[a-z][a-z0-9]*(-[a-z0-9]+)*",
+            "lowercase letters, digits and single dashes, starting with a letter, at most 64 characters",
+            64,
+        ),
+    ),
+    (
+        "package_name",
+        matches(
+            r"[a-z][a-z0-9_]*",
+            "a Python identifier in lowercase letters, digits and underscores, starting with a letter",
+        ),
+    ),
+    ("package_name", short_package_name),
+    (
+        "sandbox_provider_name",
+        matches(
+            r"[a-z][a-z0-9_]*(-[a-z0-9_]+)*",
+            "lowercase letters, digits, underscores and single dashes, starting with a letter, at most 40 "
+            "characters (it prefixes activity names such as '<name>-sandbox_client_create')",
+            40,
+        ),
+    ),
+    (
+        "task_queue",
+        matches(
+            r"[A-Za-z0-9][A-Za-z0-9._-]*",
+            "letters, digits, dots, underscores and dashes, starting with a letter or digit, at most 200 characters",
+            200,
+        ),
+    ),
+    (
+        "model_name",
+        matches(
+            r"[A-Za-z0-9][A-Za-z0-9._:/-]*",
+            "a model identifier such as 'gpt-5.6-luna': letters, digits and . _ : / -",
+            100,
+        ),
+    ),
+    ("sandbox_backend", one_of),
+    ("license", one_of),
+    ("python_version", one_of),
+    ("sandbox_activity_timeout_seconds", whole_number(1, 86_400, "seconds (1 day)")),
+    ("workflow_execution_timeout_seconds", whole_number(10, 31_536_000, "seconds (1 year)")),
+    # A long run continues as new before its history grows large, so every
+    # run of its chain stays near 4 MB at any length (docs/benchmarks.md): the
+    # bound is how long an agent should work unattended, not Temporal's limit.
+    ("max_turns", whole_number(2, 1_000, "turns")),
+    ("workflow_execution_timeout_seconds", outlasts_every_activity),
+    ("approval", one_of),
+    ("approval_timeout_seconds", whole_number(1, 604_800, "seconds (1 week)")),
+    ("workflow_execution_timeout_seconds", outlasts_the_approval_wait),
+    ("additional_sandbox_backends", additional_backends),
+    ("package_name", free_package_name),
+    ("daytona_image", matches(r"([a-z0-9][A-Za-z0-9._/:@-]*)?", f"{IMAGE}, or nothing", 255)),
+    ("daytona_snapshot", matches(r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?", f"a snapshot name ({NAME}), or nothing", 255)),
+    # 0 would be Daytona's "never stop": a sandbox whose run died before its
+    # teardown would run, and cost, for ever.
+    ("daytona_auto_stop_interval_minutes", whole_number(1, 43_200, "minutes (30 days; 0, never, is not offered)")),
+    ("daytona_create_timeout_seconds", whole_number(1, 3_600, "seconds (1 hour)")),
+    ("daytona_pause_on_exit", yes_or_no),
+    ("daytona_snapshot", image_or_snapshot),
+    ("e2b_template", matches(r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?", f"a template name or id ({NAME}), or nothing", 255)),
+    ("e2b_timeout_seconds", whole_number(60, 86_400, "seconds (1 day)")),
+    ("e2b_timeout_seconds", outlives_the_run),
+    ("e2b_pause_on_exit", yes_or_no),
+    ("e2b_sandbox_type", one_of),
+    ("e2b_on_timeout", one_of),
+    ("docker_image", matches(r"[a-z0-9][A-Za-z0-9._/:@-]*", IMAGE, 255)),
+    ("docker_network", one_of),
+    ("sandbox_secret_env_vars", env_var_names),
+]
+
+
+def judged(answer: str, check: Check, answers: Mapping[str, object]) -> str:
+    """The line saying how ``answers`` break this rule of ``answer``, or "".
+    KeyError: an answer the rule reads has not been given."""
+    value = answers[answer]
+    backend = answer.split("_")[0]
+    if backend in BACKENDS and backend not in generated_backends(answers):
+        return ""
+    allowed = check(answer, value, answers)
+    return f"{answer}={value!r} is not allowed: {allowed}." if allowed else ""
+
+
+def judged_at(question: str, answer: str, check: Check, answers: Mapping[str, object]) -> bool:
+    """Whether copier's question ``question`` judges this rule of ``answer``:
+    every answer the rule reads has been given, and it is this question's
+    rule or one that could not be judged without this answer (the package
+    name must not shadow an additional backend's SDK, say)."""
+    try:
+        judged(answer, check, answers)
+    except KeyError:
+        return False  # it waits for an answer not given yet
+    if answer == question:
+        return True
+    try:
+        judged(answer, check, {name: value for name, value in answers.items() if name != question})
+    except KeyError:
+        return True
+    return False
+
+
+def refusal(answers: Mapping[str, object], question: str | None = None) -> str:
+    """The first rule the answers break, as one line that names the answer,
+    shows its value and says what is allowed; empty when they break none.
+    ``question``: copier's, asked with the answers given so far; only the
+    rules it judges (``judged_at``)."""
+    for answer, check in RULES:
+        if question is not None and not judged_at(question, answer, check, answers):
+            continue
+        if line := judged(answer, check, answers):
+            return line
+    return ""
+
+
+def unused_files(answers: Mapping[str, object]) -> list[str]:
+    """The template's files that a project with these answers leaves out,
+    relative to its root: the modules and tests of backends not chosen (the
+    project reads as if written for its backends alone), tests of features
+    not chosen, the approval code without approvals, the recorded histories
+    of the other kind, the license file of "none"."""
+    derived = derive(answers)
+    package = f"src/{answers['package_name']}"
+    unused = []
+    for backend in BACKENDS:
+        if backend not in derived.backends:
+            unused.append(f"{package}/backends/{backend}.py")
+            # A backend's own tests (tests/test_docker.py, say) go with it.
+            if (PROJECT / "tests" / f"test_{backend}.py").exists():
+                unused.append(f"tests/test_{backend}.py")
+    if len(derived.backends) == 1:
+        unused.append("tests/test_providers.py")
+    if not derived.secret_env_vars:
+        unused.append("tests/test_secrets.py")
+    # Only a service with a remote backend needs, for its process test, a
+    # worker with a local sandbox standing in for the remote one.
+    if not derived.remote_backends:
+        unused.append("tests/stand_in_worker.py")
+    # Sandbox affinity is tested with the backends whose sandbox can live on a
+    # worker's host; a remote sandbox's moves are tested in test_durability.py.
+    if not derived.host_bound_backends:
+        unused += ["tests/test_affinity.py", "tests/test_affinity_processes.py"]
+    # Without approvals, no approval code at all. The recorded histories a
+    # project replays are the ones of its own kind (scripts/record_histories.py).
+    if answers["approval"] == "none":
+        unused += [f"{package}/approvals.py", "tests/test_approvals.py", "docs/approvals.md"]
+    kept = "scripted-chain" if answers["approval"] == "none" else "approved-chain"
+    for history in sorted((PROJECT / "tests" / "histories").glob("*.json")):
+        if not history.name.startswith(f"{kept}."):
+            unused.append(f"tests/histories/{history.name}")
+    # "none" means all rights reserved: no license text at all.
+    if answers["license"] == "none":
+        unused.append("LICENSE")
+    return unused
+
+
+def slugify(text: object) -> str:
+    """The slug of a name ("Sandbox Agent" is "sandbox-agent"), as
+    cookiecutter's filter makes it (python-slugify's). Without that package
+    (copier alone), the same for names in Latin letters: accents dropped,
+    everything but letters and digits a dash."""
+    try:
+        from slugify import slugify as python_slugify
+    except ImportError:
+        ascii_text = unicodedata.normalize("NFKD", str(text)).encode("ascii", "ignore").decode()
+        ascii_text = re.sub(r"(?<=\d),(?=\d)", "", ascii_text)
+        return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    return str(python_slugify(str(text)))
+
+
 class DerivedAnswers(Extension):
     """One Jinja filter per fact, each applied to ``cookiecutter``."""
 
@@ -92,14 +442,36 @@ class DerivedAnswers(Extension):
         # would reuse the old one, and a filter added since would be missing.
         sys.modules.pop(__name__, None)
         environment.filters.update(
-            backends=lambda answers: derive(answers).backends,
+            backends=generated_backends,
             additional_backends=lambda answers: derive(answers).additional_backends,
             remote_backends=lambda answers: derive(answers).remote_backends,
             host_bound_backends=lambda answers: derive(answers).host_bound_backends,
             secret_env_vars=lambda answers: derive(answers).secret_env_vars,
             providers=lambda answers: derive(answers).providers,
+            refusal=refusal,
+            unused_files=unused_files,
+            items=items,
         )
         # For the recorded histories (tests/histories/), whose payloads are
         # base64: the provider's name, the workflow's second argument, is one.
         environment.filters["b64encode"] = lambda text: base64.b64encode(str(text).encode()).decode()
         environment.globals["choices"] = CHOICES
+        environment.globals["default_model_activity_timeout"] = DEFAULT_MODEL_ACTIVITY_TIMEOUT
+        # The copyright line's year (cookiecutter's {% now %} tag is not copier's).
+        environment.globals["this_year"] = lambda: str(datetime.now(UTC).year)
+
+
+class CookiecutterNamespace(ContextHook):
+    """For copier: the answers as every template file reads them, under
+    ``cookiecutter`` (one template tree serves both engines), with what
+    cookiecutter's environment has and copier's lacks: the ``slugify``
+    filter and includes from ``templates/``."""
+
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        environment.filters.setdefault("slugify", slugify)
+        loader: Any = environment.loader
+        loader.searchpath.append(str(Path(__file__).with_name("templates")))
+
+    def hook(self, context: dict[str, Any]) -> None:
+        context["cookiecutter"] = {answer: context[answer] for answer in QUESTIONS if answer in context}

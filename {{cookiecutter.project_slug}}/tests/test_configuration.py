@@ -2,13 +2,27 @@
 
 Each backend's own settings are tested in its own module (test_<backend>.py)."""
 
+from datetime import timedelta
+
 import pytest
+from temporalio.client import Client
+from temporalio.worker import Replayer
 
 from {{ cookiecutter.package_name }} import worker
 from {{ cookiecutter.package_name }}.affinity import HOST_ID_VARIABLE
+from {{ cookiecutter.package_name }}.shared import MODEL_ACTIVITY_TIMEOUT
+from {{ cookiecutter.package_name }}.starter import start
 from {{ cookiecutter.package_name }}.versioning import BUILD_ID, DEPLOYMENT_NAME
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
-from .support import CREDENTIALS, refusal_without_credentials
+from .scripted_model import ScriptedModel
+from .support import (
+    CREDENTIALS,
+    activities,
+    refusal_without_credentials,
+    running_worker,
+    sandboxes_for_tests,
+)
 
 
 def test_worker_without_credentials_exits_at_once_with_one_clear_line(
@@ -83,3 +97,52 @@ def test_half_a_worker_version_stops_the_worker_with_one_line(
     message = str(exited.value.code)
     assert "\n" not in message
     assert message.startswith(says), message
+
+
+def test_model_calls_take_their_timeout_from_the_workers_environment() -> None:
+    variable = worker.MODEL_TIMEOUT_VARIABLE
+    assert worker.model_activity_timeout({}) == MODEL_ACTIVITY_TIMEOUT
+    assert worker.model_activity_timeout({variable: ""}) == MODEL_ACTIVITY_TIMEOUT
+    assert worker.model_activity_timeout({variable: "95"}) == timedelta(seconds=95)
+    longest = worker.LONGEST_MODEL_TIMEOUT
+    assert worker.model_activity_timeout({variable: str(longest)}) == timedelta(seconds=longest)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1.5", "soon", str(worker.LONGEST_MODEL_TIMEOUT + 1)])
+def test_a_model_timeout_a_run_has_no_room_for_stops_the_worker_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    for name, setting in {**CREDENTIALS, worker.MODEL_TIMEOUT_VARIABLE: value}.items():
+        monkeypatch.setenv(name, setting)
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
+
+    message = str(exited.value.code)
+    assert "\n" not in message
+    assert message.startswith(
+        f"{worker.MODEL_TIMEOUT_VARIABLE}={value!r} is not a whole number of seconds "
+        f"from 1 to {worker.LONGEST_MODEL_TIMEOUT}"
+    ), message
+
+
+async def test_a_run_replays_whatever_model_timeout_its_workers_had(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(worker.MODEL_TIMEOUT_VARIABLE, "95")
+    async with running_worker(temporal_client, ScriptedModel(["true"])) as (client, _):
+        handle = await start(client, "Run true.")
+        await handle.result()
+    calls = [step for step in await activities(handle) if step.is_model_call]
+    assert calls
+    assert {step.start_to_close_timeout for step in calls} == {timedelta(seconds=95)}
+
+    # A worker with another timeout (the default) replays the run as it was.
+    monkeypatch.delenv(worker.MODEL_TIMEOUT_VARIABLE)
+    replayer = Replayer(
+        workflows=[SandboxAgentWorkflow],
+        plugins=[worker.agents_plugin(sandboxes=sandboxes_for_tests())],
+    )
+    replayed = await replayer.replay_workflow(
+        await handle.fetch_history(), raise_on_replay_failure=False
+    )
+    assert replayed.replay_failure is None

@@ -12,8 +12,9 @@ limits that must agree, together:
   sandbox operation in progress; as many again on the worker's host queue,
   for the operations of the sandboxes on its host (affinity.py);
 - cached workflows: twice as many, so that neither a run in flight nor one
-  waiting for a slot is dropped from the cache and replayed (a dropped run can
-  also trip temporalio/sdk-python#494, see docs/operations.md);
+  waiting for a slot is dropped from the cache and replayed at its next step
+  (past that, runs are dropped safely and replayed: it costs CPU, see
+  tests/test_eviction.py);
 - the model client's connection pool: one connection per model call in flight;
 - the model calls' heartbeat timeout, which grows with the limit so that a
   worker's heartbeats stay under HEARTBEATS_PER_SECOND, whatever its size.

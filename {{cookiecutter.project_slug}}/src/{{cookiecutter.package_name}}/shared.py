@@ -22,7 +22,9 @@ WORKFLOW_TYPE = "SandboxAgentWorkflow"
 USAGE_MEMO = "usage"
 
 # The name the worker registers its SandboxClientProvider under and the name
-# the workflow passes to temporal_sandbox_client(). It is also the prefix of
+# the workflow's sandbox client (LastingSandboxClient, chain.py: the client
+# temporal_sandbox_client() builds, with sessions that outlive one run of a
+# chain) is given. It is also the prefix of
 # every sandbox activity name ("{{ cookiecutter.sandbox_provider_name }}-sandbox_session_start", ...), which is
 # what lets several sandbox backends share one worker.
 SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
@@ -79,8 +81,9 @@ PENDING = "pending"
 DECIDE = "decide"
 
 {% endif -%}
-# Each call to the model is one activity with this start-to-close timeout.
-MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.model_activity_timeout_seconds | int }})
+# Each call to the model is one activity with this start-to-close timeout,
+# unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS sets another (worker.py).
+MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ default_model_activity_timeout }})
 
 # The longest a whole run may take before Temporal fails it as timed out; the
 # starter sets it on every run. It is the backstop for whatever the turn

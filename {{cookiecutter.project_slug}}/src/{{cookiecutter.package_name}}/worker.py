@@ -75,6 +75,7 @@ from {{ cookiecutter.package_name }}.shared import (
     MODEL_ACTIVITY_TIMEOUT,
     SANDBOX_SECRETS,
     TASK_QUEUE,
+    WORKFLOW_EXECUTION_TIMEOUT,
 )
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
@@ -102,6 +103,31 @@ MODEL_RETRY_POLICY = RetryPolicy(
     maximum_attempts=8,
     non_retryable_error_types=["JSONDecodeError"],
 )
+
+
+# Each model call's start-to-close timeout, in whole seconds, when it is not
+# MODEL_ACTIVITY_TIMEOUT: a slow model or a proxy may need longer. It is the
+# worker's setting: the workflow's model calls take it from the plugin, and
+# Temporal does not compare timeouts when it replays a history.
+MODEL_TIMEOUT_VARIABLE = "MODEL_ACTIVITY_TIMEOUT_SECONDS"
+LONGEST_MODEL_TIMEOUT = min(3600, int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()))
+
+
+class BadModelTimeout(ValueError):
+    """The model calls' timeout is not a number of seconds a run has room for."""
+
+
+def model_activity_timeout(environ: Mapping[str, str] = os.environ) -> timedelta:
+    """Each model call's timeout: ``MODEL_ACTIVITY_TIMEOUT_SECONDS``, or
+    ``MODEL_ACTIVITY_TIMEOUT`` when it is unset."""
+    value = environ.get(MODEL_TIMEOUT_VARIABLE) or str(int(MODEL_ACTIVITY_TIMEOUT.total_seconds()))
+    if not value.isdigit() or not 1 <= int(value) <= LONGEST_MODEL_TIMEOUT:
+        raise BadModelTimeout(
+            f"{MODEL_TIMEOUT_VARIABLE}={value!r} is not a whole number of seconds from 1 to "
+            f"{LONGEST_MODEL_TIMEOUT} (each model call's timeout: at most an hour, and no longer "
+            "than a whole run)."
+        )
+    return timedelta(seconds=int(value))
 
 
 class BackendUnavailable(Exception):
@@ -163,7 +189,7 @@ def agents_plugin(
     time_limit = command_time_limit(os.environ)
     plugin = OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
-            start_to_close_timeout=MODEL_ACTIVITY_TIMEOUT,
+            start_to_close_timeout=model_activity_timeout(os.environ),
             heartbeat_timeout=model_heartbeat_timeout(runs),
             retry_policy=model_retry_policy,
             # Model calls stay ordinary activities, so each one shows in the Web
@@ -356,12 +382,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         host = affinity.host_id(os.environ)
         version = versioning.worker_version(os.environ)
         command_time_limit(os.environ)
+        model_activity_timeout(os.environ)
         health_at = health_address(os.environ)
         make_room_for_connections(runs)
         asyncio.run(run_worker(runs, host, version, health_at))
     except (
         BadCapacity,
         BadTimeLimit,
+        BadModelTimeout,
         affinity.BadHostId,
         versioning.BadVersioning,
         BackendUnavailable,
