@@ -74,6 +74,8 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_failures",
                 "test_worker_secrets",
                 "test_tools",
+                "test_eviction",
+                "test_capacity_workers",
             )
         ],
         [part("long", "test_long_runs", "test_versioning"), part("faults", "test_faults")],
