@@ -162,6 +162,21 @@ def release(template: Path, version: str) -> str:
     return sh("git", "rev-parse", "HEAD", cwd=template).stdout.strip()
 
 
+def edit_and_release(project: Path, template: Path) -> str:
+    """A project made from v1.0.0 goes into git and the team changes its README
+    (committed); then the template releases v1.1.0, which ignores ``*.log``.
+    Returns v1.1.0's commit."""
+    sh("git", "init", "-q", "-b", "main", cwd=project)
+    commit_all(project, "generated from v1.0.0")
+    with (project / "README.md").open("a") as readme:
+        readme.write("\n## Team notes\n\nOwned by the platform team.\n")
+    commit_all(project, "our notes")
+    gitignore = template / "{{cookiecutter.project_slug}}" / ".gitignore"
+    gitignore.write_text(gitignore.read_text() + "*.log\n")
+    commit_all(template, "template B")
+    return release(template, "v1.1.0")
+
+
 def test_cruft_update_moves_a_project_from_one_tag_to_the_next(template_repo: Path, tmp_path: Path) -> None:
     release(template_repo, "v1.0.0")
     out = tmp_path / "out"
@@ -178,15 +193,7 @@ def test_cruft_update_moves_a_project_from_one_tag_to_the_next(template_repo: Pa
         cwd=out,
     )
     project = out / "sandbox-agent"
-    sh("git", "init", "-q", "-b", "main", cwd=project)
-    commit_all(project, "generated from v1.0.0")
-    with (project / "README.md").open("a") as readme:
-        readme.write("\n## Team notes\n\nOwned by the platform team.\n")
-    commit_all(project, "our notes")
-    gitignore = template_repo / "{{cookiecutter.project_slug}}" / ".gitignore"
-    gitignore.write_text(gitignore.read_text() + "*.log\n")
-    commit_all(template_repo, "template B")
-    commit_b = release(template_repo, "v1.1.0")
+    commit_b = edit_and_release(project, template_repo)
 
     sh(tool("cruft"), "update", "--checkout", "v1.1.0", "--skip-apply-ask", "--allow-untracked-files", cwd=project)
 
@@ -213,17 +220,7 @@ def test_copier_update_brings_a_newer_tag_and_a_backend_added_later_keeping_hand
     copier("copy", str(template_repo), str(project), cwd=tmp_path)
     assert answers_of(project)["_commit"] == "v1.0.0"
     assert not (project / ".cruft.json").exists()
-    sh("git", "init", "-q", "-b", "main", cwd=project)
-    commit_all(project, "generated from v1.0.0")
-    # The team changes its project...
-    with (project / "README.md").open("a") as readme:
-        readme.write("\n## Team notes\n\nOwned by the platform team.\n")
-    commit_all(project, "our notes")
-    # ...and the template releases a new version.
-    gitignore = template_repo / "{{cookiecutter.project_slug}}" / ".gitignore"
-    gitignore.write_text(gitignore.read_text() + "*.log\n")
-    commit_all(template_repo, "template B")
-    release(template_repo, "v1.1.0")
+    edit_and_release(project, template_repo)
 
     copier("update", cwd=project)
 
