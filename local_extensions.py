@@ -406,7 +406,13 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     # Without approvals, no approval code at all. The recorded histories a
     # project replays are the ones of its own kind (scripts/record_histories.py).
     if answers["approval"] == "none":
-        unused += [f"{package}/approvals.py", "tests/test_approvals.py", "docs/approvals.md"]
+        unused += [
+            f"{package}/approvals.py",
+            f"{package}/approvers.py",
+            "tests/approver.py",
+            "tests/test_approvals.py",
+            "docs/approvals.md",
+        ]
     kept = "scripted-chain" if answers["approval"] == "none" else "approved-chain"
     for history in sorted((PROJECT / "tests" / "histories").glob("*.json")):
         if not history.name.startswith(f"{kept}."):

@@ -74,6 +74,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_failures",
                 "test_worker_secrets",
                 "test_tools",
+                "test_hostile_calls",
                 "test_eviction",
                 "test_capacity_workers",
             )
@@ -109,6 +110,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 *PROCESS_MODULES,
                 "test_providers",
                 "test_approvals",
+                "test_hostile_calls",
                 "test_secrets",
                 "test_local",
                 "test_daytona",
@@ -147,11 +149,22 @@ PHASES: dict[str, list[list[Part]]] = {
     ],
     # Docker beside a remote backend, on the bridge network; approvals of file edits.
     "e2b-plus-docker-bridge": [
-        [part(DEFAULT, *SMOKE, "test_docker", "test_e2b", "test_providers", "test_approvals", only=True)],
+        [
+            part(
+                DEFAULT,
+                *SMOKE,
+                "test_docker",
+                "test_e2b",
+                "test_providers",
+                "test_approvals",
+                "test_hostile_calls",
+                only=True,
+            )
+        ],
     ],
     # Odd names and odd answers: they change what renders, not how it runs.
     "local-plus-daytona-snapshot-py312": [[smoke("test_local", "test_daytona", "test_providers", "test_affinity")]],
-    "local-custom-names-py312": [[smoke("test_local", "test_approvals")]],
+    "local-custom-names-py312": [[smoke("test_local", "test_approvals", "test_hostile_calls")]],
     "daytona-image-paused-one-secret": [[smoke("test_daytona", "test_secrets")]],
     "daytona-custom-provider-py313": [[smoke("test_daytona")]],
     "e2b-code-interpreter-template-paused": [[smoke("test_e2b")]],

@@ -42,6 +42,21 @@ os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 LONG_TEST_TIMEOUT = 600
 
 
+{%- if cookiecutter.approval != "none" %}
+
+
+@pytest.fixture(autouse=True)
+def approver_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker trusts the tests' approver (APPROVERS), and the starter
+    signs as it (APPROVER_KEY_FILE), in this process and in the processes
+    the tests start (tests/approver.py)."""
+    from .approver import ENVIRONMENT
+
+    for name, value in ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+{%- endif %}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         slow = any(item.get_closest_marker(name) for name in ("process", "long", "faults"))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from . import approver
 from .support import approving_everything
 {%- endif %}
 
@@ -49,6 +50,10 @@ def service_environment(temporal_address: str, model_url: str) -> dict[str, str]
         OPENAI_BASE_URL=model_url,
         OPENAI_API_KEY="dummy",
     )
+{%- if cookiecutter.approval != "none" %}
+    # The workers trust the tests' approver, and the starter signs as it.
+    environment.update(approver.ENVIRONMENT)
+{%- endif %}
     return environment
 
 

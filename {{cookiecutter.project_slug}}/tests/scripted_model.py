@@ -2,8 +2,9 @@
 
 It runs a fixed list of shell commands through the sandbox's ``exec_command``
 tool, one per turn (a step that is a patch, ``*** Begin Patch ...``, goes to
-the filesystem's ``apply_patch`` tool instead), then answers with what the
-last step returned. It reads
+the filesystem's ``apply_patch`` tool instead, and a ``Call`` calls any tool
+with any arguments, as a confused or hostile model would), then answers with
+what the last step returned. It reads
 its progress from the conversation it is given rather than from a counter of
 its own, exactly as a real model would: a worker that restarts part-way
 through a run picks up where the last one stopped. Asked to, it compacts the
@@ -14,6 +15,7 @@ its own (``reported``), so the tests can compare what the service counted.
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agents import ModelResponse, Usage
@@ -45,8 +47,19 @@ def steps_done(conversation: str | list[Any]) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Call:
+    """A step that calls ``tool`` with ``arguments`` exactly as written (not
+    necessarily JSON, not necessarily a tool the agent has); ``custom``: as a
+    freeform call, the way the model calls ``apply_patch``."""
+
+    tool: str
+    arguments: str
+    custom: bool = False
+
+
 class ScriptedModel(TestModel):
-    def __init__(self, commands: Sequence[str], compact_at: int | None = None) -> None:
+    def __init__(self, commands: Sequence[str | Call], compact_at: int | None = None) -> None:
         super().__init__(lambda: ResponseBuilders.output_message(""))
         self.commands = list(commands)
         # Compact the conversation in the response to this step.
@@ -76,27 +89,34 @@ class ScriptedModel(TestModel):
     def _respond(self, input: str | list[Any]) -> ModelResponse:
         outputs = tool_outputs(input)
         step = steps_done(input)
-        if step < len(self.commands) and self.commands[step].startswith("*** Begin Patch"):
+        if step >= len(self.commands):
+            return ResponseBuilders.output_message(outputs[-1] if outputs else "nothing to do")
+        command = self.commands[step]
+        if isinstance(command, str) and command.startswith("*** Begin Patch"):
+            command = Call("apply_patch", command, custom=True)
+        if isinstance(command, Call) and command.custom:
             return ResponseBuilders.model_response(
                 ResponseCustomToolCall(
                     call_id=f"call_{step}",
-                    input=self.commands[step],
-                    name="apply_patch",
+                    input=command.arguments,
+                    name=command.tool,
                     type="custom_tool_call",
                     id=f"ctc_{step}",
                 )
             )
-        if step < len(self.commands):
-            response = ResponseBuilders.tool_call(
-                json.dumps({"cmd": self.commands[step]}),
-                "exec_command",
-                call_id=f"call_{step}",
-                item_id=f"fc_{step}",
+        if isinstance(command, Call):
+            return ResponseBuilders.tool_call(
+                command.arguments, command.tool, call_id=f"call_{step}", item_id=f"fc_{step}"
             )
-            if step == self.compact_at:
-                compaction = ResponseCompactionItem(
-                    id=f"cmp_{step}", type="compaction", encrypted_content=f"compacted at {step}"
-                )
-                response.output.insert(0, compaction)
-            return response
-        return ResponseBuilders.output_message(outputs[-1] if outputs else "nothing to do")
+        response = ResponseBuilders.tool_call(
+            json.dumps({"cmd": command}),
+            "exec_command",
+            call_id=f"call_{step}",
+            item_id=f"fc_{step}",
+        )
+        if step == self.compact_at:
+            compaction = ResponseCompactionItem(
+                id=f"cmp_{step}", type="compaction", encrypted_content=f"compacted at {step}"
+            )
+            response.output.insert(0, compaction)
+        return response

@@ -68,7 +68,9 @@ from {{ cookiecutter.package_name }}.worker import (
     build_worker,
 )
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
+{% if cookiecutter.approval != "none" %}
+from .approver import command_request, signed
+{%- endif %}
 from .scripted_model import ScriptedModel
 
 # The longest a test may keep its worker running. A run of the scripted agent
@@ -374,16 +376,18 @@ async def approving_everything(client: Client) -> AsyncIterator[None]:
             await approver
 
 
-async def approve_as_they_wait(handle: WorkflowHandle[Any, Any], calls: int) -> None:
-    """Approve a run's first ``calls`` calls (the scripted model's call_0,
+async def approve_as_they_wait(handle: WorkflowHandle[Any, Any], commands: list[str]) -> None:
+    """Approve a run's first calls, the scripted model's ``commands`` (call_0,
     call_1, ...), each once the run waits for it (a timer of the wait starts),
     asking the run nothing: a query makes a worker that caches no run replay
     it, and the Temporal SDK then counts the metrics of its last step again."""
-    for call in range(calls):
+    run_id = handle.first_execution_run_id or handle.run_id or ""
+    for call, command in enumerate(commands):
         async with asyncio.timeout(20):
             while await timers_started(handle) <= call:
                 await asyncio.sleep(0.05)
-        await handle.execute_update(DECIDE, {"call_id": f"call_{call}", "approve": True})
+        request = command_request(f"call_{call}", command)
+        await handle.execute_update(DECIDE, signed(handle.id, run_id, request, True))
 
 
 async def timers_started(handle: WorkflowHandle[Any, Any]) -> int:
@@ -409,7 +413,7 @@ async def approve_everything(client: Client) -> None:
                 ):
                     async with asyncio.timeout(2):
                         for request in await handle.query(PENDING, result_type=list):
-                            decision = {"call_id": request["call_id"], "approve": True}
+                            decision = signed(run.id, run.run_id, request, True)
                             await handle.execute_update(DECIDE, decision)
         await asyncio.sleep(0.1)
 {%- else %}

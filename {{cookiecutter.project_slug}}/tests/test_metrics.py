@@ -73,7 +73,7 @@ async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_
     ):
         handle = await start(plugged, "Say one, then two.")
         # Approved without a query (see approve_as_they_wait).
-        await approve_as_they_wait(handle, 2)
+        await approve_as_they_wait(handle, ["echo one", "echo two"])
         await handle.result()
 {%- else %}
         running_worker(client, model, max_cached_workflows=0, host="host-a") as (plugged, _),
@@ -190,7 +190,7 @@ async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_o
 {%- if cookiecutter.approval != "none" %}
         # A person approves the command, asking the run nothing (a query
         # would replay it, adding spans of its own).
-        await approve_as_they_wait(handle, 1)
+        await approve_as_they_wait(handle, ["echo traced"])
 {%- endif %}
         await handle.result()
 

@@ -4,12 +4,15 @@ Exit statuses are checked as the numbers the README documents, which scripts
 rely on, not as the starter's own names for them."""
 
 import asyncio
+import io
 import json
+import os
 import re
 import subprocess
 import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,12 +23,25 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from {{ cookiecutter.package_name }} import starter
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.chain import Carried
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE, WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.shared import (
+    LONGEST_PROMPT,
+    SANDBOX_PROVIDER,
+    TASK_QUEUE,
+    WORKFLOW_TYPE,
+)
 from {{ cookiecutter.package_name }}.starter import attach, run, start, web_ui_link
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
+from .processes import STARTER
 from .scripted_model import ScriptedModel
-from .support import RUN_TIME_LIMIT, run_time_limit, running_worker, started_id
+from .support import (
+    RUN_TIME_LIMIT,
+    CompletedRun,
+    closed_address,
+    run_time_limit,
+    running_worker,
+    started_id,
+)
 
 
 def test_the_starter_names_the_workflow_the_worker_registers_and_sends_what_it_takes() -> None:
@@ -248,3 +264,76 @@ def test_bad_usage_exits_3_not_2(arguments: list[str], capsys: pytest.CaptureFix
 
     assert exited.value.code == 3
     assert "error: " in capsys.readouterr().err
+
+
+def test_a_prompt_comes_from_a_file_or_from_standard_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Count the files.\nThen the lines.\n")
+    assert starter.prompt_of(starter.parse_arguments(["--prompt-file", str(prompt)])) == (
+        "Count the files.\nThen the lines.\n"
+    )
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("From a pipe ✓".encode())))
+    assert starter.prompt_of(starter.parse_arguments(["--prompt-file", "-"])) == "From a pipe ✓"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"x" * (LONGEST_PROMPT + 1), f"the prompt is over {LONGEST_PROMPT:,} bytes"),
+        (b" \n", "the prompt is empty"),
+        (b"\xff\xfe", "not UTF-8 text"),
+        (None, "cannot read it"),
+    ],
+    ids=["too long", "empty", "not UTF-8", "missing"],
+)
+def test_a_prompt_a_run_cannot_take_is_refused_in_one_line_before_connecting(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes | None,
+    said: str,
+) -> None:
+    # Nothing listens there: a starter that tried to connect would say so.
+    monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())
+    prompt = tmp_path / "prompt.txt"
+    if content is not None:
+        prompt.write_bytes(content)
+    with pytest.raises(SystemExit) as exited:
+        starter.main(["--prompt-file", str(prompt)])
+    assert exited.value.code == 3
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and said in error, error
+
+
+def test_a_prompt_too_long_as_an_argument_is_refused_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())
+    with pytest.raises(SystemExit) as exited:
+        starter.main(["é" * LONGEST_PROMPT])  # two bytes each
+    assert exited.value.code == 3
+    assert f"over {LONGEST_PROMPT:,} bytes ({2 * LONGEST_PROMPT:,})" in capsys.readouterr().err
+
+
+@pytest.mark.process
+def test_output_to_a_pipe_that_closed_exits_141_without_a_traceback(
+    completed_run: CompletedRun, starter_env: Client
+) -> None:
+    # `starter --attach ID | head -0`: the reader is gone before the starter
+    # writes what it follows.
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        ended = subprocess.run(
+            [*STARTER, "--attach", completed_run.handle.id],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(writer)
+    assert ended.returncode == 141, ended.stderr
+    assert ended.stderr == "", ended.stderr

@@ -22,8 +22,16 @@ from agents.tool_context import ToolContext
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 from temporalio.openai_agents.workflow import activity_as_tool
+{%- if cookiecutter.approval == "commands_and_writes" %}
 
-from {{ cookiecutter.package_name }} import {{ "approvals, tools" if cookiecutter.approval != "none" else "tools" }}
+from {{ cookiecutter.package_name }} import approvals, tools
+{%- elif cookiecutter.approval == "commands" %}
+
+from {{ cookiecutter.package_name }} import approvals, sandbox_tools, tools
+{%- else %}
+
+from {{ cookiecutter.package_name }} import sandbox_tools, tools
+{%- endif %}
 from {{ cookiecutter.package_name }}.shared import COMPACTION_THRESHOLD, MODEL
 
 NAME = {{ cookiecutter.project_name | tojson }}
@@ -101,12 +109,13 @@ def sandbox_agent() -> SandboxAgent[None]:
             Filesystem(configure_tools=approvals.wait_for_writes),
             Shell(configure_tools=approvals.wait_for_commands),
 {%- elif cookiecutter.approval == "commands" %}
-            Filesystem(),
+            Filesystem(configure_tools=sandbox_tools.careful_filesystem),
             # Every command waits for a person (approvals.py).
             Shell(configure_tools=approvals.wait_for_commands),
 {%- else %}
-            Filesystem(),
-            Shell(),
+            # Commands in a plain shell, mistakes told to the model (sandbox_tools.py).
+            Filesystem(configure_tools=sandbox_tools.careful_filesystem),
+            Shell(configure_tools=sandbox_tools.plain_shell),
 {%- endif %}
             Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
         ],

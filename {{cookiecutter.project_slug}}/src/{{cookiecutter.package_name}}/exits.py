@@ -16,11 +16,13 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from contextlib import suppress
 from typing import NoReturn
 
 # Ctrl+C before the command handles it itself: 128 + SIGINT, as a shell says.
 EXIT_INTERRUPTED = 130
+# Its output went to a pipe whose reader stopped reading (`| head`): 128 +
+# SIGPIPE, the status a shell gives a command that pipe ended.
+EXIT_BROKEN_PIPE = 141
 
 
 def exit_after(main: Callable[[], object]) -> NoReturn:
@@ -35,12 +37,22 @@ def exit_after(main: Callable[[], object]) -> NoReturn:
         status = _status(stop)
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Nobody reads any more: nothing to say, and nowhere to say it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = EXIT_BROKEN_PIPE
     except BaseException:
         traceback.print_exc()
         status = 1
     for stream in (sys.stdout, sys.stderr):
-        with suppress(OSError, ValueError):  # nowhere left to write to (a closed pipe)
+        try:
             stream.flush()
+        except BrokenPipeError:
+            # What the command printed was lost: not a success to report.
+            if stream is sys.stdout and status == 0:
+                status = EXIT_BROKEN_PIPE
+        except (OSError, ValueError):
+            pass  # nowhere left to write to
     os._exit(status)
 
 

@@ -110,6 +110,12 @@ HISTORY_BUDGET = 4_000_000
 # are kept, with a note saying how many earlier items were left out.
 CONVERSATION_LIMIT = 1_000_000
 
+# The longest prompt a run takes (bytes of UTF-8; the starter refuses a
+# longer one in one line). The prompt is kept whole in every model call's
+# input, whatever else of the conversation is left out: it must leave room
+# for the work. Material larger than this belongs in the workspace.
+LONGEST_PROMPT = CONVERSATION_LIMIT // 4
+
 # The model compacts the conversation (the Responses API's compaction) once
 # it passes this many tokens: about 400 kB of text, where the SDK's default
 # (90% of the model's context window) would be several MB.

@@ -4,6 +4,7 @@
     {{ cookiecutter.project_slug }}-starter "Count the files in /etc"      # start, follow, print the answer
     {{ cookiecutter.project_slug }}-starter --no-wait "Count the files"    # start, print id and link, exit
     {{ cookiecutter.project_slug }}-starter --attach WORKFLOW_ID           # follow a run started earlier
+    {{ cookiecutter.project_slug }}-starter --prompt-file task.md          # the prompt from a file (- for stdin)
 {%- if extras %}
     {{ cookiecutter.project_slug }}-starter --provider NAME "Count the files"  # run in another sandbox provider
 {%- endif %}
@@ -27,6 +28,10 @@ While it follows a run, the starter rides out a restart of the Temporal
 service (SERVICE_OUTAGE_LIMIT); a service that stays gone ends it with one
 line, saying how to follow the run again.
 
+What it prints of a run (steps{{ ", requests for approval" if cookiecutter.approval != "none" }}, failures) goes through
+display.py first, so no byte the model or a command chose reaches the
+terminal as a control sequence; the answer is printed as the model wrote it.
+
 Its exit status tells a script how the run ended: EXIT_STATUSES below says
 what each one means, and ``--help`` lists them.
 """
@@ -43,7 +48,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 from urllib.parse import quote
-
+{% if cookiecutter.approval != "none" %}
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+{%- endif %}
 from temporalio import exceptions
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import (
@@ -55,6 +62,9 @@ from temporalio.api.enums.v1 import (
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import (
     Client,
+{%- if cookiecutter.approval != "none" %}
+    WorkflowExecutionStatus,
+{%- endif %}
     WorkflowFailureError,
     WorkflowHandle,
 {%- if cookiecutter.approval != "none" %}
@@ -63,14 +73,20 @@ from temporalio.client import (
 )
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
-
+{% if cookiecutter.approval != "none" %}
+from {{ cookiecutter.package_name }} import approvers
+{%- endif %}
 from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.display import {{ "safe_line, visible" if cookiecutter.approval != "none" else "visible" }}
+from {{ cookiecutter.package_name }}.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
+from {{ cookiecutter.package_name }}.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from {{ cookiecutter.package_name }}.exits import exit_after
 from {{ cookiecutter.package_name }}.shared import (
     CHOOSING_THE_HOST,
 {%- if cookiecutter.approval != "none" %}
     DECIDE,
 {%- endif %}
+    LONGEST_PROMPT,
     MODEL_ACTIVITIES,
 {%- if cookiecutter.approval != "none" %}
     PENDING,
@@ -96,17 +112,20 @@ EXIT_COMPLETED = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_UNREACHABLE = 2
 EXIT_USAGE = 3
-EXIT_INTERRUPTED = 130
 
 # What each exit status means, for scripts; --help lists them.
 EXIT_STATUSES = {
     EXIT_COMPLETED: "the run completed and its answer was printed (with --no-wait: the run was started)",
     EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled",
-    EXIT_UNREACHABLE: "the Temporal service could not be reached, has no such namespace, "
-    "or stopped answering (the run itself may go on)",
-    EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, or no workflow with the id given to --attach"{% if cookiecutter.approval != "none" %}
-    " (or to --pending, --approve, --reject), or a decision on a call that does not wait"{% endif %},
+    EXIT_UNREACHABLE: "the Temporal service could not be reached, is misconfigured (TEMPORAL_*), "
+    "has no such namespace, or stopped answering (the run itself may go on)"{% if cookiecutter.approval != "none" %}
+    "; or no worker answered for the run within 10 s"{% endif %},
+    EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, a prompt that is empty, unreadable or too long, "
+    "or no workflow with the id given to --attach"{% if cookiecutter.approval != "none" %}
+    " (or to --pending, --approve, --reject); a decision on a call that does not wait, in a run that has "
+    "ended, or without the approver's key"{% endif %},
     EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
+    EXIT_BROKEN_PIPE: "its output went to a pipe that closed early (| head)",
 }
 
 DEV_SERVER_UI = "http://localhost:8233"
@@ -224,9 +243,11 @@ def web_ui_link(client: Client, workflow_id: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    line = " ".join(text.split())
+    """``text`` on one line, in a form no terminal interprets (display.py),
+    cut past LONGEST_COMMAND_SHOWN, saying how much more there was."""
+    line = visible(text)
     if len(line) > LONGEST_COMMAND_SHOWN:
-        line = line[: LONGEST_COMMAND_SHOWN - 3] + "..."
+        line = f"{line[:LONGEST_COMMAND_SHOWN]}... ({len(line) - LONGEST_COMMAND_SHOWN:,} more characters)"
     return line
 
 
@@ -283,16 +304,16 @@ class Progress:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             failed = event.activity_task_failed_event_attributes
             step = self.steps.get(failed.scheduled_event_id, "a step")
-            return f"! {step}: failed: {failed.failure.message}"
+            return f"! {step}: failed: {_one_line(failed.failure.message)}"
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
             timed_out = event.activity_task_timed_out_event_attributes
             return f"! {self.steps.get(timed_out.scheduled_event_id, 'a step')}: timed out"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
             reason = event.workflow_execution_terminated_event_attributes.reason
-            return f"! terminated: {reason or 'no reason given'}"
+            return f"! terminated: {_one_line(reason) if reason else 'no reason given'}"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
             message = event.workflow_task_failed_event_attributes.failure.message
-            return f"! the workflow code failed (Temporal retries it): {message}"
+            return f"! the workflow code failed (Temporal retries it): {_one_line(message)}"
         return None
 
     async def _scheduled(self, event: HistoryEvent) -> str | None:
@@ -457,92 +478,182 @@ async def usage_line(client: Client, workflow_id: str) -> str:
 COMMAND = {{ (cookiecutter.project_slug ~ "-starter") | tojson }}
 # How often a followed run is asked for requests that wait for a person.
 ASK_EVERY = 0.5
+# How long the starter waits for a worker to answer what waits in a run (a
+# query) or to take a decision (an update): a run with no worker running
+# answers neither.
+WORKER_ANSWERS_WITHIN = timedelta(seconds=10)
 
 
-def request_lines(workflow_id: str, request: dict[str, Any]) -> list[str]:
-    """A request for approval, as the starter shows it."""
+class NoDecision(Exception):
+    """A decision the starter could not send; its message says why, in one
+    line, and ``status`` is the starter's exit status for it."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def request_lines(request: dict[str, Any]) -> list[str]:
+    """A request for approval, as the starter shows it: the run made its
+    detail visible (approvals.py, display.py); each line goes through
+    display.safe_line all the same, so nothing from the run can reach the
+    terminal as a control sequence."""
     call, tool = request.get("call_id", "?"), request.get("tool", "?")
     detail = str(request.get("detail", ""))
-    shown = [f"$ {line}" if tool == "exec_command" else line for line in detail.splitlines()]
     return [
-        f"approval {tool} waits for a person (call {call}):",
-        *(f"           {line}" for line in shown or [""]),
+        safe_line(f"approval {tool} waits for a person (call {call}):"),
+        *(f"           {safe_line(line)}" for line in detail.split("\n")),
     ]
 
 
 def decide_lines(workflow_id: str, call_id: str) -> list[str]:
     """The commands that decide a request later, or from elsewhere."""
     return [
-        f"           approve: {COMMAND} --approve {workflow_id} {call_id}",
-        f'           reject:  {COMMAND} --reject {workflow_id} {call_id} --reason "..."',
+        safe_line(f"           approve: {COMMAND} --approve {workflow_id} {call_id}"),
+        safe_line(f'           reject:  {COMMAND} --reject {workflow_id} {call_id} --reason "..."'),
     ]
 
 
-async def pending_requests(client: Client, workflow_id: str) -> list[dict[str, Any]]:
-    """The requests of a run's latest run of its chain that wait for a person."""
-    found = await chain_run(client, workflow_id, None).query(PENDING, result_type=list)
+async def pending_requests(
+    client: Client, workflow_id: str, run_id: str | None = None
+) -> list[dict[str, Any]]:
+    """The requests of a run of the chain (None: its latest) that wait for a person."""
+    found = await chain_run(client, workflow_id, run_id).query(
+        PENDING, result_type=list, rpc_timeout=WORKER_ANSWERS_WITHIN
+    )
     return [request for request in found if isinstance(request, dict)]
+
+
+async def running_run(client: Client, workflow_id: str) -> str:
+    """The latest run of ``workflow_id``; ``NoDecision`` unless it is running
+    (an ``RPCError`` NOT_FOUND for no such workflow)."""
+    description = await answered(chain_run(client, workflow_id, None).describe)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        status = (
+            description.status.name.lower().replace("_", " ") if description.status else "ended"
+        )
+        raise NoDecision(
+            f"workflow {workflow_id} has ended ({status}): nothing in it waits for a decision."
+        )
+    return str(description.run_id)
+
+
+async def waiting_requests(client: Client, workflow_id: str) -> tuple[str, list[dict[str, Any]]]:
+    """The running run of ``workflow_id`` and what waits in it for a person;
+    ``NoDecision`` if it has ended or no worker answered within
+    WORKER_ANSWERS_WITHIN."""
+    run_id = await running_run(client, workflow_id)
+    try:
+        return run_id, await pending_requests(client, workflow_id, run_id)
+    except RPCError as e:
+        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise NoDecision(
+                f"no worker answered for workflow {workflow_id} within "
+                f"{WORKER_ANSWERS_WITHIN.total_seconds():.0f} s: start one "
+                f"({{ cookiecutter.project_slug }}-worker) and ask again.",
+                EXIT_UNREACHABLE,
+            ) from e
+        raise
+
+
+def signing_key() -> Ed25519PrivateKey:
+    """The approver's private key (approvers.py); ``NoDecision`` if none."""
+    try:
+        return approvers.load_key(approvers.key_file())
+    except approvers.BadKey as e:
+        raise NoDecision(str(e)) from e
 
 
 async def send_decision(
     client: Client,
     workflow_id: str,
-    call_id: str,
+    run_id: str,
+    request: dict[str, Any],
     approve: bool,
     reason: str = "",
     always: bool = False,
+    key: Ed25519PrivateKey | None = None,
 ) -> str:
-    """Send a person's decision; what the run answered."""
-    decision = {"call_id": call_id, "approve": approve, "reason": reason, "always": always}
-    answer = await chain_run(client, workflow_id, None).execute_update(
-        DECIDE, decision, result_type=str
+    """Sign a person's decision on ``request`` (as it was shown) in run
+    ``run_id`` with the approver's key and send it; what the run answered."""
+    signed = approvers.message(workflow_id, run_id, request, approve, always, reason)
+    approver, signature = approvers.sign(key or signing_key(), signed)
+    decision = {
+        "call_id": request.get("call_id"),
+        "approve": approve,
+        "reason": reason,
+        "always": always,
+        "approver": approver,
+        "signature": signature,
+    }
+    answer = await chain_run(client, workflow_id, run_id).execute_update(
+        DECIDE, decision, result_type=str, rpc_timeout=WORKER_ANSWERS_WITHIN
     )
     return str(answer)
 
 
-def answer_on_the_terminal(prompt: str) -> tuple[bool, str, bool]:
-    """Ask a person: (approve, reason, always)."""
-    while True:
-        answer = input(prompt).strip().lower()
-        if answer in ("y", "yes"):
-            return True, "", False
-        if answer in ("a", "always"):
-            return True, "", True
-        if answer in ("", "n", "no"):
-            return False, "Rejected by a person.", False
-        if answer in ("r", "reason"):
-            return False, input("           reason: ").strip() or "Rejected by a person.", False
+def answer_on_the_terminal(prompt: str) -> tuple[bool, str, bool] | None:
+    """Ask a person: (approve, reason, always), or None for "not now"
+    (Ctrl-D, or no terminal left to read)."""
+    try:
+        while True:
+            answer = input(prompt).strip().lower()
+            if answer in ("y", "yes"):
+                return True, "", False
+            if answer in ("a", "always"):
+                return True, "", True
+            if answer in ("", "n", "no"):
+                return False, "Rejected by a person.", False
+            if answer in ("r", "reason"):
+                return False, input("           reason: ").strip() or "Rejected by a person.", False
+    except EOFError:
+        return None
 
 
 async def ask_for_decisions(client: Client, workflow_id: str) -> None:
     """While a run is followed: show each request that waits for a person
-    and, on a terminal, ask for the decision and send it; elsewhere, print
-    the commands that decide it."""
+    and, on a terminal, ask for the decision and send it, signed; elsewhere,
+    print the commands that decide it."""
     shown: set[str] = set()
+    key: Ed25519PrivateKey | None = None
     while True:
         await asyncio.sleep(ASK_EVERY)
         try:
-            requests = await pending_requests(client, workflow_id)
-        except RPCError:
-            continue  # no worker to answer just now: ask again
+            run_id, requests = await waiting_requests(client, workflow_id)
+        except (RPCError, NoDecision, StoppedAnswering):
+            continue  # no worker to answer just now, or the run ends: ask again
         for request in requests:
             call_id = str(request.get("call_id"))
             if call_id in shown:
                 continue
             shown.add(call_id)
-            for line in request_lines(workflow_id, request):
+            for line in request_lines(request):
                 print(f"  {line}", flush=True)
             if not sys.stdin.isatty():
                 for line in decide_lines(workflow_id, call_id):
                     print(f"  {line}", flush=True)
                 continue
-            approve, reason, always = await asyncio.to_thread(
+            answer = await asyncio.to_thread(
                 answer_on_the_terminal, "           Run this? [y/N/a(lways)/r(eason)] "
             )
+            if answer is None:
+                print("\n  not now: the call waits; decide it later with", flush=True)
+                for line in decide_lines(workflow_id, call_id):
+                    print(f"  {line}", flush=True)
+                continue
+            approve, reason, always = answer
             try:
-                await send_decision(client, workflow_id, call_id, approve, reason, always)
-            except (WorkflowUpdateFailedError, RPCError) as e:
-                print(f"  ! the decision on {call_id} was not taken: {e}", flush=True)
+                key = key or signing_key()
+                await send_decision(
+                    client, workflow_id, run_id, request, approve, reason, always, key
+                )
+            except NoDecision as e:
+                print(f"  ! the decision on {call_id} was not sent: {e}", flush=True)
+            except WorkflowUpdateFailedError as e:
+                why = getattr(e.cause, "message", e.cause)
+                print(safe_line(f"  ! the decision on {call_id} was refused: {why}"), flush=True)
+            except RPCError as e:
+                print(safe_line(f"  ! the decision on {call_id} was not taken: {e}"), flush=True)
 
 
 def no_such_workflow(error: RPCError, client: Client, workflow_id: str) -> int:
@@ -551,26 +662,46 @@ def no_such_workflow(error: RPCError, client: Client, workflow_id: str) -> int:
     if error.status != RPCStatusCode.NOT_FOUND:
         raise error
     print(
-        f"ERROR: no such workflow {workflow_id!r} in namespace {client.namespace!r}.",
+        safe_line(f"ERROR: no such workflow {workflow_id!r} in namespace {client.namespace!r}."),
         file=sys.stderr,
     )
     return EXIT_USAGE
 
 
 async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, always: bool) -> int:
-    """--approve / --reject: send one decision."""
+    """--approve / --reject: sign and send one decision on a call that waits."""
+    try:
+        key = signing_key()
+    except NoDecision as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         client = await connect(runtime=quiet_runtime())
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
     try:
-        answer = await send_decision(client, workflow_id, call_id, approve, reason, always)
+        run_id, requests = await waiting_requests(client, workflow_id)
+        waiting = {str(request.get("call_id")): request for request in requests}
+        request = waiting.get(call_id)
+        if request is None:
+            raise NoDecision(
+                f"no request {call_id!r} waits in workflow {workflow_id} "
+                f"(waiting: {', '.join(waiting) or 'none'})"
+            )
+        answer = await send_decision(
+            client, workflow_id, run_id, request, approve, reason, always, key
+        )
+    except NoDecision as e:
+        print(safe_line(f"ERROR: {e}"), file=sys.stderr)
+        return e.status
+    except StoppedAnswering:
+        return stopped_answering(client, f"looking for workflow {workflow_id}")
     except WorkflowUpdateFailedError as e:
-        print(f"ERROR: {getattr(e.cause, 'message', e.cause)}", file=sys.stderr)
+        print(safe_line(f"ERROR: {getattr(e.cause, 'message', e.cause)}"), file=sys.stderr)
         return EXIT_USAGE
     except RPCError as e:
-        if e.status == RPCStatusCode.UNAVAILABLE:
+        if e.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             # Sent again, a decision that was taken would be refused.
             return stopped_answering(
                 client,
@@ -578,30 +709,60 @@ async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, alw
                 f"with --pending {workflow_id}",
             )
         return no_such_workflow(e, client, workflow_id)
-    print(f"Call {call_id} of workflow {workflow_id}: {answer}.")
+    print(safe_line(f"Call {call_id} of workflow {workflow_id}: {answer}."))
     return EXIT_COMPLETED
 
 
 async def list_pending(workflow_id: str) -> int:
-    """--pending: the requests of a run that wait for a person."""
+    """--pending: the requests of a run that wait for a person, each whole."""
     try:
         client = await connect(runtime=quiet_runtime())
     except ConnectionFailed as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
     try:
-        requests = await answered(lambda: pending_requests(client, workflow_id))
+        _, requests = await waiting_requests(client, workflow_id)
+    except NoDecision as e:
+        print(safe_line(f"ERROR: {e}"), file=sys.stderr)
+        return e.status
     except StoppedAnswering:
         return stopped_answering(client, f"asking workflow {workflow_id} what waits for a person")
     except RPCError as e:
         return no_such_workflow(e, client, workflow_id)
     if not requests:
-        print(f"No request of workflow {workflow_id} waits for a person.")
+        print(safe_line(f"No request of workflow {workflow_id} waits for a person."))
     for request in requests:
-        lines = request_lines(workflow_id, request) + decide_lines(
-            workflow_id, str(request.get("call_id"))
-        )
+        lines = request_lines(request) + decide_lines(workflow_id, str(request.get("call_id")))
         print("\n".join(lines))
+    return EXIT_COMPLETED
+
+
+def new_approver_key(name: str) -> int:
+    """--new-approver-key: a key pair for one approver; the line the
+    workers' APPROVERS takes."""
+    path = approvers.key_file()
+    if not name.strip() or any(c in name for c in ",= ") or not name.isprintable():
+        print(
+            f"ERROR: --new-approver-key {name!r}: a name without spaces, commas or '=' "
+            "(it names the approver in APPROVERS).",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        public = approvers.new_key(path)
+    except FileExistsError:
+        print(
+            f"ERROR: {path} exists already: it is kept. Set {approvers.KEY_FILE_VARIABLE} "
+            "to another path for a second key.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    except OSError as e:
+        print(f"ERROR: cannot write {path}: {e.strerror}.", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"The approver's private key is in {path} (only you can read it; keep it so).")
+    print("Give every worker this approver (comma-separate several):")
+    print(f"{approvers.APPROVERS_VARIABLE}={name}={approvers.public_text(public)}")
     return EXIT_COMPLETED
 
 
@@ -674,6 +835,11 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("prompt", nargs="?", help="what to ask the agent (default: a small task)")
+    parser.add_argument(
+        "--prompt-file",
+        metavar="PATH",
+        help="read the prompt from PATH (UTF-8; - for standard input) instead",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--no-wait",
@@ -702,6 +868,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--always", action="store_true", help="with --approve: that tool for the rest of the run"
     )
+    mode.add_argument(
+        "--new-approver-key",
+        metavar="NAME",
+        help=f"make an approver's key pair (the private key in {approvers.KEY_FILE_VARIABLE}, "
+        f"default {approvers.DEFAULT_KEY_FILE}) and print the line for the workers' APPROVERS",
+    )
 {%- endif %}
 {%- if extras %}
     parser.add_argument(
@@ -711,12 +883,15 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
 {%- endif %}
     args = parser.parse_args(argv)
-    if args.attach is not None and args.prompt is not None:
+    if args.prompt is not None and args.prompt_file is not None:
+        parser.error("give the prompt as an argument or with --prompt-file, not both")
+    asked = args.prompt is not None or args.prompt_file is not None
+    if args.attach is not None and asked:
         parser.error("--attach follows an existing run; it takes no prompt")
 {%- if cookiecutter.approval != "none" %}
-    deciding = args.pending or args.approve or args.reject
-    if deciding and args.prompt is not None:
-        parser.error("--pending, --approve and --reject take no prompt")
+    deciding = args.pending or args.approve or args.reject or args.new_approver_key
+    if deciding and asked:
+        parser.error("--pending, --approve, --reject and --new-approver-key take no prompt")
     if args.reason and not args.reject:
         parser.error("--reason goes with --reject")
     if args.always and not args.approve:
@@ -727,6 +902,42 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--attach follows an existing run, in the provider it started with")
 {%- endif %}
     return args
+
+
+class BadPrompt(Exception):
+    """A prompt the starter cannot send; its message says why, in one line."""
+
+
+def prompt_of(args: argparse.Namespace) -> str:
+    """The prompt: the argument, the file (- for standard input) or the
+    default; ``BadPrompt`` for one that is empty, unreadable or over
+    LONGEST_PROMPT."""
+    if args.prompt_file is None:
+        prompt = args.prompt or DEFAULT_PROMPT
+    else:
+        where = "standard input" if args.prompt_file == "-" else repr(args.prompt_file)
+        try:
+            if args.prompt_file == "-":
+                prompt = sys.stdin.buffer.read().decode()
+            else:
+                with open(args.prompt_file, "rb") as file:
+                    prompt = file.read(LONGEST_PROMPT + 1).decode()
+        except OSError as e:
+            raise BadPrompt(f"--prompt-file {where}: cannot read it ({e.strerror})") from e
+        except UnicodeDecodeError as e:
+            raise BadPrompt(f"--prompt-file {where}: not UTF-8 text (byte {e.start})") from e
+        if not prompt.strip():
+            raise BadPrompt(f"--prompt-file {where}: the prompt is empty")
+    size = len(prompt.encode())
+    if size > LONGEST_PROMPT:
+        # A file is read only that far.
+        read_whole = args.prompt_file is None or args.prompt_file == "-"
+        raise BadPrompt(
+            f"the prompt is over {LONGEST_PROMPT:,} bytes{f' ({size:,})' if read_whole else ''}, "
+            "the most a run takes (LONGEST_PROMPT): put the material in the workspace and "
+            "ask about it instead"
+        )
+    return prompt
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -743,15 +954,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             approve = bool(args.approve)
             reason = "" if approve else args.reason or "Rejected by a person."
             status = asyncio.run(decide(workflow_id, call_id, approve, reason, args.always))
+        elif args.new_approver_key is not None:
+            status = new_approver_key(args.new_approver_key)
 {%- endif %}
         else:
-            prompt = args.prompt or DEFAULT_PROMPT
+            prompt = prompt_of(args)
 {%- if extras %}
             provider = args.provider or SANDBOX_PROVIDER
             status = asyncio.run(run(prompt, wait=not args.no_wait, provider=provider))
 {%- else %}
             status = asyncio.run(run(prompt, wait=not args.no_wait))
 {%- endif %}
+    except BadPrompt as e:
+        print(f"ERROR: {e}.", file=sys.stderr)
+        status = EXIT_USAGE
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
     sys.exit(status)

@@ -40,7 +40,7 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }} import affinity, tools, versioning
+from {{ cookiecutter.package_name }} import {{ "affinity, approvers, tools, versioning" if cookiecutter.approval != "none" else "affinity, tools, versioning" }}
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.bounded_sandbox import (
     BadTimeLimit,
@@ -384,6 +384,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         command_time_limit(os.environ)
         model_activity_timeout(os.environ)
         health_at = health_address(os.environ)
+{%- if cookiecutter.approval != "none" %}
+        approvers.trust(approvers.approvers_from(os.environ))
+{%- endif %}
         make_room_for_connections(runs)
         asyncio.run(run_worker(runs, host, version, health_at))
     except (
@@ -391,6 +394,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         BadTimeLimit,
         BadModelTimeout,
         affinity.BadHostId,
+{%- if cookiecutter.approval != "none" %}
+        approvers.BadApprovers,
+{%- endif %}
         versioning.BadVersioning,
         BackendUnavailable,
         ConnectionFailed,

@@ -41,7 +41,13 @@ from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
 from {{ cookiecutter.package_name }} import {{ "affinity, approvals" if cookiecutter.approval != "none" else "affinity" }}
 from {{ cookiecutter.package_name }}.agent import sandbox_agent
 {%- if cookiecutter.approval != "none" %}
-from {{ cookiecutter.package_name }}.approvals import Approvals, Decision, Request, UnknownRequest
+from {{ cookiecutter.package_name }}.approvals import (
+    Approvals,
+    Decision,
+    NotAPerson,
+    Request,
+    UnknownRequest,
+)
 {%- endif %}
 from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.chain import (
@@ -61,6 +67,17 @@ from {{ cookiecutter.package_name }}.observability import (
     count_run,
     run_outcome,
 )
+from {{ cookiecutter.package_name }}.sandbox_tools import TOLD_WHEN_NOT_FOUND
+{%- if cookiecutter.approval != "none" %}
+
+# The approvers this worker trusts are set at its start (approvers.trust());
+# the workflow's update validator reads them from this one module, shared with
+# the workflow sandbox instead of imported afresh in it (cryptography cannot
+# be). Imported by its full name: `from <package> import approvers` would
+# import it afresh, as a part of the package the sandbox imported afresh.
+with workflow.unsafe.imports_passed_through():
+    import {{ cookiecutter.package_name }}.approvers as approvers
+{%- endif %}
 from {{ cookiecutter.package_name }}.shared import (
 {%- if cookiecutter.approval != "none" %}
     APPROVAL_TIMEOUT,
@@ -130,6 +147,18 @@ class SandboxAgentWorkflow:
         return answer
 
     async def _run(self, prompt: str, provider: str, carried: Carried | None) -> str:
+        if carried is not None and workflow.info().continued_run_id is None:
+            # Only a run that continued as new from an earlier run of its
+            # chain (same workflow id: Temporal sets continued_run_id, no
+            # client can) is handed state. A client's own would choose the
+            # sandbox to resume and remove{{ ", and the tools approved" if cookiecutter.approval != "none" }}.
+            raise ApplicationError(
+                "This run was started with carried state (the third argument), which only "
+                "the run it continues from may hand it: start a run with a prompt and a "
+                "provider only.",
+                type="ForgedCarriedState",
+                non_retryable=True,
+            )
         if provider not in SANDBOX_BACKENDS:
             raise ApplicationError(
                 f"Unknown sandbox provider {provider!r}: "
@@ -205,6 +234,9 @@ class SandboxAgentWorkflow:
                 snapshot=NoopSnapshotSpec(),
             ),
             call_model_input_filter=bounded_model_input,
+            # A call of a tool the agent lacks is told to the model, which
+            # can correct it, instead of ending the run (sandbox_tools.py).
+            tool_not_found_behavior=TOLD_WHEN_NOT_FOUND,
         )
         turns_before = carried.turns if carried else 0
         budget = self.run_hooks(carried.usage if carried else Usage())
@@ -290,10 +322,29 @@ class SandboxAgentWorkflow:
         return "approved" if decision.approve else "rejected"
 
     @decide.validator
-    def only_a_waiting_call(self, decision: Decision) -> None:
-        # Refused here, a decision on an unknown or decided call is never
-        # written to history.
+    def only_a_person_on_a_waiting_call(self, decision: Decision) -> None:
+        # Refused here, a decision is never written to history: one on an
+        # unknown or decided call, and one that no approver signed over the
+        # request as it was shown (approvers.py). A replay never runs this.
         self.approvals.check(decision)
+        request = self.approvals.pending[decision.call_id]
+        if decision.timed_out:
+            raise NotAPerson("only the run itself times a request out")
+        signed = approvers.message(
+            workflow.info().workflow_id,
+            workflow.info().run_id,
+            asdict(request),
+            decision.approve,
+            decision.always,
+            decision.reason,
+        )
+        # cryptography imports the exception it raises for a bad signature
+        # when it raises it: from the worker's modules, not the sandbox's
+        # (imported afresh there, its Rust core aborts the process).
+        with workflow.unsafe.imports_passed_through():
+            refused = approvers.refusal(signed, decision.approver, decision.signature)
+        if refused is not None:
+            raise NotAPerson(refused)
 
     async def _decision_on(self, item: ToolApprovalItem) -> Decision:
         """Wait for a person's decision on ``item`` (at most
@@ -302,10 +353,15 @@ class SandboxAgentWorkflow:
         if tool in self.approvals.always:
             return Decision(call_id, approve=True, always=True)
         asked = workflow.now()
-        request = Request(call_id, tool, approvals.detail_of(item), asked.isoformat())
+        request = Request(
+            call_id,
+            tool,
+            approvals.detail_of(tool, item.arguments or ""),
+            asked.isoformat(),
+        )
         self.approvals.pending[call_id] = request
         workflow.set_current_details(
-            f"Waiting for a person to approve {tool} (call {call_id}):\n{request.detail}"
+            approvals.current_details(workflow.info().workflow_id, request)
         )
         try:
             await workflow.wait_condition(

@@ -7,6 +7,7 @@ worker's machine yourself, generate the service with a remote sandbox
 backend instead.
 """
 
+import tempfile
 from pathlib import Path
 
 from agents.sandbox.sandboxes.unix_local import (
@@ -22,15 +23,31 @@ CREDENTIALS_URL = ""
 
 # The SDK's own errors say which of them no retry can fix; there is no
 # service behind this backend to add any, only a workspace that is gone.
-NON_RETRYABLE_ERRORS: tuple[str, ...] = ("WorkspaceGone",)
+NON_RETRYABLE_ERRORS: tuple[str, ...] = ("WorkspaceGone", "NotOurWorkspace")
 
 # The SDK's default root, which the local client turns into a fresh temporary
 # directory for each run (removed at the end of the run).
 WORKSPACE_ROOT = "/workspace"
 
 
+# The names the SDK gives the workspaces it makes, in the temporary directory.
+WORKSPACE_PREFIX = "sandbox-local-"
+
+
 class WorkspaceGone(Exception):
     """A run's workspace is no longer on this host's disk."""
+
+
+class NotOurWorkspace(Exception):
+    """A session names a directory this client would never have made."""
+
+
+def made_by_this_client(workspace: Path) -> bool:
+    """Whether ``workspace`` is one this client makes for a run: a directory
+    ``sandbox-local-*`` right in this host's temporary directory."""
+    return workspace.parent == Path(tempfile.gettempdir()) and workspace.name.startswith(
+        WORKSPACE_PREFIX
+    )
 
 
 class LocalWorkspaceClient(UnixLocalSandboxClient):
@@ -38,16 +55,32 @@ class LocalWorkspaceClient(UnixLocalSandboxClient):
     workspace is gone: the SDK would make a new, empty directory in its place,
     and the agent would go on without its files and without a word. A
     workspace goes when the disk it was on does (a container recreated, a
-    temporary directory cleaned up); the run then fails, saying so."""
+    temporary directory cleaned up); the run then fails, saying so. Nor does
+    it resume or remove a directory it would not have made for a run."""
 
     async def resume(self, state: SandboxSessionState) -> SandboxSession:
         workspace = Path(state.manifest.root)
+        if not made_by_this_client(workspace):
+            # Only a forged session state names another directory: resuming
+            # it would run commands there, and the end of the run delete it.
+            raise NotOurWorkspace(
+                f"The run's session names {workspace}, which is not a workspace this "
+                f"sandbox makes ({Path(tempfile.gettempdir()) / WORKSPACE_PREFIX}*): "
+                "it is neither used nor removed."
+            )
         if not workspace.is_dir():
             raise WorkspaceGone(
                 f"The run's workspace {workspace} is not on this host's disk any more "
                 "(the disk it was on is gone, or it was deleted): the run cannot go on."
             )
         return await super().resume(state)
+
+    async def delete(self, session: SandboxSession) -> SandboxSession:
+        """Remove the session's workspace, only if this client made it."""
+        root = Path(session.state.manifest.root)
+        if not made_by_this_client(root):
+            return session
+        return await super().delete(session)
 
 
 def sandbox_client() -> UnixLocalSandboxClient:

@@ -1,0 +1,182 @@
+"""Who may decide: signed decisions, so only a person can approve.
+
+Anything that reaches the Temporal frontend can send the ``decide`` update:
+the agent's own commands can, on the local backend or wherever the sandbox
+reaches the network. So a decision counts only when it is signed by one of
+the approvers the worker trusts. Each approver has an Ed25519 key pair: the
+private key stays with the person (a file only they can read,
+``APPROVER_KEY_FILE``), the worker is given the public keys
+(``APPROVERS``). The starter signs what the person decided together with
+what they were shown: the run (workflow and run id), the call, the digest of
+the request's text, and the decision. A run takes one decision per call, so
+a signature is good once. The update's validator checks the
+signature before the decision is written to history; a decision that does
+not verify is refused and the call goes on waiting for a person.
+
+The guarantee rests on the private keys: a process that can read one can
+approve. Keep them where the worker's user, and so the agent's commands,
+cannot read them (docs/approvals.md).
+
+The workflow imports this module passed through its sandbox (workflow.py):
+the keys the worker trusts are set once, at start (``trust()``), and the
+validator reads them. A replay never runs a validator, so it needs no keys.
+"""
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+# The worker's approvers: comma-separated NAME=PUBLIC_KEY (base64).
+APPROVERS_VARIABLE = "APPROVERS"
+# The approver's private key, for the starter.
+KEY_FILE_VARIABLE = "APPROVER_KEY_FILE"
+DEFAULT_KEY_FILE = Path("~/.config/{{ cookiecutter.project_slug }}/approver.pem")
+
+# The approvers this worker trusts: public key (base64) -> name.
+_trusted: dict[str, str] = {}
+
+
+class BadApprovers(ValueError):
+    """APPROVERS is missing or malformed (the worker cannot start)."""
+
+
+class BadKey(ValueError):
+    """The approver's key file is missing or not a key."""
+
+
+def public_text(key: Ed25519PublicKey) -> str:
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
+def approvers_from(environ: Mapping[str, str]) -> dict[str, str]:
+    """The approvers ``environ`` names, as public key -> name; ``BadApprovers``
+    unless each is NAME=KEY, with a name and an Ed25519 public key."""
+    value = environ.get(APPROVERS_VARIABLE, "").strip()
+    if not value:
+        raise BadApprovers(
+            f"{APPROVERS_VARIABLE} is not set: nobody could approve a request. Make a key "
+            "with `{{ cookiecutter.project_slug }}-starter --new-approver-key NAME` and set "
+            f"{APPROVERS_VARIABLE}=NAME=<the public key it prints> (docs/approvals.md)."
+        )
+    approvers: dict[str, str] = {}
+    for item in (part.strip() for part in value.split(",")):
+        name, _, key = item.partition("=")
+        problem = None
+        if not name.strip() or not key:
+            problem = "is not NAME=PUBLIC_KEY"
+        else:
+            try:
+                raw = base64.b64decode(key.strip(), validate=True)
+                public = Ed25519PublicKey.from_public_bytes(raw)
+            except (binascii.Error, ValueError):
+                problem = "does not hold an Ed25519 public key (44 characters of base64)"
+        if problem:
+            raise BadApprovers(
+                f"{APPROVERS_VARIABLE}: {item!r} {problem}; "
+                "allowed: comma-separated NAME=PUBLIC_KEY, as --new-approver-key prints them."
+            )
+        approvers[public_text(public)] = name.strip()
+    return approvers
+
+
+def trust(approvers: Mapping[str, str]) -> None:
+    """The approvers (public key -> name) whose decisions this worker takes."""
+    _trusted.clear()
+    _trusted.update(approvers)
+
+
+def digest(text: str) -> str:
+    """What a signature says the person was shown."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def message(
+    workflow_id: str,
+    run_id: str,
+    request: Mapping[str, object],
+    approve: bool,
+    always: bool,
+    reason: str,
+) -> bytes:
+    """The bytes an approver signs: the request as shown, and the decision."""
+    return json.dumps(
+        {
+            "workflow_id": workflow_id,
+            "run_id": run_id,
+            "call_id": request.get("call_id"),
+            "tool": request.get("tool"),
+            "shown": digest(str(request.get("detail", ""))),
+            "approve": approve,
+            "always": always,
+            "reason": reason,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+
+
+def sign(key: Ed25519PrivateKey, signed: bytes) -> tuple[str, str]:
+    """(the approver's public key, the signature), both base64."""
+    return public_text(key.public_key()), base64.b64encode(key.sign(signed)).decode()
+
+
+def refusal(signed: bytes, approver: str, signature: str) -> str | None:
+    """Why a decision does not count (None: it does): its signer is not an
+    approver of this worker, or the signature is not over ``signed``."""
+    name = _trusted.get(approver)
+    if name is None:
+        if not approver:
+            return "the decision is not signed by an approver (decide with the starter: docs/approvals.md)"
+        return "the decision is signed by a key that is not one of this worker's APPROVERS"
+    try:
+        Ed25519PublicKey.from_public_bytes(base64.b64decode(approver)).verify(
+            base64.b64decode(signature, validate=True), signed
+        )
+    except (InvalidSignature, binascii.Error, ValueError):
+        return f"the signature of approver {name!r} does not match this request and decision"
+    return None
+
+
+def key_file(environ: Mapping[str, str] = os.environ) -> Path:
+    return Path(environ.get(KEY_FILE_VARIABLE) or DEFAULT_KEY_FILE).expanduser()
+
+
+def load_key(path: Path) -> Ed25519PrivateKey:
+    """The private key in ``path``; ``BadKey`` in one line if there is none."""
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except OSError as e:
+        raise BadKey(
+            f"{KEY_FILE_VARIABLE}: cannot read the approver's key {str(path)!r} ({e.strerror}); "
+            "make one with --new-approver-key NAME, or set the variable to yours."
+        ) from e
+    except (ValueError, TypeError, UnsupportedAlgorithm) as e:
+        raise BadKey(
+            f"{KEY_FILE_VARIABLE}: {str(path)!r} is not an unencrypted PEM private key."
+        ) from e
+    if not isinstance(key, Ed25519PrivateKey):
+        raise BadKey(f"{KEY_FILE_VARIABLE}: {str(path)!r} holds a key that is not Ed25519.")
+    return key
+
+
+def new_key(path: Path) -> Ed25519PublicKey:
+    """A new key pair: the private key written to ``path`` (readable by its
+    owner only; never over an existing file), the public key returned."""
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(pem)
+    return key.public_key()

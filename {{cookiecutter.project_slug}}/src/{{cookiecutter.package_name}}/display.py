@@ -1,0 +1,119 @@
+"""Text a person is shown, in a form no terminal interprets.
+
+A command or a file a model wrote can hold bytes a terminal acts on instead
+of showing: an escape sequence that erases the line or moves the cursor up
+(the person sees a harmless command where another one runs), a carriage
+return or backspaces that overwrite what came before, OSC sequences that set
+the window title, make links or write the clipboard, bidirectional overrides
+and zero-width characters that reorder or hide text. ``visible()`` turns each
+of them into a visible name between angle brackets (``⟨ESC⟩``,
+``⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩``), and a long run of spaces, which pushes
+the rest of a line out of sight, into its count (``⟨2,100 spaces⟩``). The
+brackets themselves are shown as names too, so a name in brackets is always
+one of these and never text the model wrote to look like one. Nothing is cut.
+
+{% if cookiecutter.approval != "none" -%}
+Every place that shows a request for approval (the starter's ``--pending``
+and its terminal prompt, its progress lines, the run's current details in
+the Web UI) shows what this module made of it.
+{%- else -%}
+The starter's progress lines show each command as this module made it.
+{%- endif %}
+"""
+
+import unicodedata
+
+# Characters shown by a short name.
+NAMES = {
+    "\x00": "NUL",
+    "\x07": "BEL",
+    "\x08": "BS",
+    "\t": "TAB",
+    "\n": "LF",
+    "\x0b": "VT",
+    "\x0c": "FF",
+    "\r": "CR",
+    "\x1b": "ESC",
+    "\x7f": "DEL",
+    "\x9b": "CSI",
+    "\x9d": "OSC",
+}
+# Unicode's control, format (bidi marks and overrides, zero-width characters,
+# tags), surrogate, private-use and unassigned characters, its line and
+# paragraph separators, and every space but the plain one.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+# Letters that draw nothing (Hangul fillers, the braille blank), the
+# combining grapheme joiner, and this module's own brackets.
+HIDDEN = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f\u27e8\u27e9")
+# What safe_line() keeps: the space, and the brackets visible() writes.
+SHOWN_AS_THEY_ARE = frozenset(" \u27e8\u27e9")
+# A run of more spaces than this is shown as its count.
+LONGEST_SPACES = 8
+
+
+def is_hidden(character: str) -> bool:
+    """Whether ``character`` is shown by its name rather than as itself."""
+    if character == " ":
+        return False
+    return (
+        character in NAMES
+        or character in HIDDEN
+        or unicodedata.category(character) in HIDDEN_CATEGORIES
+        or 0xFE00 <= ord(character) <= 0xFE0F  # variation selectors
+        or 0xE0100 <= ord(character) <= 0xE01EF
+    )
+
+
+def name_of(character: str) -> str:
+    short = NAMES.get(character)
+    if short is not None:
+        return f"⟨{short}⟩"
+    code = f"U+{ord(character):04X}"
+    name = unicodedata.name(character, "")
+    return f"⟨{code} {name}⟩" if name else f"⟨{code}⟩"
+
+
+def visible(text: str, keep_lines: bool = False) -> str:
+    """``text`` with every character a terminal could act on, or that shows
+    as nothing, replaced by its name; ``keep_lines``: line feeds stay line
+    breaks (each line is then shown on a line of its own)."""
+    shown: list[str] = []
+    spaces = 0
+
+    def end_of_spaces() -> None:
+        nonlocal spaces
+        if spaces > LONGEST_SPACES:
+            shown.append(f"⟨{spaces:,} spaces⟩")
+        else:
+            shown.append(" " * spaces)
+        spaces = 0
+
+    for character in text:
+        if character == " ":
+            spaces += 1
+            continue
+        end_of_spaces()
+        if character == "\n" and keep_lines:
+            shown.append("\n")
+        elif is_hidden(character):
+            shown.append(name_of(character))
+        else:
+            shown.append(character)
+    end_of_spaces()
+    return "".join(shown)
+
+
+def holds_hidden(text: str) -> bool:
+    """Whether ``visible()`` changes more of ``text`` than its line breaks."""
+    return visible(text, keep_lines=True) != text
+
+
+def safe_line(text: str) -> str:
+    """``text`` for one line of a terminal, whatever it holds. For text that
+    went through ``visible()`` already (a request's detail) it changes
+    nothing; anything else that reaches the starter's output from outside
+    (a failure's message, a path) goes through it too, as a last guard."""
+    return "".join(
+        "?" if is_hidden(character) and character not in SHOWN_AS_THEY_ARE else character
+        for character in text
+    )
