@@ -43,7 +43,7 @@ from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .approver import decide, run_id_of, signed
 from .hosts import start_as, workspaces_used
-from .long_workflow import ImpatientApprovalWorkflow
+from .long_workflow import ImpatientApprovalWorkflow, LongSandboxAgentWorkflow
 from .processes import STARTER, service, service_environment
 from .scripted_model import Call, ScriptedModel, tool_outputs
 from .support import (
@@ -419,11 +419,23 @@ async def test_pending_shows_every_hostile_request_as_it_would_run(
     temporal_client: Client, starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = ScriptedModel([attack for _, attack, _ in DISPLAY_ATTACKS])
-    async with running_worker(temporal_client, model, approve=False) as (client, _):
-        handle = await start(client, "Try to fool the person.")
+    # More calls than a service's MAX_TURNS may allow: the long-run workflow.
+    long = [LongSandboxAgentWorkflow]
+    async with running_worker(temporal_client, model, approve=False, workflows=long) as (
+        client,
+        _,
+    ):
+        handle = await start_as(client, LongSandboxAgentWorkflow, SANDBOX_PROVIDER)
         for number, (name, _, runs) in enumerate(DISPLAY_ATTACKS):
             [request] = await requests_of(handle)
             assert request["call_id"] == f"call_{number}", name
+            # What every client gets (the Web UI, the CLI, a script) holds
+            # no control byte: the run made it visible, not the starter.
+            assert raw_controls(request["detail"]) == [], (name, request["detail"])
+            metadata = await handle.query(
+                "__temporal_workflow_metadata", result_type=WorkflowMetadata
+            )
+            assert raw_controls(metadata.current_details) == [], name
             capsys.readouterr()
             assert await list_pending(handle.id) == EXIT_COMPLETED
             shown = capsys.readouterr().out
@@ -591,12 +603,19 @@ async def test_on_a_terminal_every_hostile_request_shows_what_would_run_and_no_c
     temporal_client: Client, starter_env: Client
 ) -> None:
     model = ScriptedModel([attack for _, attack, _ in DISPLAY_ATTACKS])
-    async with running_worker(temporal_client, model, approve=False):
+    # More calls than a service's MAX_TURNS may allow: the long-run workflow,
+    # which the starter follows (and asks for) as it follows any run.
+    long = [LongSandboxAgentWorkflow]
+    async with running_worker(temporal_client, model, approve=False, workflows=long) as (
+        client,
+        _,
+    ):
+        handle = await start_as(client, LongSandboxAgentWorkflow, SANDBOX_PROVIDER)
         environment = {
             **service_environment(starter_env.service_client.config.target_host, ""),
             **{name: value for name, value in os.environ.items() if name.startswith("TEMPORAL_")},
         }
-        async with starter_on_a_terminal(environment, "Try to fool the person.") as screen:
+        async with starter_on_a_terminal(environment, "--attach", handle.id) as screen:
             for name, _, runs in DISPLAY_ATTACKS:
                 shown = await screen.read_until("Run this? [y/N/a(lways)/r(eason)]")
                 assert all(line in shown for line in runs.split("\n")), (name, shown)

@@ -18,6 +18,8 @@ from temporalio.client import Client
 from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE, WORKFLOW_TYPE
 from {{ cookiecutter.package_name }}.starter import start
 
+from .hosts import start_as
+from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import Call, ScriptedModel, tool_outputs
 from .support import activities, failure_of, running_worker
 
@@ -68,8 +70,10 @@ async def test_a_malformed_call_reaches_the_model_as_its_error_and_the_run_goes_
     model = KeepsInputs(
         ["echo notes > notes.txt", *(call for call, _ in MALFORMED), "echo still going"]
     )
-    async with running_worker(temporal_client, model) as (client, _):
-        handle = await start(client, "Make every mistake, then go on.")
+    # More calls than a service's MAX_TURNS may allow: the long-run workflow.
+    long = [LongSandboxAgentWorkflow]
+    async with running_worker(temporal_client, model, workflows=long) as (client, _):
+        handle = await start_as(client, LongSandboxAgentWorkflow, SANDBOX_PROVIDER)
         answer = await handle.result()
     assert answer.endswith("still going\n"), answer
     outputs = tool_outputs(model.inputs[-1])

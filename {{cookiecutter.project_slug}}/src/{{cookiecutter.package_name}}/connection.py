@@ -94,7 +94,7 @@ def config_error(error: RuntimeError) -> ConnectionFailed:
         )
     wanted = os.environ.get("TEMPORAL_PROFILE")
     if wanted and wanted not in profiles:
-        has = ", ".join(map(repr, profiles)) or "no profiles"
+        has = ", ".join(map(repr, sorted(profiles))) or "no profiles"
         return ConnectionFailed(
             f"TEMPORAL_PROFILE={wanted!r} names no profile of {config_file()}, which has "
             f"{has}: set it to a profile the file has, or unset it to use the default."
