@@ -157,14 +157,13 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_e2b",
                 "test_providers",
                 "test_approvals",
-                "test_hostile_calls",
                 only=True,
             )
         ],
     ],
     # Odd names and odd answers: they change what renders, not how it runs.
     "local-plus-daytona-snapshot-py312": [[smoke("test_local", "test_daytona", "test_providers", "test_affinity")]],
-    "local-custom-names-py312": [[smoke("test_local", "test_approvals", "test_hostile_calls")]],
+    "local-custom-names-py312": [[smoke("test_local", "test_approvals")]],
     "daytona-image-paused-one-secret": [[smoke("test_daytona", "test_secrets")]],
     "daytona-custom-provider-py313": [[smoke("test_daytona")]],
     "e2b-code-interpreter-template-paused": [[smoke("test_e2b")]],
