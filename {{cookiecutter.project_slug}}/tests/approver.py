@@ -47,16 +47,7 @@ def signed(
     key: Ed25519PrivateKey = KEY,
 ) -> dict[str, Any]:
     """The decide update's argument, signed with ``key`` (the tests' own by default)."""
-    message = approvers.message(workflow_id, run_id, request, approve, always, reason)
-    approver, signature = approvers.sign(key, message)
-    return {
-        "call_id": request["call_id"],
-        "approve": approve,
-        "reason": reason,
-        "always": always,
-        "approver": approver,
-        "signature": signature,
-    }
+    return approvers.signed_decision(key, workflow_id, run_id, request, approve, reason, always)
 
 
 async def run_id_of(handle: WorkflowHandle[Any, Any]) -> str:

@@ -120,3 +120,17 @@ class ScriptedModel(TestModel):
             )
             response.output.insert(0, compaction)
         return response
+
+
+class KeepsInputs(ScriptedModel):
+    """The scripted model, keeping every input it was given."""
+
+    def __init__(self, commands: Sequence[str | Call]) -> None:
+        super().__init__(commands)
+        self.inputs: list[Any] = []
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        self.inputs.append(input)
+        return await super().get_response(system_instructions, input, *args, **kwargs)

@@ -45,7 +45,7 @@ from .approver import decide, run_id_of, signed
 from .hosts import start_as, workspaces_used
 from .long_workflow import ImpatientApprovalWorkflow, LongSandboxAgentWorkflow
 from .processes import STARTER, service, service_environment
-from .scripted_model import Call, ScriptedModel, tool_outputs
+from .scripted_model import Call, KeepsInputs, ScriptedModel, tool_outputs
 from .support import (
     DROPPED_RUNS_CLOSED,
     metered_client,
@@ -55,20 +55,6 @@ from .support import (
 
 # How long a test waits for a request to show.
 SHOWS_WITHIN = 15
-
-
-class KeepsInputs(ScriptedModel):
-    """The scripted model, keeping every input it was given."""
-
-    def __init__(self, commands: list[str]) -> None:
-        super().__init__(commands)
-        self.inputs: list[Any] = []
-
-    async def get_response(
-        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
-    ) -> Any:
-        self.inputs.append(input)
-        return await super().get_response(system_instructions, input, *args, **kwargs)
 
 
 async def requests_of(handle: WorkflowHandle[Any, Any], count: int = 1) -> list[dict[str, Any]]:
@@ -232,6 +218,14 @@ async def test_always_approves_the_tool_for_the_rest_of_the_run(temporal_client:
     assert await updates_in(handle) == 1
 
 
+def starter_environment(starter_env: Client) -> dict[str, str]:
+    """What a user exports to run the starter against the tests' server."""
+    return {
+        **service_environment(starter_env.service_client.config.target_host, ""),
+        **{name: value for name, value in os.environ.items() if name.startswith("TEMPORAL_")},
+    }
+
+
 class Terminal:
     """A process on a pseudo-terminal: what it printed, and a keyboard."""
 
@@ -291,10 +285,7 @@ async def test_the_starter_asks_on_a_terminal_and_sends_each_answer(
 ) -> None:
     commands = ["touch yes.txt", "touch no.txt", "ls"]
     async with running_worker(temporal_client, ScriptedModel(commands), approve=False):
-        environment = {
-            **service_environment(starter_env.service_client.config.target_host, ""),
-            **{name: value for name, value in os.environ.items() if name.startswith("TEMPORAL_")},
-        }
+        environment = starter_environment(starter_env)
         main, terminal = pty.openpty()
         process = await asyncio.create_subprocess_exec(
             *STARTER,
@@ -335,10 +326,7 @@ async def test_off_a_terminal_the_starter_prints_the_commands_that_decide(
     async with running_worker(
         temporal_client, ScriptedModel(["echo decided-later"]), approve=False
     ):
-        environment = {
-            **service_environment(starter_env.service_client.config.target_host, ""),
-            **{name: value for name, value in os.environ.items() if name.startswith("TEMPORAL_")},
-        }
+        environment = starter_environment(starter_env)
         async with service([*STARTER, "Say it."], environment) as following:
             await following.wait_for("approve: ")
             line = next(line for line in following.output if "approve: " in line)
@@ -585,10 +573,7 @@ async def test_pending_with_no_worker_running_says_so_in_one_line_in_bounded_tim
     waiting = await temporal_client.start_workflow(
         "{{ cookiecutter.project_slug }}-no-such-worker", id=f"nobody-{uuid.uuid4()}", task_queue="nobody"
     )
-    environment = {
-        **service_environment(starter_env.service_client.config.target_host, ""),
-        **{name: value for name, value in os.environ.items() if name.startswith("TEMPORAL_")},
-    }
+    environment = starter_environment(starter_env)
     try:
         for command in (["--pending", waiting.id], ["--approve", waiting.id, "call_0"]):
             async with service([*STARTER, *command], environment) as asked:
@@ -611,10 +596,7 @@ async def test_on_a_terminal_every_hostile_request_shows_what_would_run_and_no_c
         _,
     ):
         handle = await start_as(client, LongSandboxAgentWorkflow, SANDBOX_PROVIDER)
-        environment = {
-            **service_environment(starter_env.service_client.config.target_host, ""),
-            **{name: value for name, value in os.environ.items() if name.startswith("TEMPORAL_")},
-        }
+        environment = starter_environment(starter_env)
         async with starter_on_a_terminal(environment, "--attach", handle.id) as screen:
             for name, _, runs in DISPLAY_ATTACKS:
                 shown = await screen.read_until("Run this? [y/N/a(lways)/r(eason)]")
@@ -639,10 +621,7 @@ async def test_ctrl_d_at_the_prompt_is_not_now_and_the_starter_says_how_to_decid
         client,
         _,
     ):
-        environment = {
-            **service_environment(starter_env.service_client.config.target_host, ""),
-            **{name: value for name, value in os.environ.items() if name.startswith("TEMPORAL_")},
-        }
+        environment = starter_environment(starter_env)
         async with starter_on_a_terminal(environment, "Say it later.") as screen:
             await screen.read_until("Run this?")
             screen.end_of_input()

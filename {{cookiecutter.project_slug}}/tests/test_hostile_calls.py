@@ -8,7 +8,6 @@ at once and touches nothing."""
 import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxSessionState
@@ -20,22 +19,8 @@ from {{ cookiecutter.package_name }}.starter import start
 
 from .hosts import start_as
 from .long_workflow import LongSandboxAgentWorkflow
-from .scripted_model import Call, ScriptedModel, tool_outputs
+from .scripted_model import Call, KeepsInputs, ScriptedModel, tool_outputs
 from .support import activities, failure_of, running_worker
-
-
-class KeepsInputs(ScriptedModel):
-    """The scripted model, keeping every input it was given."""
-
-    def __init__(self, commands: list[str | Call]) -> None:
-        super().__init__(commands)
-        self.inputs: list[Any] = []
-
-    async def get_response(
-        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
-    ) -> Any:
-        self.inputs.append(input)
-        return await super().get_response(system_instructions, input, *args, **kwargs)
 
 
 async def test_a_file_the_agent_wrote_never_runs_before_a_command(temporal_client: Client) -> None:

@@ -129,6 +129,28 @@ def sign(key: Ed25519PrivateKey, signed: bytes) -> tuple[str, str]:
     return public_text(key.public_key()), base64.b64encode(key.sign(signed)).decode()
 
 
+def signed_decision(
+    key: Ed25519PrivateKey,
+    workflow_id: str,
+    run_id: str,
+    request: Mapping[str, object],
+    approve: bool,
+    reason: str = "",
+    always: bool = False,
+) -> dict[str, object]:
+    """The ``decide`` update's argument: a decision on ``request`` (as the
+    run listed it), signed with ``key``."""
+    approver, signature = sign(key, message(workflow_id, run_id, request, approve, always, reason))
+    return {
+        "call_id": request.get("call_id"),
+        "approve": approve,
+        "reason": reason,
+        "always": always,
+        "approver": approver,
+        "signature": signature,
+    }
+
+
 def refusal(signed: bytes, approver: str, signature: str) -> str | None:
     """Why a decision does not count (None: it does): its signer is not an
     approver of this worker, or the signature is not over ``signed``."""

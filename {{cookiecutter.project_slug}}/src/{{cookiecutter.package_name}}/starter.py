@@ -576,16 +576,9 @@ async def send_decision(
 ) -> str:
     """Sign a person's decision on ``request`` (as it was shown) in run
     ``run_id`` with the approver's key and send it; what the run answered."""
-    signed = approvers.message(workflow_id, run_id, request, approve, always, reason)
-    approver, signature = approvers.sign(key or signing_key(), signed)
-    decision = {
-        "call_id": request.get("call_id"),
-        "approve": approve,
-        "reason": reason,
-        "always": always,
-        "approver": approver,
-        "signature": signature,
-    }
+    decision = approvers.signed_decision(
+        key or signing_key(), workflow_id, run_id, request, approve, reason, always
+    )
     answer = await chain_run(client, workflow_id, run_id).execute_update(
         DECIDE, decision, result_type=str, rpc_timeout=WORKER_ANSWERS_WITHIN
     )
