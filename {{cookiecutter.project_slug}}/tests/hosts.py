@@ -18,9 +18,10 @@ from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from {{ cookiecutter.package_name }}.shared import MAX_TURNS, TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
 
 from .scripted_model import ScriptedModel, tool_outputs
 from .support import activities, running_worker

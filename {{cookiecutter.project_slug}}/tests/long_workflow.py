@@ -13,10 +13,10 @@ from agents import RunContextWrapper, TResponseInputItem
 from agents.agent import Agent
 from temporalio import workflow
 
-from {{ cookiecutter.package_name }}.chain import Carried, HistoryBudget
-from {{ cookiecutter.package_name }}.observability import Usage
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, WORKFLOW_TYPE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.chain import Carried, HistoryBudget
+from {{ cookiecutter.package_name }}.machinery.observability import Usage
+from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 
 @workflow.defn(name="LongSandboxAgentWorkflow")

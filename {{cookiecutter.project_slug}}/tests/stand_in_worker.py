@@ -2,8 +2,8 @@
 backend, which tests cannot reach: ``python -m tests.stand_in_worker``.
 Everything else (connection, plugin, model calls, signals) is the real worker's."""
 
-from {{ cookiecutter.package_name }} import worker
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery import worker
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 
 from .support import SANDBOXES_FOR_TESTS
 

@@ -45,29 +45,31 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }} import worker
+from {{ cookiecutter.package_name }}.agent import MODEL
+from {{ cookiecutter.package_name }}.machinery import worker
 {% if "local" in cookiecutter | backends -%}
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend, local
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS, Backend, local
 {% else -%}
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS, Backend
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS, Backend
 {% endif -%}
-from {{ cookiecutter.package_name }}.observability import metrics_runtime
-from {{ cookiecutter.package_name }}.payloads import AgentPayloadConverter
-from {{ cookiecutter.package_name }}.shared import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL", "MODEL_ACTIVITIES", "SANDBOX_SECRETS"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
+from {{ cookiecutter.package_name }}.machinery.observability import metrics_runtime
+from {{ cookiecutter.package_name }}.machinery.payloads import AgentPayloadConverter
+from {{ cookiecutter.package_name }}.machinery.shared import (
+{%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL_ACTIVITIES"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
     tool_of,
 )
-from {{ cookiecutter.package_name }}.starter import chain_run, continued_as, start
-from {{ cookiecutter.package_name }}.worker import (
+from {{ cookiecutter.package_name }}.machinery.starter import chain_run, continued_as, start
+from {{ cookiecutter.package_name }}.machinery.worker import (
     MODEL_RETRY_POLICY,
     ServiceWorker,
     agents_plugin,
     build_worker,
 )
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 {% if cookiecutter.approval != "none" %}
 from .approver import command_request, signed
 {%- endif %}

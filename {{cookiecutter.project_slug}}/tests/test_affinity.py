@@ -16,11 +16,11 @@ import pytest
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 
-from {{ cookiecutter.package_name }} import worker
-from {{ cookiecutter.package_name }}.affinity import host_queue
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.worker import ServiceWorker
+from {{ cookiecutter.package_name }}.machinery import worker
+from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
 
 from .hosts import (
     ALL_STEPS,

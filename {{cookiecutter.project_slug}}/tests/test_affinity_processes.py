@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.affinity import host_queue
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.starter import start
 
 from .hosts import ALL_STEPS, STEPS, workspaces_used
 from .processes import WORKER, service, service_environment

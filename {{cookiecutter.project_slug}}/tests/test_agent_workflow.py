@@ -3,9 +3,9 @@
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .support import CompletedRun, activities
 

@@ -16,8 +16,8 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
-from {{ cookiecutter.package_name }} import capacity, worker
-from {{ cookiecutter.package_name }}.capacity import (
+from {{ cookiecutter.package_name }}.machinery import capacity, worker
+from {{ cookiecutter.package_name }}.machinery.capacity import (
     HEARTBEATS_PER_SECOND,
     RUNS_IN_FLIGHT,
     BadCapacity,
@@ -27,7 +27,7 @@ from {{ cookiecutter.package_name }}.capacity import (
     runs_in_flight,
     worker_options,
 )
-from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.machinery.starter import start
 
 from .support import running_worker
 

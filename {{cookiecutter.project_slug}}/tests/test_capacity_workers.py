@@ -8,10 +8,10 @@ import shutil
 import pytest
 
 from benchmarks.capacity import measure
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.health import ADDRESS_VARIABLE
-from {{ cookiecutter.package_name }}.observability import METRICS_ADDRESS_VARIABLE
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.health import ADDRESS_VARIABLE
+from {{ cookiecutter.package_name }}.machinery.observability import METRICS_ADDRESS_VARIABLE
+from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER
 
 from .support import closed_address
 

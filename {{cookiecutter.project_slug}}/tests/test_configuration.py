@@ -8,12 +8,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }} import worker
-from {{ cookiecutter.package_name }}.affinity import HOST_ID_VARIABLE
-from {{ cookiecutter.package_name }}.shared import MODEL_ACTIVITY_TIMEOUT
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.versioning import BUILD_ID, DEPLOYMENT_NAME
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery import worker
+from {{ cookiecutter.package_name }}.machinery.affinity import HOST_ID_VARIABLE
+from {{ cookiecutter.package_name }}.machinery.shared import MODEL_ACTIVITY_TIMEOUT
+from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.machinery.versioning import BUILD_ID, DEPLOYMENT_NAME
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import (

@@ -16,8 +16,8 @@ from daytona import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from {{ cookiecutter.package_name }} import worker
-from {{ cookiecutter.package_name }}.backends import daytona
+from {{ cookiecutter.package_name }}.machinery import worker
+from {{ cookiecutter.package_name }}.machinery.backends import daytona
 
 from .support import (
     CREDENTIALS,

@@ -8,10 +8,11 @@ from datetime import timedelta
 import pytest
 from temporalio.envconfig import ClientConfig
 
-from {{ cookiecutter.package_name }} import affinity, capacity, health, observability, versioning
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.shared import SANDBOX_SECRETS, TASK_QUEUE
-from {{ cookiecutter.package_name }}.worker import REQUIRED_CREDENTIALS, SHUTDOWN_GRACE
+from {{ cookiecutter.package_name }}.machinery import affinity, capacity, health, observability, versioning
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.worker import REQUIRED_CREDENTIALS, SHUTDOWN_GRACE
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 from .deploy import (
     BASE,

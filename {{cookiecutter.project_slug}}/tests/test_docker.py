@@ -34,10 +34,10 @@ from agents.sandbox.session import SandboxSession
 from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from {{ cookiecutter.package_name }} import worker
-from {{ cookiecutter.package_name }}.affinity import host_queue
-from {{ cookiecutter.package_name }}.backends import docker
-from {{ cookiecutter.package_name }}.backends.docker import (
+from {{ cookiecutter.package_name }}.machinery import worker
+from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
+from {{ cookiecutter.package_name }}.machinery.backends import docker
+from {{ cookiecutter.package_name }}.machinery.backends.docker import (
     IMAGE,
     LIMIT_VARIABLES,
     PROVIDER_LABEL,
@@ -47,9 +47,10 @@ from {{ cookiecutter.package_name }}.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
-from {{ cookiecutter.package_name }}.bounded_sandbox import TIME_LIMIT_VARIABLE
-from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.worker import ServiceWorker
+from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import TIME_LIMIT_VARIABLE
+from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .faults import figures
 from .hosts import STEPS, sandbox_workers, stalled_on

@@ -12,17 +12,18 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
 {% if cookiecutter | remote_backends -%}
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 {% endif -%}
-from {{ cookiecutter.package_name }}.capacity import RUNS_IN_FLIGHT, model_heartbeat_timeout
-from {{ cookiecutter.package_name }}.shared import (
-{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
+from {{ cookiecutter.package_name }}.machinery.capacity import RUNS_IN_FLIGHT, model_heartbeat_timeout
+from {{ cookiecutter.package_name }}.machinery.shared import (
+{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
     {{ constant }},
 {%- endfor %}
 )
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.worker import agents_plugin
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.runs import SANDBOX_ACTIVITY_TIMEOUT
 
 {% if cookiecutter | remote_backends -%}
 from .hosts import (

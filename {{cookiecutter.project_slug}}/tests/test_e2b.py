@@ -18,8 +18,8 @@ from e2b import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from {{ cookiecutter.package_name }}.backends import e2b
-from {{ cookiecutter.package_name }}.shared import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.machinery.backends import e2b
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .support import (
     CompletedRun,

@@ -19,10 +19,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.capacity import worker_options
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.worker import agents_plugin
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.capacity import worker_options
+from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import running_worker, sandboxes_for_tests

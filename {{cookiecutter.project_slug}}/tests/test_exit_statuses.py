@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.starter import (
+from {{ cookiecutter.package_name }}.machinery.starter import (
     EXIT_COMPLETED,
     EXIT_INTERRUPTED,
     EXIT_NOT_COMPLETED,
@@ -25,7 +25,7 @@ from {{ cookiecutter.package_name }}.starter import (
     EXIT_USAGE,
     start,
 )
-from {{ cookiecutter.package_name }}.versioning import BUILD_ID, DEPLOYMENT_NAME
+from {{ cookiecutter.package_name }}.machinery.versioning import BUILD_ID, DEPLOYMENT_NAME
 
 from .processes import (
     STARTER,

@@ -10,13 +10,10 @@ from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
-from {{ cookiecutter.package_name }}.shared import (
-    MAX_TURNS,
-    SANDBOX_PROVIDER,
-    WORKFLOW_EXECUTION_TIMEOUT,
-)
-from {{ cookiecutter.package_name }}.starter import run, start
-from {{ cookiecutter.package_name }}.worker import MODEL_RETRY_POLICY
+from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER
+from {{ cookiecutter.package_name }}.machinery.starter import run, start
+from {{ cookiecutter.package_name }}.machinery.worker import MODEL_RETRY_POLICY
+from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
 
 from .failing_sandbox import (
     FailingSandbox,

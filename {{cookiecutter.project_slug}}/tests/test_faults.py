@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.machinery.starter import start
 
 from .faults import cuttable_network, figures, lines_of, until, until_ran
 from .processes import WORKER, service, service_environment

@@ -4,11 +4,11 @@ too large to read whole is never written back cut (bounded_sandbox.py)."""
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.bounded_sandbox import CUT_MARK
-from {{ cookiecutter.package_name }}.shared import LONGEST_READ
-from {{ cookiecutter.package_name }}.starter import start
-from {{ cookiecutter.package_name }}.worker import agents_plugin
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import CUT_MARK
+from {{ cookiecutter.package_name }}.machinery.shared import LONGEST_READ
+from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import activities, running_worker, sandboxes_for_tests

@@ -22,10 +22,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.histories import record
-from {{ cookiecutter.package_name }}.shared import sandbox_operation
-from {{ cookiecutter.package_name }}.worker import agents_plugin
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.histories import record
+from {{ cookiecutter.package_name }}.machinery.shared import sandbox_operation
+from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .long_workflow import NextBuildWorkflow
 from .support import CompletedRun, sandboxes_for_tests

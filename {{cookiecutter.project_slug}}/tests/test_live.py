@@ -12,15 +12,16 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.shared import TASK_QUEUE, WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.worker import (
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.worker import (
     BackendUnavailable,
     agents_plugin,
     build_worker,
     missing_credentials,
 )
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .support import {{ "approving_everything, " if cookiecutter.approval != "none" }}with_plugins
 

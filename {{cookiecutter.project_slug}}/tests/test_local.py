@@ -11,8 +11,8 @@ import pytest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.backends import local
-from {{ cookiecutter.package_name }}.bounded_sandbox import TIME_LIMIT_VARIABLE
+from {{ cookiecutter.package_name }}.machinery.backends import local
+from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import TIME_LIMIT_VARIABLE
 
 from .hosts import STEPS, stalled_on, workspaces_used
 from .scripted_model import ScriptedModel

@@ -18,16 +18,12 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.affinity import host_queue
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.shared import (
-    LONGEST_OUTPUT,
-    SANDBOX_PROVIDER,
-    TASK_QUEUE,
-    WORKFLOW_EXECUTION_TIMEOUT,
-)
-from {{ cookiecutter.package_name }}.starter import attach
-from {{ cookiecutter.package_name }}.worker import agents_plugin
+from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.shared import LONGEST_OUTPUT, SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.starter import attach
+from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .long_workflow import BudgetedSandboxAgentWorkflow, LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel

@@ -19,8 +19,8 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.runtime import Runtime
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.observability import (
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.observability import (
     INPUT_TOKENS,
     MODEL_CALLS,
     OUTPUT_TOKENS,
@@ -30,15 +30,11 @@ from {{ cookiecutter.package_name }}.observability import (
     metrics_runtime,
     trace_to,
 )
-from {{ cookiecutter.package_name }}.shared import (
-    SANDBOX_PROVIDER,
-    TASK_QUEUE,
-    USAGE_MEMO,
-    WORKFLOW_EXECUTION_TIMEOUT,
-)
-from {{ cookiecutter.package_name }}.starter import start, usage_line
-from {{ cookiecutter.package_name }}.worker import agents_plugin, build_worker
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE, USAGE_MEMO
+from {{ cookiecutter.package_name }}.machinery.starter import start, usage_line
+from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin, build_worker
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel

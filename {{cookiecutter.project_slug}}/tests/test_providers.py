@@ -6,11 +6,11 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from {{ cookiecutter.package_name }} import starter
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.shared import SANDBOX_PROVIDER, SANDBOX_PROVIDERS, TASK_QUEUE
-from {{ cookiecutter.package_name }}.starter import attach, run, start
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery import starter
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, SANDBOX_PROVIDERS, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.starter import attach, run, start
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import activities, closed_address, running_worker, started_id

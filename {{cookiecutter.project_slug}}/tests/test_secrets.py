@@ -5,8 +5,8 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.shared import SANDBOX_SECRETS
-from {{ cookiecutter.package_name }}.starter import start
+from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 from .scripted_model import ScriptedModel
 from .support import running_worker

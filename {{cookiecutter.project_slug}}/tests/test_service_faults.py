@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.starter import (
+from {{ cookiecutter.package_name }}.machinery.starter import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
     SERVICE_OUTAGE_LIMIT,

@@ -20,17 +20,17 @@ from agents import ModelResponse
 from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from {{ cookiecutter.package_name }} import starter
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.chain import Carried
-from {{ cookiecutter.package_name }}.shared import (
+from {{ cookiecutter.package_name }}.machinery import starter
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.chain import Carried
+from {{ cookiecutter.package_name }}.machinery.shared import (
     LONGEST_PROMPT,
     SANDBOX_PROVIDER,
     TASK_QUEUE,
     WORKFLOW_TYPE,
 )
-from {{ cookiecutter.package_name }}.starter import attach, run, start, web_ui_link
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.starter import attach, run, start, web_ui_link
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .processes import STARTER
 from .scripted_model import ScriptedModel

@@ -12,9 +12,9 @@ from temporalio.client import Client
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 from {{ cookiecutter.package_name }} import tools
-from {{ cookiecutter.package_name }}.observability import TOOL_CALLS
-from {{ cookiecutter.package_name }}.shared import step_name, tool_of
-from {{ cookiecutter.package_name }}.starter import EXIT_COMPLETED, follow, start
+from {{ cookiecutter.package_name }}.machinery.observability import TOOL_CALLS
+from {{ cookiecutter.package_name }}.machinery.shared import step_name, tool_of
+from {{ cookiecutter.package_name }}.machinery.starter import EXIT_COMPLETED, follow, start
 
 from .scripted_model import tool_outputs
 from .support import activities, metered_client, running_worker

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }} import worker
-from {{ cookiecutter.package_name }}.worker import hide_from_other_processes
+from {{ cookiecutter.package_name }}.machinery import worker
+from {{ cookiecutter.package_name }}.machinery.worker import hide_from_other_processes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="prctl is Linux's")
 

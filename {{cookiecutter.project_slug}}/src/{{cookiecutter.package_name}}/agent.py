@@ -1,38 +1,32 @@
-"""The agent: its instructions, its model settings and its tools.
+"""The agent: its name, instructions, model, model settings and tools. Yours to change.
 
-This is the module to change to make the agent yours. The workflow builds
-the agent from ``sandbox_agent()`` at the start of every run (workflow.py),
-so whatever is here reaches every new run; runs already started keep the
-agent they started with only on versioned workers (docs/versioning.md).
-
-To add a tool that reaches outside the sandbox (an API, the clock, a file on
-the worker): write it as an activity in tools.py, add it to
-``tools.ACTIVITIES``, and add ``told_to_the_model(activity_as_tool(tools.<it>,
-...))`` to ``TOOLS`` below. docs/tools.md says when a tool may instead be a plain
-``@function_tool`` (only when it computes from its arguments alone).
+The workflow builds the agent from ``sandbox_agent()`` at the start of every
+run, so whatever is here reaches every new run; runs already started keep
+the agent they started with only on versioned workers (docs/versioning.md).
+To give the agent a tool of its own, see tools.py and docs/tools.md.
 """
 
 from datetime import timedelta
-from typing import Any
 
-from agents import FunctionTool, ModelSettings, Tool
+from agents import ModelSettings, Tool
+from agents.models.default_models import get_default_model_settings
 from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCompactionPolicy
-from agents.tool_context import ToolContext
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError, FailureError
-from temporalio.openai_agents.workflow import activity_as_tool
 {%- if cookiecutter.approval == "commands_and_writes" %}
 
-from {{ cookiecutter.package_name }} import approvals, tools
+from {{ cookiecutter.package_name }} import tools
+from {{ cookiecutter.package_name }}.machinery import approvals
 {%- elif cookiecutter.approval == "commands" %}
 
-from {{ cookiecutter.package_name }} import approvals, sandbox_tools, tools
+from {{ cookiecutter.package_name }} import tools
+from {{ cookiecutter.package_name }}.machinery import approvals, sandbox_tools
 {%- else %}
 
-from {{ cookiecutter.package_name }} import sandbox_tools, tools
+from {{ cookiecutter.package_name }} import tools
+from {{ cookiecutter.package_name }}.machinery import sandbox_tools
 {%- endif %}
-from {{ cookiecutter.package_name }}.shared import COMPACTION_THRESHOLD, MODEL
+from {{ cookiecutter.package_name }}.machinery.agent_tools import agent_tool
+from {{ cookiecutter.package_name }}.machinery.shared import COMPACTION_THRESHOLD
 
 NAME = {{ cookiecutter.project_name | tojson }}
 
@@ -41,55 +35,22 @@ INSTRUCTIONS = (
     "rather than answering from memory, then report what the commands returned."
 )
 
-# The model's settings (temperature, reasoning effort, ...): the model's own
-# defaults unless set here.
-MODEL_SETTINGS = ModelSettings()
+# The model the agent talks to.
+MODEL = {{ cookiecutter.model_name | tojson }}
 
-# A tool call that keeps failing is retried a few times (about 15 seconds of
-# back-off); then the model is told it failed (told_to_the_model), and goes on
-# without it. An error no retry can fix (non_retryable) is told at once.
-TOOL_RETRY_POLICY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=5,
-)
+# The model's settings: the Agents SDK's defaults for MODEL (for a GPT-5
+# model, its reasoning effort and verbosity). To set your own on top of
+# them: get_default_model_settings(MODEL).resolve(ModelSettings(temperature=0.2)).
+MODEL_SETTINGS: ModelSettings = get_default_model_settings(MODEL)
 
-
-def told_to_the_model(tool: Tool) -> FunctionTool:
-    """``tool`` (a function tool), whose failure (once its retries are spent)
-    the model reads as the tool's result and can act on, instead of ending
-    the run."""
-    assert isinstance(tool, FunctionTool)
-    invoke = tool.on_invoke_tool
-
-    async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
-        try:
-            return await invoke(context, arguments)
-        except ActivityError as e:
-            if isinstance(e.cause, CancelledError):
-                raise  # the run is being cancelled
-            reason = e.cause.message if isinstance(e.cause, FailureError) else str(e)
-            return f"The tool {tool.name} failed: {reason}"
-
-    tool.on_invoke_tool = on_invoke_tool
-    return tool
-
-
-# The agent's own tools, beside the sandbox's shell and filesystem.
-{%- if cookiecutter.approval != "none" %} To make
-# one wait for a person's decision like the sandbox's commands (approvals.py),
-# set needs_approval=True on it: told_to_the_model(activity_as_tool(...)) is a
-# FunctionTool, whose needs_approval may also be a function of the call.
+# The agent's own tools, beside the sandbox's shell and filesystem: each an
+# activity of tools.py, with the longest one attempt may take.
+{%- if cookiecutter.approval != "none" %} To make one
+# wait for a person's decision like the sandbox's commands (docs/approvals.md),
+# set needs_approval=True on it.
 {%- endif %}
 TOOLS: list[Tool] = [
-    told_to_the_model(
-        activity_as_tool(
-            tools.current_time,
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=TOOL_RETRY_POLICY,
-        )
-    ),
+    agent_tool(tools.current_time, timeout=timedelta(seconds=10)),
 ]
 
 
@@ -105,15 +66,15 @@ def sandbox_agent() -> SandboxAgent[None]:
         tools=TOOLS,
         capabilities=[
 {%- if cookiecutter.approval == "commands_and_writes" %}
-            # Every command and every file edit waits for a person (approvals.py).
+            # Every command and every file edit waits for a person (docs/approvals.md).
             Filesystem(configure_tools=approvals.wait_for_writes),
             Shell(configure_tools=approvals.wait_for_commands),
 {%- elif cookiecutter.approval == "commands" %}
             Filesystem(configure_tools=sandbox_tools.careful_filesystem),
-            # Every command waits for a person (approvals.py).
+            # Every command waits for a person (docs/approvals.md).
             Shell(configure_tools=approvals.wait_for_commands),
 {%- else %}
-            # Commands in a plain shell, mistakes told to the model (sandbox_tools.py).
+            # Commands in a plain shell, mistakes told to the model (machinery/sandbox_tools.py).
             Filesystem(configure_tools=sandbox_tools.careful_filesystem),
             Shell(configure_tools=sandbox_tools.plain_shell),
 {%- endif %}

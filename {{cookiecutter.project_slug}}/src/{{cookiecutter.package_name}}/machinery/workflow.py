@@ -38,10 +38,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
 
-from {{ cookiecutter.package_name }} import {{ "affinity, approvals" if cookiecutter.approval != "none" else "affinity" }}
-from {{ cookiecutter.package_name }}.agent import sandbox_agent
+from {{ cookiecutter.package_name }}.machinery import {{ "affinity, approvals" if cookiecutter.approval != "none" else "affinity" }}
 {%- if cookiecutter.approval != "none" %}
-from {{ cookiecutter.package_name }}.approvals import (
+from {{ cookiecutter.package_name }}.machinery.approvals import (
     Approvals,
     Decision,
     NotAPerson,
@@ -49,8 +48,8 @@ from {{ cookiecutter.package_name }}.approvals import (
     UnknownRequest,
 )
 {%- endif %}
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.chain import (
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.chain import (
     Carried,
     HistoryBudget,
     HistoryFull,
@@ -59,7 +58,7 @@ from {{ cookiecutter.package_name }}.chain import (
     bounded_model_input,
     conversation_so_far,
 )
-from {{ cookiecutter.package_name }}.observability import (
+from {{ cookiecutter.package_name }}.machinery.observability import (
     Usage,
 {%- if cookiecutter.approval != "none" %}
     count_approval,
@@ -67,7 +66,8 @@ from {{ cookiecutter.package_name }}.observability import (
     count_run,
     run_outcome,
 )
-from {{ cookiecutter.package_name }}.sandbox_tools import TOLD_WHEN_NOT_FOUND
+from {{ cookiecutter.package_name }}.machinery.registry import sandbox_agent
+from {{ cookiecutter.package_name }}.machinery.sandbox_tools import TOLD_WHEN_NOT_FOUND
 {%- if cookiecutter.approval != "none" %}
 
 # The approvers this worker trusts are set at its start (approvers.trust());
@@ -76,24 +76,26 @@ from {{ cookiecutter.package_name }}.sandbox_tools import TOLD_WHEN_NOT_FOUND
 # be). Imported by its full name: `from <package> import approvers` would
 # import it afresh, as a part of the package the sandbox imported afresh.
 with workflow.unsafe.imports_passed_through():
-    import {{ cookiecutter.package_name }}.approvers as approvers
+    import {{ cookiecutter.package_name }}.machinery.approvers as approvers
 {%- endif %}
-from {{ cookiecutter.package_name }}.shared import (
+from {{ cookiecutter.package_name }}.machinery.shared import (
 {%- if cookiecutter.approval != "none" %}
-    APPROVAL_TIMEOUT,
     DECIDE,
-{%- endif %}
-    MAX_TURNS,
-{%- if cookiecutter.approval != "none" %}
     PENDING,
 {%- endif %}
-    SANDBOX_ACTIVITY_TIMEOUT,
     SANDBOX_HOST_WAIT,
     SANDBOX_PROVIDER,
-    SANDBOX_SECRETS,
     USAGE_MEMO,
     WORKFLOW_TYPE,
     step_name,
+)
+from {{ cookiecutter.package_name }}.runs import (
+{%- if cookiecutter.approval != "none" %}
+    APPROVAL_TIMEOUT,
+{%- endif %}
+    MAX_TURNS,
+    SANDBOX_ACTIVITY_TIMEOUT,
+    SANDBOX_SECRETS,
 )
 
 # A sandbox operation that keeps failing ends the run after a few attempts

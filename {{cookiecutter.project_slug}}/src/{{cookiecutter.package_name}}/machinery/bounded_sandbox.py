@@ -41,7 +41,7 @@ from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from agents.sandbox.types import ExecResult, User
 
-from {{ cookiecutter.package_name }}.shared import LONGEST_OUTPUT, LONGEST_READ
+from {{ cookiecutter.package_name }}.machinery.shared import LONGEST_OUTPUT, LONGEST_READ
 
 # The worker's setting for the time limit on each command, and its default.
 TIME_LIMIT_VARIABLE = "SANDBOX_COMMAND_TIME_LIMIT_SECONDS"

@@ -41,7 +41,7 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
-from {{ cookiecutter.package_name }}.shared import CHOOSING_THE_HOST, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.shared import CHOOSING_THE_HOST, TASK_QUEUE
 
 # The variable that names this worker's host; the host name when unset.
 HOST_ID_VARIABLE = "WORKER_HOST_ID"

@@ -1,6 +1,6 @@
 """The worker: runs the agent's workflow, its model calls and its sandbox.
 
-    python -m {{ cookiecutter.package_name }}.worker
+    python -m {{ cookiecutter.package_name }}.machinery.worker
 
 It polls the service's task queue and, when a sandbox it creates lives on
 its host, that host's own queue too, where the operations of those sandboxes
@@ -40,14 +40,14 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }} import {{ "affinity, approvers, tools, versioning" if cookiecutter.approval != "none" else "affinity, tools, versioning" }}
-from {{ cookiecutter.package_name }}.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.bounded_sandbox import (
+from {{ cookiecutter.package_name }}.machinery import {{ "affinity, approvers, registry, versioning" if cookiecutter.approval != "none" else "affinity, registry, versioning" }}
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import (
     BadTimeLimit,
     BoundedSandboxClient,
     command_time_limit,
 )
-from {{ cookiecutter.package_name }}.capacity import (
+from {{ cookiecutter.package_name }}.machinery.capacity import (
     RUNS_IN_FLIGHT,
     BadCapacity,
     make_room_for_connections,
@@ -56,28 +56,24 @@ from {{ cookiecutter.package_name }}.capacity import (
     runs_in_flight,
     worker_options,
 )
-from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
-from {{ cookiecutter.package_name }}.exits import exit_after
-from {{ cookiecutter.package_name }}.health import (
+from {{ cookiecutter.package_name }}.machinery.connection import ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.machinery.exits import exit_after
+from {{ cookiecutter.package_name }}.machinery.health import (
     HealthServer,
     HealthUnavailable,
     health_address,
     serving_health,
 )
-from {{ cookiecutter.package_name }}.observability import (
+from {{ cookiecutter.package_name }}.machinery.observability import (
     SandboxOperationMeter,
     TelemetryUnavailable,
     metrics_runtime,
     tracing_plugins,
 )
-from {{ cookiecutter.package_name }}.payloads import with_agent_payloads
-from {{ cookiecutter.package_name }}.shared import (
-    MODEL_ACTIVITY_TIMEOUT,
-    SANDBOX_SECRETS,
-    TASK_QUEUE,
-    WORKFLOW_EXECUTION_TIMEOUT,
-)
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.payloads import with_agent_payloads
+from {{ cookiecutter.package_name }}.machinery.shared import MODEL_ACTIVITY_TIMEOUT, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS, WORKFLOW_EXECUTION_TIMEOUT
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
 
@@ -291,7 +287,7 @@ def build_worker(
     shared = Worker(
         client,
         task_queue=TASK_QUEUE,
-        activities=[*affinity.host_activities(host, host_bound), *tools.ACTIVITIES],
+        activities=[*affinity.host_activities(host, host_bound), *registry.TOOL_ACTIVITIES],
         **(
             {"build_id": UNVERSIONED_BUILD}
             if version is None

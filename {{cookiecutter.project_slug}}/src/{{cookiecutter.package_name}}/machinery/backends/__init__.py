@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
 
-from {{ cookiecutter.package_name }} import shared
-from {{ cookiecutter.package_name }}.backends import {{ cookiecutter | backends | sort | join(", ") }}
+from {{ cookiecutter.package_name }}.machinery import shared
+from {{ cookiecutter.package_name }}.machinery.backends import {{ cookiecutter | backends | sort | join(", ") }}
 
 
 class Backend(Protocol):

@@ -44,8 +44,8 @@ from agents.sandbox.capabilities.tools.apply_patch_tool import _parse_custom_too
 from agents.sandbox.capabilities.tools.shell_tool import WriteStdinArgs
 from pydantic import ValidationError
 
-from {{ cookiecutter.package_name }} import sandbox_tools
-from {{ cookiecutter.package_name }}.display import holds_hidden, visible
+from {{ cookiecutter.package_name }}.machinery import sandbox_tools
+from {{ cookiecutter.package_name }}.machinery.display import holds_hidden, visible
 
 
 @dataclass

@@ -9,7 +9,7 @@
     {{ cookiecutter.project_slug }}-starter --provider NAME "Count the files"  # run in another sandbox provider
 {%- endif %}
 
-(``python -m {{ cookiecutter.package_name }}.starter`` is the same command.) It prints the
+(``python -m {{ cookiecutter.package_name }}.machinery.starter`` is the same command.) It prints the
 workflow id and a link to the run in the Temporal Web UI. The link starts with
 ``TEMPORAL_UI_URL`` when that is set; otherwise with https://cloud.temporal.io
 for a Temporal Cloud address, and with the dev server's http://localhost:8233
@@ -74,14 +74,14 @@ from temporalio.client import (
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
 {% if cookiecutter.approval != "none" %}
-from {{ cookiecutter.package_name }} import approvers
+from {{ cookiecutter.package_name }}.machinery import approvers
 {%- endif %}
-from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
-from {{ cookiecutter.package_name }}.display import {{ "safe_line, visible" if cookiecutter.approval != "none" else "visible" }}
-from {{ cookiecutter.package_name }}.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
-from {{ cookiecutter.package_name }}.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
-from {{ cookiecutter.package_name }}.exits import exit_after
-from {{ cookiecutter.package_name }}.shared import (
+from {{ cookiecutter.package_name }}.machinery.connection import ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.machinery.display import {{ "safe_line, visible" if cookiecutter.approval != "none" else "visible" }}
+from {{ cookiecutter.package_name }}.machinery.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
+from {{ cookiecutter.package_name }}.machinery.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from {{ cookiecutter.package_name }}.machinery.exits import exit_after
+from {{ cookiecutter.package_name }}.machinery.shared import (
     CHOOSING_THE_HOST,
 {%- if cookiecutter.approval != "none" %}
     DECIDE,
@@ -97,11 +97,11 @@ from {{ cookiecutter.package_name }}.shared import (
 {%- endif %}
     TASK_QUEUE,
     USAGE_MEMO,
-    WORKFLOW_EXECUTION_TIMEOUT,
     WORKFLOW_TYPE,
     sandbox_operation,
     step_name,
 )
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 DEFAULT_PROMPT = (
     "Write a file holding the first 20 Fibonacci numbers, one per line, "

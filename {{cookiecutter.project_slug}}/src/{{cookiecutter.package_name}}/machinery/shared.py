@@ -1,4 +1,3 @@
-{% set secrets = cookiecutter | secret_env_vars -%}
 """Names and limits that the worker, the workflow and the starter must agree on.
 
 They live in one module because a mismatch fails silently: a starter that
@@ -42,25 +41,6 @@ SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
 SANDBOX_PROVIDERS = ({{ (cookiecutter | providers) | map("first") | join(", ") }})
 {%- endif %}
 
-# Environment variables of the worker that the agent's sandbox sees. Only
-# their names travel with a run; the worker reads each value when the sandbox
-# needs it, so no value is ever recorded in workflow history. Every worker
-# must have them set.
-{%- if secrets | length > 1 %}
-SANDBOX_SECRETS: tuple[str, ...] = (
-{%- for name in secrets %}
-    {{ name | tojson }},
-{%- endfor %}
-)
-{%- else %}
-SANDBOX_SECRETS: tuple[str, ...] = ({{ (secrets | map("tojson") | first) ~ "," if secrets }})
-{%- endif %}
-
-# Each sandbox operation (create, one shell command, one file read or write,
-# teardown) is one activity with this start-to-close timeout. Sandbox
-# activities do not heartbeat, so this must cover the slowest command.
-SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_timeout_seconds | int }})
-
 # A run's sandbox on a host (a local workspace, a container on the host's own
 # Docker engine) is reached only through that host's workers (affinity.py).
 # When none of them takes one of its operations for this long, the host is
@@ -70,10 +50,6 @@ SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_ti
 SANDBOX_HOST_WAIT = timedelta(seconds=120)
 
 {% if cookiecutter.approval != "none" -%}
-# The longest a request for approval waits for a person (approvals.py); then
-# it is rejected, saying so, and the run goes on.
-APPROVAL_TIMEOUT = timedelta(seconds={{ cookiecutter.approval_timeout_seconds | int }})
-
 # The workflow's query listing the requests that wait for a person, and its
 # update deciding one (the starter, `temporal workflow query` and `temporal
 # workflow update execute` call them by these names).
@@ -84,16 +60,6 @@ DECIDE = "decide"
 # Each call to the model is one activity with this start-to-close timeout,
 # unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS sets another (worker.py).
 MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ default_model_activity_timeout }})
-
-# The longest a whole run may take before Temporal fails it as timed out; the
-# starter sets it on every run. It is the backstop for whatever the turn
-# budget and the retry policies do not catch, so no run waits for ever. It
-# must leave room for MAX_TURNS model calls and commands, with their retries.
-WORKFLOW_EXECUTION_TIMEOUT = timedelta(seconds={{ cookiecutter.workflow_execution_timeout_seconds | int }})
-
-# The most model turns one run may take, across every run of its chain; a
-# run that needs more fails.
-MAX_TURNS = {{ cookiecutter.max_turns | int }}
 
 # Temporal ends a run whose history passes 50 MB or 51,200 events (it warns
 # at 10 MB / 10,240) and refuses any single payload over 2 MB. Every model
@@ -128,10 +94,6 @@ LONGEST_OUTPUT = 64 * 1024
 # The same for a file the agent's tools read (to view or patch it): large
 # enough for any file worth patching, small enough for one payload.
 LONGEST_READ = 1_000_000
-
-# The model the agent talks to.
-MODEL = {{ cookiecutter.model_name | tojson }}
-
 
 # The sandbox operation that asks a worker, before a run creates its sandbox,
 # which host the sandbox will live on ("<provider>-sandbox_host": affinity.py).

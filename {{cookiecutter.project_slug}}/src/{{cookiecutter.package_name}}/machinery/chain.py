@@ -36,10 +36,10 @@ from temporalio import workflow
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
 from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
-from {{ cookiecutter.package_name }}.affinity import SandboxHost
-from {{ cookiecutter.package_name }}.bounded_sandbox import RefusesCutWriteBack
-from {{ cookiecutter.package_name }}.observability import Usage, UsageMeter
-from {{ cookiecutter.package_name }}.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
+from {{ cookiecutter.package_name }}.machinery.affinity import SandboxHost
+from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import RefusesCutWriteBack
+from {{ cookiecutter.package_name }}.machinery.observability import Usage, UsageMeter
+from {{ cookiecutter.package_name }}.machinery.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 
 
 @dataclass

@@ -26,9 +26,9 @@ from typing import NoReturn
 
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.connection import ConnectionFailed, connect
-from {{ cookiecutter.package_name }}.exits import exit_after
-from {{ cookiecutter.package_name }}.shared import WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.machinery.connection import ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.machinery.exits import exit_after
+from {{ cookiecutter.package_name }}.machinery.shared import WORKFLOW_TYPE
 
 DEFAULT_DIRECTORY = Path("tests/histories")
 DEFAULT_LIMIT = 10

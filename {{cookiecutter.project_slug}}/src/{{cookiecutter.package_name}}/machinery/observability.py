@@ -38,11 +38,11 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from {{ cookiecutter.package_name }}.affinity import host_queue
+from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
 {%- if cookiecutter.approval != "none" %}
-from {{ cookiecutter.package_name }}.approvals import Decision
+from {{ cookiecutter.package_name }}.machinery.approvals import Decision
 {%- endif %}
-from {{ cookiecutter.package_name }}.shared import (
+from {{ cookiecutter.package_name }}.machinery.shared import (
     CHOOSING_THE_HOST,
     USAGE_MEMO,
     sandbox_operation,

@@ -1,0 +1,47 @@
+{% set secrets = cookiecutter | secret_env_vars -%}
+"""What every run is given and how far it may go: yours to change.
+
+The workflow, the worker and the starter read these values; a change
+reaches every run started after the workers restart. The worker's own
+settings (capacity, limits, addresses) are environment variables instead
+(machinery/settings.py; docs/operations.md lists them).
+"""
+
+from datetime import timedelta
+
+# Environment variables of the worker that the agent's sandbox sees. Only
+# their names travel with a run; the worker reads each value when the sandbox
+# needs it, so no value is ever recorded in workflow history. Every worker
+# must have them set.
+{%- if secrets | length > 1 %}
+SANDBOX_SECRETS: tuple[str, ...] = (
+{%- for name in secrets %}
+    {{ name | tojson }},
+{%- endfor %}
+)
+{%- else %}
+SANDBOX_SECRETS: tuple[str, ...] = ({{ (secrets | map("tojson") | first) ~ "," if secrets }})
+{%- endif %}
+
+# The most model turns one run may take, across every run of its chain; a
+# run that needs more fails.
+MAX_TURNS = {{ cookiecutter.max_turns | int }}
+
+# The longest a whole run may take before Temporal fails it as timed out; the
+# starter sets it on every run. It is the backstop for whatever the turn
+# budget and the retry policies do not catch, so no run waits for ever. It
+# must leave room for MAX_TURNS model calls and commands, with their retries.
+WORKFLOW_EXECUTION_TIMEOUT = timedelta(seconds={{ cookiecutter.workflow_execution_timeout_seconds | int }})
+
+# Each sandbox operation is one activity with this start-to-close timeout:
+# creating the session, starting a command, each poll of a running command
+# (at most 30 s each), one file read or write, the teardown. A command
+# longer than that is polled again, not cut: its own limit is the worker's
+# SANDBOX_COMMAND_TIME_LIMIT_SECONDS (600 s unless set).
+SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_timeout_seconds | int }})
+{%- if cookiecutter.approval != "none" %}
+
+# The longest a request for approval waits for a person (machinery/approvals.py);
+# then it is rejected, saying so, and the run goes on.
+APPROVAL_TIMEOUT = timedelta(seconds={{ cookiecutter.approval_timeout_seconds | int }})
+{%- endif %}
