@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.connection import TLS_FILE_VARIABLES, ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.machinery.connection import (
+    TLS_FILE_VARIABLES,
+    ConnectionFailed,
+    connect,
+)
 
 from .processes import PROJECT, STARTER, service_environment
 from .support import closed_address

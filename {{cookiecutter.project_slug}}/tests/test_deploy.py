@@ -8,7 +8,13 @@ from datetime import timedelta
 import pytest
 from temporalio.envconfig import ClientConfig
 
-from {{ cookiecutter.package_name }}.machinery import affinity, capacity, health, observability, versioning
+from {{ cookiecutter.package_name }}.machinery import (
+    affinity,
+    capacity,
+    health,
+    observability,
+    versioning,
+)
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.worker import REQUIRED_CREDENTIALS, SHUTDOWN_GRACE

@@ -14,7 +14,10 @@ from temporalio.worker import Replayer
 {% if cookiecutter | remote_backends -%}
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.capacity import RUNS_IN_FLIGHT, model_heartbeat_timeout
+from {{ cookiecutter.package_name }}.machinery.capacity import (
+    RUNS_IN_FLIGHT,
+    model_heartbeat_timeout,
+)
 from {{ cookiecutter.package_name }}.machinery.shared import (
 {%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
     {{ constant }},

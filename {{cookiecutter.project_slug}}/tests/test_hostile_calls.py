@@ -14,7 +14,11 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxSessionState
 from agents.sandbox.snapshot import NoopSnapshot
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE, WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    SANDBOX_PROVIDER,
+    TASK_QUEUE,
+    WORKFLOW_TYPE,
+)
 from {{ cookiecutter.package_name }}.machinery.starter import start
 
 from .hosts import start_as

@@ -20,7 +20,11 @@ from temporalio.worker import Replayer
 
 from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.shared import LONGEST_OUTPUT, SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    LONGEST_OUTPUT,
+    SANDBOX_PROVIDER,
+    TASK_QUEUE,
+)
 from {{ cookiecutter.package_name }}.machinery.starter import attach
 from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT

@@ -8,7 +8,11 @@ from temporalio.exceptions import ApplicationError
 
 from {{ cookiecutter.package_name }}.machinery import starter
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, SANDBOX_PROVIDERS, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    SANDBOX_PROVIDER,
+    SANDBOX_PROVIDERS,
+    TASK_QUEUE,
+)
 from {{ cookiecutter.package_name }}.machinery.starter import attach, run, start
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 

@@ -22,7 +22,12 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkerDeploymentVersion
 
 from {{ cookiecutter.package_name }}.machinery.observability import RUNS
-from {{ cookiecutter.package_name }}.machinery.starter import EXIT_COMPLETED, chain_run, follow, start
+from {{ cookiecutter.package_name }}.machinery.starter import (
+    EXIT_COMPLETED,
+    chain_run,
+    follow,
+    start,
+)
 
 from .hosts import ALL_STEPS, STEPS, workspaces_used
 from .long_workflow import NEXT_BUILDS_STEP, NextBuildWorkflow
