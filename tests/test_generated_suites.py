@@ -48,7 +48,7 @@ def part(selection: str, *modules: str, only: bool = False, processes: str | Non
 
 # A run end to end under the combination's names, the answers' own
 # configuration, the recorded histories replayed under its provider's name.
-SMOKE = ("test_agent_workflow", "test_configuration", "test_histories")
+SMOKE = ("test_agent_workflow", "test_agent", "test_configuration", "test_histories", "test_layout")
 
 
 def smoke(*modules: str) -> Part:

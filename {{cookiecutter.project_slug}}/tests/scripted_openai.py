@@ -34,6 +34,8 @@ class ScriptedOpenAIServer:
         # Each request: when it came (time.monotonic()) and the status answered.
         self.answered: list[tuple[float, int]] = []
         self.requests = 0
+        # Each request's body, as the worker sent it.
+        self.bodies: list[dict[str, Any]] = []
         # The input and output tokens each answer reported, in order.
         self.reported: list[tuple[int, int]] = []
         # Set hold_at_step to hold the request made after that many commands
@@ -60,6 +62,7 @@ class ScriptedOpenAIServer:
 
     def respond(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         self.requests += 1
+        self.bodies.append(request)
         if self.error_status is not None:
             return self.error_status, {
                 "error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}

@@ -1,4 +1,4 @@
-"""The agent: its name, instructions, model, model settings and tools. Yours to change.
+"""The agent: its instructions, model, model settings and tools. Yours to change.
 
 The workflow builds the agent from ``sandbox_agent()`` at the start of every
 run, so whatever is here reaches every new run; runs already started keep

@@ -1,5 +1,5 @@
 {% set secrets = cookiecutter | secret_env_vars -%}
-"""What every run is given and how far it may go: yours to change.
+"""What every run is given and how far it may go. Yours to change.
 
 The workflow, the worker and the starter read these values; a change
 reaches every run started after the workers restart. The worker's own

@@ -1,4 +1,4 @@
-"""The agent's own tools that need the world outside its sandbox.
+"""The agent's own tools that need the world outside its sandbox. Yours to change.
 
 Each is a Temporal activity (``@activity.defn``): the worker registers every
 one in ``ACTIVITIES``, and agent.py hands it to the agent with
