@@ -2,7 +2,7 @@
 
 Each is a Temporal activity (``@activity.defn``): the worker registers every
 one in ``ACTIVITIES``, and agent.py hands it to the agent with
-``activity_as_tool()``. The model's call then runs on a worker, is retried
+``agent_tool()``. The model's call then runs on a worker, is retried
 like any activity, and shows in the run's history, the starter's progress
 and the ``agent_tool_calls`` metric under the tool's name. A tool must be an
 activity whenever its result depends on anything but its arguments: the
