@@ -30,7 +30,9 @@ import base64
 import json
 import keyword
 import re
+import subprocess
 import sys
+import tomllib
 import unicodedata
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -423,6 +425,20 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     return unused
 
 
+def answers_json(answers: Mapping[str, object]) -> str:
+    """Every question's answer, in the order they are asked, as JSON: what
+    cruft link and copier copy take to adopt a project made with plain
+    Cookiecutter (docs/updating.md)."""
+    return json.dumps({question: answers[question] for question in QUESTIONS}, indent=2, ensure_ascii=False)
+
+
+def python_versions(answers: Mapping[str, object]) -> list[str]:
+    """Every Python the project claims (``requires-python >= python_version``)
+    that the template offers: its CI tests each."""
+    offered = CHOICES["python_version"]
+    return offered[offered.index(str(answers["python_version"])) :]
+
+
 def slugify(text: object) -> str:
     """The slug of a name ("Sandbox Agent" is "sandbox-agent"), as
     cookiecutter's filter makes it (python-slugify's). Without that package
@@ -435,6 +451,52 @@ def slugify(text: object) -> str:
         ascii_text = re.sub(r"(?<=\d),(?=\d)", "", ascii_text)
         return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
     return str(python_slugify(str(text)))
+
+
+# Where every project comes from: the template's public address, which its
+# README, docs/updating.md and its citations of the template's docs name.
+TEMPLATE_NAME = "sandbox-agent-template"
+TEMPLATE_URL = "https://github.com/org/sandbox-agent-template"
+# The same, as cookiecutter, cruft and copier take it.
+TEMPLATE_ADDRESS = "gh:org/sandbox-agent-template"
+# The message of the commit copier adds to its clone of a local template
+# with uncommitted changes (copier/_vcs.py): the commit before it is the real one.
+COPIER_DRAFT_COMMIT = "Copier automated commit for draft changes"
+
+
+class Provenance(NamedTuple):
+    # The template's own version, as its pyproject.toml says ("unknown" without one).
+    version: str
+    # The git commit whose files were rendered; "unknown" when they were not
+    # a git checkout of the template (a copy, an archive).
+    commit: str
+    # Whether the files rendered had changes not committed to that commit.
+    uncommitted: bool
+
+
+def provenance(root: Path = Path(__file__).parent) -> Provenance:
+    """What a project says about the template files it was rendered from.
+    Cookiecutter renders them where they are (its clone of a git address, or
+    a local directory); cruft and copier from a clone at the commit they
+    record. Never a guess: what git does not say is "unknown"."""
+    try:
+        version = str(tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        version = "unknown"
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=True)
+        return done.stdout.strip()
+
+    try:
+        # The template's own repository, not one it happens to sit inside.
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != root.resolve():
+            return Provenance(version, "unknown", False)
+        if git("log", "-1", "--format=%s") == COPIER_DRAFT_COMMIT:
+            return Provenance(version, git("rev-parse", "HEAD^"), True)
+        return Provenance(version, git("rev-parse", "HEAD"), bool(git("status", "--porcelain")))
+    except (OSError, subprocess.SubprocessError):
+        return Provenance(version, "unknown", False)
 
 
 class DerivedAnswers(Extension):
@@ -456,6 +518,8 @@ class DerivedAnswers(Extension):
             providers=lambda answers: derive(answers).providers,
             refusal=refusal,
             unused_files=unused_files,
+            python_versions=python_versions,
+            answers_json=answers_json,
             items=items,
         )
         # For the recorded histories (tests/histories/), whose payloads are
@@ -465,6 +529,11 @@ class DerivedAnswers(Extension):
         environment.globals["default_model_activity_timeout"] = DEFAULT_MODEL_ACTIVITY_TIMEOUT
         # The copyright line's year (cookiecutter's {% now %} tag is not copier's).
         environment.globals["this_year"] = lambda: str(datetime.now(UTC).year)
+        # Where the project came from (README.md, docs/updating.md).
+        environment.globals["template_name"] = TEMPLATE_NAME
+        environment.globals["template_url"] = TEMPLATE_URL
+        environment.globals["template_address"] = TEMPLATE_ADDRESS
+        environment.globals["template_provenance"] = provenance
 
 
 class CookiecutterNamespace(ContextHook):
