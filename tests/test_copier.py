@@ -4,6 +4,7 @@ as it is given with the pre-generation hook's rules and message, and renders
 the project cookiecutter renders, byte for byte."""
 
 import json
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -27,6 +28,14 @@ COPIER_YML = yaml.safe_load((TEMPLATE / "copier.yml").read_text())
 # What each engine writes about the render itself: copier's answers file
 # (cruft's .cruft.json is not in a cookiecutter render).
 ANSWERS_FILE = ".copier-answers.yml"
+# How a project follows the template, for the engine that made it
+# (tests/test_updates.py runs what it says).
+UPDATING = "docs/updating.md"
+# The commit the README names: these tests render a copy outside git with
+# copier, this checkout with cookiecutter.
+COMMIT = re.compile(
+    rb"commit (`[0-9a-f]{12}`( with changes not committed)?|unknown \(rendered from files outside git\))\."
+)
 NOT_TEMPLATE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "*.egg-info", ".pytest_cache", ".ci")
 
 
@@ -99,7 +108,26 @@ def test_copier_renders_what_cookiecutter_renders(
     by_cookiecutter = rendered_files(project.path)
     assert sorted(by_copier) == sorted(by_cookiecutter)
     for relative, (text, mode) in by_cookiecutter.items():
+        if relative == UPDATING:
+            continue
+        if relative == "README.md":
+            assert len(COMMIT.findall(text)) == len(COMMIT.findall(by_copier[relative][0])) == 1
+            text = COMMIT.sub(b"commit", text)
+            by_copier[relative] = (COMMIT.sub(b"commit", by_copier[relative][0]), mode)
         assert by_copier[relative] == (text, mode), relative
+
+
+def test_a_copier_project_is_told_to_follow_the_template_with_copier(template: Path, tmp_path: Path, bake) -> None:
+    copied = render_with_copier(template, tmp_path / "copied", {})
+    updating = (copied / UPDATING).read_text()
+    assert "copier update --trust" in updating
+    assert "cruft" not in updating
+    # These files are a copy outside git: no commit to name, and no update without one.
+    assert "commit unknown (rendered from files outside git)" in (copied / "README.md").read_text()
+    assert "Without a commit to start from, `copier update`" in updating
+    made = (bake({}).path / UPDATING).read_text()
+    assert "uvx cruft update" in made
+    assert "copier copy --trust" in made
 
 
 def test_the_answers_file_is_copiers_alone(template: Path, tmp_path: Path, bake) -> None:

@@ -3,6 +3,7 @@ it came from and brings template changes in without losing the project's own
 changes. Both take a version by its git tag."""
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -46,6 +47,27 @@ def project_readme(template: Path) -> Path:
     return template / "{{cookiecutter.project_slug}}" / "README.md"
 
 
+def head(repo: Path) -> str:
+    return sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
+
+
+def assert_made_from(project: Path, commit: str, follow: str) -> None:
+    """The project names the template's commit it was rendered from (the
+    README by its first 12 digits, docs/updating.md whole) and how to follow
+    it: the README for every engine, docs/updating.md for the one that made it."""
+    readme = (project / "README.md").read_text()
+    assert (
+        f"[sandbox-agent-template](https://github.com/org/sandbox-agent-template) 0.1.0, commit `{commit[:12]}`."
+        in readme
+    )
+    assert "copier update --trust" in readme
+    assert "uvx cruft update" in readme
+    updating = (project / "docs" / "updating.md").read_text()
+    assert f"commit `{commit}`." in updating
+    assert follow in updating
+    assert ("cruft" in updating) == ("cruft" in follow)
+
+
 def create_with_cruft(template: Path, into: Path) -> Path:
     into.mkdir()
     sh(tool("cruft"), "create", str(template), "--no-input", "--output-dir", str(into), cwd=into)
@@ -60,6 +82,7 @@ def test_cruft_update_brings_template_changes_and_keeps_hand_changes(template_re
     recorded = json.loads((project / ".cruft.json").read_text())
     assert recorded["template"] == str(template_repo)
     assert recorded["context"]["cookiecutter"]["sandbox_backend"] == "local"
+    assert_made_from(project, recorded["commit"], follow="uvx cruft update")
 
     # The team changes its project...
     with (project / "README.md").open("a") as readme:
@@ -78,6 +101,7 @@ def test_cruft_update_brings_template_changes_and_keeps_hand_changes(template_re
     assert (project / ".gitignore").read_text().endswith("*.log\n")
     assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")
     assert json.loads((project / ".cruft.json").read_text())["commit"] == commit_b
+    assert_made_from(project, commit_b, follow="uvx cruft update")
     sh(tool("cruft"), "check", cwd=project)
 
 
@@ -124,36 +148,100 @@ def test_cruft_update_reports_a_conflict_and_keeps_both_sides(template_repo: Pat
     assert "<<<<<<< " in text
 
 
-def test_cruft_link_adopts_a_project_made_with_plain_cookiecutter(template_repo: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    answers = {"project_name": "Data Cleaner", "sandbox_backend": "e2b", "license": "Apache-2.0"}
+ANSWERS = {"project_name": "Data Cleaner", "sandbox_backend": "e2b", "license": "Apache-2.0"}
+
+
+def create_with_cookiecutter(template: Path, into: Path) -> Path:
+    """A project made with plain cookiecutter (nothing records its answers), in git."""
     sh(
         tool("cookiecutter"),
         "--no-input",
         "--output-dir",
-        str(out),
-        str(template_repo),
-        *(f"{key}={value}" for key, value in answers.items()),
-        cwd=tmp_path,
+        str(into),
+        str(template),
+        *(f"{key}={value}" for key, value in ANSWERS.items()),
+        cwd=into.parent,
     )
-    project = out / "data-cleaner"
+    project = into / "data-cleaner"
     sh("git", "init", "-q", "-b", "main", cwd=project)
     commit_all(project, "generated with cookiecutter")
+    return project
 
+
+def adoption(project: Path) -> tuple[str, str]:
+    """What docs/updating.md gives a project made with plain cookiecutter to
+    adopt cruft or copier: its answers (answers.json) and the template's commit."""
+    updating = (project / "docs" / "updating.md").read_text()
+    answers = re.search(r"```json\n(.*?)\n```", updating, re.DOTALL)
+    commits = set(re.findall(r"--(?:checkout|vcs-ref) ([0-9a-f]{40}) ", updating))
+    assert answers and len(commits) == 1, updating
+    return answers.group(1), commits.pop()
+
+
+def test_cruft_link_adopts_a_project_made_with_plain_cookiecutter(template_repo: Path, tmp_path: Path) -> None:
+    project = create_with_cookiecutter(template_repo, tmp_path / "out")
+    assert_made_from(project, head(template_repo), follow="uvx cruft update")
+    answers, commit = adoption(project)
+    assert commit == head(template_repo)
+
+    # As docs/updating.md says, with the template's address where it has gh:org/...
     sh(
         tool("cruft"),
         "link",
         str(template_repo),
+        "--checkout",
+        commit,
         "--no-input",
         "--extra-context",
-        json.dumps(answers),
+        answers,
         cwd=project,
     )
 
-    context = json.loads((project / ".cruft.json").read_text())["context"]["cookiecutter"]
-    assert {key: context[key] for key in answers} == answers
+    recorded = json.loads((project / ".cruft.json").read_text())
+    assert recorded["commit"] == commit
+    assert recorded["context"]["cookiecutter"] == {**recorded["context"]["cookiecutter"], **json.loads(answers)}
+    assert {key: recorded["context"]["cookiecutter"][key] for key in ANSWERS} == ANSWERS
     # Linked with the answers it was made with, the project matches the template exactly.
     sh(tool("cruft"), "diff", "--exit-code", cwd=project)
+
+
+def test_copier_adopts_a_project_made_with_plain_cookiecutter_and_then_updates_it(
+    template_repo: Path, tmp_path: Path
+) -> None:
+    release(template_repo, "v1.0.0")
+    project = create_with_cookiecutter(template_repo, tmp_path / "out")
+    with (project / "README.md").open("a") as readme:
+        readme.write("\n## Team notes\n\nOwned by the platform team.\n")
+    commit_all(project, "our notes")
+    answers, commit = adoption(project)
+    (project / "answers.json").write_text(answers)
+
+    # As docs/updating.md says (answers.json is kept out of the project's history).
+    copier(
+        "copy", "--overwrite", "--vcs-ref", commit, "--data-file", "answers.json", str(template_repo), ".", cwd=project
+    )
+    (project / "answers.json").unlink()
+    sh("git", "restore", ".", ":!docs/updating.md", cwd=project)
+
+    # Only the answers file is new, and the guide is Copier's: every other
+    # file is the project's, hand changes and all.
+    assert sh("git", "status", "--porcelain", cwd=project).stdout == " M docs/updating.md\n?? .copier-answers.yml\n"
+    recorded = answers_of(project)
+    assert recorded["_commit"] == "v1.0.0"
+    assert {key: recorded[key] for key in ANSWERS} == ANSWERS
+    commit_all(project, "follows the template with copier")
+    gitignore = template_repo / "{{cookiecutter.project_slug}}" / ".gitignore"
+    gitignore.write_text(gitignore.read_text() + "*.log\n")
+    commit_all(template_repo, "template B")
+    commit_b = release(template_repo, "v1.1.0")
+
+    copier("update", cwd=project)
+
+    assert answers_of(project)["_commit"] == "v1.1.0"
+    assert (project / ".gitignore").read_text().endswith("*.log\n")
+    assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")
+    # Copier's update renders a Copier project: it is told to follow the template with copier.
+    assert_made_from(project, commit_b, follow="copier update --trust")
 
 
 def release(template: Path, version: str) -> str:
@@ -200,6 +288,7 @@ def test_cruft_update_moves_a_project_from_one_tag_to_the_next(template_repo: Pa
     assert (project / ".gitignore").read_text().endswith("*.log\n")
     assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")
     assert json.loads((project / ".cruft.json").read_text())["commit"] == commit_b
+    assert_made_from(project, commit_b, follow="uvx cruft update")
 
 
 def copier(*args: str, cwd: Path) -> str:
@@ -220,11 +309,13 @@ def test_copier_update_brings_a_newer_tag_and_a_backend_added_later_keeping_hand
     copier("copy", str(template_repo), str(project), cwd=tmp_path)
     assert answers_of(project)["_commit"] == "v1.0.0"
     assert not (project / ".cruft.json").exists()
-    edit_and_release(project, template_repo)
+    assert_made_from(project, head(template_repo), follow="copier update --trust")
+    commit_b = edit_and_release(project, template_repo)
 
     copier("update", cwd=project)
 
     assert answers_of(project)["_commit"] == "v1.1.0"
+    assert_made_from(project, commit_b, follow="copier update --trust")
     assert (project / ".gitignore").read_text().endswith("*.log\n")
     assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")
     commit_all(project, "template v1.1.0")
