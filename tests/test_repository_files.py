@@ -12,6 +12,8 @@ import tomllib
 
 import yaml
 
+from local_extensions import CHOICES
+
 from .baked import BakedProject, tool
 
 
@@ -47,7 +49,12 @@ def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProjec
     def ignored(path: str) -> bool:
         return any(fnmatch.fnmatch(path, p) or path.startswith(p.rstrip("/") + "/") for p in patterns)
 
-    for needed in ["pyproject.toml", "uv.lock", "README.md", f"src/{project.context['package_name']}/machinery/worker.py"]:
+    for needed in [
+        "pyproject.toml",
+        "uv.lock",
+        "README.md",
+        f"src/{project.context['package_name']}/machinery/worker.py",
+    ]:
         assert not ignored(needed), needed
     if (project.path / "LICENSE").exists():
         assert not ignored("LICENSE")
@@ -102,7 +109,7 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: Bak
     workflow = yaml.safe_load(project.text(path))
     steps = workflow["jobs"]["check"]["steps"]
     setup_uv = [step for step in steps if str(step.get("uses", "")).startswith("astral-sh/setup-uv@")]
-    assert setup_uv and setup_uv[0]["with"]["python-version"] == project.context["python_version"]
+    assert setup_uv and setup_uv[0]["with"]["python-version"] == "${{ matrix.python }}"
     commands = [step["run"] for step in steps if "run" in step]
     # The Docker tests run on the runner's engine, with the image pulled first.
     pull = [f"docker pull {project.context['docker_image']}"] if "docker" in project.derived.backends else []
@@ -117,6 +124,31 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: Bak
         "uv run pytest -m faults",
     ]
     assert workflow["permissions"] == {"contents": "read"}
+
+
+def test_ci_tests_every_python_the_project_claims_each_to_the_end(project: BakedProject) -> None:
+    claimed = tomllib.loads(project.text("pyproject.toml"))["project"]["requires-python"]
+    assert claimed == f">={project.context['python_version']}"
+    lowest = tuple(int(part) for part in claimed.removeprefix(">=").split("."))
+    # The newest Python the template offers; the project claims it too.
+    newest = max(tuple(int(part) for part in version.split(".")) for version in CHOICES["python_version"])
+    expected = [f"3.{minor}" for minor in range(lowest[1], newest[1] + 1)]
+    strategy = yaml.safe_load(project.text(".github/workflows/ci.yml"))["jobs"]["check"]["strategy"]
+    assert strategy == {"fail-fast": False, "matrix": {"python": expected}}
+
+
+def test_dependabot_keeps_the_actions_and_the_lock_current_in_groups_after_a_cooldown(project: BakedProject) -> None:
+    path = ".github/dependabot.yml"
+    schema = project.run(tool("check-jsonschema"), "--builtin-schema", "vendor.dependabot", path)
+    assert schema.returncode == 0, schema.stdout + schema.stderr
+    updates = yaml.safe_load(project.text(path))["updates"]
+    assert [update["package-ecosystem"] for update in updates] == ["github-actions", "uv"]
+    for update in updates:
+        assert update["directory"] == "/"
+        assert update["schedule"] == {"interval": "weekly"}
+        assert update["cooldown"]["default-days"] >= 3
+        [group] = update["groups"].values()
+        assert group == {"patterns": ["*"]}
 
 
 def test_pre_commit_runs_ruff_and_mypy(project: BakedProject) -> None:
@@ -164,5 +196,7 @@ def seconds(duration: str) -> float:
 
 def shutdown_grace(project: BakedProject) -> float:
     """SHUTDOWN_GRACE of the rendered worker.py, in seconds."""
-    [grace] = re.findall(r"^SHUTDOWN_GRACE = timedelta\(seconds=(\d+)\)$", (project.machinery / "worker.py").read_text(), re.M)
+    [grace] = re.findall(
+        r"^SHUTDOWN_GRACE = timedelta\(seconds=(\d+)\)$", (project.machinery / "worker.py").read_text(), re.M
+    )
     return float(grace)
