@@ -426,10 +426,26 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
 
 
 def answers_json(answers: Mapping[str, object]) -> str:
-    """Every question's answer, in the order they are asked, as JSON: what
-    cruft link and copier copy take to adopt a project made with plain
-    Cookiecutter (docs/updating.md)."""
-    return json.dumps({question: answers[question] for question in QUESTIONS}, indent=2, ensure_ascii=False)
+    """The answers that made the project, in the order they are asked, as
+    JSON: what cruft link and copier copy take to adopt a project made with
+    plain Cookiecutter (docs/updating.md). Another backend's answers
+    (daytona_*, ...) change nothing in it and are left out, as copier does;
+    the comma-separated ones are given as their items."""
+    generated = generated_backends(answers)
+    given = {
+        **answers,
+        "additional_sandbox_backends": ",".join(items(answers["additional_sandbox_backends"])),
+        "sandbox_secret_env_vars": ",".join(items(answers["sandbox_secret_env_vars"])),
+    }
+    return json.dumps(
+        {
+            question: given[question]
+            for question in QUESTIONS
+            if question.split("_")[0] not in BACKENDS or question.split("_")[0] in generated
+        },
+        indent=2,
+        ensure_ascii=False,
+    )
 
 
 def python_versions(answers: Mapping[str, object]) -> list[str]:

@@ -101,7 +101,7 @@ async def until_ran(log: Path, steps: int, timeout: float = 60) -> None:
 
 def figures(fault: str, runs: int, completed: int, failed: int, twice: int) -> None:
     """Add a test's figures to the file FAULT_FIGURES names, if set, as a
-    line of JSON (the template's benchmarks/faults.py adds them up). A run
+    line of JSON (sandbox-agent-template's benchmarks/faults.py adds them up). A run
     that neither completed nor failed with a reason is lost."""
     path = os.environ.get("FAULT_FIGURES")
     if path:

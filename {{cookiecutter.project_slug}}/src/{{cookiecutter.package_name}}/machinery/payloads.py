@@ -5,7 +5,7 @@ Every model call carries the whole conversation (up to the compaction
 threshold, a few hundred kB in a long run). The plugin's converter validates
 each item against the OpenAI input-item union, which costs about 55 ms of
 worker CPU per call at 350 kB: a third of a 300-step run's CPU
-(docs/benchmarks.md in the template). The items are TypedDicts, which are
+(sandbox-agent-template's docs/benchmarks.md). The items are TypedDicts, which are
 plain dicts at run time, so reading them as JSON gives the model the same
 items, cheaply. Everything else in the input (settings, tools, tracing) is
 still validated.
