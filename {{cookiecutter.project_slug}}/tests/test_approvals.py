@@ -636,3 +636,28 @@ async def test_ctrl_d_at_the_prompt_is_not_now_and_the_starter_says_how_to_decid
             status = await asyncio.wait_for(screen.process.wait(), 30)
     assert status == 0, screen.output
     assert "later" in screen.output.partition("Answer:")[2], screen.output
+
+
+async def test_a_quiet_run_is_asked_less_and_less_often_and_soon_once_its_history_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The starter's pace (starter.next_ask), faster than its real one.
+    monkeypatch.setattr(starter, "ASK_SOON", timedelta(seconds=0.05))
+    monkeypatch.setattr(starter, "ASK_AT_LEAST_EVERY", timedelta(seconds=0.8))
+    loop = asyncio.get_running_loop()
+    moved = asyncio.Event()
+    wait = starter.ASK_SOON
+    for expected in (0.1, 0.2, 0.4, 0.8, 0.8):
+        began = loop.time()
+        waited = wait.total_seconds()
+        wait = await starter.next_ask(moved, wait)
+        # Quiet: it waited the whole wait, and the next is twice as long, up to the longest.
+        assert waited <= loop.time() - began < waited + 0.3
+        assert wait.total_seconds() == expected
+    # The history moves early in the longest wait: asked ASK_SOON later, not
+    # at the wait's end, and soon again after.
+    began = loop.time()
+    loop.call_later(0.1, moved.set)
+    assert await starter.next_ask(moved, wait) == starter.ASK_SOON
+    assert 0.15 <= loop.time() - began < 0.6
+    assert not moved.is_set()

@@ -2,7 +2,8 @@
 
 The sandbox activities' client and session, and the model activity's input,
 are private to temporalio-openai-agents; the chain's sandbox client overrides
-private methods of the Agents SDK's. pyproject.toml bounds both SDKs to the
+private methods of the Agents SDK's{% if "daytona" in cookiecutter | backends %}, and so does the Daytona client that labels
+each sandbox{% endif %}. pyproject.toml bounds both SDKs to the
 releases these were checked with; the scheduled CI job (newest-sdks, in
 .github/workflows/ci.yml) installs the newest releases past those bounds and
 runs this module first: a failure names what moved and what uses it. This
@@ -58,6 +59,24 @@ PRIVATE_METHODS = [
         ["self"],
         "chain.LastingSandboxClient calls it",
     ),
+{%- if "daytona" in cookiecutter | backends %}
+    (
+        "agents.extensions.sandbox.daytona.sandbox",
+        "DaytonaSandboxClient",
+        "_build_create_params",
+        [
+            "self",
+            "sandbox_snapshot_name",
+            "image",
+            "env_vars",
+            "manifest",
+            "name",
+            "resources",
+            "auto_stop_interval",
+        ],
+        "backends.daytona.LabelledDaytonaSandboxClient overrides it to label each sandbox with its run",
+    ),
+{%- endif %}
 ]
 
 

@@ -421,12 +421,17 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
     current: WorkflowHandle[Any, str] | None = handle
     waits = asyncio.create_task(show_waits(lambda: current or handle))
 {%- if cookiecutter.approval != "none" %}
-    asking = asyncio.create_task(ask_for_decisions(client, handle.id))
+    # Set on each event of the run's history: ask_for_decisions asks again soon.
+    moved = asyncio.Event()
+    asking = asyncio.create_task(ask_for_decisions(client, handle.id, moved))
 {%- endif %}
     try:
         while current is not None:
             next_run = None
             async for event in history_of(current):
+{%- if cookiecutter.approval != "none" %}
+                moved.set()
+{%- endif %}
                 line = await progress.describe(event)
                 if line is not None:
                     print(f"  {line}", flush=True)
@@ -476,8 +481,13 @@ async def usage_line(client: Client, workflow_id: str) -> str:
 {% if cookiecutter.approval != "none" -%}
 # The starter's own command, as the user runs it, in the lines it prints.
 COMMAND = {{ (cookiecutter.project_slug ~ "-starter") | tojson }}
-# How often a followed run is asked for requests that wait for a person.
-ASK_EVERY = 0.5
+# When a followed run is asked for requests that wait for a person. A
+# request is made by a workflow task, which the run's history records: the
+# run is asked ASK_SOON after its history moves and, while it stays quiet (a
+# run waiting a day for a person), at twice the last wait, up to
+# ASK_AT_LEAST_EVERY: about 3,000 queries a day instead of 170,000.
+ASK_SOON = timedelta(seconds=0.5)
+ASK_AT_LEAST_EVERY = timedelta(seconds=30)
 # How long the starter waits for a worker to answer what waits in a run (a
 # query) or to take a decision (an update): a run with no worker running
 # answers neither.
@@ -603,14 +613,30 @@ def answer_on_the_terminal(prompt: str) -> tuple[bool, str, bool] | None:
         return None
 
 
-async def ask_for_decisions(client: Client, workflow_id: str) -> None:
+async def next_ask(moved: asyncio.Event, wait: timedelta) -> timedelta:
+    """Wait until the run is to be asked again: ASK_SOON after its history
+    ``moved``, or ``wait`` if it stays quiet that long. Returns the wait after this one."""
+    try:
+        await asyncio.wait_for(moved.wait(), timeout=wait.total_seconds())
+    except TimeoutError:
+        return min(wait * 2, ASK_AT_LEAST_EVERY)
+    # What moves meanwhile is asked about with it: a busy run is asked at
+    # most once each ASK_SOON.
+    await asyncio.sleep(ASK_SOON.total_seconds())
+    moved.clear()
+    return ASK_SOON
+
+
+async def ask_for_decisions(client: Client, workflow_id: str, moved: asyncio.Event) -> None:
     """While a run is followed: show each request that waits for a person
     and, on a terminal, ask for the decision and send it, signed; elsewhere,
     print the commands that decide it."""
     shown: set[str] = set()
     key: Ed25519PrivateKey | None = None
+    # Asked again soon after the run's history moves (``moved``), seldom while it is quiet.
+    wait = ASK_SOON
     while True:
-        await asyncio.sleep(ASK_EVERY)
+        wait = await next_ask(moved, wait)
         try:
             run_id, requests = await waiting_requests(client, workflow_id)
         except (RPCError, NoDecision, StoppedAnswering):
