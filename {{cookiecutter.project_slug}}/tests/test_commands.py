@@ -7,10 +7,7 @@ OpenAI-compatible server, and a worker killed part-way. The other tests call
 the same ``main`` functions in this process."""
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 from importlib.metadata import entry_points
 from types import ModuleType
 
@@ -80,45 +77,6 @@ def test_console_scripts_are_installed_and_answer_help(
 
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: ")
-
-
-@pytest.mark.process
-def test_the_worker_command_without_credentials_prints_one_line_and_exits_1() -> None:
-    # Nothing but what Python needs: no credentials at all. The Temporal
-    # address leads nowhere, so a worker that tried to connect would fail
-    # differently.
-    keep = ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")
-    environment = {name: value for name, value in os.environ.items() if name in keep}
-    environment["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
-    result = subprocess.run(
-        [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-    assert result.returncode == 1
-    assert result.stdout == ""
-    [line] = result.stderr.splitlines()
-    assert line.startswith("Missing credentials: set OPENAI_API_KEY")
-
-
-def test_the_starter_says_in_one_line_where_it_could_not_connect(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    address = closed_address()
-    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
-    monkeypatch.setattr(sys, "argv", ["starter", "Say hello."])
-    with pytest.raises(SystemExit) as exited:
-        starter.main()
-
-    printed = capsys.readouterr()
-    assert exited.value.code == 2
-    assert printed.out == ""
-    [line] = printed.err.splitlines()
-    assert line.startswith(f"Cannot reach Temporal at {address} ")
-    assert "temporal server start-dev" in line
 
 
 @pytest.mark.parametrize(("provider", "backend"), BACKENDS)
