@@ -379,11 +379,12 @@ def refusal(answers: Mapping[str, object], question: str | None = None) -> str:
 
 
 def unused_files(answers: Mapping[str, object]) -> list[str]:
-    """The template's files that a project with these answers leaves out,
-    relative to its root: the modules and tests of backends not chosen (the
-    project reads as if written for its backends alone), tests of features
-    not chosen, the approval code without approvals, the recorded histories
-    of the other kind, the license file of "none"."""
+    """The template's files (and directories) that a project with these
+    answers leaves out, relative to its root: the modules and tests of
+    backends not chosen (the project reads as if written for its backends
+    alone), tests of features not chosen, the approval code without
+    approvals, the recorded histories of the other kind, the Kubernetes
+    objects of the other shape, the license file of "none"."""
     derived = derive(answers)
     package = f"src/{answers['package_name']}"
     unused = []
@@ -401,6 +402,14 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     # worker with a local sandbox standing in for the remote one.
     if not derived.remote_backends:
         unused.append("tests/stand_in_worker.py")
+    # On Kubernetes, a sandbox that lives on a worker's pod needs the pod's
+    # name and volume back when it restarts: a StatefulSet. Remote sandboxes
+    # need neither: a Deployment, or the worker controller's Deployments
+    # (one per build, whose pods come back under new names).
+    if derived.host_bound_backends:
+        unused += ["deploy/k8s/deployment.yaml", "deploy/worker-controller"]
+    else:
+        unused.append("deploy/k8s/statefulset.yaml")
     # Sandbox affinity is tested with the backends whose sandbox can live on a
     # worker's host; a remote sandbox's moves are tested in test_durability.py.
     if not derived.host_bound_backends:

@@ -9,6 +9,12 @@ package @kubernetes-models/keda (node and npm from Debian; .ci/run installs
 them), and the worker controller's against its CRDs (tests/schemas/). That
 the names in the manifests are the ones the worker reads is the generated
 project's own tests/test_deploy.py, which imports the worker's constants.
+
+The worker comes in two shapes. With a backend whose sandboxes live on the
+worker's pod (local, docker), a StatefulSet: each pod keeps its name (the
+host id) and, for local, its volume of workspaces when it restarts or is
+replaced, and there is no worker-controller overlay (the controller makes
+Deployments). With remote backends alone, a Deployment, and the overlay.
 """
 
 import fcntl
@@ -103,12 +109,23 @@ def the(kind: str, objects: Objects) -> dict[str, Any]:
     return found
 
 
+def worker_kind(project: BakedProject) -> str:
+    """The kind of the worker's object: a StatefulSet where a sandbox lives on the pod."""
+    return "StatefulSet" if project.derived.host_bound_backends else "Deployment"
+
+
+def the_worker(objects: Objects) -> dict[str, Any]:
+    """The worker's StatefulSet or Deployment."""
+    [found] = [o for o in objects if o["kind"] in ("StatefulSet", "Deployment")]
+    return found
+
+
 def unserved_probes(objects: Objects) -> list[str]:
     """Each probe whose port is not the one HEALTH_BIND_ADDRESS (the
     ConfigMap) makes the worker serve, in a sentence."""
     settings = the("ConfigMap", objects)["data"]
     served = int(settings["HEALTH_BIND_ADDRESS"].rpartition(":")[2])
-    [container] = the("Deployment", objects)["spec"]["template"]["spec"]["containers"]
+    [container] = the_worker(objects)["spec"]["template"]["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     problems = []
     for probe in ("readinessProbe", "livenessProbe"):
@@ -129,7 +146,9 @@ def test_the_base_builds_and_every_object_validates(
 ) -> None:
     objects = build(deploy_copy(project, tmp_path) / "k8s")
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == ["ConfigMap", "Deployment", "ScaledObject", "Secret", "TriggerAuthentication"]
+    # A StatefulSet comes with its governing Service.
+    extra = ["StatefulSet", "Service"] if worker_kind(project) == "StatefulSet" else ["Deployment"]
+    assert kinds == sorted(["ConfigMap", "ScaledObject", "Secret", "TriggerAuthentication", *extra])
     built_in = [o for o in objects if o["kind"] not in KEDA_KINDS]
     validated = kubernetes_validate(built_in, tmp_path)
     assert validated.returncode == 0, validated.stdout + validated.stderr
@@ -143,8 +162,12 @@ def test_the_base_builds_and_every_object_validates(
     assert "=filled-in" not in example
     keys = [line.partition("=")[0] for line in example.splitlines() if line and not line.startswith("#")]
     assert sorted(secret["data"]) == sorted(keys)
+    # KEDA scales the worker's object, whichever kind it is.
+    worker = the_worker(objects)
+    target = the("ScaledObject", objects)["spec"]["scaleTargetRef"]
+    assert (target.get("kind", "Deployment"), target["name"]) == (worker["kind"], worker["metadata"]["name"])
     # Non-root, with a read-only root filesystem.
-    pod = the("Deployment", objects)["spec"]["template"]["spec"]
+    pod = worker["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -153,7 +176,48 @@ def test_the_base_builds_and_every_object_validates(
     assert ("/var/run/docker.sock" in mounts) == ("docker" in project.derived.backends)
 
 
+def test_a_pod_that_holds_sandboxes_keeps_its_name_and_workspaces(project: BakedProject, tmp_path: Path) -> None:
+    objects = build(deploy_copy(project, tmp_path) / "k8s")
+    worker = the_worker(objects)
+    assert worker["kind"] == worker_kind(project)
+    [container] = worker["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container.get("env", [])}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    if worker["kind"] == "Deployment":
+        # Remote sandboxes: no host, nothing kept on the pod.
+        assert "WORKER_HOST_ID" not in env and "TMPDIR" not in env
+        return
+    spec = worker["spec"]
+    # The host id is the pod's name, which the StatefulSet gives it again.
+    assert env["WORKER_HOST_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # Pods come and go in parallel; a rollout replaces them in place.
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["updateStrategy"]["type"] == "RollingUpdate"
+    service = the("Service", objects)
+    assert spec["serviceName"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+    claims = {claim["metadata"]["name"]: claim for claim in spec.get("volumeClaimTemplates", [])}
+    if "local" in project.derived.backends:
+        # Local workspaces are made in TMPDIR: each pod's own volume, kept
+        # when the pod goes.
+        [claim] = claims.values()
+        assert mounts[claim["metadata"]["name"]] == env["TMPDIR"]["value"]
+        assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+        assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+        # Not the emptyDir at /tmp, which a replaced pod loses.
+        assert env["TMPDIR"]["value"] != "/tmp"
+    else:
+        # A docker sandbox's workspace is in its container, on the node's engine.
+        assert claims == {} and "TMPDIR" not in env
+
+
 def test_the_worker_controller_overlay_builds_and_validates(project: BakedProject, tmp_path: Path) -> None:
+    if project.derived.host_bound_backends:
+        # The controller runs each build as Deployments, whose pods come back
+        # under new names: none for sandboxes that live on the pod.
+        assert not (project.path / "deploy" / "worker-controller").exists()
+        return
     objects = build(deploy_copy(project, tmp_path) / "worker-controller")
     assert sorted(o["kind"] for o in objects) == ["ConfigMap", "Connection", "Secret", "WorkerDeployment"]
     for kind in ("WorkerDeployment", "Connection"):
@@ -185,7 +249,7 @@ def test_a_wrong_field_fails(
 
     # A probe on a port the worker does not serve.
     wrong_port = json.loads(json.dumps(objects))
-    [container] = the("Deployment", wrong_port)["spec"]["template"]["spec"]["containers"]
+    [container] = the_worker(wrong_port)["spec"]["template"]["spec"]["containers"]
     container["livenessProbe"]["httpGet"]["port"] = 8081
     assert unserved_probes(wrong_port) == ["livenessProbe probes port 8081; the worker serves its health on 8080"]
     container["livenessProbe"]["httpGet"]["port"] = "metrics"
@@ -193,7 +257,7 @@ def test_a_wrong_field_fails(
 
     # A misspelt field of a built-in kind.
     misspelt = json.loads(json.dumps([o for o in objects if o["kind"] not in KEDA_KINDS]))
-    [container] = the("Deployment", misspelt)["spec"]["template"]["spec"]["containers"]
+    [container] = the_worker(misspelt)["spec"]["template"]["spec"]["containers"]
     container["readinessProbe"]["httpGet"]["paht"] = container["readinessProbe"]["httpGet"].pop("path")
     validated = kubernetes_validate(misspelt, tmp_path)
     assert validated.returncode != 0

@@ -7,7 +7,14 @@ import yaml
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 BASE = DEPLOY / "k8s"
+{%- if cookiecutter | host_bound_backends %}
+# The worker: a StatefulSet, each pod the host of its runs' sandboxes.
+WORKER = BASE / "statefulset.yaml"
+{%- else %}
+# The worker: a Deployment.
+WORKER = BASE / "deployment.yaml"
 WORKER_CONTROLLER = DEPLOY / "worker-controller"
+{%- endif %}
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -32,13 +39,13 @@ def secret_keys() -> list[str]:
     return [line.partition("=")[0] for line in lines if line and not line.startswith("#")]
 
 
-def pod(path: Path) -> dict[str, Any]:
-    """The worker's pod template, in a Deployment or a WorkerDeployment."""
+def pod(path: Path = WORKER) -> dict[str, Any]:
+    """The worker's pod template, in {{ "the StatefulSet" if cookiecutter | host_bound_backends else "the Deployment or the WorkerDeployment" }}."""
     template: dict[str, Any] = documents(path)[0]["spec"]["template"]
     return template
 
 
-def worker_container(path: Path = BASE / "deployment.yaml") -> dict[str, Any]:
+def worker_container(path: Path = WORKER) -> dict[str, Any]:
     containers: list[dict[str, Any]] = pod(path)["spec"]["containers"]
     [container] = containers
     return container

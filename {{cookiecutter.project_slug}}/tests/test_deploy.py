@@ -1,3 +1,5 @@
+{%- set bound = cookiecutter | host_bound_backends -%}
+{%- set backends = cookiecutter | backends -%}
 """The manifests in deploy/ name what the worker reads.
 
 Every name is read from both sides: the manifests (deploy.py) and the
@@ -5,15 +7,21 @@ worker's own constants; no name is written down a second time here."""
 
 from datetime import timedelta
 
+{% if bound -%}
 import pytest
+{% endif -%}
 from temporalio.envconfig import ClientConfig
 
 from {{ cookiecutter.package_name }}.machinery import (
+{%- if bound %}
     affinity,
+{%- endif %}
     capacity,
     health,
     observability,
+{%- if not bound %}
     versioning,
+{%- endif %}
 )
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
@@ -22,7 +30,10 @@ from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 from .deploy import (
     BASE,
+    WORKER,
+{%- if not bound %}
     WORKER_CONTROLLER,
+{%- endif %}
     container_port,
     documents,
     pod,
@@ -93,10 +104,11 @@ def test_the_autoscaler_watches_this_workers_queue_namespace_and_key() -> None:
     # One more worker for each half a worker's worth of steps waiting.
     assert metadata["targetQueueSize"] == str(capacity.runs_in_flight(settings()) // 2)
     assert all(isinstance(value, str) for value in metadata.values())
-    assert (
-        scaled["spec"]["scaleTargetRef"]["name"]
-        == documents(BASE / "deployment.yaml")[0]["metadata"]["name"]
-    )
+    # The worker's object, by kind (KEDA's default is a Deployment) and name.
+    target = scaled["spec"]["scaleTargetRef"]
+    worker = documents(WORKER)[0]
+    assert target.get("kind", "Deployment") == worker["kind"]
+    assert target["name"] == worker["metadata"]["name"]
     auth = the("TriggerAuthentication", BASE / "scaledobject.yaml")
     assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
     [ref] = auth["spec"]["secretTargetRef"]
@@ -115,44 +127,61 @@ def test_the_probes_and_the_metrics_port_are_the_ones_the_worker_serves() -> Non
         assert container_port(container, get["port"]) == address[1]
     metrics = settings()[observability.METRICS_ADDRESS_VARIABLE]
     assert container_port(container, "metrics") == int(metrics.rpartition(":")[2])
-    annotations = pod(BASE / "deployment.yaml")["metadata"]["annotations"]
+    annotations = pod()["metadata"]["annotations"]
     assert annotations["prometheus.io/port"] == metrics.rpartition(":")[2]
 
 
 def test_a_pod_outlasts_the_workers_shutdown_grace_and_fits_its_runs() -> None:
-    spec = pod(BASE / "deployment.yaml")["spec"]
+    spec = pod()["spec"]
     assert timedelta(seconds=spec["terminationGracePeriodSeconds"]) > SHUTDOWN_GRACE
     runs = capacity.runs_in_flight(settings())
     resources = worker_container()["resources"]
     assert mebibytes(resources["requests"]["memory"]) >= IDLE_MIB + runs * PER_RUN_MIB
     assert mebibytes(resources["limits"]["memory"]) > mebibytes(resources["requests"]["memory"])
+{%- if bound %}
 
 
-@pytest.mark.parametrize(
-    "manifest", [BASE / "deployment.yaml", WORKER_CONTROLLER / "workerdeployment.yaml"]
-)
-def test_a_host_bound_sandbox_is_bound_to_the_pod(
-    manifest: object, monkeypatch: pytest.MonkeyPatch
+def test_each_pod_is_a_host_that_keeps_its_name{{ "_and_its_workspaces" if "local" in backends }}(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # With the manifests' settings, does a sandbox live on the worker's host?
+    # With the manifests' settings, a sandbox lives on the pod that made it...
     for name, value in settings().items():
         monkeypatch.setenv(name, value)
-    bound = any(backend.host_bound() for backend in SANDBOX_BACKENDS.values())
-    [container] = pod(manifest)["spec"]["containers"]  # type: ignore[arg-type]
-    env = {e["name"]: e for e in container.get("env", [])}
-    if bound:
-        # The pod's name, from the downward API: a restarted container keeps it.
-        field = env[affinity.HOST_ID_VARIABLE]["valueFrom"]["fieldRef"]["fieldPath"]
-        assert field == "metadata.name"
-        volumes = {v["name"]: v for v in pod(manifest)["spec"]["volumes"]}  # type: ignore[arg-type]
-        [tmp] = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
-        assert "emptyDir" in volumes[tmp["name"]]
-    else:
-        assert affinity.HOST_ID_VARIABLE not in env
+    assert any(backend.host_bound() for backend in SANDBOX_BACKENDS.values())
+    # ...so each pod is a host, a StatefulSet's: a pod keeps its name when it
+    # restarts or is replaced.
+    statefulset = documents(WORKER)[0]
+    assert statefulset["kind"] == "StatefulSet"
+    spec = statefulset["spec"]
+    assert spec["podManagementPolicy"] == "Parallel"
+    env = {e["name"]: e for e in worker_container()["env"]}
+    # The host is the pod's name, from the downward API...
+    field = env[affinity.HOST_ID_VARIABLE]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert field == "metadata.name"
+    # ...<name>-0 to <name>-N, which the worker takes as host ids.
+    most = the("ScaledObject", BASE / "scaledobject.yaml")["spec"]["maxReplicaCount"]
+    for ordinal in (0, most - 1):
+        pod_name = f"{statefulset['metadata']['name']}-{ordinal}"
+        assert affinity.host_id({affinity.HOST_ID_VARIABLE: pod_name}) == pod_name
+    # The governing Service, headless.
+    service = the("Service", WORKER)
+    assert spec["serviceName"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None"
+{%- if "local" in backends %}
+    # A local workspace is made in TMPDIR (test_local.py): the pod's own
+    # volume, which it gets back under its name, and keeps when it is scaled
+    # away.
+    tmpdir = env["TMPDIR"]["value"]
+    [claim] = spec["volumeClaimTemplates"]
+    [mount] = [m for m in worker_container()["volumeMounts"] if m["mountPath"] == tmpdir]
+    assert mount["name"] == claim["metadata"]["name"]
+    assert spec["persistentVolumeClaimRetentionPolicy"]["whenScaled"] == "Retain"
+{%- endif %}
+{%- else %}
 
 
 def test_the_worker_controller_runs_the_same_pod_on_the_same_connection() -> None:
-    deployment = pod(BASE / "deployment.yaml")
+    deployment = pod()
     managed = pod(WORKER_CONTROLLER / "workerdeployment.yaml")
     assert managed == deployment
     spec = documents(WORKER_CONTROLLER / "workerdeployment.yaml")[0]["spec"]
@@ -169,3 +198,4 @@ def test_the_worker_controller_runs_the_same_pod_on_the_same_connection() -> Non
         versioning.BUILD_ID: "worker-0-1-0-5d8f9c",
     }
     assert versioning.worker_version(environ) is not None
+{%- endif %}

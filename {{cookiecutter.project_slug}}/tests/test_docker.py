@@ -223,7 +223,13 @@ def test_docker_options_come_from_the_answers() -> None:
 async def test_docker_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
     completed_run: CompletedRun,
 ) -> None:
-    errors = (docker.ImageUnavailable, docker.ContainerRefused, ImageNotFound, NotFound)
+    errors = (
+        docker.ImageUnavailable,
+        docker.ContainerRefused,
+        docker.ContainerGone,
+        ImageNotFound,
+        NotFound,
+    )
     assert sorted(docker.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
     # Every sandbox operation of a run is scheduled not to retry them.
     await assert_scheduled_not_to_retry(completed_run, docker.NON_RETRYABLE_ERRORS)
@@ -386,6 +392,37 @@ async def test_a_run_whose_engine_host_is_gone_fails_naming_the_host(
 
     assert reason.startswith("The agent could not finish: its sandbox's host 'host-a' is gone")
     assert await sandbox_workers(run) == ({"worker-of-host-a"}, {host_queue("host-a")})
+
+
+@pytest.mark.usefixtures("collect_dropped_runs")
+@pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED)
+async def test_a_run_whose_container_is_gone_fails_instead_of_going_on_in_a_fresh_one(
+    temporal_client: Client, engine: Any, sandbox: ImageForTests
+) -> None:
+    # A worker of the host comes back (a Kubernetes pod under its name), but
+    # its engine has not got the run's container: the pod is on another
+    # node's engine, or the container was removed.
+    run = await stalled_on(temporal_client, "host-a", PROVIDER, sandbox)
+    [container] = containers_of(engine, run)
+    container.remove(force=True)
+    try:
+        async with docker_worker(
+            temporal_client,
+            ScriptedModel(STEPS),
+            ImageForTests(engine, sandbox.image),
+            host="host-a",
+        ):
+            reason = await failure_of(run)
+        left = {c.id for c in containers_of(engine, run)}
+    finally:
+        for each in containers_of(engine, run):
+            each.remove(force=True)
+
+    assert (
+        f"The run's container {container.id[:12]} is not on this worker's Docker engine" in reason
+    )
+    # No fresh container took its place.
+    assert left == set()
 
 
 async def test_an_image_that_cannot_be_pulled_fails_the_run_at_once_saying_why(

@@ -1,9 +1,13 @@
 """The local backend: a shell on the worker's own host, which sees none of
 the worker's environment, whose commands are bounded in time (and in nothing
-else), and whose workspace, once gone, ends a run. (A sandbox that cannot be
-created fails its run at once whatever the backend: test_failures.py.)"""
+else), whose workspace outlives its worker where the host keeps its name and
+its TMPDIR (a Kubernetes pod of deploy/k8s/statefulset.yaml), and whose
+workspace, once gone, ends a run. (A sandbox that cannot be created fails its
+run at once whatever the backend: test_failures.py.)"""
 
+import asyncio
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -11,17 +15,23 @@ import pytest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
+from {{ cookiecutter.package_name }}.machinery.affinity import HOST_ID_VARIABLE, host_queue
 from {{ cookiecutter.package_name }}.machinery.backends import local
 from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import TIME_LIMIT_VARIABLE
 
+from . import deploy
 from .hosts import STEPS, stalled_on, workspaces_used
+from .processes import WORKER, service, service_environment
 from .scripted_model import ScriptedModel
+from .scripted_openai import scripted_openai_server
 from .support import (
     DROPPED_RUNS_CLOSED,
+    activities,
     failure_of,
     provider_of,
     running_worker,
     start_in,
+    with_plugins,
 )
 
 
@@ -102,3 +112,55 @@ async def test_a_run_whose_workspace_is_wiped_fails_instead_of_going_on_without_
         reason = await failure_of(run)
 
     assert f"The run's workspace {workspace} is not on this host's disk any more" in reason
+
+
+@pytest.mark.process
+async def test_a_worker_killed_and_restarted_as_its_pod_goes_on_in_the_same_workspace(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    # What a pod of the StatefulSet keeps when it restarts or is replaced:
+    # its name, the worker's WORKER_HOST_ID, and its volume, the worker's TMPDIR.
+    pod_name = f"{deploy.documents(deploy.WORKER)[0]['metadata']['name']}-0"
+    volume = tmp_path / "workspaces"
+    volume.mkdir()
+    commands = ["printf 'written before the kill\\n' > note.txt", "cat note.txt"]
+    address = temporal_client.service_client.config.target_host
+    with scripted_openai_server(commands) as model:
+        # The model holds its answer to the first command's output until the
+        # worker that asked for it has been killed.
+        model.hold_at_step = 1
+        environment = {
+            **service_environment(address, model.url),
+            HOST_ID_VARIABLE: pod_name,
+            "TMPDIR": str(volume),
+        }
+        async with service(WORKER, environment) as first_worker:
+            handle = await start_in(
+                with_plugins(temporal_client), local, "Write a note, then read it."
+            )
+            assert await asyncio.to_thread(model.reached.wait, 300), first_worker.output
+            [workspace] = volume.glob(f"{local.WORKSPACE_PREFIX}*")
+            first_worker.process.send_signal(signal.SIGKILL)
+            assert await first_worker.exit_status() == -signal.SIGKILL
+            model.release.set()
+            # The model call in flight is given up once its heartbeat is
+            # missed, then made again to the new worker: a minute, more on a
+            # busy machine.
+            async with service(WORKER, environment):
+                async with asyncio.timeout(300):
+                    answer = await handle.result()
+
+    # The second command read what the first wrote, in the workspace on the
+    # volume, each on a worker of the pod's host, through its queue.
+    assert "written before the kill" in answer
+    assert await workspaces_used(handle) == {str(workspace)}
+    commands_run = [
+        step
+        for step in await activities(handle)
+        if step.name.endswith("-sandbox_session_pty_exec_start")
+    ]
+    assert [step.worker.partition("@")[2] for step in commands_run] == [pod_name, pod_name]
+    assert len({step.worker for step in commands_run}) == 2
+    assert {step.task_queue for step in commands_run} == {host_queue(pod_name)}
+    # The run removed its workspace at its end.
+    assert not workspace.exists()

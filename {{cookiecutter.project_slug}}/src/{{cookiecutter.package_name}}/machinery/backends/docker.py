@@ -36,8 +36,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agents.sandbox.manifest import Manifest
-from agents.sandbox.sandboxes.docker import DockerSandboxClient, DockerSandboxClientOptions
+from agents.sandbox.sandboxes.docker import (
+    DockerSandboxClient,
+    DockerSandboxClientOptions,
+    DockerSandboxSessionState,
+)
 from agents.sandbox.session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
@@ -47,13 +52,15 @@ REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
 CREDENTIALS_URL = "https://docs.docker.com/engine/install/"
 
 # Errors that no retry can fix (an image that is not on the engine and cannot
-# be pulled, a container the engine refuses to create or start, an image or
-# container the engine says does not exist): the sandbox activity that meets
-# one fails at once, and so does the run. Temporal records an error's type as
-# its class name; the first two are this module's, the others the docker SDK's.
+# be pulled, a container the engine refuses to create or start, a run's
+# container that is not on the worker's engine, an image or container
+# the engine says does not exist): the sandbox activity that meets one fails
+# at once, and so does the run. Temporal records an error's type as its class
+# name; the first three are this module's, the others the docker SDK's.
 NON_RETRYABLE_ERRORS: tuple[str, ...] = (
     "ImageUnavailable",
     "ContainerRefused",
+    "ContainerGone",
     "ImageNotFound",
     "NotFound",
 )
@@ -196,12 +203,31 @@ class ContainerRefused(Exception):
     """The engine refused to create or start the sandbox's container."""
 
 
+class ContainerGone(Exception):
+    """A run's container is not on this worker's engine."""
+
+
 class LabelledDockerSandboxClient(DockerSandboxClient):
     """The SDK's Docker client, with two changes to how a sandbox is created:
     the container carries the run's labels, and a missing image is pulled in
     a thread (the SDK pulls it on the worker's event loop, which stalls every
     other activity of the worker for as long as the pull takes) and, when it
-    cannot be, fails the run at once with a reason a person can read."""
+    cannot be, fails the run at once with a reason a person can read. And it
+    never resumes a session whose container is not on this engine: the SDK
+    would start a fresh, empty container in its place, and the agent would go
+    on without its files and without a word. A container is not there when
+    the worker reaches another engine than the one that made it (a Kubernetes
+    pod back under its name on another node) or it was removed."""
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        if isinstance(state, DockerSandboxSessionState) and not await asyncio.to_thread(
+            self.get_container, state.container_id
+        ):
+            raise ContainerGone(
+                f"The run's container {state.container_id[:12]} is not on this worker's Docker "
+                "engine (it is on another engine, or it was removed): the run cannot go on."
+            )
+        return await super().resume(state)
 
     async def create(
         self,
