@@ -75,11 +75,10 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_worker_secrets",
                 "test_tools",
                 "test_hostile_calls",
-                "test_eviction",
                 "test_capacity_workers",
             )
         ],
-        [part("long", "test_long_runs", "test_versioning"), part("faults", "test_faults")],
+        [part("long", "test_long_runs", "test_versioning", "test_eviction"), part("faults", "test_faults")],
     ],
     # Docker's module and long runs on a real engine (the rest of its suite
     # takes local-defaults' code paths, a host-bound sandbox); two worker processes as
@@ -119,6 +118,9 @@ PHASES: dict[str, list[list[Part]]] = {
                 only=True,
             )
         ],
+        # The tests of seconds among those modules (`-m long`): runs on two
+        # hosts and on a host that is gone, a blocked event loop.
+        [part("long", "test_affinity", "test_health", only=True)],
     ],
     "daytona-defaults": [
         [
@@ -162,7 +164,10 @@ PHASES: dict[str, list[list[Part]]] = {
         ],
     ],
     # Odd names and odd answers: they change what renders, not how it runs.
-    "local-plus-daytona-snapshot-py312": [[smoke("test_local", "test_daytona", "test_providers", "test_affinity")]],
+    "local-plus-daytona-snapshot-py312": [
+        [smoke("test_local", "test_daytona", "test_providers", "test_affinity")],
+        [part("long", "test_affinity", only=True, processes="0")],
+    ],
     "local-custom-names-py312": [[smoke("test_local", "test_approvals")]],
     "daytona-image-paused-one-secret": [[smoke("test_daytona", "test_secrets")]],
     "daytona-custom-provider-py313": [[smoke("test_daytona")]],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,6 +63,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         slow = any(item.get_closest_marker(name) for name in ("process", "long", "faults"))
         if slow and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything imported so far (the SDKs' modules, classes and schemas)
+    lives as long as the test process: the garbage collector no longer
+    walks it at each full collection, only what the tests make (a few
+    tenths of a second saved each time, collect_dropped_runs' included)."""
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test process of pytest-xdist ends here, once it has reported every
+    result and stopped its dev server: Python's own teardown of the SDKs'
+    modules would keep it, and the whole run, another second or two."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 @pytest.fixture(scope="session")

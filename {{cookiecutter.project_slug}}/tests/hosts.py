@@ -24,7 +24,7 @@ from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkf
 from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
 
 from .scripted_model import ScriptedModel, tool_outputs
-from .support import activities, running_worker
+from .support import RETRIED_AT_ONCE, activities, running_worker
 
 # Up to six steps, as many as the turn budget leaves room for (a turn each,
 # and one for the answer): each adds to a file the steps before wrote, and the
@@ -127,6 +127,7 @@ async def stalled_on(
         workflows=[workflow_class],
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),
+        model_retry_policy=RETRIED_AT_ONCE,
     ) as (plugged, _):
         handle = await start_as(plugged, workflow_class, provider)
         async with asyncio.timeout(20):

@@ -9,7 +9,7 @@ import socket
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
@@ -80,6 +80,12 @@ from .scripted_model import ScriptedModel
 # task queue no worker polls, a step retried for ever, workflow code that
 # keeps failing), and the test fails saying which instead of hanging.
 RUN_TIME_LIMIT = timedelta(seconds=30)
+
+# A model call cut off by its worker's stop is tried again after the model
+# retry policy's first interval, 2 s. A test that stops a worker on purpose
+# has its next worker take the call again at once: the same attempts and
+# limits, without the wait.
+RETRIED_AT_ONCE = replace(MODEL_RETRY_POLICY, initial_interval=timedelta(milliseconds=10))
 {%- if remote %}
 
 

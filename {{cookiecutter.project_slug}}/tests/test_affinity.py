@@ -34,6 +34,7 @@ from .long_workflow import ImpatientSandboxAgentWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
     DROPPED_RUNS_CLOSED,
+    RETRIED_AT_ONCE,
     activities,
 {%- if cookiecutter.approval != "none" %}
     approving_everything,
@@ -72,6 +73,7 @@ def worker_on(
     )
 
 
+@pytest.mark.long  # eight runs, two hosts
 async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_holds_it(
     temporal_client: Client,
 ) -> None:
@@ -86,6 +88,7 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
         worker.agents_plugin(
             sandboxes=sandboxes_for_tests(HostSandbox("host-a"), BOUND_PROVIDER),
             model_provider=TestModelProvider(model),
+            model_retry_policy=RETRIED_AT_ONCE,
         ),
     )
     host_a = worker.build_worker(
@@ -119,6 +122,7 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
         assert await sandbox_workers(run) == ({"worker-of-host-b"}, {host_queue("host-b")})
 
 
+@pytest.mark.long  # waits out the host's wait
 async def test_a_run_whose_sandbox_host_is_gone_fails_naming_the_host(
     temporal_client: Client,
 ) -> None:

@@ -45,6 +45,7 @@ from .long_workflow import BuggyWorkflow, FixedWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
     DROPPED_RUNS_CLOSED,
+    RETRIED_AT_ONCE,
     CompletedRun,
     activities,
     running_worker,
@@ -74,6 +75,7 @@ async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sa
         identity="first-worker",
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),
+        model_retry_policy=RETRIED_AT_ONCE,
     ) as (client, _):
         handle = await start(client, "Write a note, then read it back.")
         await stalling.stalled.wait()
@@ -156,6 +158,7 @@ async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_o
             assert step.heartbeat_timeout == model_heartbeat_timeout(RUNS_IN_FLIGHT)
 
 
+@pytest.mark.long  # every step replayed
 async def test_a_run_completes_when_every_step_is_replayed_from_history(
     temporal_client: Client,
 ) -> None:

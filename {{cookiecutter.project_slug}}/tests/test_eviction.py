@@ -27,6 +27,9 @@ from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkf
 from .scripted_model import ScriptedModel
 from .support import running_worker, sandboxes_for_tests
 
+# Twelve runs, each replayed from its history after it was dropped: seconds.
+pytestmark = pytest.mark.long
+
 # A worker sized for 2 runs in flight caches 4; 12 runs are open at once.
 RUNS_IN_FLIGHT = 2
 OPEN_RUNS = 12

@@ -61,6 +61,7 @@ async def test_every_step_gives_up_after_a_few_attempts(completed_run: Completed
         assert round(back_off(policy) / timedelta(minutes=1)) == 3
 
 
+@pytest.mark.long  # MAX_TURNS turns
 async def test_a_run_that_exceeds_its_turn_budget_fails_saying_so(
     temporal_client: Client,
 ) -> None:
@@ -72,6 +73,7 @@ async def test_a_run_that_exceeds_its_turn_budget_fails_saying_so(
     assert reason == f"The agent could not finish: Max turns ({MAX_TURNS}) exceeded"
 
 
+@pytest.mark.long  # MAX_TURNS turns
 async def test_a_run_that_fails_keeps_its_reason_when_its_sandbox_cannot_be_removed(
     temporal_client: Client,
 ) -> None:

@@ -1,6 +1,7 @@
 """The agent edits files with ``apply_patch``, through the workflow; a file
 too large to read whole is never written back cut (bounded_sandbox.py)."""
 
+import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
@@ -12,6 +13,9 @@ from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkf
 
 from .scripted_model import ScriptedModel
 from .support import activities, running_worker, sandboxes_for_tests
+
+# Files of 3 MB and 600 kB, written, read and replayed: seconds.
+pytestmark = pytest.mark.long
 
 
 def patch(path: str, old: str, new: str) -> str:

@@ -91,6 +91,7 @@ async def pollers_of(client: Client, task_queue: str) -> int:
     return len(described.pollers)
 
 
+@pytest.mark.long  # blocks the event loop for 3.5 s
 async def test_not_live_while_the_event_loop_is_blocked(temporal_client: Client) -> None:
     bound = timedelta(seconds=1)
     async with (

@@ -47,7 +47,7 @@ async def test_a_command_past_the_time_limit_is_killed_with_what_it_started(
     temporal_client: Client, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # A command that started a process in the background, then spins.
-    monkeypatch.setenv(TIME_LIMIT_VARIABLE, "2")
+    monkeypatch.setenv(TIME_LIMIT_VARIABLE, "1")
     started = tmp_path / "background.pid"
     spin = f"sleep 300 & echo $! > {started}; while :; do :; done"
     async with running_worker(temporal_client, ScriptedModel([spin])) as (client, _):
@@ -55,7 +55,7 @@ async def test_a_command_past_the_time_limit_is_killed_with_what_it_started(
         answer = await handle.result()
 
     assert "Process exited with code 137" in answer
-    assert "[killed: it ran past the sandbox's limit of 2 s per command" in answer
+    assert "[killed: it ran past the sandbox's limit of 1 s per command" in answer
     # GNU timeout ends the command's process group: the background one too.
     assert not alive(int(started.read_text()))
 

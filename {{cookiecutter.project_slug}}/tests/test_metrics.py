@@ -55,6 +55,7 @@ from .support import (
 BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
 
 
+@pytest.mark.long  # every step replayed, then the whole run again
 async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_once(
     temporal_client: Client,
 ) -> None:
@@ -162,6 +163,7 @@ async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
         )
 
 
+@pytest.mark.long  # every step replayed
 async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_once(
     temporal_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

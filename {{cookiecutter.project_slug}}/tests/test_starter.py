@@ -98,6 +98,7 @@ def answer_printed(out: str) -> str:
     return answer
 
 
+@pytest.mark.long  # waits for the starter's notice
 async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_comes(
     starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,6 +119,7 @@ async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_co
     assert answer_in(seen).endswith("done")
 
 
+@pytest.mark.long  # waits for the starter's notice
 async def test_a_run_past_the_workers_capacity_waits_for_a_slot_shown_waiting_and_completes(
     starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -43,16 +43,15 @@ def test_a_process_of_the_workers_user_cannot_read_its_environment(hidden: bool)
     hide = inspect.getsource(hide_from_other_processes)
     script = f"import ctypes, sys, time\n{hide}\nif {hidden}: hide_from_other_processes()\n"
     script += "print('ready', flush=True)\ntime.sleep(30)\n"
-    holder = subprocess.Popen(
+    with subprocess.Popen(
         [*prefix, python, "-c", script], env={"OPENAI_API_KEY": KEY}, stdout=subprocess.PIPE
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
-        reader = [*prefix, "cat", f"/proc/{holder.pid}/environ"]
-        read = subprocess.run(reader, capture_output=True, text=True, timeout=10)
-    finally:
-        holder.kill()
-        holder.wait()
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+            reader = [*prefix, "cat", f"/proc/{holder.pid}/environ"]
+            read = subprocess.run(reader, capture_output=True, text=True, timeout=10)
+        finally:
+            holder.kill()
 
     if hidden:
         assert read.returncode != 0 and KEY not in read.stdout
