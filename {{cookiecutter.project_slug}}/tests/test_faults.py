@@ -2,7 +2,7 @@
 a Temporal dev server, the network between them, and the model's HTTP
 endpoint; nothing is mocked but the model's answers.
 
-Each command of these runs appends its step to a file on the worker's host,
+Each command of these runs appends its step to a file outside its workspace,
 so a command that ran twice shows twice: Temporal delivers each sandbox
 operation at least once, and a fault can make it run again (the README says
 so). Each test adds its figures to FAULT_FIGURES (faults.figures())."""
