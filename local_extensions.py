@@ -119,7 +119,7 @@ Check = Callable[[str, object, Mapping[str, object]], str | None]
 
 # Each model call's timeout unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS
 # says otherwise: a setting of the running service, no longer a question
-# (shared.py renders it; worker.py reads the variable and checks it).
+# (shared.py renders it; settings.py reads the variable and checks it).
 DEFAULT_MODEL_ACTIVITY_TIMEOUT = 60
 
 # Top-level modules the generated service imports; a package with one of
@@ -410,12 +410,16 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
         unused += ["deploy/k8s/deployment.yaml", "deploy/worker-controller"]
     else:
         unused.append("deploy/k8s/statefulset.yaml")
-    # Sandbox affinity is tested with the backends whose sandbox can live on a
-    # worker's host; a remote sandbox's moves are tested in test_durability.py.
+    # Sandbox affinity is for the backends whose sandbox can live on a
+    # worker's host: a project with remote backends alone has none of it (a
+    # remote sandbox's moves are tested in test_durability.py).
     if not derived.host_bound_backends:
-        unused += ["tests/test_affinity.py", "tests/test_affinity_processes.py"]
-    # Without approvals, no approval code at all. The recorded histories a
-    # project replays are the ones of its own kind (scripts/record_histories.py).
+        unused += [
+            f"{package}/machinery/affinity.py",
+            "tests/test_affinity.py",
+            "tests/test_affinity_processes.py",
+        ]
+    # Without approvals, no approval code at all.
     if answers["approval"] == "none":
         unused += [
             f"{package}/machinery/approvals.py",
@@ -424,7 +428,11 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
             "tests/test_approvals.py",
             "docs/approvals.md",
         ]
-    kept = "scripted-chain" if answers["approval"] == "none" else "approved-chain"
+    # The recorded histories a project replays are the ones its workflow
+    # makes (scripts/record_histories.py): with approvals or without, and
+    # with the step that asks where a sandbox lives or, remote backends
+    # alone, without it.
+    kept = history_kind(answers)
     for history in sorted((PROJECT / "tests" / "histories").glob("*.json")):
         if not history.name.startswith(f"{kept}."):
             unused.append(f"tests/histories/{history.name}")
@@ -432,6 +440,13 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     if answers["license"] == "none":
         unused.append("LICENSE")
     return unused
+
+
+def history_kind(answers: Mapping[str, object]) -> str:
+    """The kind of the recorded histories (tests/histories/<kind>.run-N.json)
+    a project with these answers replays."""
+    kind = "scripted-chain" if answers["approval"] == "none" else "approved-chain"
+    return kind if derive(answers).host_bound_backends else f"remote-{kind}"
 
 
 def answers_json(answers: Mapping[str, object]) -> str:

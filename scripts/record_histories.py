@@ -1,17 +1,20 @@
 """Record the histories every generated project ships in tests/histories/.
 
-    python scripts/record_histories.py
+    python scripts/record_histories.py [KIND ...]     # every kind unless named
 
 Run it after a change to the generated workflow that changes the commands it
 issues (its generated suite's test_histories.py then fails, naming the file):
-it renders the default project, runs the project's own scripted chain on a
-dev server that suggests continuing as new early (a chain of two runs, the
-first continued as new, with a sandbox command and model calls), records it
-with the project's own ``record()`` (histories.py), and writes the histories
-back into the template. The provider's name is the only answer a history
-depends on (it names the sandbox activities and is the workflow's second
-argument): it becomes a template expression, so every render replays them.
-Commit the result with the workflow change.
+for each kind of workflow a project can have (``RECORDED``) it renders a
+project of that kind, runs the project's own scripted chain on a dev server
+that suggests continuing as new early (a chain of two runs, the first
+continued as new, with a sandbox command and model calls), records it with
+the project's own ``record()`` (histories.py), and writes the histories back
+into the template as ``<kind>.run-N.json``; each project keeps the kind its
+workflow makes (local_extensions.history_kind). Besides the kind, the
+provider's name is the only answer a history depends on (it names the
+sandbox activities and is the workflow's second argument): it becomes a
+template expression, so every render of the kind replays them. Commit the
+result with the workflow change.
 """
 
 import base64
@@ -30,15 +33,15 @@ RECORDING = """
 import asyncio, os, sys
 os.environ['OPENAI_AGENTS_DISABLE_TRACING'] = '1'
 from pathlib import Path
-from sandbox_agent.histories import record
-from sandbox_agent.starter import start
+from sandbox_agent.machinery.histories import record
+from sandbox_agent.machinery.starter import start
 from tests.scripted_model import ScriptedModel
 from tests.support import dev_server, running_worker
 
 async def main(out: Path) -> None:
     async with dev_server("limit.historyCount.suggestContinueAsNew=20") as server:
         model = ScriptedModel(["printf 'kept across the chain\\\\n' > note.txt && cat note.txt"])
-        async with running_worker(server, model, host="recording-host") as (client, _):
+        async with running_worker(server, model{where}) as (client, _):
             handle = await start(client, "Write a note, then say what it says.")
             print(await handle.result())
             for path in await record(client, out, limit=10):
@@ -75,16 +78,24 @@ def templated(history: dict, provider: str) -> str:
     return "{% raw %}" + text + "{% endraw %}\n"
 
 
-# The renders whose histories differ: without approvals, and with them (a
-# person's decision before each command: the same for both approval modes,
-# since the scripted chain edits no file).
-RECORDED = {
-    "scripted-chain": [],
-    "approved-chain": ["approval=commands"],
+# The renders whose workflows make different histories, by kind: without
+# approvals, and with them (a person's decision before each command: the same
+# for both approval modes, since the scripted chain edits no file); with a
+# backend whose sandbox can be bound to a worker's host (the run first asks
+# where its sandbox will live: affinity.py), and with remote backends alone
+# (no such step). E2B's render stands for every remote-only one: its tests'
+# sandbox is the local stand-in whatever the remote backend, and the one
+# trace of E2B a history keeps, the names of the errors its sandbox
+# operations do not retry, names no backend (a replay does not compare them).
+RECORDED: dict[str, tuple[list[str], str]] = {
+    "scripted-chain": ([], "local"),
+    "approved-chain": (["approval=commands"], "local"),
+    "remote-scripted-chain": (["sandbox_backend=e2b"], "e2b"),
+    "remote-approved-chain": (["sandbox_backend=e2b", "approval=commands"], "e2b"),
 }
 
 
-def record(prefix: str, answers: list[str]) -> None:
+def record(prefix: str, answers: list[str], provider: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         subprocess.run(
@@ -92,7 +103,9 @@ def record(prefix: str, answers: list[str]) -> None:
         )
         [project] = work.iterdir()
         subprocess.run(["uv", "sync", "-q"], cwd=project, check=True)
-        (project / "record_shipped.py").write_text(RECORDING)
+        # A worker on a host of its own, where the workflow asks for one.
+        where = ', host="recording-host"' if provider == "local" else ""
+        (project / "record_shipped.py").write_text(RECORDING.replace("{where}", where))
         out = work / "recorded"
         subprocess.run(["uv", "run", "python", "record_shipped.py", str(out)], cwd=project, check=True)
         runs = []
@@ -106,13 +119,18 @@ def record(prefix: str, answers: list[str]) -> None:
         SHIPPED.mkdir(parents=True, exist_ok=True)
         for number, (_, history) in enumerate(sorted(runs, key=lambda run: run[0]), start=1):
             target = SHIPPED / f"{prefix}.run-{number}.json"
-            target.write_text(templated(history, "local"))
+            target.write_text(templated(history, provider))
             print(target.relative_to(TEMPLATE))
 
 
 def main() -> None:
-    for prefix, answers in RECORDED.items():
-        record(prefix, answers)
+    kinds = sys.argv[1:] or list(RECORDED)
+    unknown = sorted(set(kinds) - set(RECORDED))
+    if unknown:
+        sys.exit(f"No such kind of history: {', '.join(unknown)}; the kinds are {', '.join(RECORDED)}.")
+    for prefix in kinds:
+        answers, provider = RECORDED[prefix]
+        record(prefix, answers, provider)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """The histories every generated project ships (tests/histories/, recorded by
 scripts/record_histories.py) guard its workflow: a one-line change to the
 workflow's steps fails the generated suite, naming the file that no longer
-replays. Every combination's own suite replays them unchanged
-(test_generated_suites.py), whatever the provider's name."""
+replays, in a project with a host-bound backend and in one with remote
+backends alone (each ships the histories its own workflow makes). Every
+combination's own suite replays them unchanged (test_generated_suites.py),
+whatever the provider's name."""
 
 import shutil
 
@@ -12,12 +14,22 @@ from .baked import BakedProject
 
 
 @pytest.mark.slow
-def test_a_one_line_change_to_the_workflows_steps_fails_the_generated_replay_test(bake, tmp_path) -> None:
-    project = bake({})
+@pytest.mark.parametrize(
+    ("answers", "kind"),
+    [
+        pytest.param({}, "scripted-chain", id="host-bound"),
+        # A remote-only project's own kind: its workflow never asks for a host.
+        pytest.param({"sandbox_backend": "e2b"}, "remote-scripted-chain", id="remote-only"),
+    ],
+)
+def test_a_one_line_change_to_the_workflows_steps_fails_the_generated_replay_test(
+    bake, tmp_path, answers, kind
+) -> None:
+    project = bake(answers)
     changed = BakedProject(tmp_path / project.path.name, project.context)
     shutil.copytree(project.path, changed.path, ignore=shutil.ignore_patterns(".venv"))
     workflow = changed.machinery / "workflow.py"
-    anchor = "        host = carried.host if carried else await affinity.choose_host(provider)\n"
+    anchor = "        # Must match the name the worker registered the provider under.\n"
     text = workflow.read_text()
     assert anchor in text
     workflow.write_text(text.replace(anchor, "        await workflow.sleep(0.01)\n" + anchor))
@@ -28,6 +40,6 @@ def test_a_one_line_change_to_the_workflows_steps_fails_the_generated_replay_tes
 
     assert tests.returncode == 1, tests.stdout
     for run in (1, 2):
-        assert f"tests/histories/scripted-chain.run-{run}.json does not replay" in tests.stdout
+        assert f"tests/histories/{kind}.run-{run}.json does not replay" in tests.stdout
     assert "[TMPRL1100]" in tests.stdout
     assert "2 failed" in tests.stdout

@@ -48,6 +48,41 @@ def test_mentions_only_the_chosen_backends(project: BakedProject) -> None:
             assert not BACKEND_WORDS[other].search(text), f"{relative} mentions {other}"
 
 
+# What only a sandbox bound to a worker's host needs: its setting, its
+# activity and constants, its queue, the module that routes to it.
+HOST_MACHINERY = re.compile(
+    r"WORKER_HOST_ID|sandbox_host|CHOOSING_THE_HOST|SandboxHost|host_bound|host_queue"
+    r"|host's (own )?queue|@<host>|affinity",
+    re.IGNORECASE,
+)
+# Hosts in the words a person reads, but for an address's (host:port).
+HOST_IN_PROSE = re.compile(r"\bhosts?\b(?!:port)", re.IGNORECASE)
+
+
+def test_only_a_project_with_a_host_bound_backend_has_host_machinery(project: BakedProject) -> None:
+    bound = bool(project.derived.host_bound_backends)
+    assert (project.machinery / "affinity.py").exists() == bound
+    mentions = {
+        str(path.relative_to(project.path)) for path in project.files() if HOST_MACHINERY.search(path.read_text())
+    }
+    if bound:
+        # ... and keeps all of it: the routing, the worker's host queue, the setting.
+        package = f"src/{project.context['package_name']}/machinery"
+        assert {f"{package}/workflow.py", f"{package}/worker.py", ".env.example", "README.md"} <= mentions
+        return
+    assert not mentions, mentions
+    # Its documents speak of remote sandboxes and workers, never of hosts.
+    documents = [
+        path
+        for path in project.files()
+        if path.suffix in (".md", ".yaml", ".yml") or path.name in (".env.example", "Dockerfile")
+    ]
+    assert documents
+    for path in documents:
+        found = HOST_IN_PROSE.search(path.read_text())
+        assert not found, f"{path.relative_to(project.path)} mentions a host: {found.group()!r}"
+
+
 # The longest package name the pre-generation hook accepts, in a project with
 # every backend: each generated import that names the package still fits on
 # one line as ruff formats it.
@@ -147,9 +182,12 @@ def test_renders_approval_code_only_when_a_person_approves(project: BakedProject
         if "approv" in path.read_text().lower()
     ]
     assert bool(mentions) == (approval != "none"), mentions
-    # Each project replays the recorded runs of its own kind.
+    # Each project replays the recorded runs its own workflow makes: with a
+    # person's decisions or without, with the step that asks where a
+    # sandbox lives or (remote backends alone) without.
     histories = {path.name.partition(".")[0] for path in (project.path / "tests" / "histories").glob("*.json")}
-    assert histories == {"scripted-chain" if approval == "none" else "approved-chain"}
+    kind = "scripted-chain" if approval == "none" else "approved-chain"
+    assert histories == {kind if project.derived.host_bound_backends else f"remote-{kind}"}
     edits_wait = "Filesystem(configure_tools=approvals.wait_for_writes)" in (project.package / "agent.py").read_text()
     assert edits_wait == (approval == "commands_and_writes")
 
@@ -163,7 +201,7 @@ def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:
     assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
     assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
     assert ("# DOCKER_ENGINE_SHARED=" in example) == ("docker" in chosen)
-    assert "# WORKER_HOST_ID=" in example
+    assert ("# WORKER_HOST_ID=" in example) == bool(project.derived.host_bound_backends)
     for name in project.derived.secret_env_vars:
         assert f"\n{name}=" in example
 

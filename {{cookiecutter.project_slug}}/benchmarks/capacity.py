@@ -10,9 +10,10 @@ and that many of the service's real workers, each its own process (``python
 -m {{ cookiecutter.package_name }}.machinery.worker``{% if cookiecutter | remote_backends %}, with a local sandbox standing in for each remote
 backend: ``tests/stand_in_worker.py``{% endif %}) on the one task queue, with
 ``WORKER_RUNS_IN_FLIGHT`` set to ``--runs-in-flight`` in each (the worker's
-default when not given). Each worker is a host of its own, as on a machine of
+default when not given). {% if cookiecutter | host_bound_backends %}Each worker is a host of its own, as on a machine of
 its own (affinity.py): its own ``WORKER_HOST_ID``, its own ``TMPDIR`` for its
-sandboxes' workspaces, and no metrics or health port (two processes cannot
+sandboxes' workspaces{% else %}Each worker has its own ``TMPDIR`` for its sandboxes'
+workspaces (the local sandboxes that stand in for the remote ones){% endif %}, and no metrics or health port (two processes cannot
 serve on one). Their model is an OpenAI-compatible server in this process
 that holds every request ``--model-wait`` seconds, or until the figures are
 taken, then answers; each worker reaches it at a path of its own, so the
@@ -53,35 +54,22 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.machinery.affinity import (
-    HOST_ID_VARIABLE,
-)
-from {{ cookiecutter.package_name }}.machinery.capacity import (
-    ENVIRONMENT_VARIABLE,
-    RUNS_IN_FLIGHT,
-)
 from {{ cookiecutter.package_name }}.machinery.exits import (
     exit_after,
 )
-from {{ cookiecutter.package_name }}.machinery.health import (
-    ADDRESS_VARIABLE,
-)
-from {{ cookiecutter.package_name }}.machinery.observability import (
-    METRICS_ADDRESS_VARIABLE,
+from {{ cookiecutter.package_name }}.machinery.settings import (
+    RUNS_IN_FLIGHT,
 )
 from {{ cookiecutter.package_name }}.machinery.starter import (
     start,
-)
-from {{ cookiecutter.package_name }}.machinery.worker import (
-    MODEL_TIMEOUT_VARIABLE,
 )
 
 PROMPT = "capacity benchmark run {}"
 # Runs being started at once (the dev server takes a few hundred a second).
 STARTING_AT_ONCE = 50
 # The ports a worker serves on when they are set: each worker gets none.
-PORT_VARIABLES = (METRICS_ADDRESS_VARIABLE, ADDRESS_VARIABLE)
-# Runs whose histories say on which host their sandbox lived.
+PORT_VARIABLES = ("PROMETHEUS_BIND_ADDRESS", "HEALTH_BIND_ADDRESS")
+# Runs whose histories say which workers ran their sandbox's operations.
 SAMPLED = 20
 # The longest the runs are given to end once the model answers.
 ENDING_LIMIT = 600
@@ -249,11 +237,16 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 
 @dataclass
-class Host:
-    """One worker process, a host of its own: its id, the directory its
-    sandboxes' workspaces go in, and its figures."""
+class WorkerProcess:
+{%- if cookiecutter | host_bound_backends %}
+    """One worker process, a host of its own (its name is its host id), the
+    directory its sandboxes' workspaces go in, and its figures."""
+{%- else %}
+    """One worker process: its name, the directory its sandboxes' workspaces
+    go in, and its figures."""
+{%- endif %}
 
-    id: str
+    name: str
     workspaces: Path
     pid: int = 0
     rss_idle: float = float("nan")
@@ -264,14 +257,22 @@ class Host:
     sandboxes_at_peak: int = 0
 
     def environment(self, service: dict[str, str], model: SlowModel) -> dict[str, str]:
-        """The service's environment for this host's worker: its host id and
-        TMPDIR, its own path to the model, and no port that another worker
-        on this machine would bind too."""
+{%- if cookiecutter | host_bound_backends %}
+        """The service's environment for this worker: its host id and TMPDIR,
+        its own path to the model, and no port that another worker on this
+        machine would bind too."""
         environment = {k: v for k, v in service.items() if k not in PORT_VARIABLES}
         environment.update(
-            {HOST_ID_VARIABLE: self.id, "TMPDIR": str(self.workspaces)},
-            OPENAI_BASE_URL=model.url(self.id),
+            {"WORKER_HOST_ID": self.name, "TMPDIR": str(self.workspaces)},
+            OPENAI_BASE_URL=model.url(self.name),
         )
+{%- else %}
+        """The service's environment for this worker: its TMPDIR, its own
+        path to the model, and no port that another worker on this machine
+        would bind too."""
+        environment = {k: v for k, v in service.items() if k not in PORT_VARIABLES}
+        environment.update(TMPDIR=str(self.workspaces), OPENAI_BASE_URL=model.url(self.name))
+{%- endif %}
         return environment
 
     def sandboxes(self) -> int:
@@ -282,7 +283,7 @@ class Host:
 class Result:
     runs: int
     limit: int
-    hosts: list[Host]
+    workers: list[WorkerProcess]
     peak: int = 0
     all_in_flight_s: float = float("nan")
     ramp: float = float("nan")
@@ -301,7 +302,7 @@ class Result:
     repeated: int = 0
     why_repeated: str = ""
     before_first_call: list[str] = field(default_factory=list)
-    sandbox_hosts: dict[str, int] = field(default_factory=dict)
+    sandbox_workers: dict[str, int] = field(default_factory=dict)
     open_files: int = 0
     child_processes: int = 0
 
@@ -320,35 +321,35 @@ async def measure(
         SlowModel(model_wait) as model,
         AsyncExitStack() as stack,
     ):
-        # The sandboxes' workspaces, in a directory per host, removed once
+        # The sandboxes' workspaces, in a directory per worker, removed once
         # every run has ended and the workers have stopped.
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="capacity-")))
-        hosts = [Host(f"capacity-host-{i}", root / f"host-{i}") for i in range(workers)]
-        result = Result(runs, limit or RUNS_IN_FLIGHT, hosts)
+        pool = [WorkerProcess(f"capacity-worker-{i}", root / f"worker-{i}") for i in range(workers)]
+        result = Result(runs, limit or RUNS_IN_FLIGHT, pool)
         server = dev_server(env)
-        # Each worker's path to the model is its own (Host.environment).
+        # Each worker's path to the model is its own (WorkerProcess.environment).
         environment = service_environment(env.client.service_client.config.target_host, "")
         environment["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
         if limit is not None:
-            environment[ENVIRONMENT_VARIABLE] = str(limit)
+            environment["WORKER_RUNS_IN_FLIGHT"] = str(limit)
         # Each model call's timeout, above the model's wait.
-        environment[MODEL_TIMEOUT_VARIABLE] = str(int(model_wait + 60))
+        environment["MODEL_ACTIVITY_TIMEOUT_SECONDS"] = str(int(model_wait + 60))
         services = []
-        for host in hosts:
-            host.workspaces.mkdir()
-            environ = host.environment(environment, model)
+        for worker in pool:
+            worker.workspaces.mkdir()
+            environ = worker.environment(environment, model)
             services.append(await stack.enter_async_context(service(WORKER_MODULE, environ)))
         await asyncio.gather(*(s.wait_for("Worker polling", timeout=120) for s in services))
         processes = [Process(s.process.pid) for s in services]
         await asyncio.sleep(2)
-        for host, process in zip(hosts, processes, strict=True):
-            host.pid, host.rss_idle = process.pid, process.rss_mib()
+        for worker, process in zip(pool, processes, strict=True):
+            worker.pid, worker.rss_idle = process.pid, process.rss_mib()
 
         def sample_memory() -> None:
             rss = [process.rss_mib() for process in processes]
             result.rss_peak = max(result.rss_peak, sum(rss))
-            for host, mib in zip(hosts, rss, strict=True):
-                host.rss_peak = max(host.rss_peak, mib)
+            for worker, mib in zip(pool, rss, strict=True):
+                worker.rss_peak = max(worker.rss_peak, mib)
 
         config = env.client.config()
         config["plugins"] = [OpenAIAgentsPlugin()]
@@ -373,14 +374,14 @@ async def measure(
             sample_memory()
             if model.holding > result.peak:
                 result.peak = model.holding
-                for host in hosts:
-                    host.held_at_peak = model.held_from.get(host.id, 0)
-                    host.sandboxes_at_peak = host.sandboxes()
+                for worker in pool:
+                    worker.held_at_peak = model.held_from.get(worker.name, 0)
+                    worker.sandboxes_at_peak = worker.sandboxes()
             result.server_rss_peak = max(result.server_rss_peak, server.rss_mib())
             now = time.monotonic()
             if len(model.first_request) != reached:
                 reached, last_change = len(model.first_request), now
-            each = " + ".join(str(model.held_from.get(host.id, 0)) for host in hosts)
+            each = " + ".join(str(model.held_from.get(worker.name, 0)) for worker in pool)
             print(
                 f"  {now - began:5.0f} s: {model.holding} waiting on the model ({each}), "
                 f"{reached} reached it, {model.requests - reached} requests repeated, "
@@ -421,7 +422,7 @@ async def measure(
         )
         model.release()
         result.ended = await how_runs_ended(client)
-        result.sandbox_hosts = await sandbox_hosts(client, min(runs, SAMPLED))
+        result.sandbox_workers = await sandbox_workers(client, min(runs, SAMPLED))
     return result
 
 
@@ -468,9 +469,9 @@ async def steps_before_first_call(client: Client, workflow_id: str) -> list[str]
     return steps
 
 
-async def sandbox_hosts(client: Client, runs: int) -> dict[str, int]:
-    """The workers ("<pid>@<host>") that ran the sandbox operations of each of
-    the first ``runs`` runs: how many runs had them on each, or on several."""
+async def sandbox_workers(client: Client, runs: int) -> dict[str, int]:
+    """The workers (their identities) that ran the sandbox operations of each
+    of the first ``runs`` runs: how many runs had them on each, or on several."""
     from tests.support import activities
 
     found: dict[str, int] = {}
@@ -511,16 +512,16 @@ def each(values: Sequence[float]) -> str:
 
 
 def row(r: Result) -> str:
-    idle = sum(host.rss_idle for host in r.hosts)
+    idle = sum(worker.rss_idle for worker in r.workers)
     per_run = 1024 * (r.rss_peak - idle) / max(1, r.peak)
     peak = f"{r.peak:,}"
-    rss = f"{each([h.rss_idle for h in r.hosts])} / {each([h.rss_peak for h in r.hosts])} MiB"
-    if len(r.hosts) > 1:
-        peak += f" ({each([h.held_at_peak for h in r.hosts])})"
+    rss = f"{each([h.rss_idle for h in r.workers])} / {each([h.rss_peak for h in r.workers])} MiB"
+    if len(r.workers) > 1:
+        peak += f" ({each([h.held_at_peak for h in r.workers])})"
         rss += f" ({r.rss_peak:,.0f} in all)"
     ended = ", ".join(f"{count} {status}" for status, count in sorted(r.ended.items()))
     return (
-        f"| {len(r.hosts)} | {r.runs:,} | {r.limit:,} | {peak} | {r.all_in_flight_s:.0f} s "
+        f"| {len(r.workers)} | {r.runs:,} | {r.limit:,} | {peak} | {r.all_in_flight_s:.0f} s "
         f"| {r.ramp:.1f} | {rss} | {per_run:.0f} KiB "
         f"| {1000 * r.cpu_worker:.0f} / {1000 * r.cpu_server:.0f} / {1000 * r.cpu_here:.0f} ms "
         f"| {percentile(r.to_first_call, 0.5):.1f} / {percentile(r.to_first_call, 0.95):.1f} s "
@@ -531,12 +532,12 @@ def row(r: Result) -> str:
 
 def details(r: Result) -> str:
     """What the row does not say: the steps before the first model call and
-    their CPU, the cores used during the ramp, each host's share, what the
+    their CPU, the cores used during the ramp, each worker's share, what the
     runs not waiting on the model waited for."""
     steps = r.before_first_call
     workers, server, here = r.ramp_cores
     lines = [
-        f"{r.runs:,} runs, {len(r.hosts)} workers: before its first model call a run "
+        f"{r.runs:,} runs, {len(r.workers)} workers: before its first model call a run "
         f"completes {steps.count('workflow task')} workflow tasks and "
         f"{len(steps) - steps.count('workflow task')} activities ({', '.join(steps)}): "
         f"{1000 * r.cpu_worker / max(1, len(steps)):.0f} ms of worker CPU and "
@@ -548,17 +549,19 @@ def details(r: Result) -> str:
         f"{r.load[0]:.1f} at its start, {r.load[1]:.1f} at its end.",
         "At the peak: "
         + ", ".join(
-            f"{h.id} {h.held_at_peak:,} model calls waiting and "
+            f"{h.name} {h.held_at_peak:,} model calls waiting and "
             f"{h.sandboxes_at_peak:,} workspaces in its TMPDIR"
-            for h in r.hosts
+            for h in r.workers
         )
         + ".",
     ]
-    if r.sandbox_hosts:
+    if r.sandbox_workers:
         lines.append(
             "Workers that ran the sandbox operations of the first "
-            f"{sum(r.sandbox_hosts.values())} runs: "
-            + ", ".join(f"{count} on {hosts or 'none'}" for hosts, count in r.sandbox_hosts.items())
+            f"{sum(r.sandbox_workers.values())} runs: "
+            + ", ".join(
+                f"{count} on {names or 'none'}" for names, count in r.sandbox_workers.items()
+            )
             + "."
         )
     if r.repeated:
@@ -613,13 +616,13 @@ def main() -> None:
         type=at_least_one,
         nargs="+",
         default=[1],
-        help="worker processes on the task queue, each a host of its own; several counts "
+        help="worker processes on the task queue{{ ", each a host of its own" if cookiecutter | host_bound_backends }}; several counts "
         "are measured one after another and printed side by side (default 1)",
     )
     parser.add_argument(
         "--runs-in-flight",
         type=at_least_one,
-        help=f"each worker's {ENVIRONMENT_VARIABLE} (default: its own, {RUNS_IN_FLIGHT})",
+        help=f"each worker's WORKER_RUNS_IN_FLIGHT (default: its own, {RUNS_IN_FLIGHT})",
     )
     parser.add_argument(
         "--model-wait",

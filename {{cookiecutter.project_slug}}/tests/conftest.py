@@ -131,6 +131,7 @@ async def completed_run(temporal_client: Client) -> CompletedRun:
     service's worker with a scripted model. The tests that only look at a
     finished run (its answer, history, options) share it: each run costs
     about half a second."""
+    from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
     from {{ cookiecutter.package_name }}.machinery.starter import start
 
     from .scripted_model import ScriptedModel
@@ -142,10 +143,10 @@ async def completed_run(temporal_client: Client) -> CompletedRun:
             "cat note.txt && wc -l < note.txt",
         ]
     )
-    async with running_worker(temporal_client, model) as (client, worker):
+    async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, "Write a note, then read it back.")
         answer = await handle.result()
-    return CompletedRun(handle, answer, worker.task_queue)
+    return CompletedRun(handle, answer, TASK_QUEUE)
 {%- if secrets %}
 
 

@@ -1,6 +1,6 @@
 """The service's workflow with a turn budget long enough for the long-run
-tests and the benchmark (the service's own is MAX_TURNS), with a short
-wait for a sandbox's host, with a bug then its fix, and as a next build
+tests and the benchmark (the service's own is MAX_TURNS), {{ "with a short
+wait for a sandbox's host, " if cookiecutter | host_bound_backends }}with a bug then its fix, and as a next build
 might change it. Everything else is
 the service's code: registered on a test worker, it continues as new, carries
 the conversation and the sandbox, and cuts outputs exactly as the service
@@ -43,6 +43,8 @@ class BudgetedSandboxAgentWorkflow(SandboxAgentWorkflow):
     ) -> str:
         return await super().run(prompt, provider, carried)
 
+{%- if cookiecutter | host_bound_backends %}
+
 
 @workflow.defn(name="ImpatientSandboxAgentWorkflow")
 class ImpatientSandboxAgentWorkflow(SandboxAgentWorkflow):
@@ -56,6 +58,7 @@ class ImpatientSandboxAgentWorkflow(SandboxAgentWorkflow):
         self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
     ) -> str:
         return await super().run(prompt, provider, carried)
+{%- endif %}
 
 
 class BugAtTheSecondTurn(HistoryBudget):

@@ -7,7 +7,7 @@ import re
 import shutil
 import socket
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -54,8 +54,15 @@ from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS,
 {% endif -%}
 from {{ cookiecutter.package_name }}.machinery.observability import metrics_runtime
 from {{ cookiecutter.package_name }}.machinery.payloads import AgentPayloadConverter
+from {{ cookiecutter.package_name }}.machinery.settings import (
+    StarterSettings,
+    WorkerSettings,
+    required_credentials,
+    starter_settings,
+    worker_settings,
+)
 from {{ cookiecutter.package_name }}.machinery.shared import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + ["CHOOSING_THE_HOST", "MODEL_ACTIVITIES"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
+{%- for constant in ((cookiecutter | providers | map("first") | list) + (["CHOOSING_THE_HOST"] if cookiecutter | host_bound_backends else []) + ["MODEL_ACTIVITIES", "TASK_QUEUE"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
@@ -64,6 +71,7 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
 from {{ cookiecutter.package_name }}.machinery.starter import chain_run, continued_as, start
 from {{ cookiecutter.package_name }}.machinery.worker import (
     MODEL_RETRY_POLICY,
+    SHUTDOWN_GRACE,
     ServiceWorker,
     agents_plugin,
     build_worker,
@@ -71,6 +79,7 @@ from {{ cookiecutter.package_name }}.machinery.worker import (
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 {% if cookiecutter.approval != "none" %}
+from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT
 from .approver import command_request, signed
 {%- endif %}
 from .scripted_model import ScriptedModel
@@ -102,8 +111,9 @@ class LocalStandIn(UnixLocalSandboxClient):
         return await super().create(manifest=manifest, **kwargs)
 
 
-def local_stand_in() -> BaseSandboxClient[Any]:
-    """A local stand-in for a remote backend's sandbox."""
+def local_stand_in(settings: WorkerSettings) -> BaseSandboxClient[Any]:
+    """A local stand-in for a remote backend's sandbox (built, as the
+    backend's client is, from the worker's settings, which it needs none of)."""
     return LocalStandIn(inherit_host_environment=False)
 {%- endif %}
 
@@ -112,9 +122,15 @@ def local_stand_in() -> BaseSandboxClient[Any]:
 # late by default: a test whose step fails five times would wait five
 # seconds whatever its back-off. Timers fire within 10 ms here.
 PRECISE_TIMERS = 'history.timerProcessorMaxTimeShift="10ms"'
+{%- if cookiecutter | host_bound_backends %}
 # It hands an activity to another task queue than its run's (a sandbox's
 # host's: affinity.py) about 100 ms late, polling its queue of such tasks 20
 # times a second by default; within a few ms here.
+{%- else %}
+# It hands on a task that no worker took with its workflow task about 100 ms
+# late, polling its queue of such tasks 20 times a second by default; within
+# a few ms here.
+{%- endif %}
 PROMPT_DISPATCH = "history.transferProcessorMaxPollRPS=1000"
 
 
@@ -178,7 +194,7 @@ async def restartable_dev_server(database: Path) -> AsyncIterator[RestartableDev
 # Each provider's sandbox in tests: the service's own local sandbox for the
 # local backend (real commands in a real temp dir), a local stand-in for a
 # remote one.
-SANDBOXES_FOR_TESTS: dict[str, Callable[[], BaseSandboxClient[Any]]] = {
+SANDBOXES_FOR_TESTS: dict[str, Callable[[WorkerSettings], BaseSandboxClient[Any]]] = {
 {%- for constant, backend in cookiecutter | providers %}
     {{ constant }}: {{ "local.sandbox_client" if backend == "local" else "local_stand_in" }},
 {%- endfor %}
@@ -189,7 +205,7 @@ def sandboxes_for_tests(
     sandbox: BaseSandboxClient[Any] | None = None, provider: str = SANDBOX_PROVIDER
 ) -> dict[str, BaseSandboxClient[Any]]:
     """Every provider's sandbox in tests; ``sandbox``, if given, replaces ``provider``'s."""
-    sandboxes = {name: build() for name, build in SANDBOXES_FOR_TESTS.items()}
+    sandboxes = {name: build(SETTINGS) for name, build in SANDBOXES_FOR_TESTS.items()}
     if sandbox is not None:
         sandboxes[provider] = sandbox
     return sandboxes
@@ -214,6 +230,19 @@ CREDENTIALS = {
 }
 
 
+def settings_with(environ: dict[str, str]) -> WorkerSettings:
+    """The worker's settings from ``environ``, as its main() parses them,
+    with CREDENTIALS{{ " and the tests' approver" if cookiecutter.approval != "none" }}."""
+    return worker_settings({**CREDENTIALS{{ ", **APPROVER_ENVIRONMENT" if cookiecutter.approval != "none" }}, **environ})
+
+
+# The worker's settings in tests: its defaults. A test that needs another
+# value passes ``replace(SETTINGS, ...)``.
+SETTINGS = settings_with({})
+# The starter's{{ ", signing as the tests' approver" if cookiecutter.approval != "none" }}.
+STARTER_SETTINGS: StarterSettings = starter_settings({{ "APPROVER_ENVIRONMENT" if cookiecutter.approval != "none" else "{}" }})
+
+
 async def start_in(
     client: Client, backend: Backend, prompt: str
 ) -> WorkflowHandle[SandboxAgentWorkflow, str]:
@@ -230,7 +259,7 @@ def refusal_without_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
     """What the worker exits with when it has no credentials at all. The
     Temporal address leads nowhere, so a worker that tried to connect would
     fail differently."""
-    for alternatives, _ in worker.REQUIRED_CREDENTIALS:
+    for alternatives, _ in required_credentials():
         for names in alternatives:
             for name in names:
                 monkeypatch.delenv(name, raising=False)
@@ -341,12 +370,18 @@ async def running_worker(
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     provider: str = SANDBOX_PROVIDER,
     time_limit: timedelta = RUN_TIME_LIMIT,
+{%- if cookiecutter | host_bound_backends %}
     host: str | None = None,
+{%- endif %}
     version: WorkerDeploymentVersion | None = None,
 {%- if cookiecutter.approval != "none" %}
     approve: bool = True,
 {%- endif %}
-    **worker_options: object,
+    settings: WorkerSettings = SETTINGS,
+    workflows: Sequence[type] = (SandboxAgentWorkflow,),
+    max_cached_workflows: int | None = None,
+    graceful_shutdown_timeout: timedelta = SHUTDOWN_GRACE,
+    identity: str | None = None,
 ) -> AsyncIterator[tuple[Client, ServiceWorker]]:
     """Run the service's worker with a scripted model; yield a client whose
     data converter matches the worker's. Every provider has the tests' own
@@ -354,17 +389,31 @@ async def running_worker(
     The test fails if it is still waiting after ``time_limit``, with what each
     open run waits for.{% if cookiecutter.approval != "none" %} Unless ``approve`` is false, a stand-in person
     approves every call that waits for one (``approving_everything()``).{% endif %}"""
+{%- if cookiecutter | host_bound_backends %}
+    if host is not None:
+        settings = replace(settings, host_id=host)
+{%- endif %}
+    if version is not None:
+        settings = replace(settings, version=version)
     plugin = agents_plugin(
+        settings,
         sandboxes=sandboxes_for_tests(sandbox, provider),
         model_provider=TestModelProvider(model),
         model_retry_policy=model_retry_policy,
     )
     plugged = with_plugins(client, plugin)
-    worker = build_worker(plugged, host=host, version=version, **worker_options)
+    worker = build_worker(
+        plugged,
+        settings,
+        workflows=workflows,
+        max_cached_workflows=max_cached_workflows,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        identity=identity,
+    )
 {%- if cookiecutter.approval != "none" %}
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(worker)
-        await stack.enter_async_context(run_time_limit(plugged, worker.task_queue, time_limit))
+        await stack.enter_async_context(run_time_limit(plugged, TASK_QUEUE, time_limit))
         if approve:
             await stack.enter_async_context(approving_everything(plugged))
         yield plugged, worker
@@ -425,7 +474,7 @@ async def approve_everything(client: Client) -> None:
                             await handle.execute_update(DECIDE, decision)
         await asyncio.sleep(0.1)
 {%- else %}
-    async with worker, run_time_limit(plugged, worker.task_queue, time_limit):
+    async with worker, run_time_limit(plugged, TASK_QUEUE, time_limit):
         yield plugged, worker
 {%- endif %}
 
@@ -538,9 +587,14 @@ class Activity:
 
     @property
     def is_sandbox_operation(self) -> bool:
+{%- if cookiecutter | host_bound_backends %}
         """An operation on the sandbox (not a model call, nor the question
         of which host the sandbox will live on)."""
         return sandbox_operation(self.name) not in (None, CHOOSING_THE_HOST)
+{%- else %}
+        """An operation on the sandbox (not a model call, nor a tool's)."""
+        return sandbox_operation(self.name) is not None
+{%- endif %}
 
     @property
     def is_model_call(self) -> bool:
@@ -667,7 +721,8 @@ async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client,
     """A client on a runtime of its own that serves /metrics, as the worker's
     does with PROMETHEUS_BIND_ADDRESS set."""
     address = free_address()
-    runtime = metrics_runtime({"PROMETHEUS_BIND_ADDRESS": address})
+    host, port = address.rsplit(":", 1)
+    runtime = metrics_runtime((host, int(port)))
     assert runtime is not None
     client = await Client.connect(
         temporal_client.service_client.config.target_host,

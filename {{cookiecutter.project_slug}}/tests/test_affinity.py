@@ -3,16 +3,22 @@ several workers on several hosts sharing the task queue.
 
 Workers in this process stand for the hosts: each has a host id of its own,
 and each host's sandbox reaches only the workspaces that host created, as a
-sandbox on another machine would (tests/hosts.py). The same with real worker
+sandbox on another machine would (``HostSandbox``). The same with real worker
 processes and a private filesystem per host: test_affinity_processes.py
 (``-m process``)."""
 
 import asyncio
+from collections import defaultdict
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 
@@ -22,10 +28,9 @@ from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.machinery.starter import start
 from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
 
-from .hosts import (
+from .handovers import (
     ALL_STEPS,
     STEPS,
-    HostSandbox,
     StallsAfterTheFirstCommand,
     sandbox_workers,
     stalled_on,
@@ -35,6 +40,7 @@ from .scripted_model import ScriptedModel
 from .support import (
     DROPPED_RUNS_CLOSED,
     RETRIED_AT_ONCE,
+    SETTINGS,
     activities,
 {%- if cookiecutter.approval != "none" %}
     approving_everything,
@@ -53,8 +59,38 @@ pytestmark = [
 
 # A provider whose sandbox lives on the worker's host.
 BOUND_PROVIDER = next(
-    provider for provider, backend in SANDBOX_BACKENDS.items() if backend.host_bound()
+    provider for provider, backend in SANDBOX_BACKENDS.items() if backend.host_bound(SETTINGS)
 )
+
+# The workspaces each host created, by host: what each host's disk holds.
+WORKSPACES: dict[str, set[str]] = defaultdict(set)
+
+
+class WorkspaceNotOnThisHost(Exception):
+    """An operation reached a host that does not hold its sandbox."""
+
+
+class HostSandbox(UnixLocalSandboxClient):
+    """The local sandbox of one host among several in this process: it
+    reaches only the workspaces its host created (WORKSPACES), as a host
+    reaches only its own disk. Any worker of the host, restarted or not,
+    reaches them all."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(inherit_host_environment=False)
+        self.host = host
+
+    async def create(self, *, manifest: Manifest | None = None, **kwargs: Any) -> SandboxSession:
+        session = await super().create(manifest=manifest, **kwargs)
+        WORKSPACES[self.host].add(session.state.manifest.root)
+        return session
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        if state.manifest.root not in WORKSPACES[self.host]:
+            raise WorkspaceNotOnThisHost(
+                f"workspace root not found on host {self.host!r}: {state.manifest.root}"
+            )
+        return await super().resume(state)
 
 
 def worker_on(
@@ -83,16 +119,18 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
     # queue, host A's sandbox operations would reach host B, which does not
     # hold those workspaces.
     model = StallsAfterTheFirstCommand(STEPS, runs=4)
+    settings_a = replace(SETTINGS, runs_in_flight=4, host_id="host-a")
     plugged_a = with_plugins(
         temporal_client,
         worker.agents_plugin(
+            settings_a,
             sandboxes=sandboxes_for_tests(HostSandbox("host-a"), BOUND_PROVIDER),
             model_provider=TestModelProvider(model),
             model_retry_policy=RETRIED_AT_ONCE,
         ),
     )
     host_a = worker.build_worker(
-        plugged_a, 4, host="host-a", identity="worker-a", graceful_shutdown_timeout=timedelta(0)
+        plugged_a, settings_a, identity="worker-a", graceful_shutdown_timeout=timedelta(0)
     )
     assert host_a.own is not None
     async with host_a.own:

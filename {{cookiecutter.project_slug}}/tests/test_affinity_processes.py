@@ -21,10 +21,10 @@ from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.machinery.starter import start
 
-from .hosts import ALL_STEPS, STEPS, workspaces_used
+from .handovers import ALL_STEPS, STEPS, workspaces_used
 from .processes import WORKER, service, service_environment
 from .scripted_openai import scripted_openai_server
-from .support import activities, with_plugins
+from .support import SETTINGS, activities, with_plugins
 
 pytestmark = pytest.mark.process
 
@@ -34,7 +34,7 @@ RUNS_PER_WORKER = 2
 
 # A provider whose sandbox lives on the worker's host.
 BOUND_PROVIDER = next(
-    provider for provider, backend in SANDBOX_BACKENDS.items() if backend.host_bound()
+    provider for provider, backend in SANDBOX_BACKENDS.items() if backend.host_bound(SETTINGS)
 )
 
 

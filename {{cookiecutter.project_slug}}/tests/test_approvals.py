@@ -42,12 +42,14 @@ from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .approver import decide, run_id_of, signed
-from .hosts import start_as, workspaces_used
+from .handovers import start_as, workspaces_used
 from .long_workflow import ImpatientApprovalWorkflow, LongSandboxAgentWorkflow
 from .processes import STARTER, service, service_environment
 from .scripted_model import Call, KeepsInputs, ScriptedModel, tool_outputs
 from .support import (
     DROPPED_RUNS_CLOSED,
+    SETTINGS,
+    STARTER_SETTINGS,
     metered_client,
     running_worker,
     sandboxes_for_tests,
@@ -126,7 +128,8 @@ async def test_a_rejected_command_never_runs_and_the_model_reads_why(
     assert "rejected.txt" not in answer and "." in answer.split(), answer
     # The run replays, its decisions included.
     await Replayer(
-        workflows=[SandboxAgentWorkflow], plugins=[agents_plugin(sandboxes=sandboxes_for_tests())]
+        workflows=[SandboxAgentWorkflow],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     ).replay_workflow(await handle.fetch_history())
 
 
@@ -561,7 +564,8 @@ async def test_the_starter_refuses_to_decide_in_a_run_that_has_ended(
     async with running_worker(temporal_client, ScriptedModel(["true"])) as (client, _):
         handle = await start(client, "Do nothing.")
         await handle.result()
-    assert await starter.decide(handle.id, "call_0", True, "", False) == EXIT_USAGE
+    key_file = STARTER_SETTINGS.approver_key_file
+    assert await starter.decide(handle.id, "call_0", True, "", False, key_file) == EXIT_USAGE
     assert "has ended (completed)" in capsys.readouterr().err
 
 

@@ -5,6 +5,7 @@ import json
 import re
 import resource
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -16,54 +17,28 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
-from {{ cookiecutter.package_name }}.machinery import capacity, worker
+from {{ cookiecutter.package_name }}.machinery import capacity
 from {{ cookiecutter.package_name }}.machinery.capacity import (
     HEARTBEATS_PER_SECOND,
-    RUNS_IN_FLIGHT,
-    BadCapacity,
     make_room_for_connections,
     model_heartbeat_timeout,
     model_provider,
-    runs_in_flight,
     worker_options,
+)
+from {{ cookiecutter.package_name }}.machinery.settings import (
+    MOST_RUNS_IN_FLIGHT,
+    RUNS_IN_FLIGHT,
+    BadSetting,
 )
 from {{ cookiecutter.package_name }}.machinery.starter import start
 
-from .support import running_worker
+from .support import SETTINGS, running_worker, settings_with
 
 
 def test_runs_in_flight_default_and_override() -> None:
-    assert runs_in_flight({}) == RUNS_IN_FLIGHT == 1_000
-    assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": ""}) == RUNS_IN_FLIGHT
-    assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": "200"}) == 200
-    assert runs_in_flight({"WORKER_RUNS_IN_FLIGHT": "10_000"}) == 10_000
-
-
-@pytest.mark.parametrize("value", ["abc", "0", "-5", "2.5", "100001"])
-def test_a_bad_runs_in_flight_is_one_clear_line(value: str) -> None:
-    with pytest.raises(BadCapacity) as bad:
-        runs_in_flight({"WORKER_RUNS_IN_FLIGHT": value})
-    assert str(bad.value) == (
-        f"WORKER_RUNS_IN_FLIGHT={value!r} is not allowed: use a whole number "
-        "of runs from 1 to 100000."
-    )
-
-
-def test_worker_with_a_bad_runs_in_flight_exits_before_connecting(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(worker, "missing_credentials", lambda environ: None)
-    monkeypatch.setenv("WORKER_RUNS_IN_FLIGHT", "lots")
-    # Nothing listens there: a worker that tried to connect would fail differently.
-    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
-    with pytest.raises(SystemExit) as exited:
-        worker.main([])
-
-    # A string exit code: Python prints it on stderr and exits with status 1.
-    assert exited.value.code == (
-        "WORKER_RUNS_IN_FLIGHT='lots' is not allowed: use a whole number of runs from 1 to 100000."
-    )
-    assert capsys.readouterr().out == ""
+    assert SETTINGS.runs_in_flight == RUNS_IN_FLIGHT == 1_000
+    for value, runs in (("200", 200), ("10_000", 10_000), ("100000", MOST_RUNS_IN_FLIGHT)):
+        assert settings_with({"WORKER_RUNS_IN_FLIGHT": value}).runs_in_flight == runs
 
 
 def test_every_run_in_flight_has_an_activity_slot_and_stays_cached() -> None:
@@ -177,7 +152,7 @@ def test_the_worker_raises_its_open_file_limit_as_far_as_allowed(
 def test_a_limit_of_open_files_too_low_is_one_clear_line(
     open_file_limit: list[tuple[int, int]],
 ) -> None:
-    with pytest.raises(BadCapacity) as bad:
+    with pytest.raises(BadSetting) as bad:
         make_room_for_connections(5_000)
     assert str(bad.value) == (
         "WORKER_RUNS_IN_FLIGHT=5000 needs 6000 open files and this process may open "
@@ -214,7 +189,12 @@ async def test_runs_past_the_limit_wait_for_a_slot_and_none_fails(
     temporal_client: Client,
 ) -> None:
     model = HeldModel()
-    async with running_worker(temporal_client, model, **worker_options(1)) as (client, _):
+    async with running_worker(
+        temporal_client, model, settings=replace(SETTINGS, runs_in_flight=1)
+    ) as (
+        client,
+        _,
+    ):
         runs = [await start(client, "first"), await start(client, "second")]
         # One run waits on the model in the only slot; the other's next step
         # waits on the task queue.

@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 
 from .processes import SCRIPTS, STARTER, WORKER, service, service_environment
 from .scripted_openai import scripted_openai_server
-from .support import closed_address
+from .support import CREDENTIALS, closed_address
 
 WRITE_THEN_READ = [
     "printf 'written before the kill\\n' > note.txt",
@@ -83,15 +83,16 @@ def test_console_scripts_are_installed_and_answer_help(
 def test_the_worker_refuses_to_start_when_a_sandbox_backend_cannot_be_built(
     provider: str, backend: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_backend() -> None:
+    def broken_backend(settings: object) -> None:
         raise RuntimeError("no credentials found")
 
     # Every other backend builds (a local sandbox each); this one cannot.
     for _, other in BACKENDS:
-        monkeypatch.setattr(other, "sandbox_client", UnixLocalSandboxClient)
+        monkeypatch.setattr(other, "sandbox_client", lambda settings: UnixLocalSandboxClient())
     monkeypatch.setattr(backend, "sandbox_client", broken_backend)
-    # Credentials are checked first (test_configuration.py); assume they are set.
-    monkeypatch.setattr(worker, "missing_credentials", lambda environ: None)
+    # Credentials are checked first (test_configuration.py): they are set.
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
     # Nothing listens here: had the worker tried to connect first, it would
     # have failed with a different message.
     monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())

@@ -1,28 +1,173 @@
+{%- set backends = cookiecutter | backends -%}
+{%- set bound = cookiecutter | host_bound_backends -%}
+{%- set approvals = cookiecutter.approval != "none" -%}
 """Configuration mistakes stop the service early, with a reason a person can act on.
 
-Each backend's own settings are tested in its own module (test_<backend>.py)."""
+Every variable the worker reads (settings.py) is tried with values it cannot
+use: each stops the real ``main()`` with one line naming the variable, the
+value and what is allowed, and status 1, before the worker connects. The
+environment is read in settings.py alone (and Temporal's own variables, in
+connection.py), and docs/configuration.md lists every setting as the code
+parses it."""
 
+import ast
+import re
+import subprocess
+from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.machinery import worker
-from {{ cookiecutter.package_name }}.machinery.affinity import HOST_ID_VARIABLE
-from {{ cookiecutter.package_name }}.machinery.shared import MODEL_ACTIVITY_TIMEOUT
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.versioning import BUILD_ID, DEPLOYMENT_NAME
+import {{ cookiecutter.package_name }}
+from {{ cookiecutter.package_name }}.machinery import starter, worker
+from {{ cookiecutter.package_name }}.machinery.settings import (
+    LONGEST_MODEL_TIMEOUT,
+    STARTER_VARIABLES,
+    WORKER_VARIABLES,
+    BadSetting,
+    missing_credentials,
+)
+from {{ cookiecutter.package_name }}.machinery.starter import EXIT_USAGE, start
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
+{% if approvals -%}
+from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT
+{% endif -%}
+from .processes import WORKER, service_environment
 from .scripted_model import ScriptedModel
 from .support import (
     CREDENTIALS,
+    SETTINGS,
     activities,
+    closed_address,
     refusal_without_credentials,
     running_worker,
     sandboxes_for_tests,
+    settings_with,
 )
+
+HUGE = "9" * 20
+NUMBER = ["²", "", "-5", HUGE, "1.5", "soon"]
+ADDRESS = ["²", "", "8080", "0.0.0.0:-1", f"0.0.0.0:{HUGE}"]
+# Values each variable of the worker cannot use: a superscript digit (which
+# str.isdigit() takes for one), nothing, a negative, an absurdly large one,
+# and whatever else its form rules out.
+BAD_VALUES: dict[str, list[str]] = {
+    "WORKER_RUNS_IN_FLIGHT": [*NUMBER, "100001"],
+    "SANDBOX_COMMAND_TIME_LIMIT_SECONDS": [*NUMBER, "0", "86401"],
+    "MODEL_ACTIVITY_TIMEOUT_SECONDS": [*NUMBER, "0", str(LONGEST_MODEL_TIMEOUT + 1)],
+    "HEALTH_BIND_ADDRESS": ADDRESS,
+    "PROMETHEUS_BIND_ADDRESS": ADDRESS,
+    "OTEL_EXPORTER_OTLP_ENDPOINT": [
+        "²",
+        "",
+        "localhost:4318",
+        "ftp://collector",
+        f"http://x:{HUGE}",
+    ],
+    "TEMPORAL_DEPLOYMENT_NAME": ["", "my.agents", "two words", "x" * 256],
+    "TEMPORAL_WORKER_BUILD_ID": ["", "two words", "x" * 256],
+{%- if bound %}
+    "WORKER_HOST_ID": ["²", "", "-5", "x" * 201, "a/b", "two words"],
+{%- endif %}
+{%- if approvals %}
+    "APPROVERS": ["²", "", "-5", "alice", f"alice={'A' * 10_000}"],
+{%- endif %}
+{%- if "docker" in backends %}
+    "DOCKER_ENGINE_SHARED": ["²", "", "-1", "sometimes"],
+    "DOCKER_SANDBOX_MEMORY": ["²", "", "-5g", f"{HUGE}g", "1025g", "64m"],
+    "DOCKER_SANDBOX_CPUS": ["²", "", "-1", HUGE, "nan", "0"],
+    "DOCKER_SANDBOX_PIDS": [*NUMBER, "15"],
+    "DOCKER_SANDBOX_WORKSPACE_SIZE": ["²", "", "-1g", f"{HUGE}g", "4g"],
+    "DOCKER_SANDBOX_USER": ["²", "", "-1", HUGE, "root", "1:2:3"],
+{%- endif %}
+}
+# The other half of a worker version, for a test of one half's value.
+VERSION_HALVES = {
+    "TEMPORAL_DEPLOYMENT_NAME": ("TEMPORAL_WORKER_BUILD_ID", "3f2c1ab"),
+    "TEMPORAL_WORKER_BUILD_ID": ("TEMPORAL_DEPLOYMENT_NAME", "agents"),
+}
+
+
+def test_every_variable_of_the_worker_is_tried_with_bad_values() -> None:
+    assert set(BAD_VALUES) == set(WORKER_VARIABLES)
+
+
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's credentials{{ " and approvers" if approvals }}, and none of its other variables."""
+    for name in WORKER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+{%- if approvals %}
+    for name, value in APPROVER_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+{%- endif %}
+    # Nothing listens there: a worker that tried to connect would fail differently.
+    monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())
+
+
+def refusal_of(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
+    """The line the worker's main() exits with, given ``name=value``."""
+    clean_environment(monkeypatch)
+    if name in VERSION_HALVES:
+        monkeypatch.setenv(*VERSION_HALVES[name])
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
+    # A string exit code: Python prints it on stderr and exits with status 1.
+    message = exited.value.code
+    assert isinstance(message, str), message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [(name, value) for name, values in BAD_VALUES.items() for value in values]
+)
+def test_a_bad_value_stops_the_worker_with_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, value: str
+) -> None:
+    message = refusal_of(monkeypatch, name, value)
+
+    assert "\n" not in message and len(message) < 500, message
+    assert message.startswith(name), message
+    assert repr(value[:80]) in message, message
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("environ", "field", "parsed"),
+    [
+        ({}, "runs_in_flight", 1000),
+        ({"WORKER_RUNS_IN_FLIGHT": " 10_000 "}, "runs_in_flight", 10_000),
+        ({"SANDBOX_COMMAND_TIME_LIMIT_SECONDS": "86400"}, "command_time_limit", 86_400),
+        (
+            {"MODEL_ACTIVITY_TIMEOUT_SECONDS": str(LONGEST_MODEL_TIMEOUT)},
+            "model_activity_timeout",
+            timedelta(seconds=LONGEST_MODEL_TIMEOUT),
+        ),
+        ({"HEALTH_BIND_ADDRESS": "0.0.0.0:8080"}, "health_address", ("0.0.0.0", 8080)),
+        ({"PROMETHEUS_BIND_ADDRESS": "[::]:9464"}, "metrics_address", ("[::]", 9464)),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318"},
+            "traces_endpoint",
+            "http://otel:4318",
+        ),
+{%- if bound %}
+        ({"WORKER_HOST_ID": "build-7.a_b"}, "host_id", "build-7.a_b"),
+{%- endif %}
+{%- if "docker" in backends %}
+        ({"DOCKER_ENGINE_SHARED": "YES"}, "docker_engine_shared", True),
+{%- endif %}
+    ],
+)
+def test_a_value_in_its_bounds_is_taken(
+    environ: dict[str, str], field: str, parsed: object
+) -> None:
+    assert getattr(settings_with(environ), field) == parsed
 
 
 def test_worker_without_credentials_exits_at_once_with_one_clear_line(
@@ -33,103 +178,121 @@ def test_worker_without_credentials_exits_at_once_with_one_clear_line(
     lines = message.splitlines()
     assert len(lines) == 1, message
     assert lines[0].startswith("Missing credentials: set OPENAI_API_KEY")
-    for name in CREDENTIALS:
+    for name, value in CREDENTIALS.items():
         assert name in lines[0]
+        assert value not in lines[0]
     assert "https://platform.openai.com/api-keys" in lines[0]
     assert capsys.readouterr().out == ""
 
 
-def test_credentials_check_names_only_what_is_missing() -> None:
-    assert worker.missing_credentials(CREDENTIALS) is None
-    without_model = {**CREDENTIALS, "OPENAI_API_KEY": ""}
-    assert worker.missing_credentials(without_model) == (
-        "Missing credentials: set OPENAI_API_KEY (https://platform.openai.com/api-keys). "
-        "See .env.example."
-    )
+def test_credentials_check_names_only_what_is_missing_and_never_a_value() -> None:
+    assert missing_credentials(CREDENTIALS) is None
+    for empty in ("", "  "):
+        without_model = {**CREDENTIALS, "OPENAI_API_KEY": empty}
+        assert missing_credentials(without_model) == (
+            "Missing credentials: set OPENAI_API_KEY (https://platform.openai.com/api-keys). "
+            "See .env.example."
+        )
 
 
-@pytest.mark.parametrize("host", ["two words", "a/b", "-leading-dash", "x" * 201])
-def test_a_host_id_that_cannot_name_a_task_queue_stops_the_worker_with_one_line(
-    monkeypatch: pytest.MonkeyPatch, host: str
-) -> None:
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv(HOST_ID_VARIABLE, host)
-    with pytest.raises(SystemExit) as exited:
-        worker.main([])
-
-    message = str(exited.value.code)
-    assert "\n" not in message
-    assert message.startswith(f"{HOST_ID_VARIABLE}={host!r} cannot name this worker's host")
-
-
+@pytest.mark.process
 @pytest.mark.parametrize(
-    ("settings", "says"),
+    ("name", "value"),
     [
-        (
-            {DEPLOYMENT_NAME: "agents"},
-            f"{DEPLOYMENT_NAME}='agents' is set but {BUILD_ID} is not: set both",
-        ),
-        (
-            {BUILD_ID: "3f2c1ab"},
-            f"{BUILD_ID}='3f2c1ab' is set but {DEPLOYMENT_NAME} is not: set both",
-        ),
-        (
-            {DEPLOYMENT_NAME: "my.agents", BUILD_ID: "3f2c1ab"},
-            f"{DEPLOYMENT_NAME}='my.agents' is not a valid name",
-        ),
-        (
-            {DEPLOYMENT_NAME: "agents", BUILD_ID: "two words"},
-            f"{BUILD_ID}='two words' is not a valid name",
-        ),
+        ("WORKER_RUNS_IN_FLIGHT", "²"),
+        ("SANDBOX_COMMAND_TIME_LIMIT_SECONDS", HUGE),
+        ("MODEL_ACTIVITY_TIMEOUT_SECONDS", "-5"),
+        ("HEALTH_BIND_ADDRESS", ""),
     ],
 )
-def test_half_a_worker_version_stops_the_worker_with_one_line(
-    monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], says: str
+def test_the_worker_command_exits_1_with_one_line_and_no_traceback(name: str, value: str) -> None:
+    environment = {
+        **service_environment(closed_address(), "http://127.0.0.1:1"),
+        **CREDENTIALS,
+        name: value,
+    }
+    ran = subprocess.run(WORKER, env=environment, capture_output=True, text=True, timeout=120)
+
+    assert ran.returncode == 1, ran
+    assert "Traceback" not in ran.stderr
+    [line] = ran.stderr.splitlines()
+    assert line.startswith(f"{name}={value!r} is not allowed: use "), line
+    assert ran.stdout == ""
+
+
+@pytest.mark.parametrize("value", ["²", "", "localhost:8233", "ftp://ui", f"https://ui:{HUGE}"])
+def test_a_bad_temporal_ui_url_stops_the_starter_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
-    for name, value in {**CREDENTIALS, **settings}.items():
-        monkeypatch.setenv(name, value)
-    for name in {DEPLOYMENT_NAME, BUILD_ID} - settings.keys():
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TEMPORAL_UI_URL", value)
     with pytest.raises(SystemExit) as exited:
-        worker.main([])
+        starter.main(["Do nothing."])
 
-    message = str(exited.value.code)
-    assert "\n" not in message
-    assert message.startswith(says), message
-
-
-def test_model_calls_take_their_timeout_from_the_workers_environment() -> None:
-    variable = worker.MODEL_TIMEOUT_VARIABLE
-    assert worker.model_activity_timeout({}) == MODEL_ACTIVITY_TIMEOUT
-    assert worker.model_activity_timeout({variable: ""}) == MODEL_ACTIVITY_TIMEOUT
-    assert worker.model_activity_timeout({variable: "95"}) == timedelta(seconds=95)
-    longest = worker.LONGEST_MODEL_TIMEOUT
-    assert worker.model_activity_timeout({variable: str(longest)}) == timedelta(seconds=longest)
+    assert exited.value.code == EXIT_USAGE
+    printed = capsys.readouterr()
+    [line] = printed.err.splitlines()
+    assert line.startswith(f"ERROR: TEMPORAL_UI_URL={value!r} is not allowed: use "), line
+    assert printed.out == ""
 
 
-@pytest.mark.parametrize("value", ["0", "-5", "1.5", "soon", str(worker.LONGEST_MODEL_TIMEOUT + 1)])
-def test_a_model_timeout_a_run_has_no_room_for_stops_the_worker_with_one_line(
-    monkeypatch: pytest.MonkeyPatch, value: str
+# Where a module reads the environment: os.environ, os.getenv, and their kin.
+READS = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def reads_the_environment(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr in READS:
+            return True
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(alias.name in READS for alias in node.names)
+        ):
+            return True
+    return False
+
+
+def test_the_environment_is_read_in_settings_and_in_the_connection_alone() -> None:
+    package = Path({{ cookiecutter.package_name }}.__file__).parent
+    readers = {
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if reads_the_environment(path)
+    }
+    assert readers == {"machinery/settings.py", "machinery/connection.py"}
+
+
+def test_the_configuration_guide_lists_every_setting_with_the_bounds_the_code_has(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name, setting in {**CREDENTIALS, worker.MODEL_TIMEOUT_VARIABLE: value}.items():
-        monkeypatch.setenv(name, setting)
-    with pytest.raises(SystemExit) as exited:
-        worker.main([])
+    guide = Path(__file__).parents[1] / "docs" / "configuration.md"
+    section = guide.read_text().partition("\n## Settings\n")[2].partition("\n## ")[0]
+    rows = {
+        found.group(1): found.group(0)
+        for found in re.finditer(r"^\| `([A-Z0-9_]+)` \|.*\|$", section, re.MULTILINE)
+    }
+    assert set(rows) == {*WORKER_VARIABLES, *STARTER_VARIABLES}
+    # Each number a refusal names (bounds, default) is in the setting's row.
+    for name in WORKER_VARIABLES:
+        value = "" if name in VERSION_HALVES else "²"
+        allowed = refusal_of(monkeypatch, name, value).partition("is not allowed: use ")[2]
+        for number in re.findall(r"\d+(?:\.\d+)?", allowed):
+            assert number in rows[name].replace(",", ""), (name, number, rows[name])
 
-    message = str(exited.value.code)
-    assert "\n" not in message
-    assert message.startswith(
-        f"{worker.MODEL_TIMEOUT_VARIABLE}={value!r} is not a whole number of seconds "
-        f"from 1 to {worker.LONGEST_MODEL_TIMEOUT}"
-    ), message
+
+def test_a_bad_setting_is_one_error_type() -> None:
+    with pytest.raises(BadSetting):
+        settings_with({"WORKER_RUNS_IN_FLIGHT": "²"})
 
 
 async def test_a_run_replays_whatever_model_timeout_its_workers_had(
-    temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+    temporal_client: Client,
 ) -> None:
-    monkeypatch.setenv(worker.MODEL_TIMEOUT_VARIABLE, "95")
-    async with running_worker(temporal_client, ScriptedModel(["true"])) as (client, _):
+    patient = replace(SETTINGS, model_activity_timeout=timedelta(seconds=95))
+    async with running_worker(temporal_client, ScriptedModel(["true"]), settings=patient) as (
+        client,
+        _,
+    ):
         handle = await start(client, "Run true.")
         await handle.result()
     calls = [step for step in await activities(handle) if step.is_model_call]
@@ -137,10 +300,10 @@ async def test_a_run_replays_whatever_model_timeout_its_workers_had(
     assert {step.start_to_close_timeout for step in calls} == {timedelta(seconds=95)}
 
     # A worker with another timeout (the default) replays the run as it was.
-    monkeypatch.delenv(worker.MODEL_TIMEOUT_VARIABLE)
+    assert SETTINGS.model_activity_timeout != patient.model_activity_timeout
     replayer = Replayer(
         workflows=[SandboxAgentWorkflow],
-        plugins=[worker.agents_plugin(sandboxes=sandboxes_for_tests())],
+        plugins=[worker.agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     )
     replayed = await replayer.replay_workflow(
         await handle.fetch_history(), raise_on_replay_failure=False

@@ -16,11 +16,12 @@ from daytona import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from {{ cookiecutter.package_name }}.machinery import worker
 from {{ cookiecutter.package_name }}.machinery.backends import daytona
+from {{ cookiecutter.package_name }}.machinery.settings import missing_credentials
 
 from .support import (
     CREDENTIALS,
+    SETTINGS,
     CompletedRun,
     assert_a_rejection_fails_the_run_at_once,
     assert_scheduled_not_to_retry,
@@ -33,7 +34,7 @@ def test_daytona_client_and_options_come_from_the_answers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DAYTONA_API_KEY", "test-key")
-    assert isinstance(daytona.sandbox_client(), DaytonaSandboxClient)
+    assert isinstance(daytona.sandbox_client(SETTINGS), DaytonaSandboxClient)
 
     options = daytona.sandbox_options()
     assert options.auto_stop_interval == {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
@@ -57,7 +58,7 @@ async def test_each_sandbox_carries_the_labels_of_its_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DAYTONA_API_KEY", "test-key")
-    client = daytona.sandbox_client()
+    client = daytona.sandbox_client(SETTINGS)
     asked: list[Any] = []
 
     async def create_in_daytona(params: Any, **options: Any) -> Any:
@@ -97,9 +98,9 @@ def test_a_daytona_token_with_its_organization_stands_in_for_the_key() -> None:
         "DAYTONA_JWT_TOKEN": "test-token",
         "DAYTONA_ORGANIZATION_ID": "test-org",
     }
-    assert worker.missing_credentials(token_instead_of_key) is None
+    assert missing_credentials(token_instead_of_key) is None
     del token_instead_of_key["DAYTONA_ORGANIZATION_ID"]
-    assert "DAYTONA_ORGANIZATION_ID" in str(worker.missing_credentials(token_instead_of_key))
+    assert "DAYTONA_ORGANIZATION_ID" in str(missing_credentials(token_instead_of_key))
 
 
 async def test_daytona_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(

@@ -12,20 +12,17 @@ import pytest
 {% endif -%}
 from temporalio.envconfig import ClientConfig
 
-from {{ cookiecutter.package_name }}.machinery import (
+from {{ cookiecutter.package_name }}.machinery import health
 {%- if bound %}
-    affinity,
-{%- endif %}
-    capacity,
-    health,
-    observability,
-{%- if not bound %}
-    versioning,
-{%- endif %}
-)
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+{%- endif %}
+from {{ cookiecutter.package_name }}.machinery.settings import (
+    WORKER_VARIABLES,
+    WorkerSettings,
+    required_credentials,
+)
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.worker import REQUIRED_CREDENTIALS, SHUTDOWN_GRACE
+from {{ cookiecutter.package_name }}.machinery.worker import SHUTDOWN_GRACE
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 from .deploy import (
@@ -42,6 +39,7 @@ from .deploy import (
     the,
     worker_container,
 )
+from .support import settings_with
 
 # Measured (the template's docs/capacity.md): worker memory idle, and per
 # run in flight, at 1,000 runs.
@@ -51,19 +49,26 @@ PER_RUN_MIB = 1.0
 API_KEY = "TEMPORAL_API_KEY"
 
 
+def parsed(environ: dict[str, str] | None = None) -> WorkerSettings:
+    """The worker's settings with the manifests' values, or ``environ``'s
+    (and the tests' credentials: support.settings_with())."""
+{%- if cookiecutter.approval != "none" %}
+    given = settings() if environ is None else environ
+    # The ConfigMap leaves APPROVERS empty for the operator to fill in (the
+    # worker refuses to start until they do): the tests' approver stands in.
+    return settings_with({name: value for name, value in given.items() if name != "APPROVERS"})
+{%- else %}
+    return settings_with(settings() if environ is None else environ)
+{%- endif %}
+
+
 def mebibytes(quantity: str) -> float:
     units = {"Mi": 1, "Gi": 1024}
     return float(quantity[:-2]) * units[quantity[-2:]]
 
 
 def test_the_settings_are_ones_the_worker_reads() -> None:
-    read = {
-        capacity.ENVIRONMENT_VARIABLE,
-        health.ADDRESS_VARIABLE,
-        observability.METRICS_ADDRESS_VARIABLE,
-        # A backend's own settings (whether every worker shares one engine).
-        *(getattr(backend, "ENGINE_SHARED_VARIABLE", "") for backend in SANDBOX_BACKENDS.values()),
-    }
+    read = set(WORKER_VARIABLES)
     client_settings = {name for name in settings() if name.startswith("TEMPORAL_")}
     assert set(settings()) - client_settings <= read
     # What the Temporal client makes of the rest: the address and the
@@ -74,16 +79,15 @@ def test_the_settings_are_ones_the_worker_reads() -> None:
     assert config["target_host"] == settings()["TEMPORAL_ADDRESS"]
     assert config.get("namespace") == settings()["TEMPORAL_NAMESPACE"]
     # Each value is one the worker accepts.
-    assert capacity.runs_in_flight(settings()) >= 1
-    assert health.health_address(settings()) is not None
-    assert observability.metrics_runtime(settings()) is not None
+    assert parsed().health_address is not None
+    assert parsed().metrics_address is not None
 
 
 def test_the_secret_holds_every_credential_the_worker_needs_and_nothing_else() -> None:
     keys = secret_keys()
     # Each required credential's first spelling (an API key, where a backend
     # also takes another).
-    needed = [alternatives[0] for alternatives, _ in REQUIRED_CREDENTIALS]
+    needed = [alternatives[0] for alternatives, _ in required_credentials()]
     assert sorted(keys) == sorted({*(n for names in needed for n in names), API_KEY})
     assert set(SANDBOX_SECRETS) <= set(keys)
     # The Temporal client reads the API key (and turns TLS on with it).
@@ -102,7 +106,7 @@ def test_the_autoscaler_watches_this_workers_queue_namespace_and_key() -> None:
     assert metadata["endpoint"] == settings()["TEMPORAL_ADDRESS"]
     assert metadata["namespace"] == settings()["TEMPORAL_NAMESPACE"]
     # One more worker for each half a worker's worth of steps waiting.
-    assert metadata["targetQueueSize"] == str(capacity.runs_in_flight(settings()) // 2)
+    assert metadata["targetQueueSize"] == str(parsed().runs_in_flight // 2)
     assert all(isinstance(value, str) for value in metadata.values())
     # The worker's object, by kind (KEDA's default is a Deployment) and name.
     target = scaled["spec"]["scaleTargetRef"]
@@ -119,22 +123,22 @@ def test_the_autoscaler_watches_this_workers_queue_namespace_and_key() -> None:
 
 def test_the_probes_and_the_metrics_port_are_the_ones_the_worker_serves() -> None:
     container = worker_container()
-    address = health.health_address(settings())
-    assert address is not None
+    address = parsed().health_address
+    metrics = parsed().metrics_address
+    assert address is not None and metrics is not None
     for probe, path in (("readinessProbe", health.READY_PATH), ("livenessProbe", health.LIVE_PATH)):
         get = container[probe]["httpGet"]
         assert get["path"] == path
         assert container_port(container, get["port"]) == address[1]
-    metrics = settings()[observability.METRICS_ADDRESS_VARIABLE]
-    assert container_port(container, "metrics") == int(metrics.rpartition(":")[2])
+    assert container_port(container, "metrics") == metrics[1]
     annotations = pod()["metadata"]["annotations"]
-    assert annotations["prometheus.io/port"] == metrics.rpartition(":")[2]
+    assert annotations["prometheus.io/port"] == str(metrics[1])
 
 
 def test_a_pod_outlasts_the_workers_shutdown_grace_and_fits_its_runs() -> None:
     spec = pod()["spec"]
     assert timedelta(seconds=spec["terminationGracePeriodSeconds"]) > SHUTDOWN_GRACE
-    runs = capacity.runs_in_flight(settings())
+    runs = parsed().runs_in_flight
     resources = worker_container()["resources"]
     assert mebibytes(resources["requests"]["memory"]) >= IDLE_MIB + runs * PER_RUN_MIB
     assert mebibytes(resources["limits"]["memory"]) > mebibytes(resources["requests"]["memory"])
@@ -145,9 +149,7 @@ def test_each_pod_is_a_host_that_keeps_its_name{{ "_and_its_workspaces" if "loca
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # With the manifests' settings, a sandbox lives on the pod that made it...
-    for name, value in settings().items():
-        monkeypatch.setenv(name, value)
-    assert any(backend.host_bound() for backend in SANDBOX_BACKENDS.values())
+    assert any(backend.host_bound(parsed()) for backend in SANDBOX_BACKENDS.values())
     # ...so each pod is a host, a StatefulSet's: a pod keeps its name when it
     # restarts or is replaced.
     statefulset = documents(WORKER)[0]
@@ -156,13 +158,13 @@ def test_each_pod_is_a_host_that_keeps_its_name{{ "_and_its_workspaces" if "loca
     assert spec["podManagementPolicy"] == "Parallel"
     env = {e["name"]: e for e in worker_container()["env"]}
     # The host is the pod's name, from the downward API...
-    field = env[affinity.HOST_ID_VARIABLE]["valueFrom"]["fieldRef"]["fieldPath"]
+    field = env["WORKER_HOST_ID"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert field == "metadata.name"
     # ...<name>-0 to <name>-N, which the worker takes as host ids.
     most = the("ScaledObject", BASE / "scaledobject.yaml")["spec"]["maxReplicaCount"]
     for ordinal in (0, most - 1):
         pod_name = f"{statefulset['metadata']['name']}-{ordinal}"
-        assert affinity.host_id({affinity.HOST_ID_VARIABLE: pod_name}) == pod_name
+        assert parsed({**settings(), "WORKER_HOST_ID": pod_name}).host_id == pod_name
     # The governing Service, headless.
     service = the("Service", WORKER)
     assert spec["serviceName"] == service["metadata"]["name"]
@@ -194,8 +196,8 @@ def test_the_worker_controller_runs_the_same_pod_on_the_same_connection() -> Non
     # and a build after its image: names the worker accepts.
     name = documents(WORKER_CONTROLLER / "workerdeployment.yaml")[0]["metadata"]["name"]
     environ = {
-        versioning.DEPLOYMENT_NAME: f"agents/{name}",
-        versioning.BUILD_ID: "worker-0-1-0-5d8f9c",
+        "TEMPORAL_DEPLOYMENT_NAME": f"agents/{name}",
+        "TEMPORAL_WORKER_BUILD_ID": "worker-0-1-0-5d8f9c",
     }
-    assert versioning.worker_version(environ) is not None
+    assert parsed(environ).version is not None
 {%- endif %}

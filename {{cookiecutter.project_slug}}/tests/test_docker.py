@@ -23,6 +23,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,10 @@ from agents.sandbox.session import SandboxSession
 from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from {{ cookiecutter.package_name }}.machinery import worker
 from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
 from {{ cookiecutter.package_name }}.machinery.backends import docker
 from {{ cookiecutter.package_name }}.machinery.backends.docker import (
     IMAGE,
-    LIMIT_VARIABLES,
     PROVIDER_LABEL,
     WORKFLOW_LABEL,
     WORKSPACE_ROOT,
@@ -47,18 +46,18 @@ from {{ cookiecutter.package_name }}.machinery.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
-from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import TIME_LIMIT_VARIABLE
+from {{ cookiecutter.package_name }}.machinery.settings import docker_limits
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .faults import figures
-from .hosts import STEPS, sandbox_workers, stalled_on
+from .handovers import STEPS, sandbox_workers, stalled_on
 from .long_workflow import ImpatientSandboxAgentWorkflow, LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel, steps_done, tool_outputs
 from .support import (
-    CREDENTIALS,
     DROPPED_RUNS_CLOSED,
+    SETTINGS,
     CompletedRun,
     activities,
     activities_in,
@@ -92,7 +91,7 @@ RUN ["/bin/busybox", "--install", "-s", "/bin"]
 def engine() -> Iterator[Any]:
     """The Docker engine, reached as the worker reaches it."""
     try:
-        client = sandbox_client()
+        client = sandbox_client(SETTINGS)
     except DockerEngineUnavailable as e:
         pytest.skip(f"Docker tests need a Docker engine: {e}")
     yield client.docker_client
@@ -248,9 +247,10 @@ async def test_an_engine_that_cannot_provide_the_image_fails_the_run_at_once(
 def test_without_an_engine_the_worker_is_told_where_it_looked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The docker SDK reads DOCKER_HOST itself; the settings name it.
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(DockerEngineUnavailable) as unavailable:
-        sandbox_client()
+        sandbox_client(replace(SETTINGS, docker_host="unix:///nonexistent/docker.sock"))
 
     assert str(unavailable.value).startswith(
         "no Docker engine answers at unix:///nonexistent/docker.sock (set DOCKER_HOST"
@@ -317,15 +317,13 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
     temporal_client: Client,
     engine: Any,
     sandbox: ImageForTests,
-    monkeypatch: pytest.MonkeyPatch,
     shared: bool,
     second_host: str,
 ) -> None:
     # With its own engine per host, the run waits for a worker of the host
     # that holds its container (here one restarted on it); with one engine
     # that every worker shares, any worker goes on with it.
-    if shared:
-        monkeypatch.setenv(docker.ENGINE_SHARED_VARIABLE, "true")
+    settings = replace(SETTINGS, docker_engine_shared=shared)
     commands = [
         "printf 'written before the restart\\n' > note.txt && hostname",
         "cat note.txt && hostname",
@@ -336,6 +334,7 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
         stalling,
         sandbox,
         host="host-a",
+        settings=settings,
         identity="first-worker",
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),
@@ -349,7 +348,12 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
     # in memory, only the session state recorded in the run's history.
     fresh = ImageForTests(engine, sandbox.image)
     async with docker_worker(
-        temporal_client, ScriptedModel(commands), fresh, host=second_host, identity="second-worker"
+        temporal_client,
+        ScriptedModel(commands),
+        fresh,
+        host=second_host,
+        settings=settings,
+        identity="second-worker",
     ):
         answer = await handle.result()
 
@@ -508,20 +512,6 @@ async def test_a_long_run_continues_as_new_in_the_same_container(
     assert containers_of(engine, handle) == []
 
 
-def test_a_docker_engine_shared_that_is_neither_true_nor_false_stops_the_worker(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("DOCKER_ENGINE_SHARED", "sometimes")
-    with pytest.raises(SystemExit) as exited:
-        worker.main([])
-
-    message = str(exited.value.code)
-    assert "\n" not in message
-    assert "DOCKER_ENGINE_SHARED='sometimes' is neither true nor false" in message
-
-
 # Limits small enough for the hostile commands below to reach them in seconds.
 SMALL_LIMITS = {
     "DOCKER_SANDBOX_MEMORY": "160m",
@@ -576,11 +566,9 @@ class HostileModel(ScriptedModel):
 
 
 @pytest.fixture
-def contained(engine: Any, image: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ImageForTests]:
+def contained(engine: Any, image: str) -> Iterator[ImageForTests]:
     """The service's Docker client as the worker builds it, with SMALL_LIMITS."""
-    for name, value in SMALL_LIMITS.items():
-        monkeypatch.setenv(name, value)
-    client = sandbox_client()
+    client = sandbox_client(replace(SETTINGS, docker_limits=docker_limits(SMALL_LIMITS)))
     yield ImageForTests(client.docker_client, image)
     client.docker_client.close()
 
@@ -610,25 +598,14 @@ def host_processes_in(container_ids: list[str]) -> list[int]:
     return found
 
 
-def test_each_limit_has_a_default_and_a_bad_one_stops_the_worker_in_one_line(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    defaults = docker.Limits.from_environment({})
+def test_each_limit_has_a_default_and_is_taken_from_the_workers_settings() -> None:
+    defaults = SETTINGS.docker_limits
     assert (defaults.memory, defaults.cpus, defaults.pids) == (2048 * MIB, 1.0, 256)
     assert (defaults.workspace_size, defaults.uid, defaults.gid) == (1024 * MIB, 65534, 65534)
-    assert set(LIMIT_VARIABLES) == {"memory", "cpus", "pids", "workspace_size", "user"}
-
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("DOCKER_SANDBOX_WORKSPACE_SIZE", "4g")
-    with pytest.raises(SystemExit) as exited:
-        worker.main([])
-    message = str(exited.value.code)
-    assert "\n" not in message
-    assert message.startswith(
-        "Cannot start the 'docker' sandbox backend: ValueError: "
-        "DOCKER_SANDBOX_WORKSPACE_SIZE='4g' leaves no room in DOCKER_SANDBOX_MEMORY='2g'"
-    )
+    small = docker_limits({**SMALL_LIMITS, "DOCKER_SANDBOX_USER": "1000"})
+    assert (small.memory, small.cpus, small.pids) == (160 * MIB, 0.5, 48)
+    assert (small.workspace_size, small.uid, small.gid) == (32 * MIB, 1000, 1000)
+    # A bad one stops the worker in one line: test_configuration.py.
 
 
 @pytest.mark.faults
@@ -636,10 +613,10 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
     temporal_client: Client, engine: Any, contained: ImageForTests, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv(TIME_LIMIT_VARIABLE, "3")
     model = HostileModel()
+    limited = replace(SETTINGS, command_time_limit=3)
     async with docker_worker(
-        temporal_client, model, contained, time_limit=timedelta(seconds=120)
+        temporal_client, model, contained, time_limit=timedelta(seconds=120), settings=limited
     ) as (client, _):
         runs = {prompt: await start_in(client, docker, prompt) for prompt in HOSTILE}
         async with asyncio.timeout(60):
@@ -749,7 +726,8 @@ async def test_a_run_whose_docker_engine_restarts_ends_saying_why_and_leaves_no_
         pytest.skip("an engine of its own needs an image built from a static busybox")
     async with engine_of_its_own() as own:
         monkeypatch.setenv("DOCKER_HOST", own.address)
-        sandbox = ImageForTests(sandbox_client().docker_client, TEST_IMAGE)
+        engine = sandbox_client(replace(SETTINGS, docker_host=own.address)).docker_client
+        sandbox = ImageForTests(engine, TEST_IMAGE)
         build_image(
             sandbox.docker_client,
             TEST_IMAGE,

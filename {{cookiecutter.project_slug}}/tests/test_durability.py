@@ -2,6 +2,9 @@
 against the same sandbox session, and its history replays step for step."""
 
 import asyncio
+{%- if "docker" in cookiecutter | backends %}
+from dataclasses import replace
+{%- endif %}
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,13 +14,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
-{% if cookiecutter | remote_backends -%}
+{% if cookiecutter | remote_backends and cookiecutter | host_bound_backends -%}
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.capacity import (
-    RUNS_IN_FLIGHT,
-    model_heartbeat_timeout,
-)
+from {{ cookiecutter.package_name }}.machinery.capacity import model_heartbeat_timeout
+from {{ cookiecutter.package_name }}.machinery.settings import RUNS_IN_FLIGHT
 from {{ cookiecutter.package_name }}.machinery.shared import (
 {%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
     {{ constant }},
@@ -29,7 +30,7 @@ from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkf
 from {{ cookiecutter.package_name }}.runs import SANDBOX_ACTIVITY_TIMEOUT
 
 {% if cookiecutter | remote_backends -%}
-from .hosts import (
+from .handovers import (
     ALL_STEPS,
     STEPS,
     StallsAfterTheFirstCommand,
@@ -39,13 +40,14 @@ from .hosts import (
     workspaces_used,
 )
 {% else -%}
-from .hosts import StallsAfterTheFirstCommand, start_as, workspaces_used
+from .handovers import StallsAfterTheFirstCommand, start_as, workspaces_used
 {% endif -%}
 from .long_workflow import BuggyWorkflow, FixedWorkflow
 from .scripted_model import ScriptedModel
 from .support import (
     DROPPED_RUNS_CLOSED,
     RETRIED_AT_ONCE,
+    SETTINGS,
     CompletedRun,
     activities,
     running_worker,
@@ -180,7 +182,7 @@ async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
 
     replayer = Replayer(
         workflows=[SandboxAgentWorkflow],
-        plugins=[agents_plugin(sandboxes=sandboxes_for_tests())],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     )
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
 
@@ -197,22 +199,44 @@ async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
 {%- endfor %}
     ],
 )
+{%- if cookiecutter | host_bound_backends %}
 async def test_a_remote_sandbox_goes_on_on_another_host_when_its_creator_is_gone(
-    temporal_client: Client, monkeypatch: pytest.MonkeyPatch, provider: str
+    temporal_client: Client, provider: str
 ) -> None:
 {%- if "docker" in cookiecutter | backends %}
     # One Docker engine that every worker reaches: as free to move as a
     # remote service's sandbox.
-    monkeypatch.setenv("DOCKER_ENGINE_SHARED", "true")
+    settings = replace(SETTINGS, docker_engine_shared=True)
+{%- else %}
+    settings = SETTINGS
 {%- endif %}
-    assert not SANDBOX_BACKENDS[provider].host_bound()
-    run = await stalled_on(temporal_client, "host-a", provider)
+    assert not SANDBOX_BACKENDS[provider].host_bound(settings)
+    run = await stalled_on(temporal_client, "host-a", provider, settings=settings)
     async with running_worker(
-        temporal_client, ScriptedModel(STEPS), provider=provider, host="host-b", identity="worker-b"
+        temporal_client,
+        ScriptedModel(STEPS),
+        provider=provider,
+        host="host-b",
+        identity="worker-b",
+        settings=settings,
     ):
         answer = await run.result()
 
     assert answer.endswith(ALL_STEPS)
     # The sandbox's operations went to the shared queue, and ran on both hosts.
     assert await sandbox_workers(run) == ({"worker-of-host-a", "worker-b"}, {TASK_QUEUE})
+{%- else %}
+async def test_a_remote_sandbox_goes_on_on_another_worker_when_its_creator_is_gone(
+    temporal_client: Client, provider: str
+) -> None:
+    run = await stalled_on(temporal_client, "worker-a", provider)
+    async with running_worker(
+        temporal_client, ScriptedModel(STEPS), provider=provider, identity="worker-b"
+    ):
+        answer = await run.result()
+
+    assert answer.endswith(ALL_STEPS)
+    # The sandbox's operations stayed on the task queue, and ran on both workers.
+    assert await sandbox_workers(run) == ({"worker-a", "worker-b"}, {TASK_QUEUE})
+{%- endif %}
 {%- endif %}

@@ -22,6 +22,7 @@ from {{ cookiecutter.package_name }}.machinery.backends import e2b
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .support import (
+    SETTINGS,
     CompletedRun,
     assert_a_rejection_fails_the_run_at_once,
     assert_scheduled_not_to_retry,
@@ -31,7 +32,7 @@ from .support import (
 
 
 def test_e2b_client_and_options_come_from_the_answers() -> None:
-    assert isinstance(e2b.sandbox_client(), E2BSandboxClient)
+    assert isinstance(e2b.sandbox_client(SETTINGS), E2BSandboxClient)
 
     options = e2b.sandbox_options()
     assert options.sandbox_type == {{ cookiecutter.e2b_sandbox_type | tojson }}
@@ -68,7 +69,7 @@ async def test_each_sandbox_carries_the_metadata_of_its_run(
         environment.info, workflow_id="run-1", activity_type=f"{provider}-sandbox_client_create"
     )
     with pytest.raises(RuntimeError, match="out of reach"):
-        await environment.run(e2b.sandbox_client().create, options=e2b.sandbox_options())
+        await environment.run(e2b.sandbox_client(SETTINGS).create, options=e2b.sandbox_options())
 
     assert asked["metadata"] == {e2b.WORKFLOW_METADATA: "run-1", e2b.PROVIDER_METADATA: provider}
 

@@ -10,6 +10,7 @@ import gc
 import logging
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +26,7 @@ from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
-from .support import running_worker, sandboxes_for_tests
+from .support import SETTINGS, running_worker, sandboxes_for_tests
 
 # Twelve runs, each replayed from its history after it was dropped: seconds.
 pytestmark = pytest.mark.long
@@ -58,7 +59,8 @@ async def test_more_runs_open_than_the_worker_caches_all_complete_and_replay(
     temporal_client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="temporalio.worker._workflow")
-    options = worker_options(RUNS_IN_FLIGHT)
+    settings = replace(SETTINGS, runs_in_flight=RUNS_IN_FLIGHT)
+    options = worker_options(settings.runs_in_flight)
     assert options["max_cached_workflows"] < OPEN_RUNS
     model = GatedModel(STEPS)
     # 12 runs through 2 slots, each replayed from its history at its steps
@@ -74,7 +76,7 @@ async def test_more_runs_open_than_the_worker_caches_all_complete_and_replay(
         f"{unraisable.err_msg}: {unraisable.object!r}"
     )
     try:
-        async with running_worker(temporal_client, model, time_limit=limit, **options) as (
+        async with running_worker(temporal_client, model, time_limit=limit, settings=settings) as (
             client,
             _,
         ):
@@ -107,6 +109,7 @@ async def test_more_runs_open_than_the_worker_caches_all_complete_and_replay(
             yield await run.fetch_history()
 
     replayed = await Replayer(
-        workflows=[SandboxAgentWorkflow], plugins=[agents_plugin(sandboxes=sandboxes_for_tests())]
+        workflows=[SandboxAgentWorkflow],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     ).replay_workflows(histories(), raise_on_replay_failure=False)
     assert not replayed.replay_failures, replayed.replay_failures

@@ -32,7 +32,6 @@ from {{ cookiecutter.package_name }}.machinery.starter import (
     attach,
     start,
 )
-from {{ cookiecutter.package_name }}.machinery.versioning import BUILD_ID, DEPLOYMENT_NAME
 
 from .processes import (
     SCRIPTS,
@@ -45,7 +44,14 @@ from .processes import (
     service_environment,
 )
 from .scripted_openai import scripted_openai_server
-from .support import CREDENTIALS, CompletedRun, Metrics, closed_address, free_address
+from .support import (
+    CREDENTIALS,
+    STARTER_SETTINGS,
+    CompletedRun,
+    Metrics,
+    closed_address,
+    free_address,
+)
 
 ROUNDS = 4  # of each of the six starter outcomes below: 24 starter runs
 WORKER_CYCLES = 12  # half stopped by SIGTERM, half by SIGINT (Ctrl+C)
@@ -200,7 +206,7 @@ async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
 async def test_a_worker_given_half_a_version_exits_1_with_one_line_every_time() -> None:
     tally = Tally()
     environment = {**service_environment(closed_address(), "http://127.0.0.1:1"), **CREDENTIALS}
-    halves = [{DEPLOYMENT_NAME: "agents"}, {BUILD_ID: "3f2c1ab"}]
+    halves = [{"TEMPORAL_DEPLOYMENT_NAME": "agents"}, {"TEMPORAL_WORKER_BUILD_ID": "3f2c1ab"}]
     for attempt in range(4):
         half = halves[attempt % 2]
         command = WORKER if attempt < 2 else WORKER_MODULE
@@ -260,7 +266,7 @@ async def test_a_run_that_ends_without_an_answer_exits_1(
     handle = await start(starter_env, "Never mind.", workflow_id=f"stopped-{uuid.uuid4()}")
     await handle.terminate(reason="changed my mind")
 
-    status = await attach(handle.id)
+    status = await attach(handle.id, STARTER_SETTINGS)
 
     captured = capsys.readouterr()
     assert status == 1
@@ -271,7 +277,7 @@ async def test_a_run_that_ends_without_an_answer_exits_1(
 async def test_attach_to_an_unknown_id_is_bad_usage(
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status = await attach("no-such-run")
+    status = await attach("no-such-run", STARTER_SETTINGS)
 
     err = capsys.readouterr().err
     assert status == 3

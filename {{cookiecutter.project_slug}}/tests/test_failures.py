@@ -24,7 +24,14 @@ from .failing_sandbox import (
 )
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
-from .support import CompletedRun, activities, failure_of, openai_model, running_worker
+from .support import (
+    STARTER_SETTINGS,
+    CompletedRun,
+    activities,
+    failure_of,
+    openai_model,
+    running_worker,
+)
 
 
 def back_off(policy: RetryPolicy) -> timedelta:
@@ -177,6 +184,8 @@ async def test_a_command_the_sandbox_marks_as_terminal_fails_the_run_without_ret
     assert sandbox.commands_attempted == 1
 
 
+# A real retry's back-off (a second): under -m faults, out of the first run.
+@pytest.mark.faults
 async def test_a_command_that_fails_once_is_retried_and_the_run_completes(
     temporal_client: Client,
 ) -> None:
@@ -199,6 +208,8 @@ async def test_a_command_that_fails_once_is_retried_and_the_run_completes(
     assert sandbox.commands_attempted == 2
 
 
+# A real retry's back-off (a second): under -m faults, out of the first run.
+@pytest.mark.faults
 async def test_a_sandbox_that_fails_to_start_once_is_retried_and_the_run_completes(
     temporal_client: Client,
 ) -> None:
@@ -228,7 +239,7 @@ async def test_the_starter_prints_why_a_run_failed_and_exits_1(
     monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
     sandbox = FailingSandbox(create_errors=[unreachable_image()])
     async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox):
-        status = await run("Do nothing.")
+        status = await run("Do nothing.", STARTER_SETTINGS)
 
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 1

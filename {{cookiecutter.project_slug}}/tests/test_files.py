@@ -12,7 +12,7 @@ from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
-from .support import activities, running_worker, sandboxes_for_tests
+from .support import SETTINGS, activities, running_worker, sandboxes_for_tests
 
 # Files of 3 MB and 600 kB, written, read and replayed: seconds.
 pytestmark = pytest.mark.long
@@ -48,7 +48,8 @@ async def test_a_file_read_cut_is_not_written_back_and_the_agent_is_told_why(
     # The notes of the cut reads live in the workflow: a worker that did
     # not see the read (one that replays the run) refuses the same write.
     replayer = Replayer(
-        workflows=[SandboxAgentWorkflow], plugins=[agents_plugin(sandboxes=sandboxes_for_tests())]
+        workflows=[SandboxAgentWorkflow],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     )
     await replayer.replay_workflow(await handle.fetch_history())
 

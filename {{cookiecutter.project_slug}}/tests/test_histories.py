@@ -28,7 +28,7 @@ from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .long_workflow import NextBuildWorkflow
-from .support import CompletedRun, sandboxes_for_tests
+from .support import SETTINGS, CompletedRun, sandboxes_for_tests
 
 PROJECT = Path(__file__).resolve().parents[1]
 HISTORIES = PROJECT / "tests" / "histories"
@@ -49,7 +49,7 @@ async def replay(path: Path, workflow: type[SandboxAgentWorkflow] = SandboxAgent
     """Replay the history in ``path`` against ``workflow``, as the worker
     would run it; a failure names the file and says what did not match."""
     replayer = Replayer(
-        workflows=[workflow], plugins=[agents_plugin(sandboxes=sandboxes_for_tests())]
+        workflows=[workflow], plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())]
     )
     result = await replayer.replay_workflow(load(path), raise_on_replay_failure=False)
     if result.replay_failure is not None:

@@ -21,7 +21,7 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
 )
 from {{ cookiecutter.package_name }}.machinery.starter import start
 
-from .hosts import start_as
+from .handovers import start_as
 from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import Call, KeepsInputs, ScriptedModel, tool_outputs
 from .support import activities, failure_of, running_worker

@@ -6,19 +6,18 @@ what a backend needs to start (a Docker engine that answers, say), it is
 skipped and says what is missing.
 """
 
-import os
 import uuid
 
 import pytest
 from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.settings import BadSetting, worker_settings
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.worker import (
     BackendUnavailable,
     agents_plugin,
     build_worker,
-    missing_credentials,
 )
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
@@ -32,16 +31,18 @@ pytestmark = pytest.mark.live
 async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     temporal_client: Client, provider: str
 ) -> None:
-    problem = missing_credentials(os.environ)
-    if problem:
-        pytest.skip(problem)
+    try:
+        # The worker's settings and credentials, as it reads them at start.
+        settings = worker_settings()
+    except BadSetting as e:
+        pytest.skip(str(e))
     try:
         # The worker builds every backend's client, as it does at start.
-        plugin = agents_plugin()
+        plugin = agents_plugin(settings)
     except BackendUnavailable as e:
         pytest.skip(str(e))
     client = with_plugins(temporal_client, plugin)
-    async with build_worker(client){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
+    async with build_worker(client, settings){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
         answer = await client.execute_workflow(
             SandboxAgentWorkflow.run,
             args=[

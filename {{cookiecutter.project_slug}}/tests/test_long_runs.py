@@ -18,8 +18,10 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
 
+{% if cookiecutter | host_bound_backends -%}
 from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+{% endif -%}
 from {{ cookiecutter.package_name }}.machinery.shared import (
     LONGEST_OUTPUT,
     SANDBOX_PROVIDER,
@@ -33,6 +35,8 @@ from .long_workflow import BudgetedSandboxAgentWorkflow, LongSandboxAgentWorkflo
 from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
 from .support import (
+    SETTINGS,
+    STARTER_SETTINGS,
     RunOfChain,
     activities,
     activities_in,
@@ -85,7 +89,9 @@ async def long_chain(temporal_client: Client) -> tuple[str, list[RunOfChain]]:
         temporal_client,
         ScriptedModel(commands),
         workflows=[LongSandboxAgentWorkflow],
+{%- if cookiecutter | host_bound_backends %}
         host="long-runs-host",
+{%- endif %}
     ) as (client, _):
         handle = await start_long(client, "Run the 300 commands.")
         answer = await handle.result()
@@ -113,6 +119,7 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
     assert operations(runs, "sandbox_client_resume") == len(runs) - 1
 {%- endif %}
     assert operations(runs, "sandbox_client_delete") == 1
+{%- if cookiecutter | host_bound_backends %}
     # Every run sent the sandbox's operations where the first run's sandbox
     # lives: its host's queue when it lives on the worker's host (affinity.py).
     queues = {
@@ -121,8 +128,19 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
         for step in activities_in(run.history)
         if step.is_sandbox_operation
     }
-    bound = SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound()
+    bound = SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound(SETTINGS)
     assert queues == {host_queue("long-runs-host") if bound else TASK_QUEUE}
+{%- else %}
+    # Every run sent the sandbox's operations to the task queue, where any
+    # worker takes them.
+    queues = {
+        step.task_queue
+        for run in runs
+        for step in activities_in(run.history)
+        if step.is_sandbox_operation
+    }
+    assert queues == {TASK_QUEUE}
+{%- endif %}
 
 
 async def test_every_run_of_a_chain_replays_without_nondeterminism(
@@ -131,7 +149,7 @@ async def test_every_run_of_a_chain_replays_without_nondeterminism(
     _, runs = long_chain
     replayer = Replayer(
         workflows=[LongSandboxAgentWorkflow],
-        plugins=[agents_plugin(sandboxes=sandboxes_for_tests())],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     )
     for run in runs:
         replayed = await replayer.replay_workflow(run.history, raise_on_replay_failure=False)
@@ -265,7 +283,7 @@ async def test_attach_follows_a_chain_from_its_first_run_to_the_answer(
         await handle.result()
     capsys.readouterr()
 
-    status = await attach(handle.id)
+    status = await attach(handle.id, STARTER_SETTINGS)
 
     out = capsys.readouterr().out
     assert status == 0

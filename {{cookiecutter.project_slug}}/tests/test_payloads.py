@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.machinery.payloads import AgentPayloadConve
 from {{ cookiecutter.package_name }}.machinery.shared import MODEL_ACTIVITIES
 from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
 
-from .support import DATA_CONVERTER, CompletedRun, sandboxes_for_tests, with_plugins
+from .support import DATA_CONVERTER, SETTINGS, CompletedRun, sandboxes_for_tests, with_plugins
 
 
 def plain(value: Any) -> Any:
@@ -56,8 +56,8 @@ async def test_a_model_input_reads_as_the_plugins_converter_reads_it(
 
 def test_the_worker_and_its_tests_use_it(temporal_client: Client) -> None:
     config = temporal_client.config()
-    config["plugins"] = [agents_plugin(sandboxes=sandboxes_for_tests())]
+    config["plugins"] = [agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())]
     assert Client(**config).data_converter.payload_converter_class is AgentPayloadConverter
     # A client that has one keeps it: the tests' clients share one converter.
-    shared = with_plugins(temporal_client, agents_plugin(sandboxes=sandboxes_for_tests()))
+    shared = with_plugins(temporal_client, agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests()))
     assert shared.data_converter is DATA_CONVERTER

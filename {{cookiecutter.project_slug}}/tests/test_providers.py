@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }}.machinery.starter import attach, run, start
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
-from .support import activities, closed_address, running_worker, started_id
+from .support import STARTER_SETTINGS, activities, closed_address, running_worker, started_id
 
 
 def test_the_starter_offers_the_providers_the_worker_registers() -> None:
@@ -77,9 +77,9 @@ async def test_the_starter_runs_in_the_provider_it_is_given_and_attach_shows_it(
 ) -> None:
     provider = list(SANDBOX_BACKENDS)[-1]
     async with running_worker(starter_env, ScriptedModel(["echo $((6 * 7))"])):
-        assert await run("Multiply six by seven.", provider=provider) == 0
+        assert await run("Multiply six by seven.", STARTER_SETTINGS, provider=provider) == 0
         started = capsys.readouterr().out
-        assert await attach(started_id(started)) == 0
+        assert await attach(started_id(started), STARTER_SETTINGS) == 0
         attached = capsys.readouterr().out
 
     for out in (started, attached):

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from {{ cookiecutter.package_name }}.machinery import starter
+{%- if cookiecutter | host_bound_backends %}
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+{%- endif %}
 from {{ cookiecutter.package_name }}.machinery.chain import Carried
 from {{ cookiecutter.package_name }}.machinery.shared import (
     LONGEST_PROMPT,
@@ -31,6 +34,8 @@ from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkf
 from .scripted_model import ScriptedModel
 from .support import (
     RUN_TIME_LIMIT,
+    SETTINGS,
+    STARTER_SETTINGS,
     closed_address,
     run_time_limit,
     running_worker,
@@ -104,7 +109,7 @@ async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_co
 ) -> None:
     monkeypatch.setattr(starter, "WAIT_NOTICE", timedelta(seconds=1))
     seen: list[str] = []
-    following = asyncio.create_task(run("Wait for a worker."))
+    following = asyncio.create_task(run("Wait for a worker.", STARTER_SETTINGS))
     await asyncio.wait_for(printed(capsys, "  waiting  ", seen), timeout=30)
     async with running_worker(starter_env, ScriptedModel(["echo done"])):
         status = await asyncio.wait_for(following, timeout=30)
@@ -127,10 +132,13 @@ async def test_a_run_past_the_workers_capacity_waits_for_a_slot_shown_waiting_an
     model = HoldsOneRun(["echo done"], prompt="Take the only slot.")
     seen: list[str] = []
     # Room for one activity at a time, taken by another run's model call.
-    async with running_worker(starter_env, model, max_concurrent_activities=1) as (client, _):
+    async with running_worker(starter_env, model, settings=replace(SETTINGS, runs_in_flight=1)) as (
+        client,
+        _,
+    ):
         other = await start(client, "Take the only slot.")
         await asyncio.wait_for(model.holding.wait(), timeout=30)
-        following = asyncio.create_task(run("Wait for the slot."))
+        following = asyncio.create_task(run("Wait for the slot.", STARTER_SETTINGS))
         await asyncio.wait_for(printed(capsys, "  waiting  ", seen), timeout=30)
         model.go_on.set()
         status = await asyncio.wait_for(following, timeout=30)
@@ -147,8 +155,8 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = ScriptedModel(["echo step-one", "echo answer-$((40 + 2))"])
-    async with running_worker(starter_env, model, host="this-host"):
-        status = await run("Say two things.")
+    async with running_worker(starter_env, model{{ ', host="this-host"' if cookiecutter | host_bound_backends }}):
+        status = await run("Say two things.", STARTER_SETTINGS)
 
     out = capsys.readouterr().out
     workflow_id = started_id(out)
@@ -156,12 +164,16 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     assert f"Web UI: http://localhost:8233/namespaces/default/workflows/{workflow_id}\n" in out
     steps = [line.strip() for line in out.splitlines() if line.startswith("  ")]
     assert steps[0] == f"sandbox  provider {SANDBOX_PROVIDER!r}"
+{%- if cookiecutter | host_bound_backends %}
     # Where the sandbox lives: on the worker's host, or anywhere (affinity.py).
-    if SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound():
+    if SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound(SETTINGS):
         assert steps[1] == "sandbox  on host 'this-host'"
     else:
         assert steps[1] == "sandbox  reachable from any worker"
     assert steps[2] == "sandbox  creating the sandbox"
+{%- else %}
+    assert steps[1] == "sandbox  creating the sandbox"
+{%- endif %}
     assert steps.index("model    turn 1") < steps.index("sandbox  $ echo step-one")
     assert steps.index("sandbox  $ echo step-one") < steps.index("model    turn 2")
     assert steps.index("model    turn 2") < steps.index("sandbox  $ echo answer-$((40 + 2))")
@@ -174,11 +186,11 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
 
 
 async def test_ui_link_follows_temporal_ui_url(
-    starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("TEMPORAL_UI_URL", "https://temporal.example.com/")
+    settings = replace(STARTER_SETTINGS, ui_url="https://temporal.example.com/")
     async with run_time_limit(starter_env, TASK_QUEUE, RUN_TIME_LIMIT):
-        status = await run("Nothing to do.", wait=False)
+        status = await run("Nothing to do.", settings, wait=False)
 
     out = capsys.readouterr().out
     workflow_id = started_id(out)
@@ -198,7 +210,7 @@ async def test_ui_link_points_to_temporal_cloud_for_a_cloud_address(
     # A lazy client never connects: the link comes from address and namespace.
     client = await Client.connect(address, namespace="my-ns.a1b2c", lazy=True)
 
-    link = web_ui_link(client, "run-1")
+    link = web_ui_link(client, "run-1", None)
 
     assert link == "https://cloud.temporal.io/namespaces/my-ns.a1b2c/workflows/run-1"
 
@@ -208,7 +220,7 @@ async def test_no_wait_starts_and_returns_then_attach_follows_the_run_to_its_ans
 ) -> None:
     # No worker yet: the run waits on its task queue, and --no-wait returns at once.
     async with run_time_limit(starter_env, TASK_QUEUE, RUN_TIME_LIMIT):
-        status = await run("Count to three.", wait=False)
+        status = await run("Count to three.", STARTER_SETTINGS, wait=False)
     out = capsys.readouterr().out
     workflow_id = started_id(out)
     assert status == 0
@@ -217,7 +229,7 @@ async def test_no_wait_starts_and_returns_then_attach_follows_the_run_to_its_ans
     assert description.status == WorkflowExecutionStatus.RUNNING
 
     async with running_worker(starter_env, ScriptedModel(["seq 3 | paste -sd+"])):
-        status = await attach(workflow_id)
+        status = await attach(workflow_id, STARTER_SETTINGS)
 
     out = capsys.readouterr().out
     assert status == 0

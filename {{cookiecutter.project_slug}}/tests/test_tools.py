@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }}.machinery.shared import step_name, tool_of
 from {{ cookiecutter.package_name }}.machinery.starter import EXIT_COMPLETED, follow, start
 
 from .scripted_model import tool_outputs
-from .support import activities, metered_client, running_worker
+from .support import {{ "STARTER_SETTINGS, " if cookiecutter.approval != "none" }}activities, metered_client, running_worker
 
 
 class AsksTheTime(TestModel):
@@ -64,11 +64,13 @@ async def test_the_models_call_reaches_the_tool_and_its_result_reaches_the_model
         assert await metrics.total(TOOL_CALLS, tool="current_time", outcome="ok") == 1
         # The starter shows the call as the tool's, with what the model asked.
         capsys.readouterr()
-        assert await follow(plugged, handle) == EXIT_COMPLETED
+        assert await follow(plugged, handle{{ ", STARTER_SETTINGS.approver_key_file" if cookiecutter.approval != "none" }}) == EXIT_COMPLETED
         shown = [line.strip() for line in capsys.readouterr().out.splitlines()]
         assert 'tool     current_time "UTC"' in shown, shown
 
 
+# A real retry's back-off (a second): under -m faults, out of the first run.
+@pytest.mark.faults
 async def test_a_tool_call_that_fails_is_retried_like_any_activity(
     temporal_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,3 +1,4 @@
+{% set bound = cookiecutter | host_bound_backends -%}
 """Worker Versioning (versioning.py): a deploy of a changed workflow while
 runs are in flight, on a dev server of each test's own, with the commands
 docs/versioning.md gives.
@@ -29,11 +30,14 @@ from {{ cookiecutter.package_name }}.machinery.starter import (
     start,
 )
 
-from .hosts import ALL_STEPS, STEPS, workspaces_used
+from .handovers import ALL_STEPS, STEPS, workspaces_used
 from .long_workflow import NEXT_BUILDS_STEP, NextBuildWorkflow
 from .scripted_model import ScriptedModel, steps_done
 from .support import (
     DROPPED_RUNS_CLOSED,
+{%- if cookiecutter.approval != "none" %}
+    STARTER_SETTINGS,
+{%- endif %}
     dev_server,
     metered_client,
     running_worker,
@@ -140,7 +144,7 @@ async def timers(handle: WorkflowHandle[Any, Any]) -> int:
 async def test_a_run_in_flight_finishes_on_its_build_while_new_runs_go_to_the_next() -> None:
     async with dev_server() as server, metered_client(server) as (metered, metrics):
         model = HoldsTheFirstCall(STEPS)
-        async with running_worker(metered, model, version=BUILD_A, host="host-a") as (client, _):
+        async with running_worker(metered, model, version=BUILD_A{{ ', host="host-a"' if bound }}) as (client, _):
             await make_current(client, BUILD_A)
             in_flight = await start(client, "Add to the file, then print it.")
             async with asyncio.timeout(20):
@@ -149,7 +153,9 @@ async def test_a_run_in_flight_finishes_on_its_build_while_new_runs_go_to_the_ne
                 metered,
                 ScriptedModel(STEPS),
                 version=BUILD_B,
+{%- if bound %}
                 host="host-b",
+{%- endif %}
                 workflows=[NextBuildWorkflow],
             ):
                 await make_current(client, BUILD_B)
@@ -200,7 +206,7 @@ async def test_a_chain_moves_to_the_current_build_at_continue_as_new(
 ) -> None:
     async with dev_server(SUGGEST_CONTINUE_AS_NEW) as server:
         model = HoldsTheFirstCall(STEPS)
-        async with running_worker(server, model, version=BUILD_A, host="host-a") as (client, _):
+        async with running_worker(server, model, version=BUILD_A{{ ', host="host-a"' if bound }}) as (client, _):
             await make_current(client, BUILD_A)
             chain = await start(client, "Add to the file, then print it.")
             async with asyncio.timeout(20):
@@ -209,7 +215,9 @@ async def test_a_chain_moves_to_the_current_build_at_continue_as_new(
                 server,
                 ScriptedModel(STEPS),
                 version=BUILD_B,
+{%- if bound %}
                 host="host-b",
+{%- endif %}
                 workflows=[NextBuildWorkflow],
             ):
                 await make_current(client, BUILD_B)
@@ -244,7 +252,9 @@ async def test_a_chain_moves_to_the_current_build_at_continue_as_new(
 
             # The starter shows the build each run of the chain is pinned to.
             capsys.readouterr()
-            assert await follow(client, chain_run(client, chain.id, first.run_id)) == EXIT_COMPLETED
+            followed = chain_run(client, chain.id, first.run_id)
+            status = await follow(client, followed{{ ", STARTER_SETTINGS.approver_key_file" if cookiecutter.approval != "none" }})
+            assert status == EXIT_COMPLETED
             shown = [line.strip() for line in capsys.readouterr().out.splitlines()]
             pins = [line for line in shown if line.startswith("version")]
             assert pins == [

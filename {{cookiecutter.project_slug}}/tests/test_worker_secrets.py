@@ -16,7 +16,10 @@ import sys
 import pytest
 
 from {{ cookiecutter.package_name }}.machinery import worker
+from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
 from {{ cookiecutter.package_name }}.machinery.worker import hide_from_other_processes
+
+from .support import SETTINGS
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="prctl is Linux's")
 
@@ -68,8 +71,12 @@ def test_the_worker_hides_before_it_reads_a_credential_or_connects(
     async def connected(*arguments: object) -> None:
         calls.append("connect")
 
+    def read() -> WorkerSettings:
+        calls.append("read")
+        return SETTINGS
+
     monkeypatch.setattr(worker, "hide_from_other_processes", lambda: calls.append("hide"))
-    monkeypatch.setattr(worker, "missing_credentials", lambda environ: calls.append("read"))
+    monkeypatch.setattr(worker, "worker_settings", read)
     monkeypatch.setattr(worker, "run_worker", connected)
     worker.main([])
     assert calls == ["hide", "read", "connect"]

@@ -21,17 +21,15 @@ the run would fail or, worse, go on without its files. So:
    handed to the next run of the chain with the sandbox (``chain.Carried``).
 
 A host is named by ``WORKER_HOST_ID``, or else by the machine's host name (on
-Kubernetes, the pod's name): a worker restarted on the same host polls the
-same queue and resumes its runs in the same workspace. When no worker of the
-host takes an operation within ``SANDBOX_HOST_WAIT``, the host is taken for
-gone with the sandbox on it: the run fails with a reason naming the host
-(``host_gone_failure()``) rather than wait for ever or go on in a fresh
-sandbox.
+Kubernetes, the pod's name; settings.py checks that either can name a queue):
+a worker restarted on the same host polls the same queue and resumes its runs
+in the same workspace. When no worker of the host takes an operation within
+``SANDBOX_HOST_WAIT``, the host is taken for gone with the sandbox on it: the
+run fails with a reason naming the host (``host_gone_failure()``) rather than
+wait for ever or go on in a fresh sandbox.
 """
 
 import os
-import re
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,21 +41,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 
 from {{ cookiecutter.package_name }}.machinery.shared import CHOOSING_THE_HOST, TASK_QUEUE
 
-# The variable that names this worker's host; the host name when unset.
-HOST_ID_VARIABLE = "WORKER_HOST_ID"
-
-# What a host id may be: it becomes part of a task queue's name.
-_HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-
 # Asking a worker for its host is quick: it only reads its own name.
 _ASK = workflow.ActivityConfig(
     start_to_close_timeout=timedelta(seconds=10),
     retry_policy=RetryPolicy(maximum_attempts=5),
 )
-
-
-class BadHostId(Exception):
-    """``WORKER_HOST_ID`` (or the host name) cannot name a task queue."""
 
 
 @dataclass(frozen=True)
@@ -66,19 +54,6 @@ class SandboxHost:
 
     id: str
     task_queue: str
-
-
-def host_id(environ: Mapping[str, str]) -> str:
-    """This worker's host: ``WORKER_HOST_ID``, or else the host name."""
-    configured = environ.get(HOST_ID_VARIABLE)
-    value = configured or socket.gethostname()
-    if not _HOST_ID.fullmatch(value):
-        named = f"{HOST_ID_VARIABLE}={value!r}" if configured else f"The host name {value!r}"
-        raise BadHostId(
-            f"{named} cannot name this worker's host: set {HOST_ID_VARIABLE} to 1 to 200 "
-            "letters, digits, '.', '_' or '-', starting with a letter or a digit."
-        )
-    return value
 
 
 def host_queue(host: str) -> str:

@@ -6,7 +6,7 @@ reaches the network. So a decision counts only when it is signed by one of
 the approvers the worker trusts. Each approver has an Ed25519 key pair: the
 private key stays with the person (a file only they can read,
 ``APPROVER_KEY_FILE``), the worker is given the public keys
-(``APPROVERS``). The starter signs what the person decided together with
+(``APPROVERS``, which settings.py reads). The starter signs what the person decided together with
 what they were shown: the run (workflow and run id), the call, the digest of
 the request's text, and the decision. A run takes one decision per call, so
 a signature is good once. The update's validator checks the
@@ -44,10 +44,6 @@ DEFAULT_KEY_FILE = Path("~/.config/{{ cookiecutter.project_slug }}/approver.pem"
 _trusted: dict[str, str] = {}
 
 
-class BadApprovers(ValueError):
-    """APPROVERS is missing or malformed (the worker cannot start)."""
-
-
 class BadKey(ValueError):
     """The approver's key file is missing or not a key."""
 
@@ -55,37 +51,6 @@ class BadKey(ValueError):
 def public_text(key: Ed25519PublicKey) -> str:
     raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return base64.b64encode(raw).decode()
-
-
-def approvers_from(environ: Mapping[str, str]) -> dict[str, str]:
-    """The approvers ``environ`` names, as public key -> name; ``BadApprovers``
-    unless each is NAME=KEY, with a name and an Ed25519 public key."""
-    value = environ.get(APPROVERS_VARIABLE, "").strip()
-    if not value:
-        raise BadApprovers(
-            f"{APPROVERS_VARIABLE} is not set: nobody could approve a request. Make a key "
-            "with `{{ cookiecutter.project_slug }}-starter --new-approver-key NAME` and set "
-            f"{APPROVERS_VARIABLE}=NAME=<the public key it prints> (docs/approvals.md)."
-        )
-    approvers: dict[str, str] = {}
-    for item in (part.strip() for part in value.split(",")):
-        name, _, key = item.partition("=")
-        problem = None
-        if not name.strip() or not key:
-            problem = "is not NAME=PUBLIC_KEY"
-        else:
-            try:
-                raw = base64.b64decode(key.strip(), validate=True)
-                public = Ed25519PublicKey.from_public_bytes(raw)
-            except (binascii.Error, ValueError):
-                problem = "does not hold an Ed25519 public key (44 characters of base64)"
-        if problem:
-            raise BadApprovers(
-                f"{APPROVERS_VARIABLE}: {item!r} {problem}; "
-                "allowed: comma-separated NAME=PUBLIC_KEY, as --new-approver-key prints them."
-            )
-        approvers[public_text(public)] = name.strip()
-    return approvers
 
 
 def trust(approvers: Mapping[str, str]) -> None:
@@ -166,10 +131,6 @@ def refusal(signed: bytes, approver: str, signature: str) -> str | None:
     except (InvalidSignature, binascii.Error, ValueError):
         return f"the signature of approver {name!r} does not match this request and decision"
     return None
-
-
-def key_file(environ: Mapping[str, str] = os.environ) -> Path:
-    return Path(environ.get(KEY_FILE_VARIABLE) or DEFAULT_KEY_FILE).expanduser()
 
 
 def load_key(path: Path) -> Ed25519PrivateKey:

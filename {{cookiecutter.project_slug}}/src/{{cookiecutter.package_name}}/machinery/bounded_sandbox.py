@@ -20,7 +20,7 @@ that merely contains text like a note is written as it is.
 Each command the agent runs is also bounded in time: it is killed, with
 every process it started in its process group where the sandbox's ``timeout``
 does that (GNU coreutils; busybox kills the command only), once it has run
-``SANDBOX_COMMAND_TIME_LIMIT_SECONDS`` (600 by default). A command that spins
+the worker's ``SANDBOX_COMMAND_TIME_LIMIT_SECONDS`` (600 by default: settings.py). A command that spins
 or waits for ever ends as a failed command the agent can see, exit code 137.
 Without a ``timeout`` in the sandbox, the shell's ``ulimit -t`` bounds its
 CPU time instead. That is the one bound the local backend has: see
@@ -28,8 +28,6 @@ docs/operations.md for what it cannot bound.
 """
 
 import io
-import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +41,6 @@ from agents.sandbox.types import ExecResult, User
 
 from {{ cookiecutter.package_name }}.machinery.shared import LONGEST_OUTPUT, LONGEST_READ
 
-# The worker's setting for the time limit on each command, and its default.
-TIME_LIMIT_VARIABLE = "SANDBOX_COMMAND_TIME_LIMIT_SECONDS"
-DEFAULT_TIME_LIMIT = 600
 # Runs a command ("$@") under a time limit of $0 seconds, and says so when
 # the command was killed (137: by the limit, or for want of memory).
 _TIME_LIMITED = (
@@ -53,21 +48,6 @@ _TIME_LIMITED = (
     'ulimit -t "$0"; "$@"; fi; status=$?; [ "$status" -ne 137 ] || echo "[killed: it '
     'ran past the sandbox\'s limit of $0 s per command, or out of memory]" >&2; exit "$status"'
 )
-
-
-class BadTimeLimit(ValueError):
-    """The time limit on commands is not a number of seconds."""
-
-
-def command_time_limit(environ: Mapping[str, str] = os.environ) -> int:
-    """The worker's time limit, in seconds, on each command the agent runs."""
-    value = environ.get(TIME_LIMIT_VARIABLE) or str(DEFAULT_TIME_LIMIT)
-    if not value.isdigit() or int(value) == 0:
-        raise BadTimeLimit(
-            f"{TIME_LIMIT_VARIABLE}={value!r} is not a whole number of seconds above 0 "
-            "(the longest any command the agent runs may take)."
-        )
-    return int(value)
 
 
 def time_limited(shell: bool | list[str], seconds: int) -> bool | list[str]:
@@ -186,9 +166,7 @@ class RefusesCutWriteBack(SandboxSession):
 class BoundedSandboxClient(BaseSandboxClient[Any]):
     """A backend's client whose sessions are ``BoundedSession``s."""
 
-    def __init__(
-        self, client: BaseSandboxClient[Any], time_limit: int = DEFAULT_TIME_LIMIT
-    ) -> None:
+    def __init__(self, client: BaseSandboxClient[Any], time_limit: int) -> None:
         self.client = client
         self.time_limit = time_limit
         self.backend_id = client.backend_id

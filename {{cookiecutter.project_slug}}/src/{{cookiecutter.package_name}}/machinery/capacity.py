@@ -5,12 +5,17 @@ call) while the worker's CPU is idle, so a worker can keep thousands of runs
 waiting at once for well under a MiB of memory each. The Temporal SDK's
 defaults are sized for CPU-bound work instead: 100 activities at a time (so
 only 100 runs wait on the model, the rest queue behind an idle CPU), and the
-OpenAI client keeps at most 1,000 connections. ``RUNS_IN_FLIGHT`` sets the
-limits that must agree, together:
+OpenAI client keeps at most 1,000 connections. One number, the worker's runs
+in flight (``WORKER_RUNS_IN_FLIGHT``, 1,000 unless set: settings.py), sets
+the limits that must agree, together:
 
 - activity slots: each run waiting on the model holds one, as does each
+{%- if cookiecutter | host_bound_backends %}
   sandbox operation in progress; as many again on the worker's host queue,
   for the operations of the sandboxes on its host (affinity.py);
+{%- else %}
+  sandbox operation in progress;
+{%- endif %}
 - cached workflows: twice as many, so that neither a run in flight nor one
   waiting for a slot is dropped from the cache and replayed at its next step
   (past that, runs are dropped safely and replayed: it costs CPU, see
@@ -21,9 +26,8 @@ limits that must agree, together:
 
 Past the limit nothing fails: a run's next step (a model call or a sandbox
 operation) waits on the task queue until a slot frees, and shows as
-scheduled, not started, in the run's history and the Web UI. Set
-``WORKER_RUNS_IN_FLIGHT`` to change the limit; figures behind the default are
-in the template's docs/capacity.md.
+scheduled, not started, in the run's history and the Web UI. Figures behind
+the default are in the template's docs/capacity.md.
 
 What a run in flight holds besides: its sandbox (a remote backend's quota of
 sandboxes caps runs in flight across all workers, and a run past that quota
@@ -33,7 +37,6 @@ to Temporal every half ``model_heartbeat_timeout()``.
 """
 
 import resource
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -42,14 +45,7 @@ from agents.models.interface import Model, ModelProvider
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-ENVIRONMENT_VARIABLE = "WORKER_RUNS_IN_FLIGHT"
-
-# Runs one worker keeps in flight at once unless WORKER_RUNS_IN_FLIGHT says
-# otherwise: about 0.7 MiB of worker memory each. Memory and slots are not
-# what limits a worker: CPU is (one Python process), to start runs and to
-# heartbeat the model calls it waits on. Past this limit runs wait on the
-# task queue, which costs nothing. Figures: the template's docs/capacity.md.
-RUNS_IN_FLIGHT = 1_000
+from {{ cookiecutter.package_name }}.machinery.settings import BadSetting
 
 # Together, the model calls a worker waits on heartbeat Temporal at most this
 # many times a second. Each heartbeat costs the worker and the Temporal
@@ -61,34 +57,9 @@ HEARTBEATS_PER_SECOND = 100
 # whose worker died is retried elsewhere within it.
 SHORTEST_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
-# The most WORKER_RUNS_IN_FLIGHT may ask for: past this, one worker's event
-# loop is the limit, not its slots. Run more workers instead.
-MOST_RUNS_IN_FLIGHT = 100_000
-
 # Files the worker keeps open besides one connection per model call in flight
 # (its Temporal connection, its modules, its sandboxes' pipes).
 OTHER_OPEN_FILES = 1_000
-
-
-class BadCapacity(ValueError):
-    """WORKER_RUNS_IN_FLIGHT is not a limit this worker can use."""
-
-
-def runs_in_flight(environ: Mapping[str, str]) -> int:
-    """The runs a worker keeps in flight: WORKER_RUNS_IN_FLIGHT, or RUNS_IN_FLIGHT."""
-    value = environ.get(ENVIRONMENT_VARIABLE, "").strip()
-    if not value:
-        return RUNS_IN_FLIGHT
-    try:
-        runs = int(value.replace("_", ""))
-    except ValueError:
-        runs = 0
-    if not 1 <= runs <= MOST_RUNS_IN_FLIGHT:
-        raise BadCapacity(
-            f"{ENVIRONMENT_VARIABLE}={value!r} is not allowed: use a whole number "
-            f"of runs from 1 to {MOST_RUNS_IN_FLIGHT}."
-        )
-    return runs
 
 
 def model_heartbeat_timeout(runs: int) -> timedelta:
@@ -144,16 +115,16 @@ def make_room_for_connections(runs: int) -> None:
     """Raise this process's open-file limit (``ulimit -n``) to what ``runs``
     model calls in flight need, as far as the hard limit allows.
 
-    Raises BadCapacity, naming the most runs that fit, when the hard limit is
+    Raises BadSetting, naming the most runs that fit, when the hard limit is
     too low."""
     needed = runs + OTHER_OPEN_FILES
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return
     if hard != resource.RLIM_INFINITY and hard < needed:
-        raise BadCapacity(
-            f"{ENVIRONMENT_VARIABLE}={runs} needs {needed} open files and this "
+        raise BadSetting(
+            f"WORKER_RUNS_IN_FLIGHT={runs} needs {needed} open files and this "
             f"process may open at most {hard} (ulimit -Hn): raise that limit or "
-            f"set {ENVIRONMENT_VARIABLE} to at most {max(1, hard - OTHER_OPEN_FILES)}."
+            f"set WORKER_RUNS_IN_FLIGHT to at most {max(1, hard - OTHER_OPEN_FILES)}."
         )
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))

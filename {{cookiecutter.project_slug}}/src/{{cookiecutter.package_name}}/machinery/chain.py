@@ -36,7 +36,9 @@ from temporalio import workflow
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
 from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
+{% if cookiecutter | host_bound_backends -%}
 from {{ cookiecutter.package_name }}.machinery.affinity import SandboxHost
+{% endif -%}
 from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import RefusesCutWriteBack
 from {{ cookiecutter.package_name }}.machinery.observability import Usage, UsageMeter
 from {{ cookiecutter.package_name }}.machinery.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
@@ -65,8 +67,10 @@ class Carried:
     run: int = 1
     # The model calls and tokens the earlier runs of the chain used.
     usage: Usage = field(default_factory=Usage)
+{%- if cookiecutter | host_bound_backends %}
     # The host the sandbox lives on, or None when any worker reaches it.
     host: SandboxHost | None = None
+{%- endif %}
 {%- if cookiecutter.approval != "none" %}
     # The tools a person approved for the rest of the chain (approvals.py).
     always_approved: list[str] = field(default_factory=list)
@@ -180,7 +184,7 @@ class LastingSandboxClient(TemporalSandboxClient):
     calls ``remove()`` once, when the chain ends (with an answer, a failure
     or a cancellation).
     """
-
+{% if cookiecutter | host_bound_backends %}
     def __init__(
         self, name: str, config: workflow.ActivityConfig, host: SandboxHost | None = None
     ) -> None:
@@ -188,6 +192,10 @@ class LastingSandboxClient(TemporalSandboxClient):
         # The host the sandbox lives on (``config`` sends its operations
         # there), handed on with its state; None when any worker reaches it.
         self.host = host
+{%- else %}
+    def __init__(self, name: str, config: workflow.ActivityConfig) -> None:
+        super().__init__(name, config)
+{%- endif %}
         # The session's activities, without the SDK's wrapper (the runner
         # gets the wrapper): in workflow code that wrapper turns any failure
         # of a stop or a shutdown into a RuntimeError, which would fail the

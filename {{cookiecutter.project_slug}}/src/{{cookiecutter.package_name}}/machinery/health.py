@@ -20,14 +20,12 @@ and says so. Unset, the worker serves no health endpoint.
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-# The variable that sets the health endpoint's address (host:port).
-ADDRESS_VARIABLE = "HEALTH_BIND_ADDRESS"
 READY_PATH = "/readyz"
 LIVE_PATH = "/livez"
 
@@ -41,21 +39,7 @@ TICK = timedelta(seconds=1)
 
 
 class HealthUnavailable(Exception):
-    """``HEALTH_BIND_ADDRESS`` is not an address the worker can serve on."""
-
-
-def health_address(environ: Mapping[str, str]) -> tuple[str, int] | None:
-    """(host, port) from ``HEALTH_BIND_ADDRESS``, or None when it is unset."""
-    address = environ.get(ADDRESS_VARIABLE, "").strip()
-    if not address:
-        return None
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise HealthUnavailable(
-            f"{ADDRESS_VARIABLE}={address!r} is not host:port; use an address such as "
-            "0.0.0.0:8080, or leave it unset for no health endpoint."
-        )
-    return host, int(port)
+    """The worker cannot serve on ``HEALTH_BIND_ADDRESS`` (its port is taken, say)."""
 
 
 class HealthServer:
@@ -77,17 +61,13 @@ class HealthServer:
         except OSError as e:
             raise HealthUnavailable(
                 f"Cannot serve the health endpoint on {address[0]}:{address[1]} "
-                f"({ADDRESS_VARIABLE}): {e.strerror or e}"
+                f"(HEALTH_BIND_ADDRESS): {e.strerror or e}"
             ) from e
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="health", daemon=True
         )
         self._thread.start()
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
 
     def turned(self) -> None:
         """The event loop has just turned (the ticker calls this)."""

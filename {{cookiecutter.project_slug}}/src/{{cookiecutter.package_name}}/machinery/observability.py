@@ -1,3 +1,4 @@
+{% set bound = cookiecutter | host_bound_backends -%}
 """What the service tells its operators: metrics, each run's usage, traces.
 
 - Metrics. With ``PROMETHEUS_BIND_ADDRESS=host:port`` set, the worker serves
@@ -6,7 +7,7 @@
   tokens and runs through ``workflow.metric_meter()``, whose counters do
   nothing while a run replays: a worker that replays a run (after a restart,
   or to rebuild its cache) counts nothing twice. Sandbox operations are
-  counted on the worker, once per attempt, by provider and outcome.
+  counted on the worker, once per attempt, by provider and outcome{{ " (and host)" if bound }}.
 - Usage. Every run keeps its chain's total of model calls and tokens in its
   memo (key ``usage``), updated after each model call and handed on when the
   run continues as new: the Web UI and ``temporal workflow describe`` show
@@ -18,7 +19,6 @@
 """
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 {%- if cookiecutter.approval != "none" %}
 from datetime import timedelta
@@ -37,13 +37,16 @@ from temporalio.worker import (
     ExecuteActivityInput,
     Interceptor,
 )
-
+{% if bound %}
 from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
+{%- endif %}
 {%- if cookiecutter.approval != "none" %}
 from {{ cookiecutter.package_name }}.machinery.approvals import Decision
 {%- endif %}
 from {{ cookiecutter.package_name }}.machinery.shared import (
+{%- if bound %}
     CHOOSING_THE_HOST,
+{%- endif %}
     USAGE_MEMO,
     sandbox_operation,
     tool_of,
@@ -53,8 +56,13 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
 MODEL_CALLS = "agent_model_calls"
 INPUT_TOKENS = "agent_input_tokens"
 OUTPUT_TOKENS = "agent_output_tokens"
+{%- if bound %}
 # Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
 # "error"), host (the host the sandbox lives on, or "any": affinity.py).
+{%- else %}
+# Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
+# "error").
+{%- endif %}
 SANDBOX_OPERATIONS = "agent_sandbox_operations"
 {%- if cookiecutter.approval != "none" %}
 # Label: decision ("approved", "rejected", "timed_out"): requests for approval,
@@ -148,6 +156,7 @@ def run_outcome(error: BaseException) -> str | None:
 
 
 class SandboxOperationMeter(Interceptor):
+{%- if bound %}
     """Counts every sandbox activity the worker runs (each attempt), by
     provider, operation, outcome and the host the sandbox lives on: this
     worker's ``host`` for an operation that came through its host's queue,
@@ -159,18 +168,31 @@ class SandboxOperationMeter(Interceptor):
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _CountedActivity(next, self.host)
+{%- else %}
+    """Counts every sandbox activity the worker runs (each attempt), by
+    provider, operation and outcome; and every call of one of the agent's
+    tools, by tool and outcome."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _CountedActivity(next)
+{%- endif %}
 
 
 class _CountedActivity(ActivityInboundInterceptor):
+{%- if bound %}
     def __init__(self, next: ActivityInboundInterceptor, host: str) -> None:
         super().__init__(next)
         self.host = host
-
+{% endif %}
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
         name = info.activity_type
         operation, tool = sandbox_operation(name), tool_of(name)
+{%- if bound %}
         if tool is None and operation in (None, CHOOSING_THE_HOST):
+{%- else %}
+        if tool is None and operation is None:
+{%- endif %}
             return await super().execute_activity(input)
         outcome = "error"
         try:
@@ -183,6 +205,7 @@ class _CountedActivity(ActivityInboundInterceptor):
                     TOOL_CALLS, "Calls of the agent's own tools, by tool and outcome"
                 ).add(1, {"tool": tool, "outcome": outcome})
             else:
+{%- if bound %}
                 self._count_operation(name, str(operation), outcome, info.task_queue)
 
     def _count_operation(self, name: str, operation: str, outcome: str, queue: str) -> None:
@@ -198,35 +221,44 @@ class _CountedActivity(ActivityInboundInterceptor):
                 "host": self.host if queue == host_queue(self.host) else "any",
             },
         )
+{%- else %}
+                self._count_operation(name, str(operation), outcome)
 
-
-# The variable that sets where the worker serves /metrics (host:port).
-METRICS_ADDRESS_VARIABLE = "PROMETHEUS_BIND_ADDRESS"
-
-
-def metrics_runtime(environ: Mapping[str, str]) -> Runtime | None:
-    """A Temporal runtime serving /metrics on ``PROMETHEUS_BIND_ADDRESS``,
-    or None when it is unset. The worker's client must be created on it."""
-    address = environ.get(METRICS_ADDRESS_VARIABLE)
-    if not address:
-        return None
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise TelemetryUnavailable(
-            f"PROMETHEUS_BIND_ADDRESS={address!r} is not host:port; "
-            "use an address such as 0.0.0.0:9464, or leave it unset for no metrics."
+    def _count_operation(self, name: str, operation: str, outcome: str) -> None:
+        counter = activity.metric_meter().create_counter(
+            SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation and outcome"
         )
+        counter.add(
+            1,
+            {
+                "provider": name.removesuffix(f"-{operation}"),
+                "operation": operation,
+                "outcome": outcome,
+            },
+        )
+{%- endif %}
+
+
+def metrics_runtime(address: tuple[str, int] | None) -> Runtime | None:
+    """A Temporal runtime serving /metrics on ``address``
+    (``PROMETHEUS_BIND_ADDRESS``), or None for none. The worker's client must
+    be created on it."""
+    if address is None:
+        return None
+    bind = f"{address[0]}:{address[1]}"
     try:
-        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind)))
     except Exception as e:
-        raise TelemetryUnavailable(f"Cannot serve metrics on {address}: {e}") from e
+        raise TelemetryUnavailable(
+            f"Cannot serve metrics on {bind} (PROMETHEUS_BIND_ADDRESS): {e}"
+        ) from e
 
 
-def tracing_plugins(environ: Mapping[str, str]) -> list[Plugin]:
-    """With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, send this process's spans
-    there and return the client plugin that traces workflows and activities;
-    otherwise nothing."""
-    if not environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+def tracing_plugins(endpoint: str | None) -> list[Plugin]:
+    """With an OTLP ``endpoint`` (``OTEL_EXPORTER_OTLP_ENDPOINT``, which the
+    exporter reads itself), send this process's spans there and return the
+    client plugin that traces workflows and activities; otherwise nothing."""
+    if endpoint is None:
         return []
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

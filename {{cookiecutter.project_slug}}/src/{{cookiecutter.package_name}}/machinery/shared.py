@@ -40,6 +40,7 @@ SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
 # backends): the starter's --provider choices.
 SANDBOX_PROVIDERS = ({{ (cookiecutter | providers) | map("first") | join(", ") }})
 {%- endif %}
+{%- if cookiecutter | host_bound_backends %}
 
 # A run's sandbox on a host (a local workspace, a container on the host's own
 # Docker engine) is reached only through that host's workers (affinity.py).
@@ -48,6 +49,7 @@ SANDBOX_PROVIDERS = ({{ (cookiecutter | providers) | map("first") | join(", ") }
 # restart on the same host (the orchestrator's delay, then seconds to start)
 # and the longest an operation waits for a free slot on a busy host.
 SANDBOX_HOST_WAIT = timedelta(seconds=120)
+{%- endif %}
 
 {% if cookiecutter.approval != "none" -%}
 # The workflow's query listing the requests that wait for a person, and its
@@ -58,7 +60,7 @@ DECIDE = "decide"
 
 {% endif -%}
 # Each call to the model is one activity with this start-to-close timeout,
-# unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS sets another (worker.py).
+# unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS sets another (settings.py).
 MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={{ default_model_activity_timeout }})
 
 # Temporal ends a run whose history passes 50 MB or 51,200 events (it warns
@@ -94,10 +96,12 @@ LONGEST_OUTPUT = 64 * 1024
 # The same for a file the agent's tools read (to view or patch it): large
 # enough for any file worth patching, small enough for one payload.
 LONGEST_READ = 1_000_000
+{%- if cookiecutter | host_bound_backends %}
 
 # The sandbox operation that asks a worker, before a run creates its sandbox,
 # which host the sandbox will live on ("<provider>-sandbox_host": affinity.py).
 CHOOSING_THE_HOST = "sandbox_host"
+{%- endif %}
 
 
 # The activities the agents plugin runs each model call as.

@@ -1,4 +1,5 @@
 {% set extras = cookiecutter | additional_backends -%}
+{% set bound = cookiecutter | host_bound_backends -%}
 """The starter: asks the agent to do something, shows each step as it happens, and prints the answer.
 
     {{ cookiecutter.project_slug }}-starter "Count the files in /etc"      # start, follow, print the answer
@@ -17,8 +18,8 @@ for anything else.
 
 After the answer, one line says what the run used of the model (calls,
 input and output tokens, across its chain). Progress is read from the run's history, so it shows what Temporal recorded:
-the sandbox provider the run uses and the host its sandbox lives on (or that
-any worker reaches it), the build a versioned worker pinned it to, then one line per model turn and per
+the sandbox provider the run uses{% if bound %} and the host its sandbox lives on (or that
+any worker reaches it){% endif %}, the build a versioned worker pinned it to, then one line per model turn and per
 sandbox operation (each shell command with the command itself), in the order
 the workflow scheduled them. A long run continues as new runs of the same
 workflow (same id, same sandbox); progress follows it from run to run, and
@@ -40,12 +41,14 @@ import argparse
 import asyncio
 import functools
 import json
-import os
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
+{%- if cookiecutter.approval != "none" %}
+from pathlib import Path
+{%- endif %}
 from typing import Any, NoReturn
 from urllib.parse import quote
 {% if cookiecutter.approval != "none" %}
@@ -81,8 +84,15 @@ from {{ cookiecutter.package_name }}.machinery.display import {{ "safe_line, vis
 from {{ cookiecutter.package_name }}.machinery.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
 from {{ cookiecutter.package_name }}.machinery.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from {{ cookiecutter.package_name }}.machinery.exits import exit_after
+from {{ cookiecutter.package_name }}.machinery.settings import (
+    BadSetting,
+    StarterSettings,
+    starter_settings,
+)
 from {{ cookiecutter.package_name }}.machinery.shared import (
+{%- if bound %}
     CHOOSING_THE_HOST,
+{%- endif %}
 {%- if cookiecutter.approval != "none" %}
     DECIDE,
 {%- endif %}
@@ -121,6 +131,7 @@ EXIT_STATUSES = {
     "has no such namespace, or stopped answering (the run itself may go on)"{% if cookiecutter.approval != "none" %}
     "; or no worker answered for the run within 10 s"{% endif %},
     EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, a prompt that is empty, unreadable or too long, "
+    "a setting it cannot use (TEMPORAL_UI_URL{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
     "or no workflow with the id given to --attach"{% if cookiecutter.approval != "none" %}
     " (or to --pending, --approve, --reject); a decision on a call that does not wait, in a run that has "
     "ended, or without the approver's key"{% endif %},
@@ -232,10 +243,11 @@ async def start(
     )
 
 
-def web_ui_link(client: Client, workflow_id: str) -> str:
-    """The run's page in the Temporal Web UI."""
-    base = os.environ.get("TEMPORAL_UI_URL")
-    if not base:
+def web_ui_link(client: Client, workflow_id: str, ui_url: str | None) -> str:
+    """The run's page in the Temporal Web UI, under ``ui_url``
+    (``TEMPORAL_UI_URL``) or, when that is None, the UI the address implies."""
+    base = ui_url
+    if base is None:
         host = client.service_client.config.target_host.rsplit(":", 1)[0]
         base = CLOUD_UI if host.endswith(CLOUD_HOST_SUFFIXES) else DEV_SERVER_UI
     namespace = quote(client.namespace, safe="")
@@ -258,8 +270,10 @@ class Progress:
         self.client = client
         self.turns = 0
         self.steps: dict[int, str] = {}
+{%- if bound %}
         # The scheduled events of the steps that choose the sandbox's host.
         self.host_choices: set[int] = set()
+{%- endif %}
         # Whether the build the current run is pinned to was shown.
         self.version_shown = False
 
@@ -281,9 +295,13 @@ class Progress:
             arguments = await self._decode(event.workflow_execution_started_event_attributes.input)
             carried = arguments[2] if len(arguments) > 2 else None
             if isinstance(carried, dict):
+{%- if bound %}
                 line = f"run      {carried.get('run', '?')} of the chain, same sandbox"
                 host = carried.get("host")
                 return line + (f" on host {host['id']!r}" if isinstance(host, dict) else "")
+{%- else %}
+                return f"run      {carried.get('run', '?')} of the chain, same sandbox"
+{%- endif %}
             provider = arguments[1] if len(arguments) > 1 else SANDBOX_PROVIDER
             return f"sandbox  provider {provider!r}"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
@@ -293,6 +311,7 @@ class Progress:
             if step is not None:
                 self.steps[event.event_id] = step
             return step
+{%- if bound %}
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             completed = event.activity_task_completed_event_attributes
             if completed.scheduled_event_id not in self.host_choices:
@@ -301,6 +320,7 @@ class Progress:
             if isinstance(host, dict):
                 return f"sandbox  on host {host.get('id')!r}"
             return "sandbox  reachable from any worker"
+{%- endif %}
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             failed = event.activity_task_failed_event_attributes
             step = self.steps.get(failed.scheduled_event_id, "a step")
@@ -327,9 +347,11 @@ class Progress:
             # One of the agent's own tools (tools.py), with what the model asked.
             asked = " ".join(json.dumps(each) for each in await self._decode(attributes.input))
             return f"tool     {name} {_one_line(asked)}".rstrip()
+{%- if bound %}
         if operation == CHOOSING_THE_HOST:
             self.host_choices.add(event.event_id)
             return None
+{%- endif %}
         decoded = await self._decode(attributes.input)
         arguments = decoded[0] if decoded and isinstance(decoded[0], dict) else {}
         if operation in SANDBOX_COMMANDS:
@@ -414,16 +436,23 @@ async def show_waits(following: Callable[[], WorkflowHandle[Any, str]]) -> None:
             )
 
 
+{% if cookiecutter.approval != "none" -%}
+async def follow(client: Client, handle: WorkflowHandle[Any, str], key_file: Path) -> int:
+    """Print each step of the run, through every run of its chain, as it
+    happens, then its answer; return the exit status. A decision asked on
+    the terminal is signed with the approver's key in ``key_file``."""
+{%- else -%}
 async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
     """Print each step of the run, through every run of its chain, as it
     happens, then its answer; return the exit status."""
+{%- endif %}
     progress = Progress(client)
     current: WorkflowHandle[Any, str] | None = handle
     waits = asyncio.create_task(show_waits(lambda: current or handle))
 {%- if cookiecutter.approval != "none" %}
     # Set on each event of the run's history: ask_for_decisions asks again soon.
     moved = asyncio.Event()
-    asking = asyncio.create_task(ask_for_decisions(client, handle.id, moved))
+    asking = asyncio.create_task(ask_for_decisions(client, handle.id, key_file, moved))
 {%- endif %}
     try:
         while current is not None:
@@ -566,10 +595,11 @@ async def waiting_requests(client: Client, workflow_id: str) -> tuple[str, list[
         raise
 
 
-def signing_key() -> Ed25519PrivateKey:
-    """The approver's private key (approvers.py); ``NoDecision`` if none."""
+def signing_key(key_file: Path) -> Ed25519PrivateKey:
+    """The approver's private key in ``key_file`` (approvers.py);
+    ``NoDecision`` if none."""
     try:
-        return approvers.load_key(approvers.key_file())
+        return approvers.load_key(key_file)
     except approvers.BadKey as e:
         raise NoDecision(str(e)) from e
 
@@ -580,15 +610,13 @@ async def send_decision(
     run_id: str,
     request: dict[str, Any],
     approve: bool,
-    reason: str = "",
-    always: bool = False,
-    key: Ed25519PrivateKey | None = None,
+    reason: str,
+    always: bool,
+    key: Ed25519PrivateKey,
 ) -> str:
     """Sign a person's decision on ``request`` (as it was shown) in run
-    ``run_id`` with the approver's key and send it; what the run answered."""
-    decision = approvers.signed_decision(
-        key or signing_key(), workflow_id, run_id, request, approve, reason, always
-    )
+    ``run_id`` with the approver's ``key`` and send it; what the run answered."""
+    decision = approvers.signed_decision(key, workflow_id, run_id, request, approve, reason, always)
     answer = await chain_run(client, workflow_id, run_id).execute_update(
         DECIDE, decision, result_type=str, rpc_timeout=WORKER_ANSWERS_WITHIN
     )
@@ -627,10 +655,12 @@ async def next_ask(moved: asyncio.Event, wait: timedelta) -> timedelta:
     return ASK_SOON
 
 
-async def ask_for_decisions(client: Client, workflow_id: str, moved: asyncio.Event) -> None:
+async def ask_for_decisions(
+    client: Client, workflow_id: str, key_file: Path, moved: asyncio.Event
+) -> None:
     """While a run is followed: show each request that waits for a person
-    and, on a terminal, ask for the decision and send it, signed; elsewhere,
-    print the commands that decide it."""
+    and, on a terminal, ask for the decision and send it, signed with the
+    key in ``key_file``; elsewhere, print the commands that decide it."""
     shown: set[str] = set()
     key: Ed25519PrivateKey | None = None
     # Asked again soon after the run's history moves (``moved``), seldom while it is quiet.
@@ -662,7 +692,7 @@ async def ask_for_decisions(client: Client, workflow_id: str, moved: asyncio.Eve
                 continue
             approve, reason, always = answer
             try:
-                key = key or signing_key()
+                key = key or signing_key(key_file)
                 await send_decision(
                     client, workflow_id, run_id, request, approve, reason, always, key
                 )
@@ -687,10 +717,13 @@ def no_such_workflow(error: RPCError, client: Client, workflow_id: str) -> int:
     return EXIT_USAGE
 
 
-async def decide(workflow_id: str, call_id: str, approve: bool, reason: str, always: bool) -> int:
-    """--approve / --reject: sign and send one decision on a call that waits."""
+async def decide(
+    workflow_id: str, call_id: str, approve: bool, reason: str, always: bool, key_file: Path
+) -> int:
+    """--approve / --reject: sign and send one decision on a call that
+    waits, with the approver's key in ``key_file``."""
     try:
-        key = signing_key()
+        key = signing_key(key_file)
     except NoDecision as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -756,10 +789,9 @@ async def list_pending(workflow_id: str) -> int:
     return EXIT_COMPLETED
 
 
-def new_approver_key(name: str) -> int:
-    """--new-approver-key: a key pair for one approver; the line the
-    workers' APPROVERS takes."""
-    path = approvers.key_file()
+def new_approver_key(name: str, path: Path) -> int:
+    """--new-approver-key: a key pair for one approver, its private key in
+    ``path``; the line the workers' APPROVERS takes."""
     if not name.strip() or any(c in name for c in ",= ") or not name.isprintable():
         print(
             f"ERROR: --new-approver-key {name!r}: a name without spaces, commas or '=' "
@@ -786,7 +818,12 @@ def new_approver_key(name: str) -> int:
 
 
 {% endif -%}
-async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) -> int:
+async def run(
+    prompt: str,
+    settings: StarterSettings,
+    wait: bool = True,
+    provider: str = SANDBOX_PROVIDER,
+) -> int:
     """Start a run, print its id and Web UI link, then (unless ``wait`` is
     false) follow it to its answer. Returns the exit status."""
     try:
@@ -801,16 +838,16 @@ async def run(prompt: str, wait: bool = True, provider: str = SANDBOX_PROVIDER) 
             raise
         return stopped_answering(client, "starting the run: it may or may not have started")
     print(f"Started workflow {handle.id}")
-    print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
+    print(f"Web UI: {web_ui_link(client, handle.id, settings.ui_url)}", flush=True)
     if not wait:
 {%- if cookiecutter.approval != "none" %}
         print(f"Requests for approval: {COMMAND} --pending {handle.id}")
 {%- endif %}
         return EXIT_COMPLETED
-    return await follow(client, handle)
+    return await follow(client, handle{{ ", settings.approver_key_file" if cookiecutter.approval != "none" }})
 
 
-async def attach(workflow_id: str) -> int:
+async def attach(workflow_id: str, settings: StarterSettings) -> int:
     """Follow a run that was started earlier, from its first step to its answer."""
     try:
         client = await connect(runtime=quiet_runtime())
@@ -834,8 +871,8 @@ async def attach(workflow_id: str) -> int:
     first_run = description.raw_description.workflow_execution_info.first_run_id
     handle = chain_run(client, workflow_id, first_run or None)
     print(f"Following workflow {handle.id}")
-    print(f"Web UI: {web_ui_link(client, handle.id)}", flush=True)
-    return await follow(client, handle)
+    print(f"Web UI: {web_ui_link(client, handle.id, settings.ui_url)}", flush=True)
+    return await follow(client, handle{{ ", settings.approver_key_file" if cookiecutter.approval != "none" }})
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -963,8 +1000,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Start or follow a run; exit with one of EXIT_STATUSES."""
     args = parse_arguments(argv)
     try:
+        settings = starter_settings()
         if args.attach is not None:
-            status = asyncio.run(attach(args.attach))
+            status = asyncio.run(attach(args.attach, settings))
 {%- if cookiecutter.approval != "none" %}
         elif args.pending is not None:
             status = asyncio.run(list_pending(args.pending))
@@ -972,20 +1010,26 @@ def main(argv: Sequence[str] | None = None) -> None:
             workflow_id, call_id = args.approve or args.reject
             approve = bool(args.approve)
             reason = "" if approve else args.reason or "Rejected by a person."
-            status = asyncio.run(decide(workflow_id, call_id, approve, reason, args.always))
+            key_file = settings.approver_key_file
+            status = asyncio.run(
+                decide(workflow_id, call_id, approve, reason, args.always, key_file)
+            )
         elif args.new_approver_key is not None:
-            status = new_approver_key(args.new_approver_key)
+            status = new_approver_key(args.new_approver_key, settings.approver_key_file)
 {%- endif %}
         else:
             prompt = prompt_of(args)
 {%- if extras %}
             provider = args.provider or SANDBOX_PROVIDER
-            status = asyncio.run(run(prompt, wait=not args.no_wait, provider=provider))
+            status = asyncio.run(run(prompt, settings, wait=not args.no_wait, provider=provider))
 {%- else %}
-            status = asyncio.run(run(prompt, wait=not args.no_wait))
+            status = asyncio.run(run(prompt, settings, wait=not args.no_wait))
 {%- endif %}
     except BadPrompt as e:
         print(f"ERROR: {e}.", file=sys.stderr)
+        status = EXIT_USAGE
+    except BadSetting as e:
+        print(f"ERROR: {e}", file=sys.stderr)
         status = EXIT_USAGE
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED

@@ -1,7 +1,9 @@
+{% set bound = cookiecutter | host_bound_backends -%}
 """The worker: runs the agent's workflow, its model calls and its sandbox.
 
     python -m {{ cookiecutter.package_name }}.machinery.worker
 
+{%- if bound %}
 It polls the service's task queue and, when a sandbox it creates lives on
 its host, that host's own queue too, where the operations of those sandboxes
 arrive (affinity.py); ``WORKER_HOST_ID`` names the host (the host name by
@@ -10,7 +12,15 @@ default). Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in fl
 status 0. Work it did not finish is not lost; Temporal hands it to the next
 worker on the same task queue, and the operations of a sandbox on this host
 to the next worker of this host. A worker that dies without warning (SIGKILL, a
-lost machine) is noticed when its model call misses a heartbeat
+lost machine)
+{%- else %}
+It polls the service's task queue, where the runs, their model calls and
+their sandbox operations arrive. Ctrl+C (or SIGTERM) stops it: it stops
+polling, gives activities in flight ``SHUTDOWN_GRACE`` (30 s) to finish,
+cancels what is left, and exits with status 0. Work it did not finish is not
+lost; Temporal hands it to the next worker on the same task queue. A worker
+that dies without warning (SIGKILL, a lost machine)
+{%- endif %} is noticed when its model call misses a heartbeat
 (capacity.model_heartbeat_timeout(): 20 s at the default capacity) or its
 sandbox operation reaches its timeout. With ``HEALTH_BIND_ADDRESS`` set it
 answers a readiness and a liveness probe (health.py).
@@ -19,11 +29,12 @@ answers a readiness and a liveness probe (health.py).
 import argparse
 import asyncio
 import ctypes
-import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+{%- if bound %}
 from contextlib import AsyncExitStack
+{%- endif %}
 from datetime import timedelta
 from importlib import metadata
 from types import TracebackType
@@ -32,7 +43,7 @@ from typing import Any, NoReturn
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.client import Client
-from temporalio.common import RetryPolicy, WorkerDeploymentVersion
+from temporalio.common import RetryPolicy
 from temporalio.openai_agents import (
     ModelActivityParameters,
     OpenAIAgentsPlugin,
@@ -40,20 +51,13 @@ from temporalio.openai_agents import (
 )
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }}.machinery import {{ "affinity, approvers, registry, versioning" if cookiecutter.approval != "none" else "affinity, registry, versioning" }}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import (
-    BadTimeLimit,
-    BoundedSandboxClient,
-    command_time_limit,
-)
+from {{ cookiecutter.package_name }}.machinery import {{ ", ".join((["affinity"] if bound else []) + (["approvers"] if cookiecutter.approval != "none" else []) + ["registry", "versioning"]) }}
+from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS, Backend
+from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import BoundedSandboxClient
 from {{ cookiecutter.package_name }}.machinery.capacity import (
-    RUNS_IN_FLIGHT,
-    BadCapacity,
     make_room_for_connections,
     model_heartbeat_timeout,
     model_provider,
-    runs_in_flight,
     worker_options,
 )
 from {{ cookiecutter.package_name }}.machinery.connection import ConnectionFailed, connect
@@ -61,7 +65,6 @@ from {{ cookiecutter.package_name }}.machinery.exits import exit_after
 from {{ cookiecutter.package_name }}.machinery.health import (
     HealthServer,
     HealthUnavailable,
-    health_address,
     serving_health,
 )
 from {{ cookiecutter.package_name }}.machinery.observability import (
@@ -71,9 +74,14 @@ from {{ cookiecutter.package_name }}.machinery.observability import (
     tracing_plugins,
 )
 from {{ cookiecutter.package_name }}.machinery.payloads import with_agent_payloads
-from {{ cookiecutter.package_name }}.machinery.shared import MODEL_ACTIVITY_TIMEOUT, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.settings import (
+    BadSetting,
+    WorkerSettings,
+    worker_settings,
+)
+from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
-from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS, WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
 
@@ -101,92 +109,34 @@ MODEL_RETRY_POLICY = RetryPolicy(
 )
 
 
-# Each model call's start-to-close timeout, in whole seconds, when it is not
-# MODEL_ACTIVITY_TIMEOUT: a slow model or a proxy may need longer. It is the
-# worker's setting: the workflow's model calls take it from the plugin, and
-# Temporal does not compare timeouts when it replays a history.
-MODEL_TIMEOUT_VARIABLE = "MODEL_ACTIVITY_TIMEOUT_SECONDS"
-LONGEST_MODEL_TIMEOUT = min(3600, int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()))
-
-
-class BadModelTimeout(ValueError):
-    """The model calls' timeout is not a number of seconds a run has room for."""
-
-
-def model_activity_timeout(environ: Mapping[str, str] = os.environ) -> timedelta:
-    """Each model call's timeout: ``MODEL_ACTIVITY_TIMEOUT_SECONDS``, or
-    ``MODEL_ACTIVITY_TIMEOUT`` when it is unset."""
-    value = environ.get(MODEL_TIMEOUT_VARIABLE) or str(int(MODEL_ACTIVITY_TIMEOUT.total_seconds()))
-    if not value.isdigit() or not 1 <= int(value) <= LONGEST_MODEL_TIMEOUT:
-        raise BadModelTimeout(
-            f"{MODEL_TIMEOUT_VARIABLE}={value!r} is not a whole number of seconds from 1 to "
-            f"{LONGEST_MODEL_TIMEOUT} (each model call's timeout: at most an hour, and no longer "
-            "than a whole run)."
-        )
-    return timedelta(seconds=int(value))
-
-
 class BackendUnavailable(Exception):
     """The worker cannot build the client of one of its sandbox backends."""
 
 
-# Any one of these sets of environment variables, each set and non-empty; no
-# sets at all means nothing is needed.
-Alternatives = tuple[tuple[str, ...], ...]
-
-# What the worker needs in its environment before it starts, and where to get
-# it. The OpenAI client wants a key even for another OpenAI-compatible
-# endpoint (OPENAI_BASE_URL); for one that ignores keys, any value will do.
-# Then each sandbox backend's credentials, and the variables forwarded to
-# the agent's sandbox.
-REQUIRED_CREDENTIALS: list[tuple[Alternatives, str]] = [
-    ((("OPENAI_API_KEY",),), "https://platform.openai.com/api-keys"),
-    *(
-        (backend.REQUIRED_ENVIRONMENT, backend.CREDENTIALS_URL)
-        for backend in SANDBOX_BACKENDS.values()
-        if backend.REQUIRED_ENVIRONMENT
-    ),
-    *((((name,),), "forwarded to the agent's sandbox") for name in SANDBOX_SECRETS),
-]
-
-
-def missing_credentials(environ: Mapping[str, str]) -> str | None:
-    """One line naming the credentials the worker lacks, or None."""
-    missing = [
-        f"{' or '.join(' with '.join(names) for names in alternatives)} ({where})"
-        for alternatives, where in REQUIRED_CREDENTIALS
-        if not any(all(environ.get(name) for name in names) for names in alternatives)
-    ]
-    if not missing:
-        return None
-    return f"Missing credentials: set {'; '.join(missing)}. See .env.example."
-
-
 def agents_plugin(
+    settings: WorkerSettings,
     sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
     model_provider: ModelProvider | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     traced: bool = False,
-    runs: int = RUNS_IN_FLIGHT,
 ) -> OpenAIAgentsPlugin:
-    """The plugin that runs model calls and sandbox operations as activities.
+    """The plugin that runs model calls and sandbox operations as activities,
+    with the timeouts and limits of ``settings``.
 
     The real worker builds each backend's client and uses the OpenAI model
     provider; tests pass their own sandbox clients (by provider name) and a
     scripted model provider. ``traced``: the agent's spans also go to
-    OpenTelemetry (observability.tracing_plugins() must have run). ``runs``:
-    the worker's runs in flight, which set the model calls' heartbeat timeout.
+    OpenTelemetry (observability.tracing_plugins() must have run).
     """
     if sandboxes is None:
         sandboxes = {
-            provider: backend_client(provider, backend.sandbox_client)
+            provider: backend_client(provider, backend, settings)
             for provider, backend in SANDBOX_BACKENDS.items()
         }
-    time_limit = command_time_limit(os.environ)
     plugin = OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
-            start_to_close_timeout=model_activity_timeout(os.environ),
-            heartbeat_timeout=model_heartbeat_timeout(runs),
+            start_to_close_timeout=settings.model_activity_timeout,
+            heartbeat_timeout=model_heartbeat_timeout(settings.runs_in_flight),
             retry_policy=model_retry_policy,
             # Model calls stay ordinary activities, so each one shows in the Web
             # UI and the starter's progress, heartbeats, and is retried on its
@@ -198,7 +148,9 @@ def agents_plugin(
         # client cuts what it returns to a size Temporal can record, and bounds
         # each command in time.
         sandbox_clients=[
-            SandboxClientProvider(provider, BoundedSandboxClient(client, time_limit))
+            SandboxClientProvider(
+                provider, BoundedSandboxClient(client, settings.command_time_limit)
+            )
             for provider, client in sandboxes.items()
         ],
         # The only worker environment variables the sandbox may read.
@@ -211,12 +163,12 @@ def agents_plugin(
 
 
 def backend_client(
-    provider: str, build: Callable[[], BaseSandboxClient[Any]]
+    provider: str, backend: Backend, settings: WorkerSettings
 ) -> BaseSandboxClient[Any]:
     """A backend's client, built before the worker connects, so a backend
     that cannot be built stops the worker at once with one clear line."""
     try:
-        return build()
+        return backend.sandbox_client(settings)
     except Exception as e:
         raise BackendUnavailable(
             f"Cannot start the {provider!r} sandbox backend: {type(e).__name__}: {e}"
@@ -224,6 +176,7 @@ def backend_client(
 
 
 class ServiceWorker:
+{%- if bound %}
     """The worker's pollers, started and stopped together: ``shared`` on
     TASK_QUEUE (the runs, the model calls, the sandboxes any worker reaches)
     and ``own`` on its host's queue (the operations of the sandboxes on this
@@ -240,10 +193,6 @@ class ServiceWorker:
         started polling) and the worker has not begun to drain."""
         pollers = [self.shared] if self.own is None else [self.shared, self.own]
         return not self._draining and all(poller.is_running for poller in pollers)
-
-    @property
-    def task_queue(self) -> str:
-        return self.shared.task_queue
 
     async def __aenter__(self) -> "ServiceWorker":
         if self.own is not None:
@@ -262,38 +211,75 @@ class ServiceWorker:
         # operations finish.
         self._draining = True
         await self._running.__aexit__(kind, error, traceback)
+{%- else %}
+    """The worker's poller of TASK_QUEUE (the runs, the model calls, the
+    sandbox operations), and whether it is ready."""
+
+    def __init__(self, shared: Worker) -> None:
+        self.shared = shared
+        self._draining = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether it polls (the SDK checked the namespace and started
+        polling) and has not begun to drain."""
+        return not self._draining and self.shared.is_running
+
+    async def __aenter__(self) -> "ServiceWorker":
+        await self.shared.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Not ready from here on (health.py): draining.
+        self._draining = True
+        await self.shared.__aexit__(kind, error, traceback)
+{%- endif %}
 
 
 def build_worker(
     client: Client,
-    runs: int = RUNS_IN_FLIGHT,
-    /,
-    host: str | None = None,
-    version: WorkerDeploymentVersion | None = None,
-    **options: object,
+    settings: WorkerSettings,
+    *,
+    workflows: Sequence[type] = (SandboxAgentWorkflow,),
+    max_cached_workflows: int | None = None,
+    graceful_shutdown_timeout: timedelta = SHUTDOWN_GRACE,
+    identity: str | None = None,
 ) -> ServiceWorker:
-    """A worker for this service's task queue and workflow, on ``host``
-    (WORKER_HOST_ID or the host name by default), polling as the Worker
-    Deployment Version ``version`` (None: unversioned), with room for
-    ``runs`` runs in flight unless ``options`` say otherwise (capacity.py)."""
-    host = host or affinity.host_id(os.environ)
-    for name, value in worker_options(runs).items():
-        options.setdefault(name, value)
-    options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
-    options.setdefault("workflows", [SandboxAgentWorkflow])
-    options.setdefault("interceptors", [SandboxOperationMeter(host)])
-    options.setdefault("identity", affinity.worker_identity(host))
-    host_bound = {provider: backend.host_bound() for provider, backend in SANDBOX_BACKENDS.items()}
+    """A worker for this service's task queue and workflow, as ``settings``
+    say: {{ "on their host, " if bound }}polling as their Worker Deployment Version (or
+    unversioned), with room for their runs in flight (capacity.py). Tests
+    may run other ``workflows`` (the service's, changed), cache fewer runs,
+    give work in flight less time to finish at shutdown and name the worker."""
+    version = settings.version
+    options = worker_options(settings.runs_in_flight)
+    if max_cached_workflows is not None:
+        options["max_cached_workflows"] = max_cached_workflows
+{%- if bound %}
+    host = settings.host_id
+    host_bound = {
+        provider: backend.host_bound(settings) for provider, backend in SANDBOX_BACKENDS.items()
+    }
+    meter = SandboxOperationMeter(host)
+    identity = identity or affinity.worker_identity(host)
     shared = Worker(
         client,
         task_queue=TASK_QUEUE,
+        workflows=workflows,
         activities=[*affinity.host_activities(host, host_bound), *registry.TOOL_ACTIVITIES],
+        interceptors=[meter],
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        identity=identity,
         **(
             {"build_id": UNVERSIONED_BUILD}
             if version is None
             else {"deployment_config": versioning.deployment_config(version)}
         ),
-        **options,  # type: ignore[arg-type]
+        **options,
     )
     if not any(host_bound.values()):
         return ServiceWorker(shared, None)
@@ -302,47 +288,65 @@ def build_worker(
     # never versioned: whichever build a run is on, its sandbox is on this
     # host, so a chain that moves to a new build at continue-as-new still
     # reaches its sandbox, through any worker of the host.
-    shared_only = ("workflows", "max_cached_workflows", "max_heartbeat_throttle_interval")
     own = Worker(
         client,
         task_queue=affinity.host_queue(host),
         build_id=UNVERSIONED_BUILD,
-        **{name: value for name, value in options.items() if name not in shared_only},  # type: ignore[arg-type]
+        max_concurrent_activities=options["max_concurrent_activities"],
+        interceptors=[meter],
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        identity=identity,
     )
     return ServiceWorker(shared, own)
+{%- else %}
+    shared = Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=workflows,
+        activities=registry.TOOL_ACTIVITIES,
+        interceptors=[SandboxOperationMeter()],
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        identity=identity,
+        **(
+            {"build_id": UNVERSIONED_BUILD}
+            if version is None
+            else {"deployment_config": versioning.deployment_config(version)}
+        ),
+        **options,
+    )
+    return ServiceWorker(shared)
+{%- endif %}
 
 
-async def run_worker(
-    runs: int,
-    host: str,
-    version: WorkerDeploymentVersion | None,
-    health_at: tuple[str, int] | None = None,
-) -> None:
+async def run_worker(settings: WorkerSettings) -> None:
     # The health endpoint answers (live, not ready) while the worker starts.
-    async with serving_health(health_at) as health:
-        await serve(runs, host, version, health)
+    async with serving_health(settings.health_address) as health:
+        await serve(settings, health)
 
 
-async def serve(
-    runs: int, host: str, version: WorkerDeploymentVersion | None, health: HealthServer | None
-) -> None:
+async def serve(settings: WorkerSettings, health: HealthServer | None) -> None:
     # Metrics and traces, when configured, are set up before the client.
-    runtime = metrics_runtime(os.environ)
-    tracing = tracing_plugins(os.environ)
-    plugin = agents_plugin(model_provider=model_provider(runs), traced=bool(tracing), runs=runs)
+    runtime = metrics_runtime(settings.metrics_address)
+    tracing = tracing_plugins(settings.traces_endpoint)
+    runs = settings.runs_in_flight
+    plugin = agents_plugin(settings, model_provider=model_provider(runs), traced=bool(tracing))
     client = await connect(plugins=[plugin, *tracing], runtime=runtime)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with build_worker(client, runs, host, version) as worker:
+    async with build_worker(client, settings) as worker:
         if health is not None:
             health.ready = lambda: worker.ready
         providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
-        own = f" and {worker.own.task_queue!r} (sandboxes on host {host!r})" if worker.own else ""
-        versioned = f" as version {versioning.version_label(version)!r}" if version else ""
+{%- if bound %}
+        own = worker.own
+        host = f" and {own.task_queue!r} (sandboxes on host {settings.host_id!r})" if own else ""
+{%- endif %}
+        version = versioning.version_label(settings.version)
+        versioned = f" as version {version!r}" if version else ""
         print(
-            f"Worker polling task queue {TASK_QUEUE!r}{own}{versioned} with sandbox "
+            f"Worker polling task queue {TASK_QUEUE!r}{{ "{host}" if bound }}{versioned} with sandbox "
             f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}. "
             f"Up to {runs} runs in flight. Ctrl+C to stop."
         )
@@ -369,36 +373,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     cannot start."""
     argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
     hide_from_other_processes()
-    # Say what is missing before connecting, instead of failing on the first run.
-    problem = missing_credentials(os.environ)
-    if problem:
-        sys.exit(problem)
     try:
-        runs = runs_in_flight(os.environ)
-        host = affinity.host_id(os.environ)
-        version = versioning.worker_version(os.environ)
-        command_time_limit(os.environ)
-        model_activity_timeout(os.environ)
-        health_at = health_address(os.environ)
+        # Every setting, and the credentials, before connecting: a mistake
+        # stops the worker here instead of failing its first run.
+        settings = worker_settings()
 {%- if cookiecutter.approval != "none" %}
-        approvers.trust(approvers.approvers_from(os.environ))
+        approvers.trust(settings.approvers)
 {%- endif %}
-        make_room_for_connections(runs)
-        asyncio.run(run_worker(runs, host, version, health_at))
-    except (
-        BadCapacity,
-        BadTimeLimit,
-        BadModelTimeout,
-        affinity.BadHostId,
-{%- if cookiecutter.approval != "none" %}
-        approvers.BadApprovers,
-{%- endif %}
-        versioning.BadVersioning,
-        BackendUnavailable,
-        ConnectionFailed,
-        TelemetryUnavailable,
-        HealthUnavailable,
-    ) as e:
+        make_room_for_connections(settings.runs_in_flight)
+    except BadSetting as e:
+        sys.exit(str(e))
+    try:
+        asyncio.run(run_worker(settings))
+    except (BackendUnavailable, ConnectionFailed, TelemetryUnavailable, HealthUnavailable) as e:
         sys.exit(str(e))
 
 

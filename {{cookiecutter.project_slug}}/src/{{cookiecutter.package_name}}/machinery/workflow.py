@@ -1,3 +1,5 @@
+{% set bound = cookiecutter | host_bound_backends -%}
+{% set modules = (["affinity"] if bound else []) + (["approvals"] if cookiecutter.approval != "none" else []) -%}
 """A ``SandboxAgent`` whose every sandbox operation is a Temporal activity.
 
 The agent gets a machine to work on: a shell to run commands in and a
@@ -10,9 +12,15 @@ an activity against the sandbox provider the worker registered under
    history, so a flaky command is a retried activity, not a lost run.
 2. The sandbox session's state is recorded with the workflow, so a worker that
    restarts part-way through a run resumes against the same session.
+{%- if bound %}
 3. A sandbox that lives on one host (a local workspace, a container on the
    host's own engine) gets every operation on that host, however many
    workers share the task queue (affinity.py).
+{%- else %}
+3. The sandbox is a remote service's, reached over the network: any worker
+   on the task queue runs its next operation, so a run whose worker is gone
+   goes on on another, in the same sandbox.
+{%- endif %}
 4. A long run becomes a chain of runs under one workflow id (chain.py): each
    continues as new before its history grows large, handing the next the
    conversation and the same sandbox, so no run meets Temporal's size limits.
@@ -37,8 +45,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
-
-from {{ cookiecutter.package_name }}.machinery import {{ "affinity, approvals" if cookiecutter.approval != "none" else "affinity" }}
+{% if modules %}
+from {{ cookiecutter.package_name }}.machinery import {{ modules | join(", ") }}
+{%- endif %}
 {%- if cookiecutter.approval != "none" %}
 from {{ cookiecutter.package_name }}.machinery.approvals import (
     Approvals,
@@ -83,7 +92,9 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     DECIDE,
     PENDING,
 {%- endif %}
+{%- if bound %}
     SANDBOX_HOST_WAIT,
+{%- endif %}
     SANDBOX_PROVIDER,
     USAGE_MEMO,
     WORKFLOW_TYPE,
@@ -121,9 +132,11 @@ SANDBOX_RETRY_POLICY = RetryPolicy(
 class SandboxAgentWorkflow:
     # The most model turns a run may take, across its whole chain.
     max_turns = MAX_TURNS
+{%- if bound %}
     # How long an operation of a sandbox on a host waits for that host's
     # workers before the host is taken for gone.
     host_wait = SANDBOX_HOST_WAIT
+{%- endif %}
 {%- if cookiecutter.approval != "none" %}
     # How long a call waits for a person's decision (approvals.py).
     approval_timeout = APPROVAL_TIMEOUT
@@ -168,18 +181,24 @@ class SandboxAgentWorkflow:
                 type="UnknownSandboxProvider",
                 non_retryable=True,
             )
+{%- if bound %}
         # The host the sandbox lives on, if it is bound to one: chosen once
         # per chain, before the sandbox is created, then handed on with it.
         host = carried.host if carried else await affinity.choose_host(provider)
+{%- endif %}
         # Must match the name the worker registered the provider under.
         sandbox = LastingSandboxClient(
             provider,
             workflow.ActivityConfig(
                 start_to_close_timeout=SANDBOX_ACTIVITY_TIMEOUT,
                 retry_policy=SANDBOX_RETRY_POLICY,
+{%- if bound %}
                 **affinity.routed_to(host, self.host_wait),
+{%- endif %}
             ),
+{%- if bound %}
             host,
+{%- endif %}
         )
         try:
             return await self._run_agent(prompt, provider, sandbox, carried)
@@ -194,9 +213,11 @@ class SandboxAgentWorkflow:
                 non_retryable=True,
             ) from e
         except (ActivityError, AgentsWorkflowError) as e:
+{%- if bound %}
             gone = affinity.host_gone(e)
             if gone is not None and host is not None:
                 raise affinity.host_gone_failure(host, gone, self.host_wait) from e
+{%- endif %}
             # A model call or a sandbox operation failed for good: say which,
             # and why, in the failure the starter and the Web UI show.
             failed = e if isinstance(e, ActivityError) else e.__cause__
@@ -281,7 +302,9 @@ class SandboxAgentWorkflow:
                         turns=turns_before + budget.turns,
                         run=(carried.run if carried else 1) + 1,
                         usage=budget.usage,
+{%- if bound %}
                         host=sandbox.host,
+{%- endif %}
 {%- if cookiecutter.approval != "none" %}
                         always_approved=sorted(self.approvals.always),
 {%- endif %}
@@ -297,9 +320,15 @@ class SandboxAgentWorkflow:
         except BaseException as e:
             # A bug in workflow code (a KeyError, say) fails only the workflow
             # task, which Temporal retries until fixed code is deployed: the
+{%- if bound %}
             # run goes on then, in the same sandbox. Only an error that ends
             # the run removes it, unless its host is gone (nothing can reach it).
             if ends_the_run(e) and affinity.host_gone(e) is None:
+{%- else %}
+            # run goes on then, in the same sandbox. Only an error that ends
+            # the run removes it.
+            if ends_the_run(e):
+{%- endif %}
                 await self._remove(sandbox, e)
             raise
         await sandbox.remove()

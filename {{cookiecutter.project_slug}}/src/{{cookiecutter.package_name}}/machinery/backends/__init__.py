@@ -8,12 +8,20 @@ says which provider name the worker registers each one under; the worker and
 the workflow read it and know nothing else about where the sandbox lives.
 """
 
-from typing import Any, Protocol
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
 
 from {{ cookiecutter.package_name }}.machinery import shared
 from {{ cookiecutter.package_name }}.machinery.backends import {{ cookiecutter | backends | sort | join(", ") }}
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
 
 
 class Backend(Protocol):
@@ -28,19 +36,22 @@ class Backend(Protocol):
     # Where the agent's workspace lives in the sandbox.
     WORKSPACE_ROOT: str
 
-    def sandbox_client(self) -> BaseSandboxClient[Any]:
-        """Build the client the worker registers (runs on the worker only)."""
+    def sandbox_client(self, settings: WorkerSettings) -> BaseSandboxClient[Any]:
+        """Build the client the worker registers, with the worker's
+        ``settings`` (runs on the worker only)."""
         ...
 
     def sandbox_options(self) -> BaseSandboxClientOptions:
         """Options sent with each run (recorded in workflow history)."""
         ...
+{%- if cookiecutter | host_bound_backends %}
 
-    def host_bound(self) -> bool:
+    def host_bound(self, settings: WorkerSettings) -> bool:
         """Whether a sandbox this worker creates lives on this worker's host
         (its disk, its Docker engine), so that every later operation of the
         run's sandbox must run there (affinity.py; runs on the worker only)."""
         ...
+{%- endif %}
 
 
 # Every sandbox provider the worker registers, by its name in shared.py, with

@@ -2,10 +2,13 @@
 
 The worker needs ``DAYTONA_API_KEY`` (or ``DAYTONA_JWT_TOKEN`` with
 ``DAYTONA_ORGANIZATION_ID``); ``DAYTONA_API_URL`` and ``DAYTONA_TARGET`` are
-read too when set. Nothing here runs on the worker's host.
+read too when set. The agent's commands run on Daytona's machines, never on
+the worker's.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from agents.extensions.sandbox.daytona import (
     DEFAULT_DAYTONA_WORKSPACE_ROOT,
@@ -13,6 +16,13 @@ from agents.extensions.sandbox.daytona import (
     DaytonaSandboxClientOptions,
 )
 from temporalio import activity
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
+
 
 # Credentials this backend needs on the worker, beyond the model's: any one
 # of these sets of environment variables, each variable set and non-empty.
@@ -76,8 +86,9 @@ class LabelledDaytonaSandboxClient(DaytonaSandboxClient):
         return params
 
 
-def sandbox_client() -> DaytonaSandboxClient:
-    """Build the client the worker registers (runs on the worker only)."""
+def sandbox_client(settings: WorkerSettings) -> DaytonaSandboxClient:
+    """Build the client the worker registers (runs on the worker only); it
+    takes none of the worker's settings."""
     return LabelledDaytonaSandboxClient()
 
 
@@ -91,9 +102,11 @@ def sandbox_options() -> DaytonaSandboxClientOptions:
         image=IMAGE,
         sandbox_snapshot_name=SNAPSHOT,
     )
+{%- if cookiecutter | host_bound_backends %}
 
 
-def host_bound() -> bool:
+def host_bound(settings: WorkerSettings) -> bool:
     """A Daytona sandbox is reached over the network from any worker: a run
     goes on on any worker, whichever created its sandbox (affinity.py)."""
     return False
+{%- endif %}

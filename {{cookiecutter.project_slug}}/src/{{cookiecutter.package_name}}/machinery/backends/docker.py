@@ -5,11 +5,12 @@ Each run gets a fresh container, from ``IMAGE`` and on ``NETWORK_MODE``
 and it is removed at the end of the run. Nothing the agent runs touches the
 worker's host, and the engine can be one you run yourself.
 
-The container is contained (``Limits``, below): bounded memory, CPU and
+The container is contained (``container_bounds()``, below): bounded memory, CPU and
 processes, a workspace of bounded size, no capabilities, no new privileges,
 and a user that is not root. A command that forks, allocates or writes
 without end fails inside its container; the worker's host and every other
-run on it go on. Each limit has a default and a worker environment variable.
+run on it go on. Each limit has a default and a worker environment variable
+(``DOCKER_SANDBOX_*``, read by settings.py).
 
 The worker reaches the engine through ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY``
 and ``DOCKER_CERT_PATH`` for a remote one over TLS) or, when that is unset,
@@ -27,13 +28,11 @@ worker builds its client: the workflow imports this module for its options,
 and Temporal's workflow sandbox refuses the SDK's HTTP modules.
 """
 
+from __future__ import annotations
+
 import asyncio
 import functools
-import os
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.sandboxes.docker import (
@@ -45,6 +44,13 @@ from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from {{ cookiecutter.package_name }}.machinery.settings import DockerLimits, WorkerSettings
+
 
 # Credentials this backend needs on the worker, beyond the model's: none. It
 # needs a Docker engine that answers instead; the worker checks that at start.
@@ -87,108 +93,30 @@ WORKFLOW_LABEL = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
 PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
 
 
-# Set to true when every worker reaches the same engine (see above).
-ENGINE_SHARED_VARIABLE = "DOCKER_ENGINE_SHARED"
-_YES_NO = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": False}
-
-
-# What a run's container may use. Memory covers the workspace and /tmp too:
-# both are in-memory file systems (tmpfs) of the sizes below, which is how a
-# workspace gets a size bound on any engine (a disk quota, `--storage-opt
-# size`, needs overlay2 on xfs with pquota). 65534 is `nobody` in every
-# image; the workspace and /tmp belong to the user, whatever the image says.
-LIMIT_VARIABLES = {
-    "memory": ("DOCKER_SANDBOX_MEMORY", "2g"),
-    "cpus": ("DOCKER_SANDBOX_CPUS", "1"),
-    "pids": ("DOCKER_SANDBOX_PIDS", "256"),
-    "workspace_size": ("DOCKER_SANDBOX_WORKSPACE_SIZE", "1g"),
-    "user": ("DOCKER_SANDBOX_USER", "65534:65534"),
-}
-# /tmp in the container (the SDK keeps its helper scripts there).
-TMP_SIZE = "64m"
-_SIZE = re.compile(r"(\d+)([kmg]?)b?", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-_USER = re.compile(r"(\d+)(?::(\d+))?")
-
-
-def _bytes(name: str, value: str) -> int:
-    found = _SIZE.fullmatch(value.strip())
-    if not found or int(found.group(1)) == 0:
-        raise ValueError(
-            f"{name}={value!r} is not a size: give a number of bytes with a unit, e.g. 512m or 2g."
-        )
-    return int(found.group(1)) * _UNITS[found.group(2).lower()]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The bounds on each sandbox container, read from the worker's
-    environment (``LIMIT_VARIABLES``: names and defaults)."""
-
-    memory: int  # bytes, swap included (no swap)
-    cpus: float
-    pids: int
-    workspace_size: int  # bytes
-    uid: int
-    gid: int
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str]) -> "Limits":
-        def value(field: str) -> tuple[str, str]:
-            name, default = LIMIT_VARIABLES[field]
-            return name, environ.get(name) or default
-
-        memory = _bytes(*value("memory"))
-        name, cpus = value("cpus")
-        try:
-            cpu_count = float(cpus)
-        except ValueError:
-            cpu_count = 0
-        if not 0.01 <= cpu_count <= 1024:
-            raise ValueError(f"{name}={cpus!r} is not a number of CPUs: give e.g. 0.5, 1 or 4.")
-        name, pids = value("pids")
-        if not pids.isdigit() or not 16 <= int(pids) <= 1_000_000:
-            raise ValueError(
-                f"{name}={pids!r} is not a number of processes from 16 to 1000000 "
-                "(the sandbox's own tools need a few)."
-            )
-        workspace_name, workspace = value("workspace_size")
-        workspace_size = _bytes(workspace_name, workspace)
-        if workspace_size + _bytes("TMP_SIZE", TMP_SIZE) >= memory:
-            raise ValueError(
-                f"{workspace_name}={workspace!r} leaves no room in "
-                f"{LIMIT_VARIABLES['memory'][0]}={value('memory')[1]!r}: the workspace and "
-                f"/tmp ({TMP_SIZE}) are kept in the container's memory; give it more memory."
-            )
-        name, user = value("user")
-        found = _USER.fullmatch(user.strip())
-        if not found:
-            raise ValueError(
-                f"{name}={user!r} is not a numeric user: give UID or UID:GID, e.g. 65534:65534 "
-                "(0 runs the agent's commands as root)."
-            )
-        uid = int(found.group(1))
-        gid = int(found.group(2) or uid)
-        return cls(memory, cpu_count, int(pids), workspace_size, uid, gid)
-
-    def host_config(self) -> dict[str, Any]:
-        """The engine's HostConfig fields that contain a container (they are
-        what `docker inspect` reads back)."""
-        owner = f"uid={self.uid},gid={self.gid}"
-        # Docker mounts a tmpfs noexec unless told: the agent runs scripts
-        # in its workspace, and the SDK its helpers from /tmp.
-        return {
-            "Memory": self.memory,
-            "MemorySwap": self.memory,
-            "NanoCpus": int(self.cpus * 1e9),
-            "PidsLimit": self.pids,
-            "CapDrop": ["ALL"],
-            "SecurityOpt": ["no-new-privileges"],
-            "Tmpfs": {
-                WORKSPACE_ROOT: f"size={self.workspace_size},{owner},mode=0700,exec",
-                "/tmp": f"size={TMP_SIZE},mode=1777,exec",
-            },
-        }
+def container_bounds(limits: DockerLimits) -> dict[str, Any]:
+    """The engine's HostConfig fields that contain a container (they are
+    what `docker inspect` reads back). Memory covers the workspace and /tmp
+    too: both are in-memory file systems (tmpfs), which is how a workspace
+    gets a size bound on any engine (a disk quota, `--storage-opt size`,
+    needs overlay2 on xfs with pquota). The workspace and /tmp belong to the
+    user (65534, `nobody` in every image, unless DOCKER_SANDBOX_USER says
+    otherwise), whatever the image says."""
+    owner = f"uid={limits.uid},gid={limits.gid}"
+    # Docker mounts a tmpfs noexec unless told: the agent runs scripts in
+    # its workspace, and the SDK its helpers from /tmp.
+    return {
+        "Memory": limits.memory,
+        "MemorySwap": limits.memory,
+        "NanoCpus": int(limits.cpus * 1e9),
+        "PidsLimit": limits.pids,
+        "CapDrop": ["ALL"],
+        "SecurityOpt": ["no-new-privileges"],
+        "Tmpfs": {
+            WORKSPACE_ROOT: f"size={limits.workspace_size},{owner},mode=0700,exec",
+            # The SDK keeps its helper scripts there.
+            "/tmp": f"size={limits.tmp_size},mode=1777,exec",
+        },
+    }
 
 
 class DockerEngineUnavailable(Exception):
@@ -276,54 +204,36 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
             ) from None
 
 
-def engine_address() -> str:
-    """Where the worker looks for the Docker engine, as the docker SDK does."""
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-
-
-def engine_shared() -> bool:
-    """Whether every worker reaches the same engine (``DOCKER_ENGINE_SHARED``)."""
-    value = os.environ.get(ENGINE_SHARED_VARIABLE, "")
-    if value.strip().lower() not in _YES_NO:
-        raise ValueError(
-            f"{ENGINE_SHARED_VARIABLE}={value!r} is neither true nor false: set it to true "
-            "when every worker reaches the same Docker engine, false (or leave it unset) "
-            "when each host has its own."
-        )
-    return _YES_NO[value.strip().lower()]
-
-
-def host_bound() -> bool:
+def host_bound(settings: WorkerSettings) -> bool:
     """A container lives on its engine: on this host's, unless every worker
-    shares one (``engine_shared()``)."""
-    return not engine_shared()
+    shares one (``DOCKER_ENGINE_SHARED``)."""
+    return not settings.docker_engine_shared
 
 
-def sandbox_client() -> DockerSandboxClient:
+def sandbox_client(settings: WorkerSettings) -> DockerSandboxClient:
     """Build the client the worker registers (runs on the worker only), once
-    the engine has answered."""
+    the engine has answered, with ``settings.docker_limits`` on every container."""
     import docker
-
-    engine_shared()  # a bad setting stops the worker at once
-    limits = Limits.from_environment(os.environ)
 
     try:
         engine: Any = docker.from_env()
         engine.ping()
     except docker.errors.DockerException as e:
         raise DockerEngineUnavailable(
-            f"no Docker engine answers at {engine_address()} (set DOCKER_HOST to reach "
+            f"no Docker engine answers at {settings.docker_host} (set DOCKER_HOST to reach "
             f"another one): {e}"
         ) from e
-    engine.api.create_container = functools.partial(contained, engine.api.create_container, limits)
+    engine.api.create_container = functools.partial(
+        contained, engine.api.create_container, settings.docker_limits
+    )
     return LabelledDockerSandboxClient(engine)
 
 
-def contained(create: Any, limits: Limits, *args: Any, **kwargs: Any) -> Any:
+def contained(create: Any, limits: DockerLimits, *args: Any, **kwargs: Any) -> Any:
     """The engine API's ``create_container``, making every container
     contained by ``limits``, as a user other than root unless they say 0."""
     host_config = kwargs.pop("host_config", None) or {}
-    bounds = limits.host_config()
+    bounds = container_bounds(limits)
     # What the SDK asks for (a capability a mount needs) is kept.
     bounds["SecurityOpt"] += host_config.get("SecurityOpt") or []
     kwargs["host_config"] = {**host_config, **bounds}

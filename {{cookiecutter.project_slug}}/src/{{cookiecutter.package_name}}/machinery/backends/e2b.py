@@ -1,16 +1,25 @@
 """The E2B backend: the agent's shell runs in a remote E2B sandbox.
 
 The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
-Nothing here runs on the worker's host.
+The agent's commands run on E2B's machines, never on the worker's.
 """
 
-from typing import Any, Literal
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
 
 from agents.extensions.sandbox.e2b import E2BSandboxClient, E2BSandboxClientOptions
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
+
 
 # Credentials this backend needs on the worker, beyond the model's: any one
 # of these sets of environment variables, each variable set and non-empty.
@@ -83,8 +92,9 @@ class LabelledE2BSandboxClient(E2BSandboxClient):
         )
 
 
-def sandbox_client() -> E2BSandboxClient:
-    """Build the client the worker registers (runs on the worker only)."""
+def sandbox_client(settings: WorkerSettings) -> E2BSandboxClient:
+    """Build the client the worker registers (runs on the worker only); it
+    takes none of the worker's settings."""
     return LabelledE2BSandboxClient()
 
 
@@ -98,9 +108,11 @@ def sandbox_options() -> E2BSandboxClientOptions:
         on_timeout=ON_TIMEOUT,
         pause_on_exit=PAUSE_ON_EXIT,
     )
+{%- if cookiecutter | host_bound_backends %}
 
 
-def host_bound() -> bool:
+def host_bound(settings: WorkerSettings) -> bool:
     """An E2B sandbox is reached over the network from any worker: a run
     goes on on any worker, whichever created its sandbox (affinity.py)."""
     return False
+{%- endif %}

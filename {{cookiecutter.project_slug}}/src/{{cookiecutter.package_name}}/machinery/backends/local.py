@@ -7,8 +7,11 @@ worker's machine yourself, generate the service with a remote sandbox
 backend instead.
 """
 
+from __future__ import annotations
+
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agents.sandbox.sandboxes.unix_local import (
     UnixLocalSandboxClient,
@@ -16,6 +19,13 @@ from agents.sandbox.sandboxes.unix_local import (
 )
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
+
 
 # Credentials this backend needs on the worker, beyond the model's: none.
 REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
@@ -83,15 +93,16 @@ class LocalWorkspaceClient(UnixLocalSandboxClient):
         return await super().delete(session)
 
 
-def sandbox_client() -> UnixLocalSandboxClient:
-    """Build the client the worker registers (runs on the worker only)."""
+def sandbox_client(settings: WorkerSettings) -> UnixLocalSandboxClient:
+    """Build the client the worker registers (runs on the worker only); it
+    takes none of the worker's settings."""
     # By default the local sandbox hands the worker's whole environment to the
     # agent's shell, OPENAI_API_KEY included. Give it only a minimal, harmless
     # set (PATH, HOME, locale, ...) instead.
     return LocalWorkspaceClient(inherit_host_environment=False)
 
 
-def host_bound() -> bool:
+def host_bound(settings: WorkerSettings) -> bool:
     """A workspace is a directory on this host's disk: every operation of a
     run's sandbox runs on this host (affinity.py)."""
     return True

@@ -1,30 +1,28 @@
-"""Several hosts in one test process: workers with host ids of their own,
-each host's sandbox reaching only the workspaces that host created, and runs
-left part-way on a host that then goes away (affinity.py)."""
+"""Runs handed from one worker to the next in one test process: a run left
+part-way by a worker that goes away, and what the run's history says each
+worker did."""
 
 import asyncio
 import json
 import uuid
-from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
 from agents import ModelResponse
-from agents.sandbox.manifest import Manifest
-from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
-from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
-from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+{% if cookiecutter | host_bound_backends -%}
+from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
+{% endif -%}
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.starter import start
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
 
 from .scripted_model import ScriptedModel, tool_outputs
-from .support import RETRIED_AT_ONCE, activities, running_worker
+from .support import RETRIED_AT_ONCE, {{ "SETTINGS, " if cookiecutter | host_bound_backends }}activities, running_worker
 
 # Up to six steps, as many as the turn budget leaves room for (a turn each,
 # and one for the answer): each adds to a file the steps before wrote, and the
@@ -32,36 +30,6 @@ from .support import RETRIED_AT_ONCE, activities, running_worker
 ADDING = max(1, min(5, MAX_TURNS - 2))
 STEPS = [f"echo step-{step} >> steps.txt" for step in range(ADDING)] + ["cat steps.txt"]
 ALL_STEPS = "".join(f"step-{step}\n" for step in range(ADDING))
-
-# The workspaces each host created, by host: what each host's disk holds.
-WORKSPACES: dict[str, set[str]] = defaultdict(set)
-
-
-class WorkspaceNotOnThisHost(Exception):
-    """An operation reached a host that does not hold its sandbox."""
-
-
-class HostSandbox(UnixLocalSandboxClient):
-    """The local sandbox of one host among several in this process: it
-    reaches only the workspaces its host created (WORKSPACES), as a host
-    reaches only its own disk. Any worker of the host, restarted or not,
-    reaches them all."""
-
-    def __init__(self, host: str) -> None:
-        super().__init__(inherit_host_environment=False)
-        self.host = host
-
-    async def create(self, *, manifest: Manifest | None = None, **kwargs: Any) -> SandboxSession:
-        session = await super().create(manifest=manifest, **kwargs)
-        WORKSPACES[self.host].add(session.state.manifest.root)
-        return session
-
-    async def resume(self, state: SandboxSessionState) -> SandboxSession:
-        if state.manifest.root not in WORKSPACES[self.host]:
-            raise WorkspaceNotOnThisHost(
-                f"workspace root not found on host {self.host!r}: {state.manifest.root}"
-            )
-        return await super().resume(state)
 
 
 class StallsAfterTheFirstCommand(ScriptedModel):
@@ -106,16 +74,18 @@ async def start_as(
     )
 
 
+{% if cookiecutter | host_bound_backends -%}
 async def stalled_on(
     client: Client,
     host: str,
     provider: str,
     sandbox: BaseSandboxClient[Any] | None = None,
     workflow_class: type[SandboxAgentWorkflow] = SandboxAgentWorkflow,
+    settings: WorkerSettings = SETTINGS,
 ) -> WorkflowHandle[Any, str]:
     """A run of STEPS left part-way by the worker of ``host`` (its worker
     ``worker-of-<host>`` ran its first command, in a sandbox it created, then
-    stopped: both its queues)."""
+    stopped: both its queues), with the worker's ``settings``."""
     model = StallsAfterTheFirstCommand(STEPS)
     async with running_worker(
         client,
@@ -123,7 +93,26 @@ async def stalled_on(
         sandbox,
         provider=provider,
         host=host,
+        settings=settings,
         identity=f"worker-of-{host}",
+{%- else -%}
+async def stalled_on(
+    client: Client,
+    worker: str,
+    provider: str,
+    sandbox: BaseSandboxClient[Any] | None = None,
+    workflow_class: type[SandboxAgentWorkflow] = SandboxAgentWorkflow,
+) -> WorkflowHandle[Any, str]:
+    """A run of STEPS left part-way by the worker ``worker``: it ran the
+    run's first command, in a sandbox it created, then stopped."""
+    model = StallsAfterTheFirstCommand(STEPS)
+    async with running_worker(
+        client,
+        model,
+        sandbox,
+        provider=provider,
+        identity=worker,
+{%- endif %}
         workflows=[workflow_class],
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),
