@@ -257,3 +257,9 @@ def test_an_e2b_sandbox_lives_as_long_as_the_longest_run_by_default(bake, approv
     e2b = (project.machinery / "backends" / "e2b.py").read_text()
     assert f"SANDBOX_LIFETIME_SECONDS = {run}\n" in e2b
     assert f"timedelta(seconds={run})" in (project.package / "runs.py").read_text()
+
+
+def test_a_default_projects_readme_stays_under_200_lines(bake) -> None:
+    # Deploying, operating and extending belong in the project's docs/.
+    project: BakedProject = bake({})
+    assert len(project.text("README.md").splitlines()) < 200
