@@ -77,8 +77,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A test process of pytest-xdist ends here, once it has reported every
     result and stopped its dev server: Python's own teardown of the SDKs'
-    modules would keep it, and the whole run, another second or two."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    modules would keep it, and the whole run, another second or two. Only
+    a test process pytest-xdist started has ``workerinput``: a pytest run
+    that merely inherited PYTEST_XDIST_WORKER (one started by a test) ends
+    normally, with its own exit status."""
+    if hasattr(config, "workerinput"):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
