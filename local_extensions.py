@@ -563,7 +563,7 @@ class DerivedAnswers(Extension):
             items=items,
         )
         # For the recorded histories (tests/histories/), whose payloads are
-        # base64: the provider's name, the workflow's second argument, is one.
+        # base64: the workflow's input, a RunRequest naming the provider, is one.
         environment.filters["b64encode"] = lambda text: base64.b64encode(str(text).encode()).decode()
         environment.globals["choices"] = CHOICES
         environment.globals["default_model_activity_timeout"] = DEFAULT_MODEL_ACTIVITY_TIMEOUT

@@ -7,14 +7,15 @@ issues (its generated suite's test_histories.py then fails, naming the file):
 for each kind of workflow a project can have (``RECORDED``) it renders a
 project of that kind, runs the project's own scripted chain on a dev server
 that suggests continuing as new early (a chain of two runs, the first
-continued as new, with a sandbox command and model calls), records it with
-the project's own ``record()`` (histories.py), and writes the histories back
+continued as new, with an input file placed in the workspace, a sandbox
+command, model calls and the outputs collected), records it with the
+project's own ``record()`` (histories.py), and writes the histories back
 into the template as ``<kind>.run-N.json``; each project keeps the kind its
 workflow makes (local_extensions.history_kind). Besides the kind, the
 provider's name is the only answer a history depends on (it names the
-sandbox activities and is the workflow's second argument): it becomes a
-template expression, so every render of the kind replays them. Commit the
-result with the workflow change.
+sandbox activities and is a field of the workflow's input, its RunRequest):
+it becomes a template expression, so every render of the kind replays them.
+Commit the result with the workflow change.
 """
 
 import base64
@@ -33,17 +34,25 @@ RECORDING = """
 import asyncio, os, sys
 os.environ['OPENAI_AGENTS_DISABLE_TRACING'] = '1'
 from pathlib import Path
+from sandbox_agent.machinery.archives import inputs_of
 from sandbox_agent.machinery.histories import record
+from sandbox_agent.machinery.run_request import RunRequest
 from sandbox_agent.machinery.starter import start
 from tests.scripted_model import ScriptedModel
 from tests.support import dev_server, running_worker
 
 async def main(out: Path) -> None:
+    brief = out.parent / "brief.txt"
+    brief.write_text("kept across the chain\\n")
     async with dev_server("limit.historyCount.suggestContinueAsNew=20") as server:
-        model = ScriptedModel(["printf 'kept across the chain\\\\n' > note.txt && cat note.txt"])
+        model = ScriptedModel(["cp brief.txt note.txt && cat note.txt"])
         async with running_worker(server, model{where}) as (client, _):
-            handle = await start(client, "Write a note, then say what it says.")
-            print(await handle.result())
+            request = RunRequest(
+                "Copy the brief to a note, then say what it says.",
+                inputs=inputs_of([str(brief)], has_store=False),
+            )
+            handle = await start(client, request)
+            print((await handle.result()).answer)
             for path in await record(client, out, limit=10):
                 print(path)
 
@@ -51,16 +60,40 @@ asyncio.run(main(Path(sys.argv[1])))
 """
 
 
+def request_in(data: str, provider: str) -> dict | None:
+    """The run's request a payload's ``data`` holds (the workflow's input, a
+    RunRequest whose provider is ``provider``), or None for any other."""
+    try:
+        value = json.loads(base64.b64decode(data))
+    except ValueError:
+        return None
+    if isinstance(value, dict) and "prompt" in value and value.get("provider") == provider:
+        return value
+    return None
+
+
 def templated(history: dict, provider: str) -> str:
-    """The history as a template: the provider's name, where it appears,
+    """The history as a template: the provider's name, where it appears (the
+    sandbox activities' names, the provider of the workflow's input),
     becomes the answer's."""
-    as_payload = base64.b64encode(json.dumps(provider).encode()).decode()
     marker = "@@PROVIDER@@"
+    requests: list[str] = []
+
+    def request_expression(request: dict) -> str:
+        # The request's JSON (as Temporal's converter writes it), its
+        # provider the answer's, in base64.
+        text = json.dumps({**request, "provider": marker}, separators=(",", ":"), sort_keys=True)
+        before, after = text.split(json.dumps(marker))
+        joined = f"{json.dumps(before)} ~ (cookiecutter.sandbox_provider_name | tojson) ~ {json.dumps(after)}"
+        return "{% endraw %}{{ (" + joined + ") | b64encode | tojson }}{% raw %}"
 
     def walk(node: object) -> object:
         if isinstance(node, dict):
-            if node.get("data") == as_payload:
-                return {**node, "data": marker + "data"}
+            data = node.get("data")
+            request = request_in(data, provider) if isinstance(data, str) else None
+            if request is not None:
+                requests.append(request_expression(request))
+                return {**node, "data": f"{marker}request-{len(requests) - 1}"}
             name = node.get("name")
             if isinstance(name, str) and name.startswith(f"{provider}-sandbox_"):
                 return {**node, "name": marker + name.removeprefix(provider)}
@@ -70,10 +103,8 @@ def templated(history: dict, provider: str) -> str:
         return node
 
     text = json.dumps(walk(history), indent=1)
-    text = text.replace(
-        f'"{marker}data"',
-        "{% endraw %}{{ cookiecutter.sandbox_provider_name | tojson | b64encode | tojson }}{% raw %}",
-    )
+    for number, expression in enumerate(requests):
+        text = text.replace(f'"{marker}request-{number}"', expression)
     text = text.replace(f'"{marker}', '"{% endraw %}' + PROVIDER + "{% raw %}")
     return "{% raw %}" + text + "{% endraw %}\n"
 

@@ -76,9 +76,13 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_tools",
                 "test_hostile_calls",
                 "test_capacity_workers",
+                "test_inputs_outputs",
             )
         ],
-        [part("long", "test_long_runs", "test_versioning", "test_eviction"), part("faults", "test_faults")],
+        [
+            part("long", "test_long_runs", "test_versioning", "test_eviction", "test_inputs_outputs"),
+            part("faults", "test_faults"),
+        ],
     ],
     # Docker's module and long runs on a real engine (the rest of its suite
     # takes local-defaults' code paths, a host-bound sandbox); two worker processes as
@@ -93,6 +97,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_durability",
                 "test_long_runs",
                 "test_versioning",
+                "test_inputs_outputs",
                 only=True,
             )
         ],
@@ -159,6 +164,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_e2b",
                 "test_providers",
                 "test_approvals",
+                "test_inputs_outputs",
                 only=True,
             )
         ],

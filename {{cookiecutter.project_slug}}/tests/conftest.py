@@ -101,6 +101,51 @@ async def temporal_client() -> AsyncIterator[Client]:
         yield client
 
 
+# The bucket of the tests' S3 API (``s3_service``).
+BUCKET = "agent-payloads"
+
+
+@pytest.fixture(scope="session")
+def s3_service() -> Iterator[dict[str, str]]:
+    """A real S3 API for the whole session: moto's server mode, on loopback,
+    with one bucket (BUCKET), which no test needs the network for. Yields the
+    AWS variables that point a process at it; this process has them set for
+    the session, the processes a test starts get them from the test."""
+    import asyncio
+
+    import aioboto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    environment = {
+        "AWS_ACCESS_KEY_ID": "test-key-id",
+        "AWS_SECRET_ACCESS_KEY": "test-secret",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        # No instance metadata service to ask, no profile to read.
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+
+    async def make_bucket() -> None:
+        async with aioboto3.Session().client("s3") as s3:
+            await s3.create_bucket(Bucket=BUCKET)
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_SESSION_TOKEN"):
+            patch.delenv(name, raising=False)
+        for name, value in environment.items():
+            patch.setenv(name, value)
+        asyncio.run(make_bucket())
+        try:
+            yield environment
+        finally:
+            server.stop()
+
+
 @pytest.fixture
 def starter_env(temporal_client: Client, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Client:
     """Point the starter's own connection at the test server, whatever this
@@ -148,7 +193,7 @@ async def completed_run(temporal_client: Client) -> CompletedRun:
     )
     async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, "Write a note, then read it back.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
     return CompletedRun(handle, answer, TASK_QUEUE)
 {%- if secrets %}
 

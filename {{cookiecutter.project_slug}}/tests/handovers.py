@@ -13,6 +13,7 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
 {% if cookiecutter | host_bound_backends -%}
 from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
 {% endif -%}
@@ -59,7 +60,7 @@ async def start_as(
     workflow_class: type[SandboxAgentWorkflow],
     provider: str,
     prompt: str = "Add to the file, then print it.",
-) -> WorkflowHandle[Any, str]:
+) -> WorkflowHandle[Any, RunAnswer]:
     """Start a run of ``workflow_class`` (a test's variant of the service's
     workflow, registered under a name of its own) as the starter starts the
     service's own."""
@@ -67,7 +68,7 @@ async def start_as(
         return await start(client, prompt, provider=provider)
     return await client.start_workflow(
         workflow_class.run,
-        args=[prompt, provider],
+        RunRequest(prompt, provider),
         id=f"{TASK_QUEUE}-{uuid.uuid4()}",
         task_queue=TASK_QUEUE,
         execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
@@ -82,7 +83,7 @@ async def stalled_on(
     sandbox: BaseSandboxClient[Any] | None = None,
     workflow_class: type[SandboxAgentWorkflow] = SandboxAgentWorkflow,
     settings: WorkerSettings = SETTINGS,
-) -> WorkflowHandle[Any, str]:
+) -> WorkflowHandle[Any, RunAnswer]:
     """A run of STEPS left part-way by the worker of ``host`` (its worker
     ``worker-of-<host>`` ran its first command, in a sandbox it created, then
     stopped: both its queues), with the worker's ``settings``."""
@@ -102,7 +103,7 @@ async def stalled_on(
     provider: str,
     sandbox: BaseSandboxClient[Any] | None = None,
     workflow_class: type[SandboxAgentWorkflow] = SandboxAgentWorkflow,
-) -> WorkflowHandle[Any, str]:
+) -> WorkflowHandle[Any, RunAnswer]:
     """A run of STEPS left part-way by the worker ``worker``: it ran the
     run's first command, in a sandbox it created, then stopped."""
     model = StallsAfterTheFirstCommand(STEPS)
@@ -124,7 +125,7 @@ async def stalled_on(
     return handle
 
 
-async def sandbox_workers(handle: WorkflowHandle[Any, str]) -> tuple[set[str], set[str]]:
+async def sandbox_workers(handle: WorkflowHandle[Any, RunAnswer]) -> tuple[set[str], set[str]]:
     """The workers that ran a run's sandbox operations, and the task queues
     the workflow sent them to (an operation no worker took among them)."""
     steps = [step for step in await activities(handle) if step.is_sandbox_operation]
@@ -132,7 +133,7 @@ async def sandbox_workers(handle: WorkflowHandle[Any, str]) -> tuple[set[str], s
     return {step.worker for step in steps if step.attempt}, {step.task_queue for step in steps}
 
 
-async def workspaces_used(handle: WorkflowHandle[Any, str]) -> set[str]:
+async def workspaces_used(handle: WorkflowHandle[Any, RunAnswer]) -> set[str]:
     """Every workspace a run's sandbox operations named, from its history."""
     roots = set()
     async for event in handle.fetch_history_events():

@@ -15,7 +15,8 @@ from temporalio import workflow
 
 from {{ cookiecutter.package_name }}.machinery.chain import Carried, HistoryBudget
 from {{ cookiecutter.package_name }}.machinery.observability import Usage
-from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
+from {{ cookiecutter.package_name }}.machinery.shared import WORKFLOW_TYPE
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 
@@ -24,10 +25,8 @@ class LongSandboxAgentWorkflow(SandboxAgentWorkflow):
     max_turns = 1_000
 
     @workflow.run
-    async def run(
-        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
-    ) -> str:
-        return await super().run(prompt, provider, carried)
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        return await super().run(request, carried)
 
 
 @workflow.defn(name="BudgetedSandboxAgentWorkflow")
@@ -38,10 +37,8 @@ class BudgetedSandboxAgentWorkflow(SandboxAgentWorkflow):
     max_turns = 30
 
     @workflow.run
-    async def run(
-        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
-    ) -> str:
-        return await super().run(prompt, provider, carried)
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        return await super().run(request, carried)
 
 {%- if cookiecutter | host_bound_backends %}
 
@@ -54,10 +51,8 @@ class ImpatientSandboxAgentWorkflow(SandboxAgentWorkflow):
     host_wait = timedelta(seconds=2)
 
     @workflow.run
-    async def run(
-        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
-    ) -> str:
-        return await super().run(prompt, provider, carried)
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        return await super().run(request, carried)
 {%- endif %}
 
 
@@ -84,10 +79,8 @@ class BuggyWorkflow(SandboxAgentWorkflow):
         return BugAtTheSecondTurn(usage=usage)
 
     @workflow.run
-    async def run(
-        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
-    ) -> str:
-        return await super().run(prompt, provider, carried)
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        return await super().run(request, carried)
 
 
 @workflow.defn(name="BugThenFixWorkflow")
@@ -96,10 +89,8 @@ class FixedWorkflow(SandboxAgentWorkflow):
     buggy one's name, as a deploy of the fix would register it."""
 
     @workflow.run
-    async def run(
-        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
-    ) -> str:
-        return await super().run(prompt, provider, carried)
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        return await super().run(request, carried)
 
 
 # A step the next build adds before the agent.
@@ -113,11 +104,9 @@ class NextBuildWorkflow(SandboxAgentWorkflow):
     workflow started. Registered under the service's own workflow type."""
 
     @workflow.run
-    async def run(
-        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
-    ) -> str:
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
         await workflow.sleep(NEXT_BUILDS_STEP)
-        return await super().run(prompt, provider, carried)
+        return await super().run(request, carried)
 {%- if cookiecutter.approval != "none" %}
 
 
@@ -129,8 +118,6 @@ class ImpatientApprovalWorkflow(SandboxAgentWorkflow):
     approval_timeout = timedelta(seconds=1)
 
     @workflow.run
-    async def run(
-        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
-    ) -> str:
-        return await super().run(prompt, provider, carried)
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        return await super().run(request, carried)
 {%- endif %}

@@ -52,8 +52,10 @@ from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS,
 {% else -%}
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS, Backend
 {% endif -%}
+from {{ cookiecutter.package_name }}.machinery.object_store import data_converter
 from {{ cookiecutter.package_name }}.machinery.observability import metrics_runtime
 from {{ cookiecutter.package_name }}.machinery.payloads import AgentPayloadConverter
+from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer
 from {{ cookiecutter.package_name }}.machinery.settings import (
     StarterSettings,
     WorkerSettings,
@@ -243,9 +245,7 @@ SETTINGS = settings_with({})
 STARTER_SETTINGS: StarterSettings = starter_settings({{ "APPROVER_ENVIRONMENT" if cookiecutter.approval != "none" else "{}" }})
 
 
-async def start_in(
-    client: Client, backend: Backend, prompt: str
-) -> WorkflowHandle[SandboxAgentWorkflow, str]:
+async def start_in(client: Client, backend: Backend, prompt: str) -> WorkflowHandle[Any, RunAnswer]:
     """Start a run of the agent in ``backend``'s sandbox, as the starter does."""
 {%- if cookiecutter | additional_backends %}
     return await start(client, prompt, provider=provider_of(backend))
@@ -355,10 +355,13 @@ DATA_CONVERTER = DataConverter(payload_converter_class=AgentPayloadConverter)
 
 def with_plugins(client: Client, *plugins: Plugin) -> Client:
     """``client``'s connection with ``plugins``, and the data converter every
-    client of the tests shares (``DATA_CONVERTER``)."""
+    client of the tests shares (``DATA_CONVERTER``), keeping ``client``'s
+    object store (its external storage: object_store.py) if it has one."""
     config = client.config()
     config["plugins"] = plugins
-    config["data_converter"] = DATA_CONVERTER
+    config["data_converter"] = data_converter(
+        client.data_converter.external_storage, DATA_CONVERTER
+    )
     return Client(**config)
 
 
@@ -565,7 +568,8 @@ DROPPED_RUNS_CLOSED = (
 class CompletedRun:
     """A finished run, as the ``completed_run`` fixture (conftest.py) leaves it."""
 
-    handle: WorkflowHandle[SandboxAgentWorkflow, str]
+    handle: WorkflowHandle[Any, RunAnswer]
+    # The run's answer, its text (RunAnswer.answer).
     answer: str
     worker_task_queue: str
 

@@ -145,7 +145,8 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
             on_b = [
                 await start(client, "Add, then print.", provider=BOUND_PROVIDER) for _ in range(4)
             ]
-            answers = await asyncio.gather(*(run.result() for run in on_a + on_b))
+            done = await asyncio.gather(*(run.result() for run in on_a + on_b))
+            answers = [each.answer for each in done]
 
     # Every run saw, at its last step, what each of its steps wrote...
     for answer in answers:
@@ -188,7 +189,7 @@ async def test_a_worker_restarted_on_the_same_host_resumes_its_runs_there(
 ) -> None:
     run = await stalled_on(temporal_client, "host-a", BOUND_PROVIDER, HostSandbox("host-a"))
     async with worker_on(temporal_client, "host-a", identity="worker-a-again"):
-        answer = await run.result()
+        answer = (await run.result()).answer
 
     assert answer.endswith(ALL_STEPS)
     assert await sandbox_workers(run) == (

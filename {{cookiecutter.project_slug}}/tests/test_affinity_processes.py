@@ -88,7 +88,8 @@ async def test_two_hosts_under_load_keep_every_run_on_the_host_of_its_sandbox(
                 for _ in range(RUNS)
             ]
             async with asyncio.timeout(240):
-                answers = await asyncio.gather(*(run.result() for run in runs))
+                done = await asyncio.gather(*(run.result() for run in runs))
+                answers = [each.answer for each in done]
 
     # Every run saw, at its last step, what each of its steps wrote.
     for answer in answers:

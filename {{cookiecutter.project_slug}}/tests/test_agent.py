@@ -17,7 +17,7 @@ async def test_every_request_carries_the_agents_instructions_model_and_settings(
 ) -> None:
     with scripted_openai_server(["echo hello"]) as server:
         async with running_worker(temporal_client, openai_model(server.url)) as (client, _):
-            answer = await (await start(client, "Say hello.")).result()
+            answer = (await (await start(client, "Say hello.")).result()).answer
 
     assert answer.endswith("hello\n")
     assert len(server.bodies) == 2

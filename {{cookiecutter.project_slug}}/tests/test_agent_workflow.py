@@ -4,6 +4,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
@@ -27,6 +28,9 @@ async def test_every_sandbox_operation_is_an_activity_named_after_the_provider(
     assert f"{SANDBOX_PROVIDER}-sandbox_client_create" in sandbox_activities
     assert f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start" in sandbox_activities
     assert f"{SANDBOX_PROVIDER}-sandbox_client_delete" in sandbox_activities
+    # The run's outputs, collected from the workspace before it is removed.
+    collect = sandbox_activities.index(f"{SANDBOX_PROVIDER}-sandbox_workspace_collect")
+    assert collect < sandbox_activities.index(f"{SANDBOX_PROVIDER}-sandbox_client_delete")
     assert all(name.startswith(f"{SANDBOX_PROVIDER}-") for name in sandbox_activities)
 
 
@@ -45,7 +49,6 @@ async def test_worker_and_starter_use_the_same_task_queue_and_provider(
         for event in history.events
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
     ]
-    prompt, provider = await temporal_client.data_converter.decode(started.input.payloads)
-    assert prompt == "Write a note, then read it back."
-    assert provider == SANDBOX_PROVIDER
-    assert provider in SANDBOX_BACKENDS
+    [request] = await temporal_client.data_converter.decode(started.input.payloads, [RunRequest])
+    assert request == RunRequest("Write a note, then read it back.", SANDBOX_PROVIDER)
+    assert request.provider in SANDBOX_BACKENDS

@@ -30,6 +30,7 @@ from temporalio.worker import Replayer
 
 from {{ cookiecutter.package_name }}.machinery import starter
 from {{ cookiecutter.package_name }}.machinery.observability import APPROVAL_WAIT, APPROVALS
+from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer
 from {{ cookiecutter.package_name }}.machinery.shared import DECIDE, PENDING, SANDBOX_PROVIDER
 from {{ cookiecutter.package_name }}.machinery.starter import (
     EXIT_COMPLETED,
@@ -105,7 +106,7 @@ async def test_an_approved_command_runs_and_its_output_reaches_the_model(
             f"Waiting for a person to approve exec_command (call {request['call_id']})"
         ), metadata.current_details
         assert await decide(handle, request, True) == "approved"
-        answer = await handle.result()
+        answer = (await handle.result()).answer
     assert answer.endswith("it ran\n"), answer
 
 
@@ -120,7 +121,7 @@ async def test_a_rejected_command_never_runs_and_the_model_reads_why(
         second = await requests_of(handle)
         assert [request["detail"].splitlines()[0] for request in second] == ["$ ls -a"]
         await decide(handle, second[0], True)
-        answer = await handle.result()
+        answer = (await handle.result()).answer
     # The model read the reason as the command's result; the file was never made.
     assert any("not that file" in output for output in tool_outputs(model.inputs[1])), model.inputs[
         1
@@ -145,7 +146,7 @@ async def test_a_request_nobody_answers_is_rejected_at_the_timeout_and_the_run_g
         ),
     ):
         handle = await start_as(client, ImpatientApprovalWorkflow, SANDBOX_PROVIDER)
-        answer = await handle.result()
+        answer = (await handle.result()).answer
         assert answer == "Rejected: no one approved it within 1 s.", answer
         assert await metrics.total(APPROVALS, decision="timed_out") == 1
         # It waited the timeout, 1 s, by the wait's histogram (in ms).
@@ -178,10 +179,10 @@ async def test_a_decision_sent_after_the_worker_restarted_applies_in_the_same_sa
         client,
         _,
     ):
-        handle = client.get_workflow_handle(handle.id)
+        handle = client.get_workflow_handle(handle.id, result_type=RunAnswer)
         [second] = await requests_of(handle)
         await decide(handle, second, True)
-        answer = await handle.result()
+        answer = (await handle.result()).answer
     assert answer.endswith("before\n"), answer
     assert len(await workspaces_used(handle)) == 1
 
@@ -216,7 +217,7 @@ async def test_always_approves_the_tool_for_the_rest_of_the_run(temporal_client:
         [request] = await requests_of(handle)
         await decide(handle, request, True, always=True)
         # The second command runs without waiting for anyone.
-        answer = await handle.result()
+        answer = (await handle.result()).answer
     assert answer.endswith("two\n"), answer
     assert await updates_in(handle) == 1
 
@@ -553,7 +554,7 @@ async def test_a_malformed_call_is_shown_as_running_nothing_and_the_run_goes_on(
         await decide(handle, request, True)
         [after] = await requests_of(handle)
         await decide(handle, after, True)
-        assert (await handle.result()).endswith("after\n")
+        assert (await handle.result()).answer.endswith("after\n")
 
 
 async def test_the_starter_refuses_to_decide_in_a_run_that_has_ended(

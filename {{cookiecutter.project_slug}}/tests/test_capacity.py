@@ -204,5 +204,5 @@ async def test_runs_past_the_limit_wait_for_a_slot_and_none_fails(
         assert model.calls == 1
 
         model.answer.set()
-        assert [await run.result() for run in runs] == ["done", "done"]
+        assert [(await run.result()).answer for run in runs] == ["done", "done"]
         assert model.calls == 2

@@ -70,6 +70,7 @@ BAD_VALUES: dict[str, list[str]] = {
     ],
     "TEMPORAL_DEPLOYMENT_NAME": ["", "my.agents", "two words", "x" * 256],
     "TEMPORAL_WORKER_BUILD_ID": ["", "two words", "x" * 256],
+    "OBJECT_STORE_URL": ["²", "", "relative/store", "ftp://store", "s3://", "file://host/x"],
 {%- if bound %}
     "WORKER_HOST_ID": ["²", "", "-5", "x" * 201, "a/b", "two words"],
 {%- endif %}

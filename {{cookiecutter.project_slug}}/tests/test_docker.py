@@ -35,7 +35,9 @@ from agents.sandbox.session import SandboxSession
 from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
+from {{ cookiecutter.package_name }}.machinery import archives
 from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
+from {{ cookiecutter.package_name }}.machinery.archives import inputs_of
 from {{ cookiecutter.package_name }}.machinery.backends import docker
 from {{ cookiecutter.package_name }}.machinery.backends.docker import (
     IMAGE,
@@ -46,8 +48,10 @@ from {{ cookiecutter.package_name }}.machinery.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.settings import docker_limits
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.starter import start
 from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
@@ -269,7 +273,7 @@ async def test_commands_run_in_a_container_not_on_the_workers_host(
     )
     async with docker_worker(temporal_client, ScriptedModel([command]), sandbox) as (client, _):
         handle = await start_in(client, docker, "Where am I?")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert printed(answer, "directory") == WORKSPACE_ROOT
     assert printed(answer, "hostname") != socket.gethostname()
@@ -283,6 +287,25 @@ async def test_commands_run_in_a_container_not_on_the_workers_host(
 {%- endif %}
 
 
+async def test_an_input_goes_into_the_container_and_what_the_run_changed_comes_back(
+    temporal_client: Client, sandbox: ImageForTests, tmp_path: Path
+) -> None:
+    # The workspace is a tmpfs, which the engine's archive API cannot read:
+    # the outputs come back through tar in the container (TmpfsWorkspaceSession).
+    (tmp_path / "data.txt").write_text("one\ntwo\n")
+    command = "wc -l < data.txt > count.txt && echo three >> data.txt"
+    inputs = inputs_of([str(tmp_path / "data.txt")], has_store=False)
+    request = RunRequest("Count the lines, then add one.", PROVIDER, inputs=inputs)
+    async with docker_worker(temporal_client, ScriptedModel([command]), sandbox) as (client, _):
+        outputs = (await (await start(client, request)).result()).outputs
+
+    with tarfile.open(fileobj=io.BytesIO(archives.decoded(outputs.archive))) as tar:
+        files = {each.name: (tar.extractfile(each) or io.BytesIO()).read() for each in tar}
+    assert sorted(files) == sorted(file.path for file in outputs.files) == ["count.txt", "data.txt"]
+    assert files["count.txt"].strip() == b"2"
+    assert files["data.txt"] == b"one\ntwo\nthree\n"
+
+
 async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
     temporal_client: Client, engine: Any, sandbox: ImageForTests
 ) -> None:
@@ -293,7 +316,7 @@ async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
         [container] = containers_of(engine, handle)
         stop_signal = engine.api.inspect_container(container.id)["Config"].get("StopSignal")
         model.go_on.set()
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert container.labels[WORKFLOW_LABEL] == handle.id
     assert container.labels[PROVIDER_LABEL] == PROVIDER
@@ -355,7 +378,7 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
         settings=settings,
         identity="second-worker",
     ):
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert "written before the restart" in answer
     assert container.id[:12] in answer
@@ -486,12 +509,12 @@ async def test_a_long_run_continues_as_new_in_the_same_container(
     ) as (client, _):
         handle = await client.start_workflow(
             LongSandboxAgentWorkflow.run,
-            args=["Note where you are, work a while, then look again.", PROVIDER],
+            RunRequest("Note where you are, work a while, then look again.", PROVIDER),
             id=f"{TASK_QUEUE}-docker-chain-{uuid.uuid4()}",
             task_queue=TASK_QUEUE,
             execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
         )
-        answer = await handle.result()
+        answer = (await handle.result()).answer
         assert handle.first_execution_run_id is not None
         runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
 
@@ -632,8 +655,8 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
         model.limits_read.set()
         # Meanwhile, an ordinary run on the same worker completes.
         ordinary = await start_in(client, docker, "Say hello.")
-        assert "hello" in await ordinary.result()
-        answers = {prompt: await run.result() for prompt, run in runs.items()}
+        assert "hello" in (await ordinary.result()).answer
+        answers = {prompt: (await run.result()).answer for prompt, run in runs.items()}
 
     # Each hostile command failed, stopped by its container's limit...
     assert "Resource temporarily unavailable" in answers["fork bomb"]  # out of processes
@@ -744,7 +767,7 @@ async def test_a_run_whose_docker_engine_restarts_ends_saying_why_and_leaves_no_
             model.go_on.set()
             try:
                 async with asyncio.timeout(90):
-                    outcome = await handle.result()
+                    outcome = (await handle.result()).answer
             except WorkflowFailureError as failed:
                 outcome = str(getattr(failed.cause, "message", failed.cause))
         left = containers_of(sandbox.docker_client, handle)

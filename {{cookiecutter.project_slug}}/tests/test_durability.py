@@ -86,7 +86,7 @@ async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sa
     async with running_worker(
         temporal_client, ScriptedModel(WRITE_THEN_READ), identity="second-worker"
     ):
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     # The second command saw the file the first one wrote...
     assert "written before the restart" in answer
@@ -123,7 +123,7 @@ async def test_a_bug_in_workflow_code_waits_for_its_fix_with_the_sandbox_intact(
     async with running_worker(
         temporal_client, ScriptedModel(WRITE_THEN_READ), workflows=[FixedWorkflow]
     ):
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert "written before the restart" in answer
     names = [a.name for a in await activities(handle)]
@@ -170,7 +170,7 @@ async def test_a_run_completes_when_every_step_is_replayed_from_history(
         temporal_client, ScriptedModel(WRITE_THEN_READ), max_cached_workflows=0
     ) as (client, _):
         handle = await start(client, "Write a note, then read it back.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert "written before the restart" in answer
 
@@ -220,7 +220,7 @@ async def test_a_remote_sandbox_goes_on_on_another_host_when_its_creator_is_gone
         identity="worker-b",
         settings=settings,
     ):
-        answer = await run.result()
+        answer = (await run.result()).answer
 
     assert answer.endswith(ALL_STEPS)
     # The sandbox's operations went to the shared queue, and ran on both hosts.
@@ -233,7 +233,7 @@ async def test_a_remote_sandbox_goes_on_on_another_worker_when_its_creator_is_go
     async with running_worker(
         temporal_client, ScriptedModel(STEPS), provider=provider, identity="worker-b"
     ):
-        answer = await run.result()
+        answer = (await run.result()).answer
 
     assert answer.endswith(ALL_STEPS)
     # The sandbox's operations stayed on the task queue, and ran on both workers.

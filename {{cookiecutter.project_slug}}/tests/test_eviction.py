@@ -86,7 +86,8 @@ async def test_more_runs_open_than_the_worker_caches_all_complete_and_replay(
                 while not all([await has_begun(run) for run in runs]):
                     await asyncio.sleep(0.2)
             model.gate.set()
-            answers = await asyncio.gather(*(run.result() for run in runs))
+            done = await asyncio.gather(*(run.result() for run in runs))
+            answers = [each.answer for each in done]
         gc.collect()
     finally:
         sys.unraisablehook = hook

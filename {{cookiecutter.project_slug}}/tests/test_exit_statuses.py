@@ -23,6 +23,7 @@ import pytest
 from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.machinery import starter
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.starter import (
     EXIT_COMPLETED,
     EXIT_INTERRUPTED,
@@ -153,7 +154,7 @@ async def interrupted_while_following(
     # still following it when the signal comes.
     handle = await client.start_workflow(
         "SandboxAgentWorkflow",
-        "Wait.",
+        RunRequest("Wait."),
         id=f"interrupted-{uuid.uuid4()}",
         task_queue=f"nobody-polls-{uuid.uuid4()}",
     )
@@ -191,7 +192,7 @@ async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
                 # Stop a worker that has done real work: a whole run.
                 answered = len(model.reported)
                 handle = await start(temporal_client, "Say it.")
-                assert (await handle.result()).endswith("all-done\n")
+                assert (await handle.result()).answer.endswith("all-done\n")
                 if metrics:
                     # The run's tokens as the model's HTTP answers reported them.
                     tokens = sum(answer[0] for answer in model.reported[answered:])

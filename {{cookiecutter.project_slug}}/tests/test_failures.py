@@ -10,6 +10,7 @@ from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER
 from {{ cookiecutter.package_name }}.machinery.starter import run, start
 from {{ cookiecutter.package_name }}.machinery.worker import MODEL_RETRY_POLICY
@@ -196,7 +197,7 @@ async def test_a_command_that_fails_once_is_retried_and_the_run_completes(
         _,
     ):
         handle = await start(client, "Multiply six by seven in the shell.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert "42" in answer
     commands = [
@@ -220,7 +221,7 @@ async def test_a_sandbox_that_fails_to_start_once_is_retried_and_the_run_complet
         _,
     ):
         handle = await start(client, "Say ready from the shell.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert "ready" in answer
     creates = [
@@ -239,7 +240,7 @@ async def test_the_starter_prints_why_a_run_failed_and_exits_1(
     monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
     sandbox = FailingSandbox(create_errors=[unreachable_image()])
     async with running_worker(temporal_client, ScriptedModel(["true"]), sandbox):
-        status = await run("Do nothing.", STARTER_SETTINGS)
+        status = await run(RunRequest("Do nothing."), STARTER_SETTINGS)
 
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 1

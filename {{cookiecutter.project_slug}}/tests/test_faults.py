@@ -51,7 +51,7 @@ async def test_a_run_survives_its_temporal_server_restarted_three_times(tmp_path
                     await asyncio.sleep(2)
                     await server.start()
                 async with asyncio.timeout(60):
-                    answer = await handle.result()
+                    answer = (await handle.result()).answer
                 # The worker rode it out: it never stopped.
                 assert worker.process.returncode is None
 
@@ -90,7 +90,7 @@ async def test_a_worker_cut_off_from_temporal_for_30_s_goes_on(
                 # A few seconds once restored (a test whose cut never ends
                 # fails here, within this bound).
                 async with asyncio.timeout(30):
-                    answer = await handle.result()
+                    answer = (await handle.result()).answer
 
     # The cut held: it dropped the worker's connections, no step ran while it
     # lasted, and Temporal, hearing no heartbeat, gave the model call up...
@@ -114,7 +114,7 @@ async def test_a_model_storm_of_429_and_500_is_waited_out_as_retry_after_asks(
             await worker.wait_for("Worker polling")
             handle = await start(with_plugins(temporal_client), "Say something once it is calm.")
             async with asyncio.timeout(STORM + 120):
-                answer = await handle.result()
+                answer = (await handle.result()).answer
 
     assert "calm again" in answer
     statuses = [status for _, status in model.answered]

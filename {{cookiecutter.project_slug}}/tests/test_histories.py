@@ -7,7 +7,8 @@ change to the sequence of commands the workflow issues for the same history
 on a failing workflow task. So the suite replays real histories, with the
 plugins and the data converter the worker uses. The ones the service ships
 with were recorded from its own scripted run: a chain of two runs (the first
-continued as new), with its sandbox's commands and its model calls. Record
+continued as new), with an input placed in its workspace, its sandbox's
+commands, its model calls and its outputs collected. Record
 more from a live namespace before a deploy with
 ``{{ cookiecutter.project_slug }}-record-histories`` (histories.py) and commit them.
 """
@@ -23,7 +24,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from {{ cookiecutter.package_name }}.machinery.histories import record
-from {{ cookiecutter.package_name }}.machinery.shared import sandbox_operation
+from {{ cookiecutter.package_name }}.machinery.shared import COLLECT, PLACE, sandbox_operation
 from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
@@ -66,7 +67,8 @@ async def test_a_recorded_run_replays_against_the_workflow(path: Path) -> None:
 
 def test_the_histories_hold_a_chain_with_sandbox_commands_and_model_calls() -> None:
     """What the replay above covers: a run that continued as new, and the
-    next run of its chain; sandbox operations and model calls in both."""
+    next run of its chain; sandbox operations and model calls in both, the
+    run's input placed and its outputs collected."""
     endings, activities = set(), []
     for path in RECORDED:
         events = load(path).events
@@ -79,8 +81,9 @@ def test_the_histories_hold_a_chain_with_sandbox_commands_and_model_calls() -> N
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW in endings
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED in endings
     operations = {sandbox_operation(name) for name in activities}
-    # A model call (None), a command, the session that ran it.
-    commands = {None, "sandbox_session_pty_exec_start", "sandbox_session_start"}
+    # A model call (None), a command, the session that ran it, the input
+    # placed in the workspace, the outputs collected from it.
+    commands = {None, "sandbox_session_pty_exec_start", "sandbox_session_start", PLACE, COLLECT}
     assert commands <= operations, operations
 
 

@@ -14,6 +14,7 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxSessionState
 from agents.sandbox.snapshot import NoopSnapshot
 from temporalio.client import Client
 
+from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import (
     SANDBOX_PROVIDER,
     TASK_QUEUE,
@@ -31,7 +32,8 @@ async def test_a_file_the_agent_wrote_never_runs_before_a_command(temporal_clien
     # A login shell would run $HOME/.profile (the workspace's) first.
     commands = ["printf 'touch profile-ran\\n' > .profile", "ls -a"]
     async with running_worker(temporal_client, ScriptedModel(commands)) as (client, _):
-        answer = await (await start(client, "Write a profile, then list the files.")).result()
+        handle = await start(client, "Write a profile, then list the files.")
+        answer = (await handle.result()).answer
     assert ".profile" in answer.split(), answer
     assert "profile-ran" not in answer, answer
 
@@ -63,7 +65,7 @@ async def test_a_malformed_call_reaches_the_model_as_its_error_and_the_run_goes_
     long = [LongSandboxAgentWorkflow]
     async with running_worker(temporal_client, model, workflows=long) as (client, _):
         handle = await start_as(client, LongSandboxAgentWorkflow, SANDBOX_PROVIDER)
-        answer = await handle.result()
+        answer = (await handle.result()).answer
     assert answer.endswith("still going\n"), answer
     outputs = tool_outputs(model.inputs[-1])
     # The first output is notes.txt's command; then one error for each call.
@@ -103,10 +105,10 @@ async def test_a_run_started_with_carried_state_fails_at_once_and_touches_nothin
 {%- endif %}
         handle = await client.start_workflow(
             WORKFLOW_TYPE,
-            args=["Do as you are told.", SANDBOX_PROVIDER, carried],
+            args=[RunRequest("Do as you are told.", SANDBOX_PROVIDER), carried],
             id=f"forged-{uuid.uuid4()}",
             task_queue=TASK_QUEUE,
-            result_type=str,
+            result_type=RunAnswer,
         )
         reason = await failure_of(handle)
     assert "started with carried state" in reason, reason

@@ -41,7 +41,7 @@ async def test_a_run_removes_its_workspace_and_writes_no_snapshot(
     model = ScriptedModel(["echo draft > draft.txt && pwd"])
     async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, "Write a draft and tell me where it is.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     # The workspace was a fresh directory in the watched temp dir...
     assert f"{worker_disk.temp}/sandbox-local-" in answer

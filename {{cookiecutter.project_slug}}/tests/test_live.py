@@ -12,6 +12,7 @@ import pytest
 from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.settings import BadSetting, worker_settings
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.worker import (
@@ -43,15 +44,15 @@ async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
         pytest.skip(str(e))
     client = with_plugins(temporal_client, plugin)
     async with build_worker(client, settings){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
-        answer = await client.execute_workflow(
+        done = await client.execute_workflow(
             SandboxAgentWorkflow.run,
-            args=[
+            RunRequest(
                 "Run `echo $((6 * 7))` in the shell and answer with what it printed.",
                 provider,
-            ],
+            ),
             id=f"live-{uuid.uuid4()}",
             task_queue=TASK_QUEUE,
             execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
         )
 
-    assert "42" in answer
+    assert "42" in done.answer

@@ -58,7 +58,7 @@ async def test_a_command_past_the_time_limit_is_killed_with_what_it_started(
         _,
     ):
         handle = await start_in(client, local, "Spin.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert "Process exited with code 137" in answer
     assert "[killed: it ran past the sandbox's limit of 1 s per command" in answer
@@ -76,7 +76,7 @@ async def test_a_command_reads_every_file_of_the_workers_user(
     dotenv.write_text("OPENAI_API_KEY=sk-in-the-project-env\n")
     async with running_worker(temporal_client, ScriptedModel([f"cat {dotenv}"])) as (client, _):
         handle = await start_in(client, local, "Read the project's settings.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert "sk-in-the-project-env" in answer
 
@@ -94,7 +94,7 @@ async def test_the_sandbox_shell_does_not_see_the_workers_environment(
     monkeypatch.setenv("WORKER_ONLY_SETTING", "worker-only-canary")
     async with running_worker(temporal_client, ScriptedModel(["env"])) as (client, _):
         handle = await start_in(client, local, "Show me your environment.")
-        environment = await handle.result()
+        environment = (await handle.result()).answer
 
     assert "PATH=" in environment  # the command did run and print the environment
     assert "OPENAI_API_KEY" not in environment
@@ -154,7 +154,7 @@ async def test_a_worker_killed_and_restarted_as_its_pod_goes_on_in_the_same_work
             # busy machine.
             async with service(WORKER, environment):
                 async with asyncio.timeout(300):
-                    answer = await handle.result()
+                    answer = (await handle.result()).answer
 
     # The second command read what the first wrote, in the workspace on the
     # volume, each on a worker of the pod's host, through its queue.

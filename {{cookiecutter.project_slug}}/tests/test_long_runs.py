@@ -22,6 +22,7 @@ from temporalio.worker import Replayer
 from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 {% endif -%}
+from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import (
     LONGEST_OUTPUT,
     SANDBOX_PROVIDER,
@@ -63,12 +64,14 @@ BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
 TEN_MB = 10_000_000
 
 
-async def start_long(client: Client, prompt: str) -> WorkflowHandle[LongSandboxAgentWorkflow, str]:
+async def start_long(
+    client: Client, prompt: str
+) -> WorkflowHandle[LongSandboxAgentWorkflow, RunAnswer]:
     """Start a run of the service's workflow with a turn budget of 1,000, as
     the starter starts one."""
     return await client.start_workflow(
         LongSandboxAgentWorkflow.run,
-        prompt,
+        RunRequest(prompt),
         id=f"{TASK_QUEUE}-long-{uuid.uuid4()}",
         task_queue=TASK_QUEUE,
         execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
@@ -94,7 +97,7 @@ async def long_chain(temporal_client: Client) -> tuple[str, list[RunOfChain]]:
 {%- endif %}
     ) as (client, _):
         handle = await start_long(client, "Run the 300 commands.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
         assert handle.first_execution_run_id is not None
         runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
     return answer, runs
@@ -163,7 +166,7 @@ async def test_the_turn_budget_counts_across_the_chain(temporal_client: Client) 
     ) as (client, _):
         handle = await client.start_workflow(
             BudgetedSandboxAgentWorkflow.run,
-            "Keep going.",
+            RunRequest("Keep going."),
             id=f"{TASK_QUEUE}-budget-{uuid.uuid4()}",
             task_queue=TASK_QUEUE,
             execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
@@ -187,7 +190,7 @@ async def test_a_5_mb_command_output_is_cut_and_the_run_completes(temporal_clien
         _,
     ):
         handle = await start_long(client, "Print 5 MB.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     cut = f"bytes of this command output were left out here to stay within {LONGEST_OUTPUT:,}"
     assert cut in answer
@@ -229,7 +232,7 @@ async def test_a_chain_runs_against_a_stateless_openai_compatible_endpoint(
             temporal_client, openai_model(server.url), workflows=[LongSandboxAgentWorkflow]
         ) as (client, _):
             handle = await start_long(client, "Run the commands.")
-            answer = await handle.result()
+            answer = (await handle.result()).answer
             assert handle.first_execution_run_id is not None
             runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
 

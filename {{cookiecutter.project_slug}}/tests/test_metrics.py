@@ -31,6 +31,7 @@ from {{ cookiecutter.package_name }}.machinery.observability import (
     metrics_runtime,
     trace_to,
 )
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE, USAGE_MEMO
 from {{ cookiecutter.package_name }}.machinery.starter import start, usage_line
 from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin, build_worker
@@ -158,7 +159,7 @@ async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
     ):
         handle = await plugged.start_workflow(
             LongSandboxAgentWorkflow.run,
-            "Work a while.",
+            RunRequest("Work a while."),
             id=f"{TASK_QUEUE}-usage-{uuid.uuid4()}",
             task_queue=TASK_QUEUE,
             execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,

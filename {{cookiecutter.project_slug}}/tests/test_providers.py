@@ -8,6 +8,7 @@ from temporalio.exceptions import ApplicationError
 
 from {{ cookiecutter.package_name }}.machinery import starter
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import (
     SANDBOX_PROVIDER,
     SANDBOX_PROVIDERS,
@@ -31,7 +32,7 @@ async def test_each_registered_provider_runs_the_agent(
     model = ScriptedModel(["echo $((6 * 7))"])
     async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, "Multiply six by seven in the shell.", provider=provider)
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert "42" in answer
     sandbox_activities = [a.name for a in await activities(handle) if a.is_sandbox_operation]
@@ -56,7 +57,7 @@ async def test_an_unknown_provider_fails_the_run_with_a_clear_reason(
     async with running_worker(temporal_client, model) as (client, _):
         handle = await client.start_workflow(
             SandboxAgentWorkflow.run,
-            args=["Do nothing.", "nowhere"],
+            RunRequest("Do nothing.", "nowhere"),
             id=f"unknown-provider-{uuid.uuid4()}",
             task_queue=TASK_QUEUE,
         )
@@ -77,7 +78,7 @@ async def test_the_starter_runs_in_the_provider_it_is_given_and_attach_shows_it(
 ) -> None:
     provider = list(SANDBOX_BACKENDS)[-1]
     async with running_worker(starter_env, ScriptedModel(["echo $((6 * 7))"])):
-        assert await run("Multiply six by seven.", STARTER_SETTINGS, provider=provider) == 0
+        assert await run(RunRequest("Multiply six by seven.", provider), STARTER_SETTINGS) == 0
         started = capsys.readouterr().out
         assert await attach(started_id(started), STARTER_SETTINGS) == 0
         attached = capsys.readouterr().out

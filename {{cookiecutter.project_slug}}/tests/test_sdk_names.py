@@ -34,6 +34,16 @@ PRIVATE_NAMES = [
         "ActivityModelInput",
         "payloads.AgentPayloadConverter reads model inputs as it",
     ),
+    (
+        "temporalio.openai_agents.sandbox._temporal_activity_models",
+        "_HasState",
+        "workspace.PlaceArgs and CollectArgs carry a session's state as it",
+    ),
+    (
+        "temporalio.openai_agents._temporal_worker_env_ref",
+        "AllowAllWorkerEnvVars",
+        "workspace.WorkspaceProvider's activities take it",
+    ),
 {%- if cookiecutter.approval == "commands_and_writes" %}
     (
         "agents.sandbox.capabilities.tools.apply_patch_tool",
@@ -45,6 +55,20 @@ PRIVATE_NAMES = [
 
 # (module, class, private method, its parameters, what in the service overrides or calls it)
 PRIVATE_METHODS = [
+    (
+        "temporalio.openai_agents.sandbox._sandbox_client_provider",
+        "SandboxClientProvider",
+        "_get_activities",
+        ["self", "resolvable_worker_env_vars"],
+        "workspace.WorkspaceProvider adds its two operations to them",
+    ),
+    (
+        "temporalio.openai_agents.sandbox._sandbox_client_provider",
+        "SandboxClientProvider",
+        "_session",
+        ["self", "args"],
+        "workspace.WorkspaceProvider's operations reach the session through it",
+    ),
     (
         "agents.sandbox.session.sandbox_client",
         "BaseSandboxClient",

@@ -23,7 +23,7 @@ async def test_the_sandbox_sees_a_forwarded_secret_and_the_history_does_not(
     model = ScriptedModel([f"printf '%s' \"${name}\" | tr 'a-z' 'A-Z'"])
     async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, f"Show {name} upper-cased.")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
 
     assert secret.upper() in answer
     history = await handle.fetch_history()

@@ -22,6 +22,7 @@ from {{ cookiecutter.package_name }}.machinery import starter
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 {%- endif %}
 from {{ cookiecutter.package_name }}.machinery.chain import Carried
+from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import (
     LONGEST_PROMPT,
     SANDBOX_PROVIDER,
@@ -45,12 +46,13 @@ from .support import (
 
 def test_the_starter_names_the_workflow_the_worker_registers_and_sends_what_it_takes() -> None:
     # The starter starts runs by the workflow's type name instead of importing
-    # it; start() sends the prompt and the provider and expects text back.
+    # it; start() sends one RunRequest (the chain alone hands a run what it
+    # carried) and expects a RunAnswer back.
     definition = workflow._Definition.must_from_class(SandboxAgentWorkflow)
 
     assert definition.name == WORKFLOW_TYPE
-    assert definition.arg_types == [str, str, Carried | None]
-    assert definition.ret_type is str
+    assert definition.arg_types == [RunRequest, Carried | None]
+    assert definition.ret_type is RunAnswer
 
 
 def test_the_starter_loads_temporals_client_and_not_the_agents_sdk() -> None:
@@ -109,7 +111,7 @@ async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_co
 ) -> None:
     monkeypatch.setattr(starter, "WAIT_NOTICE", timedelta(seconds=1))
     seen: list[str] = []
-    following = asyncio.create_task(run("Wait for a worker.", STARTER_SETTINGS))
+    following = asyncio.create_task(run(RunRequest("Wait for a worker."), STARTER_SETTINGS))
     await asyncio.wait_for(printed(capsys, "  waiting  ", seen), timeout=30)
     async with running_worker(starter_env, ScriptedModel(["echo done"])):
         status = await asyncio.wait_for(following, timeout=30)
@@ -138,7 +140,7 @@ async def test_a_run_past_the_workers_capacity_waits_for_a_slot_shown_waiting_an
     ):
         other = await start(client, "Take the only slot.")
         await asyncio.wait_for(model.holding.wait(), timeout=30)
-        following = asyncio.create_task(run("Wait for the slot.", STARTER_SETTINGS))
+        following = asyncio.create_task(run(RunRequest("Wait for the slot."), STARTER_SETTINGS))
         await asyncio.wait_for(printed(capsys, "  waiting  ", seen), timeout=30)
         model.go_on.set()
         status = await asyncio.wait_for(following, timeout=30)
@@ -156,7 +158,7 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
 ) -> None:
     model = ScriptedModel(["echo step-one", "echo answer-$((40 + 2))"])
     async with running_worker(starter_env, model{{ ', host="this-host"' if cookiecutter | host_bound_backends }}):
-        status = await run("Say two things.", STARTER_SETTINGS)
+        status = await run(RunRequest("Say two things."), STARTER_SETTINGS)
 
     out = capsys.readouterr().out
     workflow_id = started_id(out)
@@ -178,6 +180,8 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     assert steps.index("sandbox  $ echo step-one") < steps.index("model    turn 2")
     assert steps.index("model    turn 2") < steps.index("sandbox  $ echo answer-$((40 + 2))")
     assert steps.index("sandbox  $ echo answer-$((40 + 2))") < steps.index("model    turn 3")
+    # The run's outputs (it wrote no file) are collected after the answer.
+    assert steps.index("model    turn 3") < steps.index("sandbox  output 0 files (0 B)")
     assert steps[-1] == "sandbox  removing the sandbox"
     # The scripted model answers with the last command's output.
     answer = answer_printed(out)
@@ -190,7 +194,7 @@ async def test_ui_link_follows_temporal_ui_url(
 ) -> None:
     settings = replace(STARTER_SETTINGS, ui_url="https://temporal.example.com/")
     async with run_time_limit(starter_env, TASK_QUEUE, RUN_TIME_LIMIT):
-        status = await run("Nothing to do.", settings, wait=False)
+        status = await run(RunRequest("Nothing to do."), settings, wait=False)
 
     out = capsys.readouterr().out
     workflow_id = started_id(out)
@@ -220,7 +224,7 @@ async def test_no_wait_starts_and_returns_then_attach_follows_the_run_to_its_ans
 ) -> None:
     # No worker yet: the run waits on its task queue, and --no-wait returns at once.
     async with run_time_limit(starter_env, TASK_QUEUE, RUN_TIME_LIMIT):
-        status = await run("Count to three.", STARTER_SETTINGS, wait=False)
+        status = await run(RunRequest("Count to three."), STARTER_SETTINGS, wait=False)
     out = capsys.readouterr().out
     workflow_id = started_id(out)
     assert status == 0

@@ -54,7 +54,7 @@ async def test_the_models_call_reaches_the_tool_and_its_result_reaches_the_model
         running_worker(client, model) as (plugged, _),
     ):
         handle = await start(plugged, "What time is it in UTC?")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
         # The result the tool returned, an ISO time in UTC, reached the model.
         assert answer.startswith("It is ") and answer.endswith("+00:00"), answer
         assert tool_outputs(model.inputs[-1]) == [answer.removeprefix("It is ")]
@@ -86,7 +86,7 @@ async def test_a_tool_call_that_fails_is_retried_like_any_activity(
     monkeypatch.setattr(tools, "ZoneInfo", flaky_zone)
     async with running_worker(temporal_client, AsksTheTime("Europe/Paris")) as (client, _):
         handle = await start(client, "What time is it in Paris?")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
     assert answer.startswith("It is "), answer
     [call] = tool_calls(await activities(handle))
     assert (call.attempt, call.failed) == (2, False)
@@ -97,7 +97,7 @@ async def test_an_error_no_retry_fixes_reaches_the_model_at_once(temporal_client
     model = AsksTheTime("Mars/Olympus_Mons")
     async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, "What time is it on Mars?")
-        answer = await handle.result()
+        answer = (await handle.result()).answer
     [call] = tool_calls(await activities(handle))
     assert (call.attempt, call.failed) == (1, True)
     # The model was told why, as the tool's result, and the run went on.

@@ -160,9 +160,9 @@ async def test_a_run_in_flight_finishes_on_its_build_while_new_runs_go_to_the_ne
             ):
                 await make_current(client, BUILD_B)
                 new = await start(client, "Add to the file, then print it.")
-                assert (await new.result()).endswith(ALL_STEPS)
+                assert (await new.result()).answer.endswith(ALL_STEPS)
                 model.go_on.set()
-                assert (await in_flight.result()).endswith(ALL_STEPS)
+                assert (await in_flight.result()).answer.endswith(ALL_STEPS)
 
             # The run in flight finished on A, every workflow task of it,
             # without one failure; the new run ran on B, B's step included.
@@ -222,7 +222,7 @@ async def test_a_chain_moves_to_the_current_build_at_continue_as_new(
             ):
                 await make_current(client, BUILD_B)
                 model.go_on.set()
-                answer = await chain.result()
+                answer = (await chain.result()).answer
 
             runs = await runs_of_chain(client, chain.id, chain.first_execution_run_id or "")
             first, *later = runs
@@ -246,7 +246,7 @@ async def test_a_chain_moves_to_the_current_build_at_continue_as_new(
             assert len(roots) == 1, roots
             [started] = [e for e in runs[-1].history.events][:1]
             carried = json.loads(
-                started.workflow_execution_started_event_attributes.input.payloads[2].data
+                started.workflow_execution_started_event_attributes.input.payloads[1].data
             )
             assert carried["turns"] >= 1 and carried["conversation"]
 

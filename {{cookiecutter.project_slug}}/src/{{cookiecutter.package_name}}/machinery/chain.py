@@ -18,6 +18,7 @@ goes on with the same conversation. Three pieces make that work:
 """
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,7 @@ from {{ cookiecutter.package_name }}.machinery.shared import CONVERSATION_LIMIT,
 
 @dataclass
 class Carried:
-    """What one run of the chain hands the next (its third argument).
+    """What one run of the chain hands the next (its second argument).
 
     The next run may be on a newer build (versioning.py): each build must
     read what the one before it wrote. So change it compatibly: add a field
@@ -75,6 +76,9 @@ class Carried:
     # The tools a person approved for the rest of the chain (approvals.py).
     always_approved: list[str] = field(default_factory=list)
 {%- endif %}
+    # What the workspace held once the run's inputs were placed (workspace.py's
+    # Placed: the baseline of its outputs), or None when nothing was placed.
+    placed: dict[str, Any] | None = None
 
 
 class HistoryFull(AgentsException):
@@ -91,6 +95,9 @@ class HistoryBudget(UsageMeter):
     call's tokens, from the chain's ``usage`` so far."""
 
     turns: int = 0
+    # Awaited once, before the first model call (the sandbox is up by then):
+    # the workflow places the run's inputs in the workspace.
+    before_first_turn: Callable[[], Awaitable[None]] | None = None
 
     async def on_llm_start(
         self,
@@ -104,6 +111,9 @@ class HistoryBudget(UsageMeter):
             info.get_current_history_size() > HISTORY_BUDGET or info.is_continue_as_new_suggested()
         ):
             raise HistoryFull(f"history at {info.get_current_history_size():,} bytes")
+        if self.before_first_turn is not None:
+            prepare, self.before_first_turn = self.before_first_turn, None
+            await prepare()
         self.turns += 1
 
 
@@ -189,12 +199,18 @@ class LastingSandboxClient(TemporalSandboxClient):
         self, name: str, config: workflow.ActivityConfig, host: SandboxHost | None = None
     ) -> None:
         super().__init__(name, config)
+        # How each sandbox operation is run (timeout, retries, routing): the
+        # workspace's own operations (workspace.py) are run the same way.
+        self.config = config
         # The host the sandbox lives on (``config`` sends its operations
         # there), handed on with its state; None when any worker reaches it.
         self.host = host
 {%- else %}
     def __init__(self, name: str, config: workflow.ActivityConfig) -> None:
         super().__init__(name, config)
+        # How each sandbox operation is run (timeout, retries): the
+        # workspace's own operations (workspace.py) are run the same way.
+        self.config = config
 {%- endif %}
         # The session's activities, without the SDK's wrapper (the runner
         # gets the wrapper): in workflow code that wrapper turns any failure

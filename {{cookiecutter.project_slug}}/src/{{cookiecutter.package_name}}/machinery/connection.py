@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, Plugin
+from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
@@ -105,9 +106,14 @@ def config_error(error: RuntimeError) -> ConnectionFailed:
     )
 
 
-async def connect(plugins: Sequence[Plugin] = (), runtime: Runtime | None = None) -> Client:
+async def connect(
+    plugins: Sequence[Plugin] = (),
+    runtime: Runtime | None = None,
+    data_converter: DataConverter | None = None,
+) -> Client:
     """Connect to the configured Temporal service (on ``runtime``, if given:
-    the worker's, when it serves metrics)."""
+    the worker's, when it serves metrics), with ``data_converter`` if given
+    (one with the object store's external storage: object_store.py)."""
     config = load_config()
     config.setdefault("target_host", DEFAULT_ADDRESS)
     address = config["target_host"]
@@ -134,7 +140,12 @@ async def connect(plugins: Sequence[Plugin] = (), runtime: Runtime | None = None
         )
 
     try:
-        client = await Client.connect(**config, plugins=list(plugins), runtime=runtime)
+        client = await Client.connect(
+            **config,
+            plugins=list(plugins),
+            runtime=runtime,
+            data_converter=data_converter or DataConverter.default,
+        )
     except ValueError as e:
         # The address or the TLS settings, refused before connecting.
         raise invalid(e) from e

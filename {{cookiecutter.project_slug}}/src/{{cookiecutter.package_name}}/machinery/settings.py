@@ -18,7 +18,9 @@ no credential's value is ever printed.
 
 Not here: the ``TEMPORAL_*`` connection settings, which Temporal's own
 envconfig reads (connection.py), and the variables each SDK reads for itself
-(``OPENAI_BASE_URL``, for one{% if "docker" in backends %}, and ``DOCKER_TLS_VERIFY``{% endif %}).
+(``OPENAI_BASE_URL``, for one{% if "docker" in backends %}, ``DOCKER_TLS_VERIFY``{% endif %}, and the AWS
+credentials and ``AWS_ENDPOINT_URL`` of an S3 object store; its region,
+``AWS_REGION``, is read here, since the AWS SDK for Python does not).
 docs/operations.md lists every setting, its default and what it allows.
 """
 
@@ -42,7 +44,9 @@ from urllib.parse import urlsplit
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 {%- endif %}
 from temporalio.common import WorkerDeploymentVersion
-{% if approvals %}
+
+from {{ cookiecutter.package_name }}.machinery import object_store as stores
+{%- if approvals %}
 from {{ cookiecutter.package_name }}.machinery.approvers import DEFAULT_KEY_FILE, public_text
 {%- endif %}
 from {{ cookiecutter.package_name }}.machinery.shared import MODEL_ACTIVITY_TIMEOUT
@@ -105,6 +109,7 @@ WORKER_VARIABLES = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "TEMPORAL_DEPLOYMENT_NAME",
     "TEMPORAL_WORKER_BUILD_ID",
+    "OBJECT_STORE_URL",
 {%- if bound %}
     "WORKER_HOST_ID",
 {%- endif %}
@@ -121,7 +126,7 @@ WORKER_VARIABLES = (
 {%- endif %}
 )
 # Every variable the starter reads itself.
-STARTER_VARIABLES = ("TEMPORAL_UI_URL",{{ ' "APPROVER_KEY_FILE"' if approvals }})
+STARTER_VARIABLES = ("TEMPORAL_UI_URL", "OBJECT_STORE_URL"{{ ', "APPROVER_KEY_FILE"' if approvals }})
 
 # The most of a bad value a message shows.
 _SHOWN = 80
@@ -139,8 +144,11 @@ def shown(value: str) -> str:
     return repr(value)
 
 
-def refused(name: str, value: str, allowed: str) -> BadSetting:
-    return BadSetting(f"{name}={shown(value)} is not allowed: use {allowed}.")
+def refused(name: str, value: str, allowed: str, why: str = "") -> BadSetting:
+    """The line refusing ``name=value``: what is allowed, and (``why``) what
+    is wrong with the value when the allowed forms alone do not say."""
+    because = f" ({why})" if why else ""
+    return BadSetting(f"{name}={shown(value)} is not allowed: use {allowed}{because}.")
 
 
 def whole_number(
@@ -283,6 +291,9 @@ class WorkerSettings:
     # TEMPORAL_DEPLOYMENT_NAME and TEMPORAL_WORKER_BUILD_ID: the Worker
     # Deployment Version it polls as (versioning.py); None: unversioned.
     version: WorkerDeploymentVersion | None
+    # OBJECT_STORE_URL: where large payloads go (object_store.py); None:
+    # nowhere, every payload in history.
+    object_store: stores.ObjectStore | None
 {%- if bound %}
     # WORKER_HOST_ID, or the host name: the host its sandboxes are bound to
     # (affinity.py).
@@ -340,6 +351,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
             environ, "OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318", "no traces"
         ),
         version=worker_version(environ),
+        object_store=object_store(environ),
 {%- if bound %}
         host_id=host_id(environ),
 {%- endif %}
@@ -352,6 +364,20 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         docker_host=environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock",
 {%- endif %}
     )
+
+
+def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:
+    """The object store ``OBJECT_STORE_URL`` names, or None when it is unset.
+    An S3 store's region is ``AWS_REGION``, else ``AWS_DEFAULT_REGION`` (the
+    only one of the two the AWS SDK for Python reads itself)."""
+    value = environ.get("OBJECT_STORE_URL")
+    if value is None:
+        return None
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or None
+    try:
+        return stores.parse(value, region)
+    except stores.NotAStore as e:
+        raise refused("OBJECT_STORE_URL", value, stores.ALLOWED, str(e)) from None
 
 
 def worker_version(environ: Mapping[str, str]) -> WorkerDeploymentVersion | None:
@@ -512,6 +538,9 @@ class StarterSettings:
     # TEMPORAL_UI_URL: the base of the Web UI links it prints; None: the
     # Temporal Cloud UI for a Cloud address, else the dev server's.
     ui_url: str | None
+    # OBJECT_STORE_URL: the worker's object store, which the starter needs
+    # too (object_store.py); None: none.
+    object_store: stores.ObjectStore | None
 {%- if approvals %}
     # APPROVER_KEY_FILE: the approver's private key (approvers.py).
     approver_key_file: Path
@@ -536,6 +565,7 @@ def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings
             "https://temporal.example.com",
             "links chosen by the address",
         ),
+        object_store=object_store(environ),
 {%- if approvals %}
         approver_key_file=Path(key_file or DEFAULT_KEY_FILE).expanduser(),
 {%- endif %}

@@ -84,6 +84,16 @@ CONVERSATION_LIMIT = 1_000_000
 # for the work. Material larger than this belongs in the workspace.
 LONGEST_PROMPT = CONVERSATION_LIMIT // 4
 
+# Files that go into a run (--input) and come out of it (--output) travel
+# as tar archives. Without an object store (OBJECT_STORE_URL) they travel in
+# history, where one payload may hold 2 MB: at most INLINE_FILES_LIMIT bytes
+# of files each way. With one, every payload from STORE_THRESHOLD bytes up is
+# kept in the store (history holds a reference), and a run's files may weigh
+# STORED_FILES_LIMIT bytes each way.
+INLINE_FILES_LIMIT = 1024 * 1024
+STORE_THRESHOLD = 256 * 1024
+STORED_FILES_LIMIT = 100 * 1024 * 1024
+
 # The model compacts the conversation (the Responses API's compaction) once
 # it passes this many tokens: about 400 kB of text, where the SDK's default
 # (90% of the model's context window) would be several MB.
@@ -106,6 +116,12 @@ CHOOSING_THE_HOST = "sandbox_host"
 
 # The activities the agents plugin runs each model call as.
 MODEL_ACTIVITIES = ("invoke_model_activity", "invoke_model_activity_streaming")
+
+
+# The two sandbox operations of the workspace's own (workspace.py): placing a
+# run's inputs, collecting its outputs ("<provider>-sandbox_workspace_place").
+PLACE = "sandbox_workspace_place"
+COLLECT = "sandbox_workspace_collect"
 
 
 def sandbox_operation(activity: str) -> str | None:

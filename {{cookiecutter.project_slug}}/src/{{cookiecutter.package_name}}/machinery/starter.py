@@ -6,6 +6,9 @@
     {{ cookiecutter.project_slug }}-starter --no-wait "Count the files"    # start, print id and link, exit
     {{ cookiecutter.project_slug }}-starter --attach WORKFLOW_ID           # follow a run started earlier
     {{ cookiecutter.project_slug }}-starter --prompt-file task.md          # the prompt from a file (- for stdin)
+    {{ cookiecutter.project_slug }}-starter --input data.csv --output out/ "Summarise data.csv into summary.txt"
+    {{ cookiecutter.project_slug }}-starter --repo https://github.com/org/repo@v1.2 --output out/ "Fix the typo"
+    {{ cookiecutter.project_slug }}-starter --attach WORKFLOW_ID --output out/  # a finished run's files
 {%- if extras %}
     {{ cookiecutter.project_slug }}-starter --provider NAME "Count the files"  # run in another sandbox provider
 {%- endif %}
@@ -15,6 +18,14 @@ workflow id and a link to the run in the Temporal Web UI. The link starts with
 ``TEMPORAL_UI_URL`` when that is set; otherwise with https://cloud.temporal.io
 for a Temporal Cloud address, and with the dev server's http://localhost:8233
 for anything else.
+
+``--input PATH`` (repeatable) puts a file or a directory at the top of the
+workspace under its own name, ``--repo URL[@REF]`` a git repository cloned
+at a branch, tag or commit (by the worker). ``--output DIR`` writes every
+file the run created or changed under DIR (and, with ``--repo``, the run's
+changes as ``DIR/changes.patch``), keeping each relative path, and never
+anything outside DIR (archives.py). An agent with an ``output_type`` (agent.py)
+answers in JSON, printed as JSON. docs/inputs-and-outputs.md has the rest.
 
 After the answer, one line says what the run used of the model (calls,
 input and output tokens, across its chain). Progress is read from the run's history, so it shows what Temporal recorded:
@@ -46,9 +57,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
-{%- if cookiecutter.approval != "none" %}
 from pathlib import Path
-{%- endif %}
 from typing import Any, NoReturn
 from urllib.parse import quote
 {% if cookiecutter.approval != "none" %}
@@ -79,11 +88,26 @@ from temporalio.service import RPCError, RPCStatusCode
 {% if cookiecutter.approval != "none" %}
 from {{ cookiecutter.package_name }}.machinery import approvers
 {%- endif %}
+from {{ cookiecutter.package_name }}.machinery.archives import (
+    BadInput,
+    inputs_of,
+    outputs_lines,
+    repo_of,
+    size_text,
+    write_outputs,
+)
 from {{ cookiecutter.package_name }}.machinery.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.machinery.display import {{ "safe_line, visible" if cookiecutter.approval != "none" else "visible" }}
 from {{ cookiecutter.package_name }}.machinery.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
 from {{ cookiecutter.package_name }}.machinery.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from {{ cookiecutter.package_name }}.machinery.exits import exit_after
+from {{ cookiecutter.package_name }}.machinery.object_store import (
+    ObjectStoreUnreachable,
+    check_reachable,
+    data_converter,
+    external_storage,
+)
+from {{ cookiecutter.package_name }}.machinery.run_request import Outputs, RunAnswer, RunRequest
 from {{ cookiecutter.package_name }}.machinery.settings import (
     BadSetting,
     StarterSettings,
@@ -93,6 +117,7 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
 {%- if bound %}
     CHOOSING_THE_HOST,
 {%- endif %}
+    COLLECT,
 {%- if cookiecutter.approval != "none" %}
     DECIDE,
 {%- endif %}
@@ -101,6 +126,7 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
 {%- if cookiecutter.approval != "none" %}
     PENDING,
 {%- endif %}
+    PLACE,
     SANDBOX_PROVIDER,
 {%- if extras %}
     SANDBOX_PROVIDERS,
@@ -126,18 +152,24 @@ EXIT_USAGE = 3
 # What each exit status means, for scripts; --help lists them.
 EXIT_STATUSES = {
     EXIT_COMPLETED: "the run completed and its answer was printed (with --no-wait: the run was started)",
-    EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled",
+    EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled; "
+    "or it answered, but its files could not be written under --output DIR",
     EXIT_UNREACHABLE: "the Temporal service could not be reached, is misconfigured (TEMPORAL_*), "
-    "has no such namespace, or stopped answering (the run itself may go on)"{% if cookiecutter.approval != "none" %}
+    "has no such namespace, or stopped answering (the run itself may go on); or the object store "
+    "(OBJECT_STORE_URL) does not answer or refuses it"{% if cookiecutter.approval != "none" %}
     "; or no worker answered for the run within 10 s"{% endif %},
     EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, a prompt that is empty, unreadable or too long, "
-    "a setting it cannot use (TEMPORAL_UI_URL{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
+    "an --input, --repo or --output it cannot use (docs/inputs-and-outputs.md), "
+    "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
     "or no workflow with the id given to --attach"{% if cookiecutter.approval != "none" %}
     " (or to --pending, --approve, --reject); a decision on a call that does not wait, in a run that has "
     "ended, or without the approver's key"{% endif %},
     EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
     EXIT_BROKEN_PIPE: "its output went to a pipe that closed early (| head)",
 }
+
+# The starter's own command, as the user runs it, in the lines it prints.
+COMMAND = {{ (cookiecutter.project_slug ~ "-starter") | tojson }}
 
 DEV_SERVER_UI = "http://localhost:8233"
 CLOUD_UI = "https://cloud.temporal.io"
@@ -194,7 +226,7 @@ async def answered(ask: Callable[[], Awaitable[Any]]) -> Any:
         await asyncio.sleep(ASK_AGAIN_EVERY.total_seconds())
 
 
-async def history_of(run: WorkflowHandle[Any, str]) -> AsyncIterator[HistoryEvent]:
+async def history_of(run: WorkflowHandle[Any, RunAnswer]) -> AsyncIterator[HistoryEvent]:
     """Each event of ``run``'s history as it is recorded, through an outage
     of the service shorter than SERVICE_OUTAGE_LIMIT: the SDK's iterator keeps
     its place when a page fails, so asking again goes on from there."""
@@ -226,20 +258,23 @@ def quiet_runtime() -> Runtime:
 
 async def start(
     client: Client,
-    prompt: str,
+    request: RunRequest | str,
     workflow_id: str | None = None,
     provider: str = SANDBOX_PROVIDER,
-) -> WorkflowHandle[Any, str]:
-    """Start one run of the agent, in a sandbox of ``provider``, on the
-    worker's task queue. The workflow is named, not imported: the starter
-    needs only Temporal's client to start and follow a run."""
+) -> WorkflowHandle[Any, RunAnswer]:
+    """Start one run of the agent on the worker's task queue: ``request``,
+    or a prompt alone (in a sandbox of ``provider``). The workflow is named,
+    not imported: the starter needs only Temporal's client to start and
+    follow a run."""
+    if isinstance(request, str):
+        request = RunRequest(prompt=request, provider=provider)
     return await client.start_workflow(
         WORKFLOW_TYPE,
-        args=[prompt, provider],
+        request,
         id=workflow_id or f"{TASK_QUEUE}-{uuid.uuid4()}",
         task_queue=TASK_QUEUE,
         execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
-        result_type=str,
+        result_type=RunAnswer,
     )
 
 
@@ -274,6 +309,8 @@ class Progress:
         # The scheduled events of the steps that choose the sandbox's host.
         self.host_choices: set[int] = set()
 {%- endif %}
+        # The scheduled events of the steps that collect the run's outputs.
+        self.collections: set[int] = set()
         # Whether the build the current run is pinned to was shown.
         self.version_shown = False
 
@@ -290,10 +327,10 @@ class Progress:
             return f"version  build {version.build_id!r} of {version.deployment_name!r} (pinned)"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
             self.version_shown = False
-            # The workflow's arguments: the prompt, the provider if not the
-            # default, and what an earlier run of the chain handed on.
+            # The workflow's arguments: the request (its provider), and what
+            # an earlier run of the chain handed on.
             arguments = await self._decode(event.workflow_execution_started_event_attributes.input)
-            carried = arguments[2] if len(arguments) > 2 else None
+            carried = arguments[1] if len(arguments) > 1 else None
             if isinstance(carried, dict):
 {%- if bound %}
                 line = f"run      {carried.get('run', '?')} of the chain, same sandbox"
@@ -302,8 +339,8 @@ class Progress:
 {%- else %}
                 return f"run      {carried.get('run', '?')} of the chain, same sandbox"
 {%- endif %}
-            provider = arguments[1] if len(arguments) > 1 else SANDBOX_PROVIDER
-            return f"sandbox  provider {provider!r}"
+            request = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
+            return f"sandbox  provider {request.get('provider', SANDBOX_PROVIDER)!r}"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
             return "run      continues as new: its history is large"
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -311,15 +348,25 @@ class Progress:
             if step is not None:
                 self.steps[event.event_id] = step
             return step
-{%- if bound %}
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             completed = event.activity_task_completed_event_attributes
+            if completed.scheduled_event_id in self.collections:
+                [outputs] = await self._decode(completed.result) or [None]
+                if not isinstance(outputs, dict):
+                    return "sandbox  output (not readable here: is OBJECT_STORE_URL the worker's?)"
+                files = outputs.get("files") or []
+                size = sum(each.get("size", 0) for each in files)
+                plural = "s" if len(files) != 1 else ""
+                return f"sandbox  output {len(files)} file{plural} ({size_text(size)})"
+{%- if bound %}
             if completed.scheduled_event_id not in self.host_choices:
                 return None
             [host] = await self._decode(completed.result) or [None]
             if isinstance(host, dict):
                 return f"sandbox  on host {host.get('id')!r}"
             return "sandbox  reachable from any worker"
+{%- else %}
+            return None
 {%- endif %}
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             failed = event.activity_task_failed_event_attributes
@@ -352,6 +399,13 @@ class Progress:
             self.host_choices.add(event.event_id)
             return None
 {%- endif %}
+        if operation == PLACE:
+            # Its summary, written by the workflow: the inputs' names and sizes.
+            [summary] = await self._decode(Payloads(payloads=[event.user_metadata.summary])) or [""]
+            return f"sandbox  {_one_line(str(summary))}"
+        if operation == COLLECT:
+            self.collections.add(event.event_id)
+            return None
         decoded = await self._decode(attributes.input)
         arguments = decoded[0] if decoded and isinstance(decoded[0], dict) else {}
         if operation in SANDBOX_COMMANDS:
@@ -371,9 +425,11 @@ class Progress:
             return []
 
 
-def chain_run(client: Client, workflow_id: str, run_id: str | None) -> WorkflowHandle[Any, str]:
+def chain_run(
+    client: Client, workflow_id: str, run_id: str | None
+) -> WorkflowHandle[Any, RunAnswer]:
     """One run of a workflow's chain (``run_id`` None: its latest run)."""
-    return client.get_workflow_handle(workflow_id, run_id=run_id, result_type=str)
+    return client.get_workflow_handle(workflow_id, run_id=run_id, result_type=RunAnswer)
 
 
 def _why_not_completed(error: WorkflowFailureError) -> str:
@@ -395,7 +451,7 @@ def continued_as(event: HistoryEvent) -> str | None:
     return event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
 
-async def queued_step(run: WorkflowHandle[Any, str]) -> tuple[object, str] | None:
+async def queued_step(run: WorkflowHandle[Any, RunAnswer]) -> tuple[object, str] | None:
     """The step of a run that waits for a worker to take it, if any: a key
     that tells one wait from the next, and the step in words."""
     description = (await run.describe()).raw_description
@@ -412,7 +468,7 @@ async def queued_step(run: WorkflowHandle[Any, str]) -> tuple[object, str] | Non
     return None
 
 
-async def show_waits(following: Callable[[], WorkflowHandle[Any, str]]) -> None:
+async def show_waits(following: Callable[[], WorkflowHandle[Any, RunAnswer]]) -> None:
     """Say so when the run being followed (``following()``) has a step that
     no worker has taken for WAIT_NOTICE."""
     first_seen: dict[object, float] = {}
@@ -437,17 +493,26 @@ async def show_waits(following: Callable[[], WorkflowHandle[Any, str]]) -> None:
 
 
 {% if cookiecutter.approval != "none" -%}
-async def follow(client: Client, handle: WorkflowHandle[Any, str], key_file: Path) -> int:
+async def follow(
+    client: Client,
+    handle: WorkflowHandle[Any, RunAnswer],
+    key_file: Path,
+    output: Path | None = None,
+) -> int:
     """Print each step of the run, through every run of its chain, as it
-    happens, then its answer; return the exit status. A decision asked on
-    the terminal is signed with the approver's key in ``key_file``."""
+    happens, then its answer, and write its files under ``output``; return
+    the exit status. A decision asked on the terminal is signed with the
+    approver's key in ``key_file``."""
 {%- else -%}
-async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
+async def follow(
+    client: Client, handle: WorkflowHandle[Any, RunAnswer], output: Path | None = None
+) -> int:
     """Print each step of the run, through every run of its chain, as it
-    happens, then its answer; return the exit status."""
+    happens, then its answer, and write its files under ``output``; return
+    the exit status."""
 {%- endif %}
     progress = Progress(client)
-    current: WorkflowHandle[Any, str] | None = handle
+    current: WorkflowHandle[Any, RunAnswer] | None = handle
     waits = asyncio.create_task(show_waits(lambda: current or handle))
 {%- if cookiecutter.approval != "none" %}
     # Set on each event of the run's history: ask_for_decisions asks again soon.
@@ -485,11 +550,41 @@ async def follow(client: Client, handle: WorkflowHandle[Any, str]) -> int:
         asking.cancel()
 {%- endif %}
     print("Answer:")
-    print(answer.rstrip("\n"))
+    if answer.structured:
+        print(json.dumps(answer.answer, indent=2, ensure_ascii=False))
+    else:
+        print(str(answer.answer).rstrip("\n"))
+    status = deliver(answer.outputs, output, handle.id)
     try:
         print(await answered(lambda: usage_line(client, handle.id)), flush=True)
     except StoppedAnswering:
         print("Usage: unknown (Temporal stopped answering)", flush=True)
+    return status
+
+
+def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
+    """Say what the run's outputs hold and write them under ``output``
+    (when given); the exit status: EXIT_NOT_COMPLETED when asked-for files
+    could not be written."""
+    for line in outputs_lines(outputs):
+        print(visible(line), flush=True)
+    if output is None:
+        if outputs.files or outputs.patch:
+            print(f"Fetch them with: {COMMAND} --attach {workflow_id} --output DIR", flush=True)
+        return EXIT_COMPLETED
+    if outputs.withheld:
+        print(f"Nothing written to {output}: the files did not travel", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
+    try:
+        written, refused = write_outputs(outputs, output)
+    except OSError as e:
+        print(f"ERROR: --output {output}: cannot write there ({e.strerror})", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
+    print(f"Wrote {len(written)} file{'s' if len(written) != 1 else ''} to {output}:")
+    for path in written:
+        print(f"  {visible(path)}")
+    for entry in refused:
+        print(f"  refused  {visible(entry)}", file=sys.stderr)
     return EXIT_COMPLETED
 
 
@@ -508,8 +603,6 @@ async def usage_line(client: Client, workflow_id: str) -> str:
 
 
 {% if cookiecutter.approval != "none" -%}
-# The starter's own command, as the user runs it, in the lines it prints.
-COMMAND = {{ (cookiecutter.project_slug ~ "-starter") | tojson }}
 # When a followed run is asked for requests that wait for a person. A
 # request is made by a workflow task, which the run's history records: the
 # run is asked ASK_SOON after its history moves and, while it stays quiet (a
@@ -818,21 +911,35 @@ def new_approver_key(name: str, path: Path) -> int:
 
 
 {% endif -%}
+async def connected(settings: StarterSettings) -> Client:
+    """The starter's client of the Temporal service, with the object store's
+    external storage when OBJECT_STORE_URL sets one: the store is checked
+    first (``ObjectStoreUnreachable``), and each call to it opens and closes
+    a client of its own (object_store.BucketObjects): the starter makes few."""
+    store = settings.object_store
+    if store is None:
+        return await connect(runtime=quiet_runtime())
+    await check_reachable(store)
+    converter = data_converter(external_storage(store))
+    return await connect(runtime=quiet_runtime(), data_converter=converter)
+
+
 async def run(
-    prompt: str,
+    request: RunRequest,
     settings: StarterSettings,
     wait: bool = True,
-    provider: str = SANDBOX_PROVIDER,
+    output: Path | None = None,
 ) -> int:
     """Start a run, print its id and Web UI link, then (unless ``wait`` is
-    false) follow it to its answer. Returns the exit status."""
+    false) follow it to its answer and write its files under ``output``.
+    Returns the exit status."""
     try:
-        client = await connect(runtime=quiet_runtime())
-    except ConnectionFailed as e:
+        client = await connected(settings)
+    except (ConnectionFailed, ObjectStoreUnreachable) as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
     try:
-        handle = await start(client, prompt, provider=provider)
+        handle = await start(client, request)
     except RPCError as e:
         if e.status != RPCStatusCode.UNAVAILABLE:
             raise
@@ -844,14 +951,15 @@ async def run(
         print(f"Requests for approval: {COMMAND} --pending {handle.id}")
 {%- endif %}
         return EXIT_COMPLETED
-    return await follow(client, handle{{ ", settings.approver_key_file" if cookiecutter.approval != "none" }})
+    return await follow(client, handle{{ ", settings.approver_key_file" if cookiecutter.approval != "none" }}, output)
 
 
-async def attach(workflow_id: str, settings: StarterSettings) -> int:
-    """Follow a run that was started earlier, from its first step to its answer."""
+async def attach(workflow_id: str, settings: StarterSettings, output: Path | None = None) -> int:
+    """Follow a run that was started earlier, from its first step to its
+    answer, and write its files under ``output``."""
     try:
-        client = await connect(runtime=quiet_runtime())
-    except ConnectionFailed as e:
+        client = await connected(settings)
+    except (ConnectionFailed, ObjectStoreUnreachable) as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
     latest = chain_run(client, workflow_id, None)
@@ -872,7 +980,7 @@ async def attach(workflow_id: str, settings: StarterSettings) -> int:
     handle = chain_run(client, workflow_id, first_run or None)
     print(f"Following workflow {handle.id}")
     print(f"Web UI: {web_ui_link(client, handle.id, settings.ui_url)}", flush=True)
-    return await follow(client, handle{{ ", settings.approver_key_file" if cookiecutter.approval != "none" }})
+    return await follow(client, handle{{ ", settings.approver_key_file" if cookiecutter.approval != "none" }}, output)
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -931,6 +1039,24 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"default {approvers.DEFAULT_KEY_FILE}) and print the line for the workers' APPROVERS",
     )
 {%- endif %}
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file or a directory the workspace starts with, under its own name (repeatable)",
+    )
+    parser.add_argument(
+        "--repo",
+        metavar="URL[@REF]",
+        help="a git repository the workspace starts with, at a branch, tag or commit",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        type=Path,
+        help="write every file the run created or changed under DIR (made if missing)",
+    )
 {%- if extras %}
     parser.add_argument(
         "--provider",
@@ -942,12 +1068,21 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.prompt is not None and args.prompt_file is not None:
         parser.error("give the prompt as an argument or with --prompt-file, not both")
     asked = args.prompt is not None or args.prompt_file is not None
-    if args.attach is not None and asked:
-        parser.error("--attach follows an existing run; it takes no prompt")
+    if args.attach is not None and (asked or args.input or args.repo):
+        parser.error("--attach follows an existing run; it takes no prompt, --input or --repo")
+    if args.no_wait and args.output is not None:
+        parser.error(
+            "--no-wait does not wait for the files: fetch them later with --attach ID --output DIR"
+        )
+    if args.output is not None and args.output.exists() and not args.output.is_dir():
+        parser.error(f"--output {args.output}: it exists and is not a directory")
 {%- if cookiecutter.approval != "none" %}
     deciding = args.pending or args.approve or args.reject or args.new_approver_key
-    if deciding and asked:
-        parser.error("--pending, --approve, --reject and --new-approver-key take no prompt")
+    if deciding and (asked or args.input or args.repo or args.output):
+        parser.error(
+            "--pending, --approve, --reject and --new-approver-key take no prompt, "
+            "--input, --repo or --output"
+        )
     if args.reason and not args.reject:
         parser.error("--reason goes with --reject")
     if args.always and not args.approve:
@@ -1002,7 +1137,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         settings = starter_settings()
         if args.attach is not None:
-            status = asyncio.run(attach(args.attach, settings))
+            status = asyncio.run(attach(args.attach, settings, args.output))
 {%- if cookiecutter.approval != "none" %}
         elif args.pending is not None:
             status = asyncio.run(list_pending(args.pending))
@@ -1018,14 +1153,23 @@ def main(argv: Sequence[str] | None = None) -> None:
             status = new_approver_key(args.new_approver_key, settings.approver_key_file)
 {%- endif %}
         else:
-            prompt = prompt_of(args)
+            repo = repo_of(args.repo) if args.repo else None
+            inputs = inputs_of(args.input, has_store=settings.object_store is not None)
+            if repo is not None and repo.name in {item.name for item in inputs}:
+                raise BadInput(
+                    f"--repo {args.repo}: its directory {repo.name!r} is the name of an --input "
+                    "too; each must have its own name"
+                )
+            request = RunRequest(
+                prompt=prompt_of(args),
 {%- if extras %}
-            provider = args.provider or SANDBOX_PROVIDER
-            status = asyncio.run(run(prompt, settings, wait=not args.no_wait, provider=provider))
-{%- else %}
-            status = asyncio.run(run(prompt, settings, wait=not args.no_wait))
+                provider=args.provider or SANDBOX_PROVIDER,
 {%- endif %}
-    except BadPrompt as e:
+                inputs=inputs,
+                repo=repo,
+            )
+            status = asyncio.run(run(request, settings, not args.no_wait, args.output))
+    except (BadPrompt, BadInput) as e:
         print(f"ERROR: {e}.", file=sys.stderr)
         status = EXIT_USAGE
     except BadSetting as e:

@@ -23,7 +23,9 @@ that dies without warning (SIGKILL, a lost machine)
 {%- endif %} is noticed when its model call misses a heartbeat
 (capacity.model_heartbeat_timeout(): 20 s at the default capacity) or its
 sandbox operation reaches its timeout. With ``HEALTH_BIND_ADDRESS`` set it
-answers a readiness and a liveness probe (health.py).
+answers a readiness and a liveness probe (health.py). With
+``OBJECT_STORE_URL`` set it keeps large payloads in that store, which must
+take them before the worker polls (object_store.py).
 """
 
 import argparse
@@ -44,10 +46,10 @@ from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
+from temporalio.converter import ExternalStorage
 from temporalio.openai_agents import (
     ModelActivityParameters,
     OpenAIAgentsPlugin,
-    SandboxClientProvider,
 )
 from temporalio.worker import Worker
 
@@ -67,6 +69,12 @@ from {{ cookiecutter.package_name }}.machinery.health import (
     HealthUnavailable,
     serving_health,
 )
+from {{ cookiecutter.package_name }}.machinery.object_store import (
+    ObjectStoreUnreachable,
+    check_reachable,
+    data_converter,
+    worker_storage,
+)
 from {{ cookiecutter.package_name }}.machinery.observability import (
     SandboxOperationMeter,
     TelemetryUnavailable,
@@ -81,6 +89,7 @@ from {{ cookiecutter.package_name }}.machinery.settings import (
 )
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.workspace import WorkspaceProvider
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
@@ -146,10 +155,13 @@ def agents_plugin(
         # One set of sandbox activities per provider, each prefixed with the
         # provider's name; the workflow picks the provider by that name. Each
         # client cuts what it returns to a size Temporal can record, and bounds
-        # each command in time.
+        # each command in time. Beside the SDK's operations, each provider
+        # places a run's inputs and collects its outputs (workspace.py).
         sandbox_clients=[
-            SandboxClientProvider(
-                provider, BoundedSandboxClient(client, settings.command_time_limit)
+            WorkspaceProvider(
+                provider,
+                BoundedSandboxClient(client, settings.command_time_limit),
+                has_store=settings.object_store is not None,
             )
             for provider, client in sandboxes.items()
         ],
@@ -321,16 +333,25 @@ def build_worker(
 async def run_worker(settings: WorkerSettings) -> None:
     # The health endpoint answers (live, not ready) while the worker starts.
     async with serving_health(settings.health_address) as health:
-        await serve(settings, health)
+        # The object store takes payloads before the worker polls, and its
+        # client stays open for as long as the worker runs.
+        if settings.object_store is not None:
+            await check_reachable(settings.object_store)
+        async with worker_storage(settings.object_store) as storage:
+            await serve(settings, health, storage)
 
 
-async def serve(settings: WorkerSettings, health: HealthServer | None) -> None:
+async def serve(
+    settings: WorkerSettings, health: HealthServer | None, storage: ExternalStorage | None = None
+) -> None:
     # Metrics and traces, when configured, are set up before the client.
     runtime = metrics_runtime(settings.metrics_address)
     tracing = tracing_plugins(settings.traces_endpoint)
     runs = settings.runs_in_flight
     plugin = agents_plugin(settings, model_provider=model_provider(runs), traced=bool(tracing))
-    client = await connect(plugins=[plugin, *tracing], runtime=runtime)
+    client = await connect(
+        plugins=[plugin, *tracing], runtime=runtime, data_converter=data_converter(storage)
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -385,7 +406,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(str(e))
     try:
         asyncio.run(run_worker(settings))
-    except (BackendUnavailable, ConnectionFailed, TelemetryUnavailable, HealthUnavailable) as e:
+    except (
+        BackendUnavailable,
+        ConnectionFailed,
+        ObjectStoreUnreachable,
+        TelemetryUnavailable,
+        HealthUnavailable,
+    ) as e:
         sys.exit(str(e))
 
 

@@ -30,17 +30,20 @@ Workflow code must be deterministic: everything that touches the outside world
 """
 
 import asyncio
+import dataclasses
 from dataclasses import asdict
 from datetime import timedelta
+from typing import Any
 
 from agents import AgentsException, MaxTurnsExceeded, Runner
 {%- if cookiecutter.approval != "none" %}
 from agents.items import ToolApprovalItem
 {%- endif %}
 from agents.run import RunConfig
-from agents.sandbox import SandboxRunConfig
+from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.manifest import Environment, Manifest
 from agents.sandbox.snapshot import NoopSnapshotSpec
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
@@ -57,6 +60,7 @@ from {{ cookiecutter.package_name }}.machinery.approvals import (
     UnknownRequest,
 )
 {%- endif %}
+from {{ cookiecutter.package_name }}.machinery.archives import size_text
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.machinery.chain import (
     Carried,
@@ -76,6 +80,7 @@ from {{ cookiecutter.package_name }}.machinery.observability import (
     run_outcome,
 )
 from {{ cookiecutter.package_name }}.machinery.registry import sandbox_agent
+from {{ cookiecutter.package_name }}.machinery.run_request import Outputs, RunAnswer, RunRequest
 from {{ cookiecutter.package_name }}.machinery.sandbox_tools import TOLD_WHEN_NOT_FOUND
 {%- if cookiecutter.approval != "none" %}
 
@@ -88,18 +93,20 @@ with workflow.unsafe.imports_passed_through():
     import {{ cookiecutter.package_name }}.machinery.approvers as approvers
 {%- endif %}
 from {{ cookiecutter.package_name }}.machinery.shared import (
+    COLLECT,
 {%- if cookiecutter.approval != "none" %}
     DECIDE,
     PENDING,
 {%- endif %}
+    PLACE,
 {%- if bound %}
     SANDBOX_HOST_WAIT,
 {%- endif %}
-    SANDBOX_PROVIDER,
     USAGE_MEMO,
     WORKFLOW_TYPE,
     step_name,
 )
+from {{ cookiecutter.package_name }}.machinery.workspace import CollectArgs, PlaceArgs, Placed
 from {{ cookiecutter.package_name }}.runs import (
 {%- if cookiecutter.approval != "none" %}
     APPROVAL_TIMEOUT,
@@ -146,13 +153,12 @@ class SandboxAgentWorkflow:
 {%- endif %}
 
     @workflow.run
-    async def run(
-        self, prompt: str, provider: str = SANDBOX_PROVIDER, carried: Carried | None = None
-    ) -> str:
-        """Run the agent on ``prompt`` in a sandbox of ``provider``; a run
-        that continues an earlier one of its chain gets what it ``carried``."""
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        """Run the agent on ``request`` (its prompt, in a workspace of its
+        provider holding its inputs); a run that continues an earlier one of
+        its chain gets what that one ``carried`` as well (no client may)."""
         try:
-            answer = await self._run(prompt, provider, carried)
+            answer = await self._run(request, carried)
         except BaseException as e:
             outcome = run_outcome(e)
             if outcome is not None:
@@ -161,16 +167,17 @@ class SandboxAgentWorkflow:
         count_run("completed")
         return answer
 
-    async def _run(self, prompt: str, provider: str, carried: Carried | None) -> str:
+    async def _run(self, request: RunRequest, carried: Carried | None) -> RunAnswer:
+        request = run_request(request)
+        provider = request.provider
         if carried is not None and workflow.info().continued_run_id is None:
             # Only a run that continued as new from an earlier run of its
             # chain (same workflow id: Temporal sets continued_run_id, no
             # client can) is handed state. A client's own would choose the
             # sandbox to resume and remove{{ ", and the tools approved" if cookiecutter.approval != "none" }}.
             raise ApplicationError(
-                "This run was started with carried state (the third argument), which only "
-                "the run it continues from may hand it: start a run with a prompt and a "
-                "provider only.",
+                "This run was started with carried state (the second argument), which only "
+                "the run it continues from may hand it: start a run with a RunRequest only.",
                 type="ForgedCarriedState",
                 non_retryable=True,
             )
@@ -201,7 +208,7 @@ class SandboxAgentWorkflow:
 {%- endif %}
         )
         try:
-            return await self._run_agent(prompt, provider, sandbox, carried)
+            return await self._run_agent(request, sandbox, carried)
         except AgentsException as e:
             # An exception escaping workflow code fails only the workflow
             # *task*, which Temporal retries for ever: the run would hang.
@@ -231,28 +238,19 @@ class SandboxAgentWorkflow:
 
     async def _run_agent(
         self,
-        prompt: str,
-        provider: str,
+        request: RunRequest,
         sandbox: LastingSandboxClient,
         carried: Carried | None,
-    ) -> str:
-        backend = SANDBOX_BACKENDS[provider]
-        agent = sandbox_agent()
+    ) -> RunAnswer:
+        backend = SANDBOX_BACKENDS[request.provider]
+        agent = self.agent()
         run_config = RunConfig(
             sandbox=SandboxRunConfig(
                 client=sandbox,
                 options=backend.sandbox_options(),
                 # The sandbox an earlier run of the chain left running, if any.
                 session_state=sandbox.state_from(carried) if carried else None,
-                # Only the names of the variables forwarded to the sandbox
-                # (SANDBOX_SECRETS) travel with the run; the worker resolves
-                # each one when the sandbox needs it.
-                manifest=Manifest(
-                    root=backend.WORKSPACE_ROOT,
-                    environment=Environment(
-                        value={name: TemporalWorkerEnvValue(name=name) for name in SANDBOX_SECRETS}
-                    ),
-                ),
+                manifest=workspace_manifest(agent, backend.WORKSPACE_ROOT, request),
                 # No snapshot of the workspace is written when the session ends.
                 snapshot=NoopSnapshotSpec(),
             ),
@@ -263,6 +261,14 @@ class SandboxAgentWorkflow:
         )
         turns_before = carried.turns if carried else 0
         budget = self.run_hooks(carried.usage if carried else Usage())
+        placed = carried.placed if carried else None
+        if carried is None and (request.inputs or request.repo or agent.default_manifest):
+
+            async def place() -> None:
+                nonlocal placed
+                placed = (await self._place(sandbox, request)).model_dump()
+
+            budget.before_first_turn = place
 {%- if cookiecutter.approval != "none" %}
         if carried:
             self.approvals.always = set(carried.always_approved)
@@ -270,7 +276,7 @@ class SandboxAgentWorkflow:
         try:
             result = await Runner.run(
                 agent,
-                carried.conversation if carried else prompt,  # type: ignore[arg-type]
+                carried.conversation if carried else request.prompt,  # type: ignore[arg-type]
                 max_turns=self.max_turns - turns_before,
                 run_config=run_config,
                 hooks=budget,
@@ -294,8 +300,8 @@ class SandboxAgentWorkflow:
             # conversation, same sandbox, the turns left.
             workflow.continue_as_new(
                 args=[
-                    prompt,
-                    provider,
+                    # Its inputs are in the workspace already.
+                    dataclasses.replace(request, inputs=[]),
                     Carried(
                         conversation=bounded(conversation_so_far(full.run_data)),  # type: ignore[arg-type]
                         session_state=sandbox.carried_state(),
@@ -308,6 +314,7 @@ class SandboxAgentWorkflow:
 {%- if cookiecutter.approval != "none" %}
                         always_approved=sorted(self.approvals.always),
 {%- endif %}
+                        placed=placed,
                     ),
                 ],
                 memo={USAGE_MEMO: asdict(budget.usage)},
@@ -331,8 +338,14 @@ class SandboxAgentWorkflow:
 {%- endif %}
                 await self._remove(sandbox, e)
             raise
+        try:
+            outputs = await self._collect(sandbox, request, placed)
+        except BaseException as e:
+            if ends_the_run(e):
+                await self._remove(sandbox, e)
+            raise
         await sandbox.remove()
-        return result.final_output_as(str, raise_if_incorrect_type=True)
+        return answer_of(result.final_output, outputs)
 
 {%- if cookiecutter.approval != "none" %}
 
@@ -407,6 +420,47 @@ class SandboxAgentWorkflow:
         return decision
 {%- endif %}
 
+    async def _place(self, sandbox: LastingSandboxClient, request: RunRequest) -> Placed:
+        """Put the run's inputs and repository in the workspace (an
+        activity: workspace.py), before the agent's first turn."""
+        assert sandbox.inner is not None
+        config: workflow.ActivityConfig = {**sandbox.config, "summary": placing(request)}
+        placed: Placed = await workflow.execute_activity(
+            f"{request.provider}-{PLACE}",
+            PlaceArgs(state=sandbox.inner.state, inputs=request.inputs, repo=request.repo),
+            result_type=Placed,
+            **config,
+        )
+        return placed
+
+    async def _collect(
+        self, sandbox: LastingSandboxClient, request: RunRequest, placed: dict[str, Any] | None
+    ) -> Outputs:
+        """Every file the run created or changed (an activity: workspace.py)."""
+        if sandbox.inner is None and sandbox.handed_on is not None:
+            await sandbox.resume(sandbox.handed_on)
+        if sandbox.inner is None:
+            return Outputs()
+        before = Placed(**placed) if placed else Placed()
+        config: workflow.ActivityConfig = {**sandbox.config, "summary": "output"}
+        outputs: Outputs = await workflow.execute_activity(
+            f"{request.provider}-{COLLECT}",
+            CollectArgs(
+                state=sandbox.inner.state,
+                baseline=before.baseline,
+                repo=request.repo,
+                commit=before.commit,
+            ),
+            result_type=Outputs,
+            **config,
+        )
+        return outputs
+
+    def agent(self) -> SandboxAgent[Any]:
+        """The agent of this run: agent.py's (a test's variant of this
+        workflow gives another, with files or an output_type of its own)."""
+        return sandbox_agent()
+
     def run_hooks(self, usage: Usage) -> HistoryBudget:
         """The hooks of the agent's run: they count this run's turns and the
         chain's model calls and tokens (from ``usage``), and stop the run for
@@ -422,6 +476,91 @@ class SandboxAgentWorkflow:
             workflow.logger.warning(
                 f"The sandbox of a run that ended ({ending}) was not removed: {e}"
             )
+
+
+def run_request(given: RunRequest | Any) -> RunRequest:
+    """The run's request as a ``RunRequest``. Temporal converts a run's
+    arguments by their types only when it has one for every parameter, so a
+    client's start (the request alone, without the chain's ``carried``)
+    arrives as JSON, read here; one that is not a request ends the run."""
+    if isinstance(given, RunRequest):
+        return given
+    try:
+        return TypeAdapter(RunRequest).validate_python(given)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the request"
+        raise ApplicationError(
+            f"The run's request is not a RunRequest: {where}: {first['msg']} "
+            "(give prompt, and optionally provider, inputs, repo: run_request.py).",
+            type="BadRunRequest",
+            non_retryable=True,
+        ) from None
+
+
+def workspace_manifest(agent: SandboxAgent[Any], root: str, request: RunRequest) -> Manifest:
+    """The run's manifest: the agent's own ``default_manifest`` (agent.py:
+    its files, its environment), at the backend's workspace root, with the
+    names of the variables forwarded to the sandbox (SANDBOX_SECRETS: the
+    worker resolves each one when the sandbox needs it, so no value travels
+    with the run). An input named like one of the agent's entries, or a
+    variable of the agent's named like a forwarded one, ends the run."""
+    own = agent.default_manifest or Manifest()
+    names = [item.name for item in request.inputs] + ([request.repo.name] if request.repo else [])
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ApplicationError(
+            f"Two of the run's inputs (its repository's directory among them) are named "
+            f"{twice[0]!r}: each needs a name of its own.",
+            type="InputClash",
+            non_retryable=True,
+        )
+    entries = {str(path).strip("/").split("/", 1)[0] for path in own.entries}
+    clash = sorted(set(names) & entries)
+    if clash:
+        raise ApplicationError(
+            f"The run's input {clash[0]!r} has the name of an entry of the agent's "
+            "default_manifest (agent.py): rename the input, or the entry.",
+            type="InputClash",
+            non_retryable=True,
+        )
+    variables = dict(own.environment.value)
+    forwarded = sorted(set(variables) & set(SANDBOX_SECRETS))
+    if forwarded:
+        raise ApplicationError(
+            f"The agent's default_manifest (agent.py) sets {forwarded[0]!r}, which the worker "
+            "forwards to the sandbox (SANDBOX_SECRETS in runs.py): keep it in one of them.",
+            type="EnvironmentClash",
+            non_retryable=True,
+        )
+    variables.update({name: TemporalWorkerEnvValue(name=name) for name in SANDBOX_SECRETS})
+    return own.model_copy(
+        update={"root": root, "environment": Environment(value=variables)}, deep=True
+    )
+
+
+def placing(request: RunRequest) -> str:
+    """What the place step puts in the workspace, for history and progress."""
+    parts = [
+        f"{item.name}{'/' if item.kind == 'directory' else ''} ({size_text(item.size)})"
+        for item in request.inputs
+    ]
+    if request.repo is not None:
+        ref = f"@{request.repo.ref}" if request.repo.ref else ""
+        parts.append(f"{request.repo.name}/ (git {request.repo.url}{ref})")
+    return "input " + ", ".join(parts) if parts else "input (the agent's own files)"
+
+
+def answer_of(output: Any, outputs: Outputs) -> RunAnswer:
+    """The run's result: text as it is; an ``output_type``'s value (a
+    pydantic model, a dataclass, ...) as JSON."""
+    if isinstance(output, str):
+        return RunAnswer(answer=output, outputs=outputs)
+    if isinstance(output, BaseModel):
+        return RunAnswer(answer=output.model_dump(mode="json"), structured=True, outputs=outputs)
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        return RunAnswer(answer=asdict(output), structured=True, outputs=outputs)
+    return RunAnswer(answer=output, structured=True, outputs=outputs)
 
 
 def ends_the_run(error: BaseException) -> bool:

@@ -32,12 +32,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import io
 from typing import TYPE_CHECKING, Any, Literal
 
+from agents.sandbox.errors import WorkspaceArchiveReadError
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.sandboxes.docker import (
     DockerSandboxClient,
     DockerSandboxClientOptions,
+    DockerSandboxSession,
     DockerSandboxSessionState,
 )
 from agents.sandbox.session import SandboxSession
@@ -135,6 +138,31 @@ class ContainerGone(Exception):
     """A run's container is not on this worker's engine."""
 
 
+class TmpfsWorkspaceSession(DockerSandboxSession):
+    """The SDK's Docker session, reading the workspace (a run's outputs:
+    workspace.py) with ``tar`` in the container. The SDK copies it to /tmp
+    and fetches that copy through the engine's archive API, which cannot
+    see into a tmpfs, and both are tmpfs here (``container_bounds()``).
+    A workspace with paths to leave out (mounts) is read the SDK's way."""
+
+    async def persist_workspace(self) -> io.IOBase:
+        if self._persist_workspace_skip_relpaths():
+            return await super().persist_workspace()
+        root = self._workspace_root_path()
+        result = await self.exec("tar", "-c", "-C", root.as_posix(), ".", shell=False)
+        if not result.ok():
+            error = result.stderr.decode(errors="replace").strip()
+            raise WorkspaceArchiveReadError(path=root, context={"stderr": error})
+        return io.BytesIO(result.stdout)
+
+
+def reading_tmpfs(session: SandboxSession) -> SandboxSession:
+    """``session``, its workspace read as ``TmpfsWorkspaceSession`` reads it."""
+    if type(session._inner) is DockerSandboxSession:
+        session._inner.__class__ = TmpfsWorkspaceSession
+    return session
+
+
 class LabelledDockerSandboxClient(DockerSandboxClient):
     """The SDK's Docker client, with two changes to how a sandbox is created:
     the container carries the run's labels, and a missing image is pulled in
@@ -145,7 +173,8 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
     would start a fresh, empty container in its place, and the agent would go
     on without its files and without a word. A container is not there when
     the worker reaches another engine than the one that made it (a Kubernetes
-    pod back under its name on another node) or it was removed."""
+    pod back under its name on another node) or it was removed. Its
+    sessions read their workspace as ``TmpfsWorkspaceSession`` does."""
 
     async def resume(self, state: SandboxSessionState) -> SandboxSession:
         if isinstance(state, DockerSandboxSessionState) and not await asyncio.to_thread(
@@ -155,7 +184,7 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
                 f"The run's container {state.container_id[:12]} is not on this worker's Docker "
                 "engine (it is on another engine, or it was removed): the run cannot go on."
             )
-        return await super().resume(state)
+        return reading_tmpfs(await super().resume(state))
 
     async def create(
         self,
@@ -175,7 +204,7 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
             PROVIDER_LABEL: info.activity_type.removesuffix("-sandbox_client_create"),
         }
         try:
-            return await super().create(
+            session = await super().create(
                 snapshot=snapshot,
                 manifest=manifest,
                 options=options.model_copy(update={"labels": labels}),
@@ -189,6 +218,7 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
                 f"The Docker engine refused a container from image {options.image!r}: "
                 f"{e.explanation or e}"
             ) from None
+        return reading_tmpfs(session)
 
     async def _pull_if_missing(self, image: str) -> None:
         import docker.errors

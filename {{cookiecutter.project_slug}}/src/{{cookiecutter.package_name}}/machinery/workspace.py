@@ -1,0 +1,338 @@
+"""What goes into a run's workspace and what comes out of it (worker side).
+
+Two sandbox operations beside the SDK's own, registered with them under each
+provider's name (``WorkspaceProvider``), so they run wherever that provider's
+sandboxes are reached (on their host, for a host-bound one), are retried and
+show in history like every other sandbox operation:
+
+- ``<provider>-sandbox_workspace_place``, before the agent's first turn: the
+  run's inputs (archives from the starter) and its git repository (cloned
+  here, on the worker, at its ref: the sandbox needs neither git nor a
+  network) go into the workspace, beside the files of the agent's own
+  ``default_manifest``. It returns what every file then holds (a checksum
+  each): the baseline the outputs are measured against. Placing again (a
+  retry) gives the same workspace.
+- ``<provider>-sandbox_workspace_collect``, after the answer: every file
+  that is new or changed since the baseline, in one archive, and for a
+  repository its changes as a patch ``git apply`` takes on the ref. Links,
+  devices, FIFOs and names that climb out of the workspace are left out,
+  saying so.
+
+Both move whole files through the activity's input or result: the data
+converter keeps any payload over the threshold in the object store
+(object_store.py), and a run's files are refused over the limit in
+shared.py. Git runs only on the worker's own clone: the workspace's ``.git``
+(which the agent could have changed, hooks and config included) is never
+run here.
+"""
+
+import asyncio
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from agents.sandbox.session.sandbox_client import BaseSandboxClient
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.openai_agents import SandboxClientProvider
+from temporalio.openai_agents._temporal_worker_env_ref import AllowAllWorkerEnvVars
+
+# Not exported by the plugin: the base of its activity arguments, which
+# reads a session's state the way its own activities do.
+from temporalio.openai_agents.sandbox._temporal_activity_models import _HasState
+
+from {{ cookiecutter.package_name }}.machinery import archives
+from {{ cookiecutter.package_name }}.machinery.run_request import Input, Outputs, Repo
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    COLLECT,
+    INLINE_FILES_LIMIT,
+    PLACE,
+    STORED_FILES_LIMIT,
+)
+
+
+def clones() -> Path:
+    """Where the worker keeps its clones of the runs' repositories, one per
+    repository and commit: the collect step diffs against it. (A function:
+    the workflow imports this module, and may not ask for a directory.)"""
+    return Path(tempfile.gettempdir()) / "{{ cookiecutter.package_name }}-clones"
+
+
+class PlaceArgs(_HasState):
+    inputs: list[Input] = []
+    repo: Repo | None = None
+
+
+class Placed(BaseModel):
+    # Every file of the workspace once placed: path -> SHA-256.
+    baseline: dict[str, str] = {}
+    # The commit the repository was cloned at ("" without one).
+    commit: str = ""
+
+
+class CollectArgs(_HasState):
+    baseline: dict[str, str] = {}
+    repo: Repo | None = None
+    commit: str = ""
+
+
+class GitFailed(Exception):
+    pass
+
+
+async def git(*arguments: str, cwd: Path | None = None) -> bytes:
+    """Run git; its output, or ``GitFailed`` with the last line it printed.
+    In a session of its own, so it has no terminal to ask a password on: a
+    repository that needs one fails instead of waiting."""
+    process = await asyncio.create_subprocess_exec(
+        "git",
+        *arguments,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    out, err = await process.communicate()
+    if process.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines() or [f"exit {process.returncode}"]
+        raise GitFailed(lines[-1])
+    return out
+
+
+def clone_dir(repo: Repo, commit: str) -> Path:
+    key = hashlib.sha256(f"{repo.url}\0{commit}".encode()).hexdigest()[:24]
+    return clones() / key
+
+
+async def clone(repo: Repo) -> tuple[Path, str]:
+    """The worker's clone of ``repo`` checked out at its ref, and the commit.
+    A repository or a ref that does not exist fails for good, naming it."""
+    if shutil.which("git") is None:
+        raise ApplicationError(
+            "--repo needs git on the worker, and this worker has none: install git",
+            type="GitMissing",
+            non_retryable=True,
+        )
+    clones().mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix="clone-", dir=clones()))
+    try:
+        try:
+            await git("clone", "--quiet", "--no-checkout", "--", repo.url, str(fresh))
+        except GitFailed as e:
+            # No cause: the run's failure names the innermost one alone
+            # (workflow.describe), which would drop the URL.
+            raise ApplicationError(
+                f"Cannot clone {repo.url}: {e}", type="RepoUnavailable", non_retryable=True
+            ) from None
+        commit = await resolve(fresh, repo)
+        await git("checkout", "--quiet", "--detach", commit, cwd=fresh)
+        target = clone_dir(repo, commit)
+        if target.exists():
+            shutil.rmtree(fresh)
+        else:
+            os.replace(fresh, target)
+        return target, commit
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+
+
+async def resolve(clone: Path, repo: Repo) -> str:
+    """The commit ``repo.ref`` names in ``clone`` (a commit, a tag, a branch)."""
+    ref = repo.ref or "HEAD"
+    for candidate in (ref, f"origin/{ref}"):
+        try:
+            out = await git("rev-parse", "--verify", "--quiet", candidate + "^{commit}", cwd=clone)
+        except GitFailed:
+            continue
+        return out.decode().strip()
+    raise ApplicationError(
+        f"{repo.url} has no branch, tag or commit {ref!r}",
+        type="RepoRefNotFound",
+        non_retryable=True,
+    )
+
+
+def plain_tar(archive: bytes) -> bytes:
+    """``archive`` uncompressed, as ``hydrate_workspace`` takes it: remote
+    backends and Docker pipe it into the sandbox's ``tar -x``, which refuses
+    a compressed archive on a pipe (the local backend alone, reading it with
+    Python's tarfile, would take one). An input's archive travels gzipped."""
+    return gzip.decompress(archive) if archive[:2] == b"\x1f\x8b" else archive
+
+
+def repo_archive(clone: Path, name: str) -> bytes:
+    """The clone (its ``.git`` included, so the agent can use git) as an
+    archive whose members are under ``name`` (uncompressed: ``plain_tar``)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(clone, arcname=name)
+    return buffer.getvalue()
+
+
+async def patch_of(
+    clone: Path, commit: str, tree: dict[str, tuple[bytes, bool]], links: dict[str, str]
+) -> tuple[bytes, list[str]]:
+    """The workspace's copy of the repository (``tree``: its files, ``links``:
+    its symbolic links, both without ``.git``) against ``commit``: the patch,
+    and the paths added or changed. Git reads the worker's own repository,
+    and the workspace's files only as a work tree."""
+    with tempfile.TemporaryDirectory(prefix="worktree-") as scratch:
+        # A clone sharing the worker's objects (nothing copied), whose work
+        # tree then becomes the workspace's copy.
+        work = Path(scratch) / "tree"
+        await git("clone", "--quiet", "--shared", "--no-checkout", str(clone), str(work))
+        for path, (data, executable) in tree.items():
+            target = work / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            target.chmod(0o755 if executable else 0o644)
+        for path, pointing_to in links.items():
+            target = work / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(pointing_to)
+        await git("read-tree", commit, cwd=work)
+        await git("add", "--all", cwd=work)
+        patch = await git("diff", "--cached", "--binary", "--no-renames", commit, cwd=work)
+        names = await git(
+            "diff",
+            "--cached",
+            "--name-only",
+            "--no-renames",
+            "--diff-filter=AM",
+            "-z",
+            commit,
+            cwd=work,
+        )
+    return patch, [name for name in names.decode().split("\0") if name]
+
+
+def repo_tree(
+    archive: io.IOBase, name: str
+) -> tuple[dict[str, tuple[bytes, bool]], dict[str, str], list[str]]:
+    """The files and links of the repository directory ``name`` in a
+    workspace archive, without its ``.git``; and what was left out."""
+    files: dict[str, tuple[bytes, bool]] = {}
+    links: dict[str, str] = {}
+    skipped: list[str] = []
+    with tarfile.open(fileobj=archive, mode="r:*") as tar:
+        for member in tar:
+            try:
+                path = archives.safe_name(member.name)
+            except archives.UnsafeName:
+                continue
+            top, _, inside = path.partition("/")
+            if top != name or not inside or inside.split("/", 1)[0] == ".git":
+                continue
+            if member.isdir():
+                continue
+            if member.issym():
+                links[inside] = member.linkname
+            elif member.isfile():
+                extracted = tar.extractfile(member)
+                files[inside] = (extracted.read() if extracted else b"", bool(member.mode & 0o100))
+            else:
+                skipped.append(f"{path}: a special file or a hard link, not a file")
+    # A file under a link would be written through it: leave such files out.
+    for inside in list(files):
+        parents = inside.split("/")[:-1]
+        if any("/".join(parents[: i + 1]) in links for i in range(len(parents))):
+            del files[inside]
+            skipped.append(f"{name}/{inside}: under a symbolic link")
+    return files, links, skipped
+
+
+class WorkspaceProvider(SandboxClientProvider):
+    """The SDK's provider, with the two workspace operations beside its own.
+    ``has_store``: the worker keeps large payloads in an object store, so a
+    run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT."""
+
+    def __init__(self, name: str, client: BaseSandboxClient[Any], has_store: bool) -> None:
+        super().__init__(name, client)
+        self.limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
+        self.has_store = has_store
+
+    def _get_activities(
+        self, resolvable_worker_env_vars: Collection[str] | AllowAllWorkerEnvVars
+    ) -> Sequence[Callable[..., Any]]:
+        return [*super()._get_activities(resolvable_worker_env_vars), *self._workspace_activities()]
+
+    def _workspace_activities(self) -> list[Callable[..., Any]]:
+        @activity.defn(name=f"{self.name}-{PLACE}")
+        async def place(args: PlaceArgs) -> Placed:
+            session = await self._session(args)
+            try:
+                archives_in = [archives.input_archive(item) for item in args.inputs]
+            except archives.UnsafeName as e:
+                raise ApplicationError(str(e), type="UnsafeInput", non_retryable=True) from e
+            for data in archives_in:
+                await session.hydrate_workspace(io.BytesIO(plain_tar(data)))
+            commit = ""
+            if args.repo is not None:
+                clone_path, commit = await clone(args.repo)
+                data = await asyncio.to_thread(repo_archive, clone_path, args.repo.name)
+                await session.hydrate_workspace(io.BytesIO(data))
+            skip = {args.repo.name} if args.repo else set()
+            files, _ = archives.workspace_files(await session.persist_workspace(), skip)
+            return Placed(
+                baseline={path: archives.sha256(data) for path, (data, _) in files.items()},
+                commit=commit,
+            )
+
+        @activity.defn(name=f"{self.name}-{COLLECT}")
+        async def collect(args: CollectArgs) -> Outputs:
+            session = await self._session(args)
+            workspace = (await session.persist_workspace()).read()
+            skip = {args.repo.name} if args.repo else set()
+            files, skipped = archives.workspace_files(io.BytesIO(workspace), skip)
+            changed = {
+                path: content
+                for path, content in files.items()
+                if args.baseline.get(path) != archives.sha256(content[0])
+            }
+            patch = b""
+            if args.repo is not None and args.commit:
+                clone_path = clone_dir(args.repo, args.commit)
+                if not clone_path.exists():
+                    clone_path, _ = await clone(Repo(args.repo.url, args.commit, args.repo.name))
+                tree, links, left_out = repo_tree(io.BytesIO(workspace), args.repo.name)
+                skipped += left_out
+                patch, paths = await patch_of(clone_path, args.commit, tree, links)
+                for path in paths:
+                    if path in tree:
+                        changed[f"{args.repo.name}/{path}"] = tree[path]
+            size = sum(len(data) for data, _ in changed.values()) + len(patch)
+            listed = archives.listing(changed)
+            if size > self.limit:
+                how = (
+                    "the object store's limit"
+                    if self.has_store
+                    else "the limit without an object store: set OBJECT_STORE_URL"
+                )
+                return Outputs(
+                    files=listed,
+                    commit=args.commit,
+                    skipped=skipped,
+                    withheld=(
+                        f"the run's outputs weigh {archives.size_text(size)}, over "
+                        f"{archives.size_text(self.limit)}, {how}"
+                    ),
+                )
+            return Outputs(
+                files=listed,
+                archive=archives.encoded(archives.output_archive(changed)) if changed else "",
+                patch=archives.encoded(patch) if patch else "",
+                commit=args.commit,
+                skipped=skipped,
+            )
+
+        return [place, collect]
