@@ -576,7 +576,9 @@ async def test_pending_with_no_worker_running_says_so_in_one_line_in_bounded_tim
 ) -> None:
     # A run no worker runs answers no query.
     waiting = await temporal_client.start_workflow(
-        "{{ cookiecutter.project_slug }}-no-such-worker", id=f"nobody-{uuid.uuid4()}", task_queue="nobody"
+        "{{ cookiecutter.project_slug }}-no-such-worker",
+        id=f"nobody-{uuid.uuid4()}",
+        task_queue="nobody",
     )
     environment = starter_environment(starter_env)
     try:
