@@ -25,11 +25,13 @@ import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }}.machinery import starter, worker
 from {{ cookiecutter.package_name }}.machinery.settings import (
     LONGEST_MODEL_TIMEOUT,
+    LONGEST_SESSION,
     STARTER_VARIABLES,
     WORKER_VARIABLES,
     BadSetting,
     missing_credentials,
 )
+from {{ cookiecutter.package_name }}.machinery.shared import SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
 from {{ cookiecutter.package_name }}.machinery.starter import EXIT_USAGE, start
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
@@ -71,6 +73,20 @@ BAD_VALUES: dict[str, list[str]] = {
     "TEMPORAL_DEPLOYMENT_NAME": ["", "my.agents", "two words", "x" * 256],
     "TEMPORAL_WORKER_BUILD_ID": ["", "two words", "x" * 256],
     "OBJECT_STORE_URL": ["²", "", "relative/store", "ftp://store", "s3://", "file://host/x"],
+    # Past a year; or alone, longer than the default lifetime, or shorter
+    # than the default idle timeout.
+    "SESSION_IDLE_TIMEOUT": [
+        *NUMBER,
+        "0",
+        str(LONGEST_SESSION + 1),
+        str(int(SESSION_LIFETIME.total_seconds()) + 1),
+    ],
+    "SESSION_LIFETIME": [
+        *NUMBER,
+        "0",
+        str(LONGEST_SESSION + 1),
+        str(int(SESSION_IDLE_TIMEOUT.total_seconds()) - 1),
+    ],
 {%- if bound %}
     "WORKER_HOST_ID": ["²", "", "-5", "x" * 201, "a/b", "two words"],
 {%- endif %}
@@ -157,6 +173,20 @@ def test_a_bad_value_stops_the_worker_with_one_line_naming_it(
             "traces_endpoint",
             "http://otel:4318",
         ),
+        ({}, "session_idle_timeout", SESSION_IDLE_TIMEOUT),
+        ({}, "session_lifetime", SESSION_LIFETIME),
+        ({"SESSION_IDLE_TIMEOUT": " 5 "}, "session_idle_timeout", timedelta(seconds=5)),
+        (
+            {"SESSION_LIFETIME": str(LONGEST_SESSION)},
+            "session_lifetime",
+            timedelta(seconds=LONGEST_SESSION),
+        ),
+        # A conversation may end the moment it would release its sandbox.
+        (
+            {"SESSION_IDLE_TIMEOUT": "60", "SESSION_LIFETIME": "60"},
+            "session_lifetime",
+            timedelta(seconds=60),
+        ),
 {%- if bound %}
         ({"WORKER_HOST_ID": "build-7.a_b"}, "host_id", "build-7.a_b"),
 {%- endif %}
@@ -169,6 +199,38 @@ def test_a_value_in_its_bounds_is_taken(
     environ: dict[str, str], field: str, parsed: object
 ) -> None:
     assert getattr(settings_with(environ), field) == parsed
+
+
+@pytest.mark.parametrize(
+    ("environ", "refused", "allowed"),
+    [
+        # Both set: the lifetime is the one refused, naming the idle timeout.
+        (
+            {"SESSION_IDLE_TIMEOUT": "3600", "SESSION_LIFETIME": "60"},
+            "SESSION_LIFETIME='60'",
+            "no smaller than SESSION_IDLE_TIMEOUT (3600)",
+        ),
+        # The idle timeout alone, past the default lifetime: it is refused.
+        (
+            {"SESSION_IDLE_TIMEOUT": str(int(SESSION_LIFETIME.total_seconds()) + 1)},
+            f"SESSION_IDLE_TIMEOUT='{int(SESSION_LIFETIME.total_seconds()) + 1}'",
+            f"no larger than SESSION_LIFETIME ({int(SESSION_LIFETIME.total_seconds())})",
+        ),
+    ],
+)
+def test_a_lifetime_shorter_than_the_idle_timeout_is_refused_naming_both(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], refused: str, allowed: str
+) -> None:
+    clean_environment(monkeypatch)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exited:
+        worker.main([])
+
+    message = exited.value.code
+    assert isinstance(message, str), message
+    assert message.startswith(f"{refused} is not allowed: use "), message
+    assert allowed in message, message
 
 
 def test_worker_without_credentials_exits_at_once_with_one_clear_line(
@@ -204,6 +266,7 @@ def test_credentials_check_names_only_what_is_missing_and_never_a_value() -> Non
         ("SANDBOX_COMMAND_TIME_LIMIT_SECONDS", HUGE),
         ("MODEL_ACTIVITY_TIMEOUT_SECONDS", "-5"),
         ("HEALTH_BIND_ADDRESS", ""),
+        ("SESSION_LIFETIME", "1"),
     ],
 )
 def test_the_worker_command_exits_1_with_one_line_and_no_traceback(name: str, value: str) -> None:

@@ -453,7 +453,7 @@ async def test_the_starter_prints_a_structured_answer_as_json(
         )
 
     assert ran.returncode == 0, ran
-    answer = ran.stdout.split("\nAnswer:\n", 1)[1].split("\nUsage: ", 1)[0]
+    answer = ran.stdout.split("\nAnswer:\n", 1)[1].split("\nFollow up: ", 1)[0]
     assert json.loads(answer) == {"rows": 12, "columns": ["n", "x"]}
 
 

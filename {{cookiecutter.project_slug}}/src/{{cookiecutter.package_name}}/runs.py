@@ -23,14 +23,18 @@ SANDBOX_SECRETS: tuple[str, ...] = (
 SANDBOX_SECRETS: tuple[str, ...] = ({{ (secrets | map("tojson") | first) ~ "," if secrets }})
 {%- endif %}
 
-# The most model turns one run may take, across every run of its chain; a
-# run that needs more fails.
+# The most model turns one prompt may take (the first, and each follow-up
+# of a conversation, has its own budget), across every run of its chain; a
+# prompt that needs more fails the run.
 MAX_TURNS = {{ cookiecutter.max_turns | int }}
 
-# The longest a whole run may take before Temporal fails it as timed out; the
-# starter sets it on every run. It is the backstop for whatever the turn
-# budget and the retry policies do not catch, so no run waits for ever. It
-# must leave room for MAX_TURNS model calls and commands, with their retries.
+# The longest a whole run without follow-ups may take before Temporal fails
+# it as timed out (RunRequest.follow_ups false, as API callers start them).
+# It is the backstop for whatever the turn budget and the retry policies do
+# not catch, so no run waits for ever. It must leave room for MAX_TURNS model
+# calls and commands, with their retries. A conversation (every run the
+# starter starts) has no execution timeout: it waits for follow-ups and ends
+# itself after the worker's SESSION_LIFETIME without one.
 WORKFLOW_EXECUTION_TIMEOUT = timedelta(seconds={{ cookiecutter.workflow_execution_timeout_seconds | int }})
 
 # Each sandbox operation is one activity with this start-to-close timeout:

@@ -22,9 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import AgentsException, ItemHelpers, RunContextWrapper, TResponseInputItem
+from agents import AgentsException, ItemHelpers, RunContextWrapper, Tool, TResponseInputItem
 from agents.agent import Agent
 from agents.exceptions import RunErrorDetails
+from agents.result import RunResultBase
 from agents.run_config import CallModelData, ModelInputData
 from agents.sandbox.capabilities import Compaction
 from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
@@ -79,6 +80,19 @@ class Carried:
     # What the workspace held once the run's inputs were placed (workspace.py's
     # Placed: the baseline of its outputs), or None when nothing was placed.
     placed: dict[str, Any] | None = None
+    # A conversation's (RunRequest.follow_ups) own: whether the next run
+    # starts by waiting for a follow-up (the chain continued between two
+    # prompts; ``conversation`` then ends with the latest answer, and an
+    # empty ``session_state`` means the sandbox was released), and where it
+    # stands: the prompts given and answered, when the state began, the
+    # latest answer (a RunAnswer's fields), and the workspace's latest
+    # snapshot (workspace.py's Snapshot).
+    waiting: bool = False
+    prompts: int = 1
+    answered: int = 0
+    since: str = ""
+    answer: dict[str, Any] | None = None
+    snapshot: dict[str, Any] | None = None
 
 
 class HistoryFull(AgentsException):
@@ -98,6 +112,16 @@ class HistoryBudget(UsageMeter):
     # Awaited once, before the first model call (the sandbox is up by then):
     # the workflow places the run's inputs in the workspace.
     before_first_turn: Callable[[], Awaitable[None]] | None = None
+    # The tools the agent called, each with its arguments (cut short): what
+    # a conversation tells the model it lost when its workspace is restored.
+    calls: list[str] = field(default_factory=list)
+
+    async def on_tool_start(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
+    ) -> None:
+        arguments = getattr(context, "tool_arguments", "") or ""
+        call = f"{tool.name} {arguments}".strip()
+        self.calls.append(call if len(call) <= 200 else call[:199] + "…")
 
     async def on_llm_start(
         self,
@@ -117,16 +141,17 @@ class HistoryBudget(UsageMeter):
         self.turns += 1
 
 
-def conversation_so_far(run_data: RunErrorDetails) -> list[TResponseInputItem]:
+def conversation_so_far(run_data: RunErrorDetails | RunResultBase) -> list[TResponseInputItem]:
 {%- if cookiecutter.approval != "none" %}
-    """The input the next model call would have had, from a stopped run
-    (without the records of calls that waited for a person's approval,
+    """The input the next model call would have had, from a stopped run or
+    a finished one (without the records of calls that waited for a person's approval,
     which are not the model's input: their outcome is)."""
     return ItemHelpers.input_to_new_input_list(run_data.input) + [
         item.to_input_item() for item in run_data.new_items if item.type != "tool_approval_item"
     ]
 {%- else %}
-    """The input the next model call would have had, from a stopped run."""
+    """The input the next model call would have had, from a stopped run or
+    a finished one."""
     return ItemHelpers.input_to_new_input_list(run_data.input) + [
         item.to_input_item() for item in run_data.new_items
     ]
@@ -199,6 +224,8 @@ class LastingSandboxClient(TemporalSandboxClient):
         self, name: str, config: workflow.ActivityConfig, host: SandboxHost | None = None
     ) -> None:
         super().__init__(name, config)
+        # The provider it was registered under (the activities' prefix).
+        self.provider = name
         # How each sandbox operation is run (timeout, retries, routing): the
         # workspace's own operations (workspace.py) are run the same way.
         self.config = config
@@ -208,6 +235,8 @@ class LastingSandboxClient(TemporalSandboxClient):
 {%- else %}
     def __init__(self, name: str, config: workflow.ActivityConfig) -> None:
         super().__init__(name, config)
+        # The provider it was registered under (the activities' prefix).
+        self.provider = name
         # How each sandbox operation is run (timeout, retries): the
         # workspace's own operations (workspace.py) are run the same way.
         self.config = config
@@ -235,14 +264,30 @@ class LastingSandboxClient(TemporalSandboxClient):
         return session
 
     def carried_state(self) -> dict[str, Any]:
-        """The session's state, for the next run of the chain."""
-        assert self.inner is not None
-        return dict(self.serialize_session_state(self.inner.state))
+        """The session's state, for the next run of the chain ({} for none)."""
+        state = self.inner.state if self.inner is not None else self.handed_on
+        return dict(self.serialize_session_state(state)) if state is not None else {}
 
-    def state_from(self, carried: Carried) -> SandboxSessionState:
-        """The session state an earlier run of the chain handed on."""
+    def state_from(self, carried: Carried) -> SandboxSessionState | None:
+        """The session state an earlier run of the chain handed on (None
+        when it handed on none: a conversation that released its sandbox)."""
+        if not carried.session_state:
+            return None
         self.handed_on = self.deserialize_session_state(carried.session_state)
         return self.handed_on
+
+    def next_state(self) -> SandboxSessionState | None:
+        """The state the next ``Runner.run`` resumes the session from: the
+        one handed on, or the session of this run's last prompt (None: the
+        runner creates a sandbox)."""
+        if self.inner is not None:
+            self.handed_on, self.inner = self.inner.state, None
+        return self.handed_on
+
+    @property
+    def holds(self) -> bool:
+        """Whether there is a sandbox to remove."""
+        return self.inner is not None or self.handed_on is not None
 
     async def remove(self) -> None:
         """Stop the sandbox and delete it, as the runner would have. A run

@@ -75,6 +75,19 @@ TOOL_CALLS = "agent_tool_calls"
 # Label: outcome ("completed", "failed", "cancelled", or "continued_as_new"
 # for each run of a long chain that handed its work on).
 RUNS = "agent_runs"
+# Label: state ("waiting": answered, holding its sandbox; "released": its
+# sandbox removed, the workspace in a snapshot; "restored": a sandbox
+# restored from a snapshot; "ended"): each time a conversation enters it.
+SESSIONS = "agent_sessions"
+# Label: operation ("snapshot" or "restore"): the gzipped size of each
+# workspace snapshot (bytes), and how long each took (seconds); histograms.
+SNAPSHOT_BYTES = "agent_snapshot_bytes"
+SNAPSHOT_SECONDS = "agent_snapshot_seconds"
+# Their buckets: the SDK's defaults (50 to 10,000) fit milliseconds, not these.
+BUCKETS = {
+    SNAPSHOT_BYTES: [float(4**power * 1024) for power in range(1, 11)],
+    SNAPSHOT_SECONDS: [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
+}
 
 
 class TelemetryUnavailable(Exception):
@@ -123,6 +136,13 @@ def count_run(outcome: str) -> None:
     if version is not None:
         labels["build_id"] = version.build_id
     workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(1, labels)
+
+
+def count_session(state: str) -> None:
+    """Count one conversation entering ``state`` (replay-safe)."""
+    workflow.metric_meter().create_counter(SESSIONS, "Conversations entering a state").add(
+        1, {"state": state}
+    )
 
 
 {% if cookiecutter.approval != "none" -%}
@@ -247,7 +267,8 @@ def metrics_runtime(address: tuple[str, int] | None) -> Runtime | None:
         return None
     bind = f"{address[0]}:{address[1]}"
     try:
-        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind)))
+        metrics = PrometheusConfig(bind_address=bind, histogram_bucket_overrides=BUCKETS)
+        return Runtime(telemetry=TelemetryConfig(metrics=metrics))
     except Exception as e:
         raise TelemetryUnavailable(
             f"Cannot serve metrics on {bind} (PROMETHEUS_BIND_ADDRESS): {e}"

@@ -62,6 +62,11 @@ class RunRequest:
     inputs: list[Input] = field(default_factory=list)
     # A git repository the workspace starts with.
     repo: Repo | None = None
+    # Whether the run is a conversation: after its answer it waits for
+    # follow-ups (FollowUp) in the same workspace, until it is ended or
+    # SESSION_LIFETIME passes with none; its result is then its last answer.
+    # Without, the run ends with its answer (its result), as a job does.
+    follow_ups: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,3 +111,35 @@ class RunAnswer:
     # Whether ``answer`` is a structured output (JSON) rather than text.
     structured: bool = False
     outputs: Outputs = field(default_factory=Outputs)
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A follow-up to a conversation that has answered (the FOLLOW_UP
+    update): the next prompt, in the same workspace, with more inputs."""
+
+    prompt: str
+    inputs: list[Input] = field(default_factory=list)
+
+
+# Where a conversation stands: a prompt is being worked on; it has answered
+# and holds its sandbox; it has answered and released its sandbox (its
+# workspace is in a snapshot); it has ended.
+WORKING, WAITING, RELEASED, ENDED = "working", "waiting", "released", "ended"
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation's state (the CONVERSATION query, and the SESSION_MEMO)."""
+
+    # WORKING, WAITING, RELEASED or ENDED.
+    state: str
+    # The prompts it was given (the first is 1), and the prompts it answered.
+    prompts: int = 1
+    answered: int = 0
+    # When the state began (ISO 8601, UTC).
+    since: str = ""
+    # The latest answer (None before the first).
+    answer: RunAnswer | None = None
+    # What the latest restore of the workspace said ("" when none was needed).
+    restored: str = ""

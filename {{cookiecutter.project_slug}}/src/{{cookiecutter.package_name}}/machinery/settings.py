@@ -49,7 +49,11 @@ from {{ cookiecutter.package_name }}.machinery import object_store as stores
 {%- if approvals %}
 from {{ cookiecutter.package_name }}.machinery.approvers import DEFAULT_KEY_FILE, public_text
 {%- endif %}
-from {{ cookiecutter.package_name }}.machinery.shared import MODEL_ACTIVITY_TIMEOUT
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    MODEL_ACTIVITY_TIMEOUT,
+    SESSION_IDLE_TIMEOUT,
+    SESSION_LIFETIME,
+)
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS, WORKFLOW_EXECUTION_TIMEOUT
 
 # Runs one worker keeps in flight at once unless WORKER_RUNS_IN_FLIGHT says
@@ -69,6 +73,11 @@ LONGEST_COMMAND_TIME_LIMIT = 86_400
 
 # Each model call's timeout is at most an hour, and no longer than a run.
 LONGEST_MODEL_TIMEOUT = min(3600, int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()))
+
+# A conversation keeps its sandbox SESSION_IDLE_TIMEOUT after an answer and
+# waits for a follow-up SESSION_LIFETIME in all (workflow.py): each at most a
+# year, a bound on how long a conversation holds a sandbox or a snapshot.
+LONGEST_SESSION = 365 * 86_400
 
 # What Temporal accepts as a Worker Deployment's name and build id (both or
 # neither: versioning.py): no whitespace or control characters, and no "."
@@ -110,6 +119,8 @@ WORKER_VARIABLES = (
     "TEMPORAL_DEPLOYMENT_NAME",
     "TEMPORAL_WORKER_BUILD_ID",
     "OBJECT_STORE_URL",
+    "SESSION_IDLE_TIMEOUT",
+    "SESSION_LIFETIME",
 {%- if bound %}
     "WORKER_HOST_ID",
 {%- endif %}
@@ -294,6 +305,12 @@ class WorkerSettings:
     # OBJECT_STORE_URL: where large payloads go (object_store.py); None:
     # nowhere, every payload in history.
     object_store: stores.ObjectStore | None
+    # SESSION_IDLE_TIMEOUT: how long a conversation keeps its sandbox after an
+    # answer before it snapshots the workspace and releases the sandbox.
+    session_idle_timeout: timedelta
+    # SESSION_LIFETIME: how long a conversation waits for a follow-up before
+    # it ends; never shorter than the idle timeout.
+    session_lifetime: timedelta
 {%- if bound %}
     # WORKER_HOST_ID, or the host name: the host its sandboxes are bound to
     # (affinity.py).
@@ -321,6 +338,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
     problem = missing_credentials(environ)
     if problem:
         raise BadSetting(problem)
+    idle_timeout, lifetime = session_times(environ)
     return WorkerSettings(
         runs_in_flight=whole_number(
             environ, "WORKER_RUNS_IN_FLIGHT", RUNS_IN_FLIGHT, 1, MOST_RUNS_IN_FLIGHT, "runs"
@@ -352,6 +370,8 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         ),
         version=worker_version(environ),
         object_store=object_store(environ),
+        session_idle_timeout=idle_timeout,
+        session_lifetime=lifetime,
 {%- if bound %}
         host_id=host_id(environ),
 {%- endif %}
@@ -378,6 +398,45 @@ def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:
         return stores.parse(value, region)
     except stores.NotAStore as e:
         raise refused("OBJECT_STORE_URL", value, stores.ALLOWED, str(e)) from None
+
+
+def session_times(environ: Mapping[str, str]) -> tuple[timedelta, timedelta]:
+    """``SESSION_IDLE_TIMEOUT`` and ``SESSION_LIFETIME``, whole seconds each.
+    The lifetime may not be shorter than the idle timeout: a conversation
+    releases its sandbox while it waits, never after it has ended. Of the two,
+    the one refused is the one set (the lifetime, when both are)."""
+    idle = whole_number(
+        environ,
+        "SESSION_IDLE_TIMEOUT",
+        int(SESSION_IDLE_TIMEOUT.total_seconds()),
+        1,
+        LONGEST_SESSION,
+        "seconds",
+    )
+    lifetime = whole_number(
+        environ,
+        "SESSION_LIFETIME",
+        int(SESSION_LIFETIME.total_seconds()),
+        1,
+        LONGEST_SESSION,
+        "seconds",
+    )
+    if lifetime < idle:
+        if "SESSION_LIFETIME" in environ:
+            raise refused(
+                "SESSION_LIFETIME",
+                environ["SESSION_LIFETIME"],
+                f"a whole number of seconds no smaller than SESSION_IDLE_TIMEOUT ({idle})",
+                "a conversation must not end before it would release its sandbox",
+            )
+        raise refused(
+            "SESSION_IDLE_TIMEOUT",
+            environ["SESSION_IDLE_TIMEOUT"],
+            f"a whole number of seconds no larger than SESSION_LIFETIME ({lifetime}), "
+            "or set SESSION_LIFETIME longer",
+            "a conversation must not end before it would release its sandbox",
+        )
+    return timedelta(seconds=idle), timedelta(seconds=lifetime)
 
 
 def worker_version(environ: Mapping[str, str]) -> WorkerDeploymentVersion | None:

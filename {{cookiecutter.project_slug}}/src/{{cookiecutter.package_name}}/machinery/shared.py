@@ -122,6 +122,27 @@ MODEL_ACTIVITIES = ("invoke_model_activity", "invoke_model_activity_streaming")
 # run's inputs, collecting its outputs ("<provider>-sandbox_workspace_place").
 PLACE = "sandbox_workspace_place"
 COLLECT = "sandbox_workspace_collect"
+# And two more for conversations: a snapshot of the workspace into the
+# object store (or the host's disk), and a fresh sandbox restored from one.
+SNAPSHOT = "sandbox_workspace_snapshot"
+RESTORE = "sandbox_workspace_restore"
+FORGET = "sandbox_workspace_forget"
+
+# A conversation's handlers (workflow.py): the update that sends a
+# follow-up (a FollowUp; it answers with the prompt's number), the update
+# that ends it, and the query of where it stands (a Conversation).
+FOLLOW_UP = "follow_up"
+END = "end"
+CONVERSATION = "conversation"
+# The memo key under which a conversation shows where it stands (the
+# Conversation without its answer), rewritten at each change of state.
+SESSION_MEMO = "session"
+
+# How long a conversation keeps its sandbox after an answer, and how long it
+# waits for a follow-up before it ends, unless the worker's
+# SESSION_IDLE_TIMEOUT / SESSION_LIFETIME (seconds) set others (settings.py).
+SESSION_IDLE_TIMEOUT = timedelta(minutes=10)
+SESSION_LIFETIME = timedelta(days=7)
 
 
 def sandbox_operation(activity: str) -> str | None:

@@ -9,6 +9,8 @@
     {{ cookiecutter.project_slug }}-starter --input data.csv --output out/ "Summarise data.csv into summary.txt"
     {{ cookiecutter.project_slug }}-starter --repo https://github.com/org/repo@v1.2 --output out/ "Fix the typo"
     {{ cookiecutter.project_slug }}-starter --attach WORKFLOW_ID --output out/  # a finished run's files
+    {{ cookiecutter.project_slug }}-starter --continue WORKFLOW_ID "Now plot it by month"  # a follow-up
+    {{ cookiecutter.project_slug }}-starter --end WORKFLOW_ID              # end a conversation, free its sandbox
 {%- if extras %}
     {{ cookiecutter.project_slug }}-starter --provider NAME "Count the files"  # run in another sandbox provider
 {%- endif %}
@@ -28,13 +30,30 @@ anything outside DIR (archives.py). An agent with an ``output_type`` (agent.py)
 answers in JSON, printed as JSON. docs/inputs-and-outputs.md has the rest.
 
 After the answer, one line says what the run used of the model (calls,
-input and output tokens, across its chain). Progress is read from the run's history, so it shows what Temporal recorded:
+input and output tokens, across its chain), and one how to follow up.
+Progress is read from the run's history, so it shows what Temporal recorded:
 the sandbox provider the run uses{% if bound %} and the host its sandbox lives on (or that
 any worker reaches it){% endif %}, the build a versioned worker pinned it to, then one line per model turn and per
-sandbox operation (each shell command with the command itself), in the order
-the workflow scheduled them. A long run continues as new runs of the same
-workflow (same id, same sandbox); progress follows it from run to run, and
-``--attach`` follows it from the first run of the chain to the answer.
+sandbox operation (each shell command with the command itself, each snapshot
+and restore of the workspace), in the order the workflow scheduled them. A
+long run continues as new runs of the same workflow (same id, same sandbox);
+progress follows it from run to run, and ``--attach`` reads it from the
+first run of the chain.
+
+Every run the starter starts is a conversation (``RunRequest.follow_ups``):
+after its answer it waits for a follow-up in the same workspace, until it is
+ended or SESSION_LIFETIME (shared.py) passes without one, so it is started
+without a workflow execution timeout (MAX_TURNS bounds each prompt). The
+starter follows it to its answer and exits. ``--continue ID "PROMPT"`` (with
+``--input`` and ``--output`` as for a first prompt) sends the next prompt
+(the FOLLOW_UP update) and follows it, from the moment the run took it, to
+its answer: right after the last answer or days later. A run that is still
+working, was started without follow-ups or has ended refuses it in one
+line (EXIT_REFUSED). ``--end ID`` ends a conversation (the END update) and
+waits until its sandbox is removed. ``--attach ID`` follows the prompt a
+conversation works on to its answer or, when it waits for a follow-up
+(holding its sandbox, or released, its workspace in a snapshot), says so and
+prints the latest answer.
 
 While it follows a run, the starter rides out a restart of the Temporal
 service (SERVICE_OUTAGE_LIMIT); a service that stays gone ends it with one
@@ -74,14 +93,15 @@ from temporalio.api.enums.v1 import (
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import (
     Client,
-{%- if cookiecutter.approval != "none" %}
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
-{%- endif %}
     WorkflowFailureError,
     WorkflowHandle,
-{%- if cookiecutter.approval != "none" %}
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
-{%- endif %}
+    WorkflowUpdateHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
 )
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
@@ -107,7 +127,16 @@ from {{ cookiecutter.package_name }}.machinery.object_store import (
     data_converter,
     external_storage,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import Outputs, RunAnswer, RunRequest
+from {{ cookiecutter.package_name }}.machinery.run_request import (
+    ENDED,
+    RELEASED,
+    WAITING,
+    Conversation,
+    FollowUp,
+    Outputs,
+    RunAnswer,
+    RunRequest,
+)
 from {{ cookiecutter.package_name }}.machinery.settings import (
     BadSetting,
     StarterSettings,
@@ -118,19 +147,25 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     CHOOSING_THE_HOST,
 {%- endif %}
     COLLECT,
+    CONVERSATION,
 {%- if cookiecutter.approval != "none" %}
     DECIDE,
 {%- endif %}
+    END,
+    FOLLOW_UP,
     LONGEST_PROMPT,
     MODEL_ACTIVITIES,
 {%- if cookiecutter.approval != "none" %}
     PENDING,
 {%- endif %}
     PLACE,
+    RESTORE,
     SANDBOX_PROVIDER,
 {%- if extras %}
     SANDBOX_PROVIDERS,
 {%- endif %}
+    SESSION_MEMO,
+    SNAPSHOT,
     TASK_QUEUE,
     USAGE_MEMO,
     WORKFLOW_TYPE,
@@ -148,10 +183,12 @@ EXIT_COMPLETED = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_UNREACHABLE = 2
 EXIT_USAGE = 3
+EXIT_REFUSED = 4
 
 # What each exit status means, for scripts; --help lists them.
 EXIT_STATUSES = {
-    EXIT_COMPLETED: "the run completed and its answer was printed (with --no-wait: the run was started)",
+    EXIT_COMPLETED: "the run (or the follow-up) answered and its answer was printed (with --no-wait: "
+    "the run was started; with --end: the conversation ended, its sandbox removed)",
     EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled; "
     "or it answered, but its files could not be written under --output DIR",
     EXIT_UNREACHABLE: "the Temporal service could not be reached, is misconfigured (TEMPORAL_*), "
@@ -161,15 +198,37 @@ EXIT_STATUSES = {
     EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, a prompt that is empty, unreadable or too long, "
     "an --input, --repo or --output it cannot use (docs/inputs-and-outputs.md), "
     "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
-    "or no workflow with the id given to --attach"{% if cookiecutter.approval != "none" %}
+    "or no workflow with the id given to --attach, --continue or --end"{% if cookiecutter.approval != "none" %}
     " (or to --pending, --approve, --reject); a decision on a call that does not wait, in a run that has "
     "ended, or without the approver's key"{% endif %},
+    EXIT_REFUSED: "refused: a follow-up (--continue) to a run that is still working on a prompt, "
+    "was started without follow-ups or has ended; or --end of a run that has ended",
     EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
     EXIT_BROKEN_PIPE: "its output went to a pipe that closed early (| head)",
 }
 
 # The starter's own command, as the user runs it, in the lines it prints.
 COMMAND = {{ (cookiecutter.project_slug ~ "-starter") | tojson }}
+
+# Why a conversation refuses a follow-up or the end (the ApplicationError
+# type its FOLLOW_UP or END update's validator raises), and what to do
+# instead, in the line the starter prints ({id}: the workflow's id; {then}:
+# what to do once it has answered).
+REFUSALS = {
+    "StillWorking": "workflow {id} is still working on a prompt: follow it to its answer "
+    "(--attach {id}), then {then}",
+    "NoFollowUps": "workflow {id} was started without follow-ups (RunRequest.follow_ups): "
+    "start a new run",
+    "ConversationEnded": "the conversation {id} has ended: start a new run",
+}
+
+# The line after a conversation's answer.
+FOLLOW_UP_LINE = 'Follow up: {command} --continue {id} "..."   End: --end {id}'
+
+# How long the starter waits for a worker to answer a query (where a
+# conversation stands, what waits for a person){{ " or to take a decision (an update)" if cookiecutter.approval != "none" }}: a
+# run with no worker running answers neither.
+WORKER_ANSWERS_WITHIN = timedelta(seconds=10)
 
 DEV_SERVER_UI = "http://localhost:8233"
 CLOUD_UI = "https://cloud.temporal.io"
@@ -263,9 +322,11 @@ async def start(
     provider: str = SANDBOX_PROVIDER,
 ) -> WorkflowHandle[Any, RunAnswer]:
     """Start one run of the agent on the worker's task queue: ``request``,
-    or a prompt alone (in a sandbox of ``provider``). The workflow is named,
-    not imported: the starter needs only Temporal's client to start and
-    follow a run."""
+    or a prompt alone (in a sandbox of ``provider``, no follow-ups). The
+    workflow is named, not imported: the starter needs only Temporal's
+    client to start and follow a run. A conversation (``follow_ups``) has
+    no execution timeout: it waits for follow-ups until it is ended or
+    SESSION_LIFETIME passes, and MAX_TURNS bounds each prompt."""
     if isinstance(request, str):
         request = RunRequest(prompt=request, provider=provider)
     return await client.start_workflow(
@@ -273,7 +334,7 @@ async def start(
         request,
         id=workflow_id or f"{TASK_QUEUE}-{uuid.uuid4()}",
         task_queue=TASK_QUEUE,
-        execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+        execution_timeout=None if request.follow_ups else WORKFLOW_EXECUTION_TIMEOUT,
         result_type=RunAnswer,
     )
 
@@ -301,8 +362,14 @@ def _one_line(text: str) -> str:
 class Progress:
     """Turns the events of a run's history into lines a person can follow."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, conversation: bool = False) -> None:
         self.client = client
+        # Whether the run is a conversation (its request's follow_ups), and
+        # where it stands: its latest SESSION_MEMO ({} before the first).
+        self.conversation = conversation
+        self.session: dict[str, Any] = {}
+        # The prompts seen so far (follow-ups taken), and the model turns of the latest.
+        self.prompts = 1
         self.turns = 0
         self.steps: dict[int, str] = {}
 {%- if bound %}
@@ -340,9 +407,21 @@ class Progress:
                 return f"run      {carried.get('run', '?')} of the chain, same sandbox"
 {%- endif %}
             request = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
+            self.conversation = self.conversation or bool(request.get("follow_ups"))
             return f"sandbox  provider {request.get('provider', SANDBOX_PROVIDER)!r}"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
             return "run      continues as new: its history is large"
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+            return await self.session_of(event)
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            name = event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+            if name == FOLLOW_UP:
+                self.prompts += 1
+                self.turns = 0
+                return f"prompt   {self.prompts}, a follow-up"
+            if name == END:
+                return "session  ended (--end): removing the sandbox"
+            return None
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             step = await self._scheduled(event)
             if step is not None:
@@ -383,6 +462,35 @@ class Progress:
             return f"! the workflow code failed (Temporal retries it): {_one_line(message)}"
         return None
 
+    async def session_of(self, event: HistoryEvent) -> str | None:
+        """Note where a conversation stands from a memo event (SESSION_MEMO,
+        which the workflow rewrites at each change of state); the line for a
+        change worth showing."""
+        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+            return None
+        memo = event.workflow_properties_modified_event_attributes.upserted_memo
+        if SESSION_MEMO not in memo.fields:
+            return None
+        [session] = await self._decode(Payloads(payloads=[memo.fields[SESSION_MEMO]])) or [None]
+        if not isinstance(session, dict):
+            return None
+        was, self.session = self.session, session
+        if session.get("state") == RELEASED and was.get("state") != RELEASED:
+            return "session  released the sandbox (workspace in a snapshot)"
+        restored = session.get("restored")
+        if restored and restored != was.get("restored"):
+            # From which snapshot, and why (a host gone: what is redone).
+            return f"session  {_one_line(str(restored))}"
+        return None
+
+    def answered(self, prompt: int | None) -> bool:
+        """Whether the conversation has answered ``prompt`` (None: never
+        asked; a run without follow-ups is followed to its end)."""
+        if prompt is None or not self.conversation:
+            return False
+        answered = self.session.get("answered")
+        return isinstance(answered, int) and answered >= prompt
+
     async def _scheduled(self, event: HistoryEvent) -> str | None:
         attributes = event.activity_task_scheduled_event_attributes
         name = attributes.activity_type.name
@@ -399,10 +507,11 @@ class Progress:
             self.host_choices.add(event.event_id)
             return None
 {%- endif %}
-        if operation == PLACE:
-            # Its summary, written by the workflow: the inputs' names and sizes.
+        if operation in (PLACE, SNAPSHOT, RESTORE):
+            # Its summary, written by the workflow: the inputs' names and
+            # sizes; "snapshot"; which snapshot it restores, and why.
             [summary] = await self._decode(Payloads(payloads=[event.user_metadata.summary])) or [""]
-            return f"sandbox  {_one_line(str(summary))}"
+            return f"sandbox  {_one_line(str(summary) or operation.rpartition('_')[2])}"
         if operation == COLLECT:
             self.collections.add(event.event_id)
             return None
@@ -498,20 +607,36 @@ async def follow(
     handle: WorkflowHandle[Any, RunAnswer],
     key_file: Path,
     output: Path | None = None,
+    *,
+    prompt: int | None = 1,
+    after: Callable[[HistoryEvent], bool] | None = None,
+    conversation: bool = False,
 ) -> int:
     """Print each step of the run, through every run of its chain, as it
     happens, then its answer, and write its files under ``output``; return
     the exit status. A decision asked on the terminal is signed with the
-    approver's key in ``key_file``."""
+    approver's key in ``key_file``.
 {%- else -%}
 async def follow(
-    client: Client, handle: WorkflowHandle[Any, RunAnswer], output: Path | None = None
+    client: Client,
+    handle: WorkflowHandle[Any, RunAnswer],
+    output: Path | None = None,
+    *,
+    prompt: int | None = 1,
+    after: Callable[[HistoryEvent], bool] | None = None,
+    conversation: bool = False,
 ) -> int:
     """Print each step of the run, through every run of its chain, as it
     happens, then its answer, and write its files under ``output``; return
-    the exit status."""
+    the exit status.
 {%- endif %}
-    progress = Progress(client)
+
+    A conversation (``conversation``, or a request with follow_ups) is
+    followed until it has answered ``prompt``, not to its end, which may be
+    days away (``prompt`` None: to its end). With ``after``, steps are shown only
+    after the first event it is true of (the follow-up being taken): the
+    events before are only read for where the conversation stands."""
+    progress = Progress(client, conversation)
     current: WorkflowHandle[Any, RunAnswer] | None = handle
     waits = asyncio.create_task(show_waits(lambda: current or handle))
 {%- if cookiecutter.approval != "none" %}
@@ -519,6 +644,7 @@ async def follow(
     moved = asyncio.Event()
     asking = asyncio.create_task(ask_for_decisions(client, handle.id, key_file, moved))
 {%- endif %}
+    showing = after is None
     try:
         while current is not None:
             next_run = None
@@ -526,15 +652,29 @@ async def follow(
 {%- if cookiecutter.approval != "none" %}
                 moved.set()
 {%- endif %}
-                line = await progress.describe(event)
-                if line is not None:
-                    print(f"  {line}", flush=True)
+                if showing:
+                    line = await progress.describe(event)
+                    if line is not None:
+                        print(f"  {line}", flush=True)
+                elif after is not None:
+                    await progress.session_of(event)
+                    showing = after(event)
+                if progress.answered(prompt):
+                    break
                 next_run = continued_as(event)
             current = None if next_run is None else chain_run(client, handle.id, next_run)
-        answer = await answered(handle.result)
+        waiting = progress.answered(prompt)
+        if waiting:
+            # It waits for a follow-up: its answer is in its state.
+            answer = await answered(lambda: latest_answer(client, handle.id))
+        else:
+            answer = await answered(handle.result)
     except WorkflowFailureError as e:
         print(f"Workflow {handle.id} {_why_not_completed(e)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
+    except Refused as e:
+        print(visible(f"ERROR: {e}"), file=sys.stderr)
+        return e.status
     except StoppedAnswering:
         following = f"following workflow {handle.id}; the run itself may go on"
         return stopped_answering(client, f"{following}. Follow it again with --attach {handle.id}")
@@ -549,14 +689,61 @@ async def follow(
 {%- if cookiecutter.approval != "none" %}
         asking.cancel()
 {%- endif %}
+    return await show_answer(client, handle.id, answer, output, waiting)
+
+
+class Refused(Exception):
+    """What the starter asked of a run was refused, or cannot be done now;
+    the message says why and what to do, in one line, and ``status`` is the
+    starter's exit status for it."""
+
+    def __init__(self, message: str, status: int = EXIT_REFUSED) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def latest_answer(client: Client, workflow_id: str) -> RunAnswer:
+    """A conversation's latest answer (from the CONVERSATION query, which a
+    worker answers); ``Refused`` when no worker answers within
+    WORKER_ANSWERS_WITHIN, or the run has no answer to give."""
+    try:
+        found = await chain_run(client, workflow_id, None).query(
+            CONVERSATION, result_type=Conversation, rpc_timeout=WORKER_ANSWERS_WITHIN
+        )
+    except RPCError as e:
+        if e.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise
+        raise Refused(
+            f"no worker answered for workflow {workflow_id} within "
+            f"{WORKER_ANSWERS_WITHIN.total_seconds():.0f} s: start one "
+            f"({{ cookiecutter.project_slug }}-worker) and ask again with --attach {workflow_id}",
+            EXIT_UNREACHABLE,
+        ) from e
+    except WorkflowQueryFailedError as e:
+        raise Refused(
+            f"workflow {workflow_id} did not say where it stands: {e}", EXIT_NOT_COMPLETED
+        ) from e
+    if not isinstance(found, Conversation) or found.answer is None:
+        raise Refused(f"workflow {workflow_id} has no answer yet", EXIT_NOT_COMPLETED)
+    return found.answer
+
+
+async def show_answer(
+    client: Client, workflow_id: str, answer: RunAnswer, output: Path | None, waiting: bool
+) -> int:
+    """Print a run's answer, write its files under ``output``, say (when
+    ``waiting`` for a follow-up) how to follow up, and what it used; the
+    exit status."""
     print("Answer:")
     if answer.structured:
         print(json.dumps(answer.answer, indent=2, ensure_ascii=False))
     else:
         print(str(answer.answer).rstrip("\n"))
-    status = deliver(answer.outputs, output, handle.id)
+    status = deliver(answer.outputs, output, workflow_id)
+    if waiting:
+        print(FOLLOW_UP_LINE.format(command=COMMAND, id=workflow_id), flush=True)
     try:
-        print(await answered(lambda: usage_line(client, handle.id)), flush=True)
+        print(await answered(lambda: usage_line(client, workflow_id)), flush=True)
     except StoppedAnswering:
         print("Usage: unknown (Temporal stopped answering)", flush=True)
     return status
@@ -610,10 +797,6 @@ async def usage_line(client: Client, workflow_id: str) -> str:
 # ASK_AT_LEAST_EVERY: about 3,000 queries a day instead of 170,000.
 ASK_SOON = timedelta(seconds=0.5)
 ASK_AT_LEAST_EVERY = timedelta(seconds=30)
-# How long the starter waits for a worker to answer what waits in a run (a
-# query) or to take a decision (an update): a run with no worker running
-# answers neither.
-WORKER_ANSWERS_WITHIN = timedelta(seconds=10)
 
 
 class NoDecision(Exception):
@@ -955,32 +1138,268 @@ async def run(
 
 
 async def attach(workflow_id: str, settings: StarterSettings, output: Path | None = None) -> int:
-    """Follow a run that was started earlier, from its first step to its
-    answer, and write its files under ``output``."""
+    """Follow a run that was started earlier to its answer, and write its
+    files under ``output``: a run without follow-ups, or one that has
+    ended, from its first step to its end; a conversation from the prompt
+    it works on to that prompt's answer or, when it waits for a follow-up,
+    where it stands and its latest answer."""
     try:
         client = await connected(settings)
     except (ConnectionFailed, ObjectStoreUnreachable) as e:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
-    latest = chain_run(client, workflow_id, None)
     try:
-        description = await answered(latest.describe)
+        description = await described(client, workflow_id, "--attach")
+        running = description.status == WorkflowExecutionStatus.RUNNING
+        session = await session_memo(description) if running else {}
+    except Refused as e:
+        print(visible(f"ERROR: {e}"), file=sys.stderr)
+        return e.status
     except StoppedAnswering:
         return stopped_answering(client, f"looking for workflow {workflow_id}")
-    except RPCError as e:
-        if e.status != RPCStatusCode.NOT_FOUND:
-            raise
-        print(
-            f"ERROR: --attach {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     # From the first run of the chain, which a long run continued from.
     first_run = description.raw_description.workflow_execution_info.first_run_id
     handle = chain_run(client, workflow_id, first_run or None)
     print(f"Following workflow {handle.id}")
     print(f"Web UI: {web_ui_link(client, handle.id, settings.ui_url)}", flush=True)
-    return await follow(client, handle{{ ", settings.approver_key_file" if cookiecutter.approval != "none" }}, output)
+    state = session.get("state")
+    if state in (WAITING, RELEASED, ENDED):
+        print(visible(state_line(workflow_id, session)), flush=True)
+        try:
+            answer = await answered(lambda: latest_answer(client, workflow_id))
+        except Refused as e:
+            print(visible(f"ERROR: {e}"), file=sys.stderr)
+            return e.status
+        except StoppedAnswering:
+            return stopped_answering(client, f"asking workflow {workflow_id} for its answer")
+        return await show_answer(client, workflow_id, answer, output, state != ENDED)
+    # A conversation working on prompt N (follow-up N - 1): shown from there.
+    prompts = session.get("prompts")
+    prompt = prompts if isinstance(prompts, int) else 1
+    return await follow(
+        client,
+        handle,
+{%- if cookiecutter.approval != "none" %}
+        settings.approver_key_file,
+{%- endif %}
+        output,
+        prompt=prompt if running else None,
+        after=prompt_started(prompt) if running and prompt > 1 else None,
+        conversation=bool(session),
+    )
+
+
+async def described(client: Client, workflow_id: str, option: str) -> WorkflowExecutionDescription:
+    """The latest run of ``workflow_id``, described; ``Refused`` (EXIT_USAGE)
+    when there is no such workflow."""
+    try:
+        description: WorkflowExecutionDescription = await answered(
+            chain_run(client, workflow_id, None).describe
+        )
+    except RPCError as e:
+        if e.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise Refused(
+            f"{option} {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
+            EXIT_USAGE,
+        ) from e
+    return description
+
+
+async def running_conversation(client: Client, workflow_id: str, option: str, closed: str) -> None:
+    """``Refused`` unless the latest run of ``workflow_id`` is running: a
+    closed workflow takes no update (EXIT_REFUSED: the line says ``closed``,
+    what to do), and there may be no such workflow (EXIT_USAGE)."""
+    description = await described(client, workflow_id, option)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        status = description.status.name.lower().replace("_", " ") if description.status else "?"
+        raise Refused(f"workflow {workflow_id} has ended ({status}): {closed}.")
+
+
+async def session_memo(description: WorkflowExecutionDescription) -> dict[str, Any]:
+    """Where a conversation stands, from its latest run's memo
+    (SESSION_MEMO); {} for a run without follow-ups, or one whose first
+    workflow task has not run yet."""
+    session = (await description.memo()).get(SESSION_MEMO)
+    return session if isinstance(session, dict) else {}
+
+
+def state_line(workflow_id: str, session: dict[str, Any]) -> str:
+    """A conversation that waits for a follow-up, or has ended, in words."""
+    state, since = session.get("state"), session.get("since") or "?"
+    answered = session.get("answered", "?")
+    if state == WAITING:
+        return (
+            f"Conversation {workflow_id} is waiting for a follow-up after prompt {answered} "
+            f"(sandbox held since {since})"
+        )
+    if state == RELEASED:
+        return (
+            f"Conversation {workflow_id} is waiting for a follow-up after prompt {answered}, "
+            f"released: its workspace is in a snapshot (since {since})"
+        )
+    return f"Conversation {workflow_id} has ended (since {since}): it closes once its sandbox is removed"
+
+
+def prompt_started(prompt: int) -> Callable[[HistoryEvent], bool]:
+    """True from the event where a conversation took ``prompt``: its
+    follow-up ``prompt - 1`` (a validator refuses the others, so only
+    follow-ups taken are in history)."""
+    taken = 0
+
+    def started(event: HistoryEvent) -> bool:
+        nonlocal taken
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            accepted = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            taken += accepted.input.name == FOLLOW_UP
+        return taken >= prompt - 1
+
+    return started
+
+
+def update_taken(update_id: str) -> Callable[[HistoryEvent], bool]:
+    """True of the event where a run took the update ``update_id``."""
+
+    def taken(event: HistoryEvent) -> bool:
+        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            return False
+        accepted = event.workflow_execution_update_accepted_event_attributes.accepted_request
+        return accepted.meta.update_id == update_id
+
+    return taken
+
+
+async def send(
+    client: Client, workflow_id: str, update: str, *args: Any, result_type: type
+) -> WorkflowUpdateHandle[Any]:
+    """Send ``update`` to the latest run of ``workflow_id`` once a worker
+    takes it (saying so when none does for WAIT_NOTICE), through an outage
+    of the service: it is sent again with the same id, which a run takes
+    only once. ``WorkflowUpdateFailedError`` when the run refuses it."""
+    latest = chain_run(client, workflow_id, None)
+    waits = asyncio.create_task(show_waits(lambda: latest))
+    update_id = str(uuid.uuid4())
+    try:
+        sent: WorkflowUpdateHandle[Any] = await answered(
+            lambda: latest.start_update(
+                update,
+                args=args,
+                id=update_id,
+                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                result_type=result_type,
+            )
+        )
+        return sent
+    except WorkflowUpdateRPCTimeoutOrCancelledError as e:
+        # The SDK's word for a cancelled wait (Ctrl+C): cancelled it stays.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            print(
+                f"\nStopped before workflow {workflow_id} took it: it may still; "
+                f"see with --attach {workflow_id}",
+                file=sys.stderr,
+            )
+            raise asyncio.CancelledError from e
+        raise StoppedAnswering from e
+    finally:
+        waits.cancel()
+
+
+def refusal(error: WorkflowUpdateFailedError, workflow_id: str, then: str) -> str:
+    """Why a run refused an update, and what to do (``then``, once it has
+    answered), in one line."""
+    kind = getattr(error.cause, "type", None)
+    if kind in REFUSALS:
+        return REFUSALS[kind].format(id=workflow_id, then=then)
+    return f"workflow {workflow_id} refused it: {getattr(error.cause, 'message', error.cause)}"
+
+
+async def continue_conversation(
+    workflow_id: str, follow_up: FollowUp, settings: StarterSettings, output: Path | None = None
+) -> int:
+    """--continue: send a follow-up to a conversation that has answered
+    (the FOLLOW_UP update), then follow it, from the event where the run
+    took it, to its answer, and write its files under ``output``."""
+    try:
+        client = await connected(settings)
+    except (ConnectionFailed, ObjectStoreUnreachable) as e:
+        print(e, file=sys.stderr)
+        return EXIT_UNREACHABLE
+    try:
+        await running_conversation(client, workflow_id, "--continue", "start a new run")
+        update = await send(client, workflow_id, FOLLOW_UP, follow_up, result_type=int)
+        # The run answers at once with the prompt's number (or refuses).
+        number = int(await update.result())
+    except Refused as e:
+        print(visible(f"ERROR: {e}"), file=sys.stderr)
+        return e.status
+    except WorkflowUpdateFailedError as e:
+        print(visible(f"ERROR: {refusal(e, workflow_id, 'send it')}."), file=sys.stderr)
+        return EXIT_REFUSED
+    except StoppedAnswering:
+        return stopped_answering(
+            client,
+            f"sending the follow-up to workflow {workflow_id}: it may or may not have "
+            f"been taken; see with --attach {workflow_id}",
+        )
+    except RPCError as e:
+        # The run closed after it was described: a closed run takes no update.
+        if e.status != RPCStatusCode.NOT_FOUND:
+            raise
+        print(
+            visible(f"ERROR: workflow {workflow_id} has ended: start a new run."), file=sys.stderr
+        )
+        return EXIT_REFUSED
+    print(f"Follow-up {number} taken by workflow {workflow_id}")
+    print(f"Web UI: {web_ui_link(client, workflow_id, settings.ui_url)}", flush=True)
+    return await follow(
+        client,
+        chain_run(client, workflow_id, update.workflow_run_id),
+{%- if cookiecutter.approval != "none" %}
+        settings.approver_key_file,
+{%- endif %}
+        output,
+        prompt=number,
+        after=update_taken(update.id),
+        conversation=True,
+    )
+
+
+async def end_conversation(workflow_id: str, settings: StarterSettings) -> int:
+    """--end: end a conversation (the END update), and wait until the run
+    has removed its sandbox and closed."""
+    try:
+        client = await connected(settings)
+    except (ConnectionFailed, ObjectStoreUnreachable) as e:
+        print(e, file=sys.stderr)
+        return EXIT_UNREACHABLE
+    try:
+        await running_conversation(client, workflow_id, "--end", "nothing to end")
+        update = await send(client, workflow_id, END, result_type=str)
+        await update.result()
+        # The run removes its sandbox, then closes with its last answer.
+        await answered(chain_run(client, workflow_id, None).result)
+    except Refused as e:
+        print(visible(f"ERROR: {e}"), file=sys.stderr)
+        return e.status
+    except WorkflowUpdateFailedError as e:
+        print(visible(f"ERROR: {refusal(e, workflow_id, 'end it')}."), file=sys.stderr)
+        return EXIT_REFUSED
+    except WorkflowFailureError as e:
+        print(f"Workflow {workflow_id} {_why_not_completed(e)}", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
+    except StoppedAnswering:
+        return stopped_answering(
+            client,
+            f"ending workflow {workflow_id}: see whether it ended with --attach {workflow_id}",
+        )
+    except RPCError as e:
+        if e.status != RPCStatusCode.NOT_FOUND:
+            raise
+        print(visible(f"ERROR: workflow {workflow_id} has ended already."), file=sys.stderr)
+        return EXIT_REFUSED
+    print(visible(f"Ended the conversation {workflow_id}: its sandbox is removed"))
+    return EXIT_COMPLETED
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -1013,7 +1432,20 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     mode.add_argument(
         "--attach",
         metavar="WORKFLOW_ID",
-        help="follow a run started earlier instead of starting one",
+        help="follow a run started earlier instead of starting one (a conversation: its "
+        "latest prompt, or where it stands)",
+    )
+    mode.add_argument(
+        "--continue",
+        dest="follow_up",
+        metavar="WORKFLOW_ID",
+        help="send the prompt to a run that has answered, as a follow-up in the same workspace "
+        '(--continue ID "PROMPT"; --input and --output as for a first prompt)',
+    )
+    mode.add_argument(
+        "--end",
+        metavar="WORKFLOW_ID",
+        help="end a conversation: its run removes its sandbox and closes with its last answer",
     )
 {%- if cookiecutter.approval != "none" %}
     mode.add_argument(
@@ -1070,6 +1502,14 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     asked = args.prompt is not None or args.prompt_file is not None
     if args.attach is not None and (asked or args.input or args.repo):
         parser.error("--attach follows an existing run; it takes no prompt, --input or --repo")
+    if args.follow_up is not None and not asked:
+        parser.error('--continue needs the prompt: --continue ID "PROMPT" (or --prompt-file PATH)')
+    if args.follow_up is not None and args.repo:
+        parser.error(
+            "--continue: a repository is cloned at a run's start; a follow-up takes --input"
+        )
+    if args.end is not None and (asked or args.input or args.repo or args.output):
+        parser.error("--end ends a conversation; it takes no prompt, --input, --repo or --output")
     if args.no_wait and args.output is not None:
         parser.error(
             "--no-wait does not wait for the files: fetch them later with --attach ID --output DIR"
@@ -1089,8 +1529,10 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--always goes with --approve")
 {%- endif %}
 {%- if extras %}
-    if args.attach is not None and args.provider is not None:
-        parser.error("--attach follows an existing run, in the provider it started with")
+    if (args.attach or args.follow_up or args.end) and args.provider is not None:
+        parser.error(
+            "--provider goes with a new run: an existing one keeps the provider it started with"
+        )
 {%- endif %}
     return args
 
@@ -1138,6 +1580,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = starter_settings()
         if args.attach is not None:
             status = asyncio.run(attach(args.attach, settings, args.output))
+        elif args.follow_up is not None:
+            inputs = inputs_of(args.input, has_store=settings.object_store is not None)
+            follow_up = FollowUp(prompt=prompt_of(args), inputs=inputs)
+            status = asyncio.run(
+                continue_conversation(args.follow_up, follow_up, settings, args.output)
+            )
+        elif args.end is not None:
+            status = asyncio.run(end_conversation(args.end, settings))
 {%- if cookiecutter.approval != "none" %}
         elif args.pending is not None:
             status = asyncio.run(list_pending(args.pending))
@@ -1167,6 +1617,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 {%- endif %}
                 inputs=inputs,
                 repo=repo,
+                follow_ups=True,
             )
             status = asyncio.run(run(request, settings, not args.no_wait, args.output))
     except (BadPrompt, BadInput) as e:

@@ -25,7 +25,9 @@ that dies without warning (SIGKILL, a lost machine)
 sandbox operation reaches its timeout. With ``HEALTH_BIND_ADDRESS`` set it
 answers a readiness and a liveness probe (health.py). With
 ``OBJECT_STORE_URL`` set it keeps large payloads in that store, which must
-take them before the worker polls (object_store.py).
+take them before the worker polls (object_store.py), and there the snapshots
+of conversations' workspaces too (workspace.py; SESSION_IDLE_TIMEOUT and
+SESSION_LIFETIME say how long a conversation holds its sandbox and waits).
 """
 
 import argparse
@@ -89,7 +91,10 @@ from {{ cookiecutter.package_name }}.machinery.settings import (
 )
 from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
-from {{ cookiecutter.package_name }}.machinery.workspace import WorkspaceProvider
+from {{ cookiecutter.package_name }}.machinery.workspace import (
+    WorkspaceProvider,
+    snapshot_store,
+)
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
@@ -156,12 +161,22 @@ def agents_plugin(
         # provider's name; the workflow picks the provider by that name. Each
         # client cuts what it returns to a size Temporal can record, and bounds
         # each command in time. Beside the SDK's operations, each provider
-        # places a run's inputs and collects its outputs (workspace.py).
+        # places a run's inputs, collects its outputs, and snapshots and
+        # restores a conversation's workspace (workspace.py): in the object
+        # store{{ ", else on this host's disk for a sandbox bound to this host" if bound }}.
         sandbox_clients=[
             WorkspaceProvider(
                 provider,
                 BoundedSandboxClient(client, settings.command_time_limit),
                 has_store=settings.object_store is not None,
+{%- if bound %}
+                snapshots=snapshot_store(settings.object_store, host_bound(provider, settings)),
+{%- else %}
+                # Remote sandboxes: snapshots in the object store, or none.
+                snapshots=snapshot_store(settings.object_store, False),
+{%- endif %}
+                idle_timeout=settings.session_idle_timeout,
+                lifetime=settings.session_lifetime,
             )
             for provider, client in sandboxes.items()
         ],
@@ -174,6 +189,15 @@ def agents_plugin(
     return plugin
 
 
+{% if bound -%}
+def host_bound(provider: str, settings: WorkerSettings) -> bool:
+    """Whether ``provider``'s sandboxes live on this worker's host (its
+    backend says: backends/), so that without an object store their
+    snapshots can stay on this host's disk (workspace.snapshot_store())."""
+    return SANDBOX_BACKENDS[provider].host_bound(settings)
+
+
+{% endif -%}
 def backend_client(
     provider: str, backend: Backend, settings: WorkerSettings
 ) -> BaseSandboxClient[Any]:

@@ -18,7 +18,23 @@ show in history like every other sandbox operation:
   devices, FIFOs and names that climb out of the workspace are left out,
   saying so.
 
-Both move whole files through the activity's input or result: the data
+And two for conversations (workflow.py), whose workspace outlives its
+sandbox:
+
+- ``<provider>-sandbox_workspace_snapshot``, after each answer and before a
+  run continues as new: the whole workspace, gzipped, into the object store
+  under ``snapshots/`` (``SnapshotStore``; without a store, a host-bound
+  backend keeps it on its host's disk). It answers with the worker's
+  SESSION_IDLE_TIMEOUT and SESSION_LIFETIME, so the workflow waits by the
+  settings of the worker that holds the sandbox, the same on every replay.
+- ``<provider>-sandbox_workspace_restore``, in a fresh sandbox: the
+  snapshot's files, in place of what the sandbox started with.
+
+Each snapshot replaces the one before, and ``<provider>-sandbox_workspace_forget``
+deletes the last once the conversation ends (from a directory: a bucket's
+are left to its lifecycle rule).
+
+Place and collect move whole files through the activity's input or result: the data
 converter keeps any payload over the threshold in the object store
 (object_store.py), and a run's files are refused over the limit in
 shared.py. Git runs only on the worker's own clone: the workspace's ``.git``
@@ -34,13 +50,17 @@ import os
 import shutil
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from pydantic import BaseModel
 from temporalio import activity
+from temporalio.contrib.aws.s3driver import S3StorageDriverClient
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import SandboxClientProvider
 from temporalio.openai_agents._temporal_worker_env_ref import AllowAllWorkerEnvVars
@@ -50,13 +70,28 @@ from temporalio.openai_agents._temporal_worker_env_ref import AllowAllWorkerEnvV
 from temporalio.openai_agents.sandbox._temporal_activity_models import _HasState
 
 from {{ cookiecutter.package_name }}.machinery import archives
+from {{ cookiecutter.package_name }}.machinery.object_store import (
+    DirectoryObjects,
+    ObjectStore,
+    objects_of,
+)
+from {{ cookiecutter.package_name }}.machinery.observability import SNAPSHOT_BYTES, SNAPSHOT_SECONDS
 from {{ cookiecutter.package_name }}.machinery.run_request import Input, Outputs, Repo
 from {{ cookiecutter.package_name }}.machinery.shared import (
     COLLECT,
+    FORGET,
     INLINE_FILES_LIMIT,
     PLACE,
+    RESTORE,
+    SESSION_IDLE_TIMEOUT,
+    SESSION_LIFETIME,
+    SNAPSHOT,
     STORED_FILES_LIMIT,
 )
+
+# Where a snapshot lives: the object store (a worker of any host restores
+# it) or the disk of the host that took it (only that host's workers can).
+IN_STORE, ON_HOST = "store", "host"
 
 
 def clones() -> Path:
@@ -82,6 +117,97 @@ class CollectArgs(_HasState):
     baseline: dict[str, str] = {}
     repo: Repo | None = None
     commit: str = ""
+
+
+class SnapshotArgs(_HasState):
+    # The object to write: chosen by the workflow, one per snapshot.
+    key: str
+    # The conversation's snapshot before this one, which this one replaces.
+    previous: str = ""
+
+
+class ForgetArgs(BaseModel):
+    # The snapshot of a conversation that ended.
+    key: str
+
+
+class Snapshot(BaseModel):
+    """A snapshot of a workspace, or why none was taken, with the settings
+    of the worker that took it."""
+
+    # The object's key, or "" when none was taken (``why_not`` says why).
+    key: str = ""
+    where: str = ""
+    # Its size (gzipped), its files, and when it was taken (ISO 8601, UTC).
+    size: int = 0
+    files: int = 0
+    taken: str = ""
+    why_not: str = ""
+    # The worker's SESSION_IDLE_TIMEOUT and SESSION_LIFETIME, in seconds.
+    idle_timeout: float = SESSION_IDLE_TIMEOUT.total_seconds()
+    lifetime: float = SESSION_LIFETIME.total_seconds()
+
+
+class RestoreArgs(_HasState):
+    key: str
+
+
+class Restored(BaseModel):
+    size: int = 0
+    files: int = 0
+
+
+@dataclass(frozen=True)
+class SnapshotStore:
+    """Where a worker writes its workspaces' snapshots (IN_STORE or ON_HOST)."""
+
+    objects: S3StorageDriverClient
+    bucket: str
+    where: str
+
+
+def snapshots_on_host() -> Path:
+    """Where a worker without an object store keeps its host's snapshots."""
+    return Path(tempfile.gettempdir()) / "{{ cookiecutter.package_name }}-snapshots"
+
+
+def snapshot_store(store: ObjectStore | None, on_this_host: bool) -> SnapshotStore | None:
+    """Where a provider's snapshots go: the object store when the worker has
+    one; else, for sandboxes bound to this host, the host's disk (an idle
+    sandbox is still released, but a host gone takes its snapshots along);
+    else none (a remote sandbox is then kept while its conversation waits)."""
+    if store is not None:
+        return SnapshotStore(objects_of(store), store.bucket, IN_STORE)
+    if on_this_host:
+        return SnapshotStore(DirectoryObjects(snapshots_on_host()), "", ON_HOST)
+    return None
+
+
+async def forget(store: SnapshotStore, key: str) -> None:
+    """Delete a snapshot nothing will restore any more, from a directory
+    (the host's disk, a file:// store). A bucket's are left to its lifecycle
+    rule (docs/operations.md): the S3 driver's client has no delete."""
+    if isinstance(store.objects, DirectoryObjects):
+        path = store.objects.path(key)
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+
+
+def members(archive: bytes) -> int:
+    """The files (and links) in a tar archive."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
+        return sum(1 for member in tar if not member.isdir())
+
+
+def record_snapshot(operation: str, size: int, started: float) -> None:
+    """A snapshot's or a restore's size and time, into the worker's metrics."""
+    meter = activity.metric_meter()
+    labels = {"operation": operation}
+    meter.create_histogram(SNAPSHOT_BYTES, "Size of workspace snapshots", unit="By").record(
+        size, labels
+    )
+    meter.create_histogram_float(
+        SNAPSHOT_SECONDS, "Time to take or restore a workspace snapshot", unit="s"
+    ).record(time.monotonic() - started, labels)
 
 
 class GitFailed(Exception):
@@ -256,10 +382,21 @@ class WorkspaceProvider(SandboxClientProvider):
     ``has_store``: the worker keeps large payloads in an object store, so a
     run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT."""
 
-    def __init__(self, name: str, client: BaseSandboxClient[Any], has_store: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        client: BaseSandboxClient[Any],
+        has_store: bool,
+        snapshots: SnapshotStore | None = None,
+        idle_timeout: timedelta = SESSION_IDLE_TIMEOUT,
+        lifetime: timedelta = SESSION_LIFETIME,
+    ) -> None:
         super().__init__(name, client)
         self.limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
         self.has_store = has_store
+        self.snapshots = snapshots
+        self.idle_timeout = idle_timeout
+        self.lifetime = lifetime
 
     def _get_activities(
         self, resolvable_worker_env_vars: Collection[str] | AllowAllWorkerEnvVars
@@ -335,4 +472,68 @@ class WorkspaceProvider(SandboxClientProvider):
                 skipped=skipped,
             )
 
-        return [place, collect]
+        @activity.defn(name=f"{self.name}-{SNAPSHOT}")
+        async def snapshot(args: SnapshotArgs) -> Snapshot:
+            settings = Snapshot(
+                idle_timeout=self.idle_timeout.total_seconds(),
+                lifetime=self.lifetime.total_seconds(),
+            )
+            if self.snapshots is None:
+                return settings.model_copy(update={"why_not": "no object store (OBJECT_STORE_URL)"})
+            started = time.monotonic()
+            session = await self._session(args)
+            workspace = (await session.persist_workspace()).read()
+            data = await asyncio.to_thread(gzip.compress, workspace, 6)
+            if len(data) > STORED_FILES_LIMIT:
+                why_not = (
+                    f"the workspace weighs {archives.size_text(len(data))} gzipped, over "
+                    f"{archives.size_text(STORED_FILES_LIMIT)}"
+                )
+                return settings.model_copy(update={"why_not": why_not})
+            store = self.snapshots
+            await store.objects.put_object(bucket=store.bucket, key=args.key, data=data)
+            if args.previous:
+                await forget(store, args.previous)
+            record_snapshot("snapshot", len(data), started)
+            return settings.model_copy(
+                update={
+                    "key": args.key,
+                    "where": store.where,
+                    "size": len(data),
+                    "files": members(workspace),
+                    "taken": datetime.now(UTC).isoformat(timespec="seconds"),
+                }
+            )
+
+        @activity.defn(name=f"{self.name}-{RESTORE}")
+        async def restore(args: RestoreArgs) -> Restored:
+            if self.snapshots is None:
+                raise ApplicationError(
+                    "This worker has no snapshots to restore from: it has no object store "
+                    "(OBJECT_STORE_URL), and the snapshot is not on its host",
+                    type="SnapshotUnavailable",
+                    non_retryable=True,
+                )
+            started = time.monotonic()
+            store = self.snapshots
+            try:
+                data = await store.objects.get_object(bucket=store.bucket, key=args.key)
+            except FileNotFoundError:
+                raise ApplicationError(
+                    f"The snapshot {args.key!r} is gone from {store.where}: its workspace "
+                    "cannot be restored",
+                    type="SnapshotUnavailable",
+                    non_retryable=True,
+                ) from None
+            session = await self._session(args)
+            workspace = gzip.decompress(data)
+            await session.hydrate_workspace(io.BytesIO(workspace))
+            record_snapshot("restore", len(data), started)
+            return Restored(size=len(data), files=members(workspace))
+
+        @activity.defn(name=f"{self.name}-{FORGET}")
+        async def forget_snapshot(args: ForgetArgs) -> None:
+            if self.snapshots is not None:
+                await forget(self.snapshots, args.key)
+
+        return [place, collect, snapshot, restore, forget_snapshot]
