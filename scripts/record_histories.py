@@ -10,7 +10,10 @@ that suggests continuing as new early (a chain of two runs, the first
 continued as new, with an input file placed in the workspace, a sandbox
 command, model calls and the outputs collected), records it with the
 project's own ``record()`` (histories.py), and writes the histories back
-into the template as ``<kind>.run-N.json``; each project keeps the kind its
+into the template as ``<kind>.run-N.json``; then a conversation on a dev server
+of its own (a run with follow-ups: a prompt answered, its sandbox released
+after a second of idleness, a follow-up restoring it, then the END update),
+written as ``<kind>.conversation.json``. Each project keeps the kind its
 workflow makes (local_extensions.history_kind). Besides the kind, the
 provider's name is the only answer a history depends on (it names the
 sandbox activities and is a field of the workflow's input, its RunRequest):
@@ -20,6 +23,7 @@ Commit the result with the workflow change.
 
 import base64
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -59,6 +63,40 @@ async def main(out: Path) -> None:
 asyncio.run(main(Path(sys.argv[1])))
 """
 
+# Runs inside the rendered project too: a conversation of two prompts with an
+# idle release between them, then ended (tests/test_sessions.py's way).
+CONVERSING = """
+import asyncio, os, sys
+os.environ['OPENAI_AGENTS_DISABLE_TRACING'] = '1'
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from sandbox_agent.machinery.histories import record
+from sandbox_agent.machinery.object_store import parse
+from sandbox_agent.machinery.run_request import RELEASED, FollowUp, RunRequest
+from sandbox_agent.machinery.shared import END, FOLLOW_UP
+from sandbox_agent.machinery.starter import start
+from tests.conversing import Conversing
+from tests.support import SETTINGS, dev_server, running_worker
+from tests.test_sessions import answered, until
+
+async def main(out: Path) -> None:
+    settings = replace(SETTINGS, session_idle_timeout=timedelta(seconds=1){store})
+    async with dev_server() as server:
+        model = Conversing([["echo kept > note.txt && cat note.txt"], ["cat note.txt"]])
+        async with running_worker(server, model, settings=settings{where}) as (client, _):
+            handle = await start(client, RunRequest("Write a note, then read it.", follow_ups=True))
+            await until(handle, lambda state: state.state == RELEASED)
+            await handle.execute_update(FOLLOW_UP, FollowUp("Read the note again."))
+            await answered(handle, 2)
+            await handle.execute_update(END)
+            print((await handle.result()).answer)
+            for path in await record(client, out, limit=10):
+                print(path)
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
 
 def request_in(data: str, provider: str) -> dict | None:
     """The run's request a payload's ``data`` holds (the workflow's input, a
@@ -70,6 +108,19 @@ def request_in(data: str, provider: str) -> dict | None:
     if isinstance(value, dict) and "prompt" in value and value.get("provider") == provider:
         return value
     return None
+
+
+# A render mentions only its own backends (the template's test_render.py):
+# a history whose random ids or digests happen to spell one ("...8cee2b75...")
+# is recorded again, up to this many times.
+ATTEMPTS = 5
+
+
+def mentions_a_backend(text: str) -> bool:
+    """Whether a templated history names a backend outside its template
+    expressions (where the provider's name is the answer's)."""
+    outside = re.sub(r"\{% endraw %\}.*?\{% raw %\}", "", text, flags=re.DOTALL)
+    return re.search(r"e2b|daytona|docker", outside, re.IGNORECASE) is not None
 
 
 def templated(history: dict, provider: str) -> str:
@@ -136,20 +187,35 @@ def record(prefix: str, answers: list[str], provider: str) -> None:
         subprocess.run(["uv", "sync", "-q"], cwd=project, check=True)
         # A worker on a host of its own, where the workflow asks for one.
         where = ', host="recording-host"' if provider == "local" else ""
+        # A remote sandbox's snapshots need an object store (a host-bound
+        # one's stay on its host's disk without).
+        store = "" if provider == "local" else f', object_store=parse("file://{work}/store")'
         (project / "record_shipped.py").write_text(RECORDING.replace("{where}", where))
-        out = work / "recorded"
-        subprocess.run(["uv", "run", "python", "record_shipped.py", str(out)], cwd=project, check=True)
-        runs = []
-        for path in out.glob("*.json"):
-            history = json.loads(path.read_text())
-            runs.append((history["events"][0]["eventTime"], history))
-        if len(runs) != 2:
-            sys.exit(f"{prefix}: expected a chain of two runs, recorded {len(runs)}")
+        conversing = CONVERSING.replace("{where}", where).replace("{store}", store)
+        (project / "record_conversation.py").write_text(conversing)
+        recorded = {}
+        for script, expected in (("record_shipped.py", 2), ("record_conversation.py", 1)):
+            for attempt in range(1, ATTEMPTS + 1):
+                out = work / f"{script.removesuffix('.py')}-{attempt}"
+                subprocess.run(["uv", "run", "python", script, str(out)], cwd=project, check=True)
+                runs = []
+                for path in out.glob("*.json"):
+                    history = json.loads(path.read_text())
+                    runs.append((history["events"][0]["eventTime"], history))
+                if len(runs) != expected:
+                    sys.exit(f"{prefix}: expected {expected} runs from {script}, recorded {len(runs)}")
+                recorded[script] = [history for _, history in sorted(runs, key=lambda run: run[0])]
+                if not any(mentions_a_backend(templated(history, provider)) for history in recorded[script]):
+                    break
+            else:
+                sys.exit(f"{prefix}: every recording of {script} names a backend by chance")
         for stale in SHIPPED.glob(f"{prefix}.*.json"):
             stale.unlink()
         SHIPPED.mkdir(parents=True, exist_ok=True)
-        for number, (_, history) in enumerate(sorted(runs, key=lambda run: run[0]), start=1):
-            target = SHIPPED / f"{prefix}.run-{number}.json"
+        chain, conversation = recorded["record_shipped.py"], recorded["record_conversation.py"]
+        names = [f"{prefix}.run-1.json", f"{prefix}.run-2.json", f"{prefix}.conversation.json"]
+        for name, history in zip(names, chain + conversation, strict=True):
+            target = SHIPPED / name
             target.write_text(templated(history, provider))
             print(target.relative_to(TEMPLATE))
 

@@ -29,7 +29,7 @@ def test_a_one_line_change_to_the_workflows_steps_fails_the_generated_replay_tes
     changed = BakedProject(tmp_path / project.path.name, project.context)
     shutil.copytree(project.path, changed.path, ignore=shutil.ignore_patterns(".venv"))
     workflow = changed.machinery / "workflow.py"
-    anchor = "        # Must match the name the worker registered the provider under.\n"
+    anchor = "        if provider not in SANDBOX_BACKENDS:\n"
     text = workflow.read_text()
     assert anchor in text
     workflow.write_text(text.replace(anchor, "        await workflow.sleep(0.01)\n" + anchor))
@@ -39,7 +39,7 @@ def test_a_one_line_change_to_the_workflows_steps_fails_the_generated_replay_tes
     tests = changed.run_tests("tests/test_histories.py", "-k", "replays_against", "-n", "0")
 
     assert tests.returncode == 1, tests.stdout
-    for run in (1, 2):
-        assert f"tests/histories/{kind}.run-{run}.json does not replay" in tests.stdout
+    for name in ("run-1", "run-2", "conversation"):
+        assert f"tests/histories/{kind}.{name}.json does not replay" in tests.stdout
     assert "[TMPRL1100]" in tests.stdout
-    assert "2 failed" in tests.stdout
+    assert "3 failed" in tests.stdout

@@ -1,7 +1,7 @@
 """The service's workflow with a turn budget long enough for the long-run
 tests and the benchmark (the service's own is MAX_TURNS), {{ "with a short
-wait for a sandbox's host, " if cookiecutter | host_bound_backends }}with a bug then its fix, and as a next build
-might change it. Everything else is
+wait for a sandbox's host, " if cookiecutter | host_bound_backends }}with a bug then its fix, continuing as new between two prompts of a
+conversation, and as a next build might change it. Everything else is
 the service's code: registered on a test worker, it continues as new, carries
 the conversation and the sandbox, and cuts outputs exactly as the service
 does."""
@@ -54,6 +54,20 @@ class ImpatientSandboxAgentWorkflow(SandboxAgentWorkflow):
     async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
         return await super().run(request, carried)
 {%- endif %}
+
+
+@workflow.defn(name="ContinuesBetweenPromptsWorkflow")
+class ContinuesBetweenPromptsWorkflow(SandboxAgentWorkflow):
+    """The service's workflow, its first run's history taken for full once
+    the first prompt is answered: the conversation goes on in the next run
+    of its chain, which waits for the follow-up."""
+
+    def history_full(self) -> bool:
+        return self.run_of_chain == 1
+
+    @workflow.run
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        return await super().run(request, carried)
 
 
 class BugAtTheSecondTurn(HistoryBudget):

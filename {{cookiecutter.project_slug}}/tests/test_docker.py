@@ -48,13 +48,14 @@ from {{ cookiecutter.package_name }}.machinery.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
+from {{ cookiecutter.package_name }}.machinery.run_request import RELEASED, FollowUp, RunRequest
 from {{ cookiecutter.package_name }}.machinery.settings import docker_limits
-from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.shared import END, FOLLOW_UP, TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.starter import start
 from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
+from .conversing import Conversing
 from .faults import figures
 from .handovers import STEPS, sandbox_workers, stalled_on
 from .long_workflow import ImpatientSandboxAgentWorkflow, LongSandboxAgentWorkflow
@@ -77,6 +78,7 @@ from .support import (
     runs_of_chain,
     start_in,
 )
+from .test_sessions import answered, until
 
 # The name the worker registers the Docker backend under.
 PROVIDER = provider_of(docker)
@@ -781,3 +783,32 @@ async def test_a_run_whose_docker_engine_restarts_ends_saying_why_and_leaves_no_
     ), outcome
     assert left == []
     figures("Docker engine restarted mid-run", 1, 0, 1, 0)
+
+
+async def test_an_idle_conversation_removes_its_container_and_a_follow_up_restores_the_files(
+    temporal_client: Client, engine: Any, sandbox: ImageForTests
+) -> None:
+    # Without an object store, the snapshot stays on this host's disk.
+    model = Conversing([["echo first > one.txt && hostname"], ["cat one.txt && hostname"]])
+    settings = replace(SETTINGS, session_idle_timeout=timedelta(seconds=1))
+    async with docker_worker(temporal_client, model, sandbox, settings=settings) as (client, _):
+        request = RunRequest("Write a file, and say where you are.", PROVIDER, follow_ups=True)
+        handle = await start(client, request)
+        first = await answered(handle, 1)
+        held = containers_of(engine, handle)
+        await until(handle, lambda state: state.state == RELEASED)
+        released = containers_of(engine, handle)
+        await handle.execute_update(FOLLOW_UP, FollowUp("Show the file, and say where you are."))
+        second = await answered(handle, 2)
+        again = containers_of(engine, handle)
+        await handle.execute_update(END)
+        result = await handle.result()
+
+    assert first.answer is not None and second.answer == result
+    # Waiting, the conversation held its container; released, none.
+    assert len(held) == 1 and held[0].id[:12] in str(first.answer.answer)
+    assert released == []
+    # The follow-up ran in a new container, holding the first prompt's file.
+    assert len(again) == 1 and again[0].id != held[0].id
+    assert str(result.answer).split(": ", 1)[1].split() == ["first", again[0].id[:12]]
+    assert containers_of(engine, handle) == []

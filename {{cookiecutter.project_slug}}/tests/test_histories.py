@@ -6,9 +6,11 @@ change to the sequence of commands the workflow issues for the same history
 (a new step, a step moved or removed) fails that replay, and the run sticks
 on a failing workflow task. So the suite replays real histories, with the
 plugins and the data converter the worker uses. The ones the service ships
-with were recorded from its own scripted run: a chain of two runs (the first
+with were recorded from its own scripted runs: a chain of two runs (the first
 continued as new), with an input placed in its workspace, its sandbox's
-commands, its model calls and its outputs collected. Record
+commands, its model calls and its outputs collected; and a conversation of
+two prompts, its sandbox released (its workspace snapshotted) between them
+and restored for the follow-up, then ended. Record
 more from a live namespace before a deploy with
 ``{{ cookiecutter.project_slug }}-record-histories`` (histories.py) and commit them.
 """
@@ -24,7 +26,15 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from {{ cookiecutter.package_name }}.machinery.histories import record
-from {{ cookiecutter.package_name }}.machinery.shared import COLLECT, PLACE, sandbox_operation
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    COLLECT,
+    END,
+    FOLLOW_UP,
+    PLACE,
+    RESTORE,
+    SNAPSHOT,
+    sandbox_operation,
+)
 from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
@@ -68,8 +78,9 @@ async def test_a_recorded_run_replays_against_the_workflow(path: Path) -> None:
 def test_the_histories_hold_a_chain_with_sandbox_commands_and_model_calls() -> None:
     """What the replay above covers: a run that continued as new, and the
     next run of its chain; sandbox operations and model calls in both, the
-    run's input placed and its outputs collected."""
-    endings, activities = set(), []
+    run's input placed and its outputs collected; a conversation's
+    follow-up and end (updates), its workspace snapshotted and restored."""
+    endings, activities, updates = set(), [], []
     for path in RECORDED:
         events = load(path).events
         endings.add(events[-1].event_type)
@@ -78,13 +89,20 @@ def test_the_histories_hold_a_chain_with_sandbox_commands_and_model_calls() -> N
             for event in events
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         ]
+        updates += [
+            event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+            for event in events
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+        ]
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW in endings
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED in endings
     operations = {sandbox_operation(name) for name in activities}
     # A model call (None), a command, the session that ran it, the input
-    # placed in the workspace, the outputs collected from it.
+    # placed in the workspace, the outputs collected from it, a snapshot of
+    # the workspace and a fresh sandbox restored from it.
     commands = {None, "sandbox_session_pty_exec_start", "sandbox_session_start", PLACE, COLLECT}
-    assert commands <= operations, operations
+    assert commands | {SNAPSHOT, RESTORE} <= operations, operations
+    assert {FOLLOW_UP, END} <= set(updates), updates
 
 
 async def test_a_change_to_the_workflows_steps_fails_replay_naming_the_file() -> None:

@@ -184,7 +184,8 @@ class SandboxAgentWorkflow:
     approval_timeout = APPROVAL_TIMEOUT
 {%- endif %}
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, request: RunRequest, carried: Carried | None = None) -> None:
 {%- if cookiecutter.approval != "none" %}
         self.approvals = Approvals()
 {%- endif %}
@@ -197,7 +198,6 @@ class SandboxAgentWorkflow:
         # from after a restore, the workspace's latest snapshot (and the
         # one a fresh sandbox is to be restored from), and the commit of its
         # repository.
-        self.follow_ups = False
         self.state = Conversation(state=WORKING)
         self.asked: FollowUp | None = None
         self.ending = False
@@ -207,6 +207,17 @@ class SandboxAgentWorkflow:
         self.snapshots = 0
         self.restoring: Snapshot | None = None
         self.commit = ""
+        # A run's first task runs its update validators before its run
+        # method: they must know from here whether it takes follow-ups
+        # (a client's request arrives as JSON: run_request()), and a run
+        # that continues a waiting conversation, where it stands.
+        given: Any = request
+        if isinstance(given, RunRequest):
+            self.follow_ups = given.follow_ups
+        else:
+            self.follow_ups = isinstance(given, dict) and given.get("follow_ups") is True
+        if carried is not None:
+            self.state = carried_state(carried)
 
     @workflow.run
     async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
@@ -326,6 +337,8 @@ class SandboxAgentWorkflow:
         if carried is not None and carried.waiting:
             answer = self.state.answer or RunAnswer(answer="")
         else:
+            if carried is None:
+                self._enter(WORKING)
             answer = await self._prompt(request, carried)
             await self._answered(answer)
         while True:
@@ -571,14 +584,7 @@ class SandboxAgentWorkflow:
         self.sandbox.state_from(carried)
         if carried.snapshot is not None:
             self.snapshot = Snapshot(**carried.snapshot)
-        answer = run_answer(carried.answer) if carried.answer else None
-        self.state = Conversation(
-            state=(WAITING if carried.session_state else RELEASED) if carried.waiting else WORKING,
-            prompts=carried.prompts,
-            answered=carried.answered,
-            since=carried.since,
-            answer=answer,
-        )
+        self.state = carried_state(carried)
 
     def history_full(self) -> bool:
         """Whether the run's history is large enough to go on in a fresh run
@@ -1033,6 +1039,17 @@ def placing(request: RunRequest, first_prompt: bool = True) -> str:
     if first_prompt:
         return "input (the agent's own files)"
     return "input (none: the workspace as it was)"
+
+
+def carried_state(carried: Carried) -> Conversation:
+    """Where a conversation stands that an earlier run of its chain handed on."""
+    return Conversation(
+        state=(WAITING if carried.session_state else RELEASED) if carried.waiting else WORKING,
+        prompts=carried.prompts,
+        answered=carried.answered,
+        since=carried.since,
+        answer=run_answer(carried.answer) if carried.answer else None,
+    )
 
 
 def run_answer(fields: dict[str, Any]) -> RunAnswer:
