@@ -418,6 +418,7 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
             f"{package}/machinery/affinity.py",
             "tests/test_affinity.py",
             "tests/test_affinity_processes.py",
+            "tests/test_sessions_hosts.py",
         ]
     # Without approvals, no approval code at all.
     if answers["approval"] == "none":

@@ -80,10 +80,19 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_hostile_calls",
                 "test_capacity_workers",
                 "test_inputs_outputs",
+                "test_sessions",
+                "test_sessions_hosts",
             )
         ],
         [
-            part("long", "test_long_runs", "test_versioning", "test_eviction", "test_inputs_outputs"),
+            part(
+                "long",
+                "test_long_runs",
+                "test_versioning",
+                "test_eviction",
+                "test_inputs_outputs",
+                "test_sessions_hosts",
+            ),
             part("faults", "test_faults"),
         ],
     ],
@@ -101,6 +110,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_long_runs",
                 "test_versioning",
                 "test_inputs_outputs",
+                "test_sessions",
                 only=True,
             )
         ],
@@ -153,6 +163,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_durability",
                 "test_long_runs",
                 "test_versioning",
+                "test_sessions",
                 only=True,
             )
         ],

@@ -206,12 +206,15 @@ async def test_a_5_mb_input_and_a_5_mb_output_go_through_the_store_with_the_comm
             ask = ["--input", str(tmp_path / "data.bin"), "--output", str(out), "Sum it."]
             async with service([*STARTER, *ask], environment) as starter:
                 status = await starter.exit_status()
-    assert status == 0, starter.output
+            assert status == 0, starter.output
+            # The starter's run is a conversation: ended, it closes with its answer.
+            workflow_id = started_id("\n".join(starter.output))
+            async with service([*STARTER, "--end", workflow_id], environment) as ending:
+                assert await ending.exit_status() == 0, ending.output
     assert (out / "sum.txt").read_text().split()[0] == hashlib.sha256(data).hexdigest()
     assert (out / "made.bin").stat().st_size == 5_000_000
 
     # Every run of the chain recorded references, no large payload.
-    workflow_id = started_id("\n".join(starter.output))
     payloads = [
         payload
         async for event in temporal_client.get_workflow_handle(workflow_id).fetch_history_events()
@@ -222,6 +225,9 @@ async def test_a_5_mb_input_and_a_5_mb_output_go_through_the_store_with_the_comm
     assert len([payload for payload in payloads if payload.external_payloads]) >= 4
     objects = await objects_in(store)
     assert len(objects) >= 4
+    # The run's payloads only: its workspace snapshots (one after placing the
+    # input, one at the answer) were deleted, the first by the second, the
+    # second when the conversation ended.
     assert all(f"/wi/{key_segment(workflow_id)}/ri/" in key for key in objects), sorted(objects)
 
 

@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
@@ -199,6 +199,10 @@ class DirectoryObjects(S3StorageDriverClient):
     async def get_object(self, *, bucket: str, key: str) -> bytes:
         return await asyncio.to_thread(self.path(key).read_bytes)
 
+    async def delete_object(self, *, bucket: str, key: str) -> None:
+        """Ours, not the driver's (it never deletes): a snapshot forgotten."""
+        await asyncio.to_thread(self.path(key).unlink, missing_ok=True)
+
 
 def write_whole(root: Path, path: Path, data: bytes) -> None:
     """Write ``path``, below ``root``, at once: a temporary file beside it,
@@ -244,6 +248,7 @@ class BucketObjects(S3StorageDriverClient):
         self.store = store
         self.session = aioboto3.Session(region_name=store.region)
         self._held: S3StorageDriverClient | None = None
+        self._s3: Any = None
 
     def key(self, key: str) -> str:
         return f"{self.store.prefix}/{key}" if self.store.prefix else key
@@ -254,11 +259,11 @@ class BucketObjects(S3StorageDriverClient):
         from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
 
         async with self.session.client("s3") as s3:
-            self._held = new_aioboto3_client(s3)
+            self._held, self._s3 = new_aioboto3_client(s3), s3
             try:
                 yield
             finally:
-                self._held = None
+                self._held = self._s3 = None
 
     @asynccontextmanager
     async def _client(self) -> AsyncIterator[S3StorageDriverClient]:
@@ -286,11 +291,20 @@ class BucketObjects(S3StorageDriverClient):
         async with self._client() as client:
             return await client.get_object(bucket=bucket, key=self.key(key))
 
+    async def delete_object(self, *, bucket: str, key: str) -> None:
+        """Ours, not the driver's (it never deletes): a snapshot forgotten.
+        Deleting a key that is not there succeeds, as S3's DeleteObject does."""
+        if self._s3 is not None:
+            await self._s3.delete_object(Bucket=bucket, Key=self.key(key))
+            return
+        async with self.session.client("s3") as s3:
+            await s3.delete_object(Bucket=bucket, Key=self.key(key))
+
 
 # ---------------------------------------------------------- for the SDK
 
 
-def objects_of(store: ObjectStore) -> S3StorageDriverClient:
+def objects_of(store: ObjectStore) -> "DirectoryObjects | BucketObjects":
     """The client the S3 driver reads and writes ``store``'s objects with."""
     if store.kind == "file":
         assert store.directory is not None

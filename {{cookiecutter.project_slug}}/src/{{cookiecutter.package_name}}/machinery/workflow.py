@@ -465,8 +465,10 @@ class SandboxAgentWorkflow:
 {%- if bound %}
                 again = await self._recovery(e, budget) if talking else None
                 if again is not None:
-                    # Redone in a fresh sandbox, from the latest snapshot.
-                    model_input, restore, place = again, self.snapshot, False
+                    # Redone in a fresh sandbox, from the latest snapshot
+                    # (with the prompt's inputs, unless they were placed).
+                    model_input, restore = again, self.snapshot
+                    place = place and placed is None
                     turns_before += budget.turns
                     continue
                 # A bug in workflow code (a KeyError, say) fails only the

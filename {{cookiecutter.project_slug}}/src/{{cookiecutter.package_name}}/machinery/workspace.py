@@ -30,9 +30,9 @@ sandbox:
 - ``<provider>-sandbox_workspace_restore``, in a fresh sandbox: the
   snapshot's files, in place of what the sandbox started with.
 
-Each snapshot replaces the one before, and ``<provider>-sandbox_workspace_forget``
-deletes the last once the conversation ends (from a directory: a bucket's
-are left to its lifecycle rule).
+Each snapshot replaces the one before (which is deleted), and
+``<provider>-sandbox_workspace_forget`` deletes the last once the
+conversation ends.
 
 Place and collect move whole files through the activity's input or result: the data
 converter keeps any payload over the threshold in the object store
@@ -60,7 +60,6 @@ from typing import Any
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from pydantic import BaseModel
 from temporalio import activity
-from temporalio.contrib.aws.s3driver import S3StorageDriverClient
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import SandboxClientProvider
 from temporalio.openai_agents._temporal_worker_env_ref import AllowAllWorkerEnvVars
@@ -71,6 +70,7 @@ from temporalio.openai_agents.sandbox._temporal_activity_models import _HasState
 
 from {{ cookiecutter.package_name }}.machinery import archives
 from {{ cookiecutter.package_name }}.machinery.object_store import (
+    BucketObjects,
     DirectoryObjects,
     ObjectStore,
     objects_of,
@@ -161,7 +161,7 @@ class Restored(BaseModel):
 class SnapshotStore:
     """Where a worker writes its workspaces' snapshots (IN_STORE or ON_HOST)."""
 
-    objects: S3StorageDriverClient
+    objects: DirectoryObjects | BucketObjects
     bucket: str
     where: str
 
@@ -184,12 +184,9 @@ def snapshot_store(store: ObjectStore | None, on_this_host: bool) -> SnapshotSto
 
 
 async def forget(store: SnapshotStore, key: str) -> None:
-    """Delete a snapshot nothing will restore any more, from a directory
-    (the host's disk, a file:// store). A bucket's are left to its lifecycle
-    rule (docs/operations.md): the S3 driver's client has no delete."""
-    if isinstance(store.objects, DirectoryObjects):
-        path = store.objects.path(key)
-        await asyncio.to_thread(path.unlink, missing_ok=True)
+    """Delete a snapshot nothing will restore any more (one already gone is
+    no error: a retried forget, say)."""
+    await store.objects.delete_object(bucket=store.bucket, key=key)
 
 
 def members(archive: bytes) -> int:
