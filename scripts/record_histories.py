@@ -13,7 +13,9 @@ project's own ``record()`` (histories.py), and writes the histories back
 into the template as ``<kind>.run-N.json``; then a conversation on a dev server
 of its own (a run with follow-ups: a prompt answered, its sandbox released
 after a second of idleness, a follow-up restoring it, then the END update),
-written as ``<kind>.conversation.json``. Each project keeps the kind its
+written as ``<kind>.conversation.json``; for the default kind, that
+conversation again with encryption on (the project's TEST_KEYS, in its
+test_histories.py), as ``<kind>.encrypted.json``. Each project keeps the kind its
 workflow makes (local_extensions.history_kind). Besides the kind, the
 provider's name is the only answer a history depends on (it names the
 sandbox activities and is a field of the workflow's input, its RunRequest):
@@ -96,6 +98,27 @@ async def main(out: Path) -> None:
 
 asyncio.run(main(Path(sys.argv[1])))
 """
+
+
+# The conversation again, every payload and snapshot encrypted with the test
+# key the project's test_histories.py replays with.
+ENCRYPTING = CONVERSING.replace(
+    "from sandbox_agent.machinery.histories import record\n",
+    "from sandbox_agent.machinery.encryption import EncryptionCodec\n"
+    "from sandbox_agent.machinery.histories import record\n"
+    "from sandbox_agent.machinery.object_store import data_converter\n"
+    "from tests.test_histories import TEST_KEYS\n"
+    "from tests.test_object_store import client_with\n",
+).replace(
+    "    async with dev_server() as server:\n",
+    "    settings = replace(settings, keys=TEST_KEYS)\n"
+    "    async with dev_server() as plain:\n"
+    "        server = client_with(plain, data_converter(None, codec=EncryptionCodec(TEST_KEYS)))\n",
+)
+# The kinds recorded with encryption on too. An encrypted history's request
+# cannot become a template (it is ciphertext): it replays only where the
+# provider keeps the name it was recorded under (local_extensions.py).
+ENCRYPTED_KINDS = {"scripted-chain"}
 
 
 def request_in(data: str, provider: str) -> dict | None:
@@ -193,8 +216,13 @@ def record(prefix: str, answers: list[str], provider: str) -> None:
         (project / "record_shipped.py").write_text(RECORDING.replace("{where}", where))
         conversing = CONVERSING.replace("{where}", where).replace("{store}", store)
         (project / "record_conversation.py").write_text(conversing)
+        scripts = [("record_shipped.py", 2), ("record_conversation.py", 1)]
+        if prefix in ENCRYPTED_KINDS:
+            encrypting = ENCRYPTING.replace("{where}", where).replace("{store}", store)
+            (project / "record_encrypted.py").write_text(encrypting)
+            scripts.append(("record_encrypted.py", 1))
         recorded = {}
-        for script, expected in (("record_shipped.py", 2), ("record_conversation.py", 1)):
+        for script, expected in scripts:
             for attempt in range(1, ATTEMPTS + 1):
                 out = work / f"{script.removesuffix('.py')}-{attempt}"
                 subprocess.run(["uv", "run", "python", script, str(out)], cwd=project, check=True)
@@ -205,7 +233,10 @@ def record(prefix: str, answers: list[str], provider: str) -> None:
                 if len(runs) != expected:
                     sys.exit(f"{prefix}: expected {expected} runs from {script}, recorded {len(runs)}")
                 recorded[script] = [history for _, history in sorted(runs, key=lambda run: run[0])]
-                if not any(mentions_a_backend(templated(history, provider)) for history in recorded[script]):
+                # Ciphertext spells what it spells (the render test lets it).
+                if script == "record_encrypted.py" or not any(
+                    mentions_a_backend(templated(history, provider)) for history in recorded[script]
+                ):
                     break
             else:
                 sys.exit(f"{prefix}: every recording of {script} names a backend by chance")
@@ -214,7 +245,11 @@ def record(prefix: str, answers: list[str], provider: str) -> None:
         SHIPPED.mkdir(parents=True, exist_ok=True)
         chain, conversation = recorded["record_shipped.py"], recorded["record_conversation.py"]
         names = [f"{prefix}.run-1.json", f"{prefix}.run-2.json", f"{prefix}.conversation.json"]
-        for name, history in zip(names, chain + conversation, strict=True):
+        histories = chain + conversation
+        if "record_encrypted.py" in recorded:
+            names.append(f"{prefix}.encrypted.json")
+            histories += recorded["record_encrypted.py"]
+        for name, history in zip(names, histories, strict=True):
             target = SHIPPED / name
             target.write_text(templated(history, provider))
             print(target.relative_to(TEMPLATE))

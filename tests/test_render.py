@@ -45,6 +45,10 @@ def test_mentions_only_the_chosen_backends(project: BakedProject) -> None:
             if other == "local" and relative.parts[0] == "tests":
                 # Remote backends' tests stand a local sandbox in for the remote one.
                 continue
+            if relative.name.endswith(".encrypted.json"):
+                # A history recorded with encryption on: its base64
+                # ciphertext spells whatever it spells ("...E2b...").
+                continue
             assert not BACKEND_WORDS[other].search(text), f"{relative} mentions {other}"
 
 

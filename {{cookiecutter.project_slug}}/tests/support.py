@@ -356,11 +356,14 @@ DATA_CONVERTER = DataConverter(payload_converter_class=AgentPayloadConverter)
 def with_plugins(client: Client, *plugins: Plugin) -> Client:
     """``client``'s connection with ``plugins``, and the data converter every
     client of the tests shares (``DATA_CONVERTER``), keeping ``client``'s
-    object store (its external storage: object_store.py) if it has one."""
+    object store (its external storage: object_store.py) and its payload
+    codec (encryption.py) if it has them."""
     config = client.config()
     config["plugins"] = plugins
     config["data_converter"] = data_converter(
-        client.data_converter.external_storage, DATA_CONVERTER
+        client.data_converter.external_storage,
+        DATA_CONVERTER,
+        codec=client.data_converter.payload_codec,
     )
     return Client(**config)
 

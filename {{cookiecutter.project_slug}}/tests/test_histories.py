@@ -10,13 +10,19 @@ with were recorded from its own scripted runs: a chain of two runs (the first
 continued as new), with an input placed in its workspace, its sandbox's
 commands, its model calls and its outputs collected; and a conversation of
 two prompts, its sandbox released (its workspace snapshotted) between them
-and restored for the follow-up, then ended. Record
+and restored for the follow-up, then ended; where the provider keeps the
+name it was recorded under, that conversation again with encryption on
+(``*.encrypted.json``: its payloads and snapshots ciphertext under
+TEST_KEYS, which the replayer decrypts with). Histories recorded with keys
+of your own replay with PAYLOAD_ENCRYPTION_KEYS set (in CI: a secret). Record
 more from a live namespace before a deploy with
 ``{{ cookiecutter.project_slug }}-record-histories`` (histories.py) and commit them.
 """
 
 import asyncio
+import base64
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -25,7 +31,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
+from {{ cookiecutter.package_name }}.machinery.encryption import (
+    ENCODING,
+    EncryptionCodec,
+    Keys,
+)
 from {{ cookiecutter.package_name }}.machinery.histories import record
+from {{ cookiecutter.package_name }}.machinery.object_store import data_converter
+from {{ cookiecutter.package_name }}.machinery.settings import encryption_keys
 from {{ cookiecutter.package_name }}.machinery.shared import (
     COLLECT,
     END,
@@ -45,6 +58,19 @@ PROJECT = Path(__file__).resolve().parents[1]
 HISTORIES = PROJECT / "tests" / "histories"
 RECORDED = sorted(HISTORIES.glob("*.json"))
 
+# The key the shipped encrypted history was recorded with: a test key, in
+# the open here, never to be used for a real run.
+TEST_KEYS = Keys(current="recorded-test-key", by_id={"recorded-test-key": bytes(range(32))})
+
+
+def replay_keys() -> Keys:
+    """TEST_KEYS, and the keys of PAYLOAD_ENCRYPTION_KEYS when it is set
+    (for histories recorded from your own namespace with keys on)."""
+    own = encryption_keys(os.environ)
+    if own is None:
+        return TEST_KEYS
+    return Keys(current=own.current, by_id={**TEST_KEYS.by_id, **own.by_id})
+
 
 class DoesNotReplay(AssertionError):
     """A recorded history the workflow's code cannot replay."""
@@ -60,7 +86,9 @@ async def replay(path: Path, workflow: type[SandboxAgentWorkflow] = SandboxAgent
     """Replay the history in ``path`` against ``workflow``, as the worker
     would run it; a failure names the file and says what did not match."""
     replayer = Replayer(
-        workflows=[workflow], plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())]
+        workflows=[workflow],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+        data_converter=data_converter(None, codec=EncryptionCodec(replay_keys())),
     )
     result = await replayer.replay_workflow(load(path), raise_on_replay_failure=False)
     if result.replay_failure is not None:
@@ -103,6 +131,41 @@ def test_the_histories_hold_a_chain_with_sandbox_commands_and_model_calls() -> N
     commands = {None, "sandbox_session_pty_exec_start", "sandbox_session_start", PLACE, COLLECT}
     assert commands | {SNAPSHOT, RESTORE} <= operations, operations
     assert {FOLLOW_UP, END} <= set(updates), updates
+
+
+ENCRYPTED = [path for path in RECORDED if path.name.endswith(".encrypted.json")]
+
+
+def payload_encodings(node: object) -> list[bytes]:
+    """The ``encoding`` of every payload in a history's JSON, but for its
+    headers' (the plugin's trace context: span and trace ids, in plain
+    text, as docs/encryption.md says)."""
+    if isinstance(node, list):
+        return [found for each in node for found in payload_encodings(each)]
+    if not isinstance(node, dict):
+        return []
+    found = [
+        found for key, each in node.items() if key != "header" for found in payload_encodings(each)
+    ]
+    metadata = node.get("metadata")
+    if isinstance(metadata, dict) and "encoding" in metadata and "data" in node:
+        found.append(base64.b64decode(metadata["encoding"]))
+    return found
+
+
+@pytest.mark.skipif(
+    not ENCRYPTED,
+    reason="no history recorded with encryption on here: one ships with the default workflow "
+    "(a local sandbox, no approvals) under the provider name it was recorded with, local",
+)
+def test_the_history_recorded_with_encryption_on_holds_ciphertext_alone() -> None:
+    """Its every payload is encrypted (the replay above decrypts them): the
+    prompt, the model's inputs and answers, the commands and their output,
+    the memo, the snapshots' records."""
+    for path in ENCRYPTED:
+        encodings = payload_encodings(json.loads(path.read_text()))
+        assert len(encodings) > 20, path.name
+        assert set(encodings) == {ENCODING}, (path.name, set(encodings))
 
 
 async def test_a_change_to_the_workflows_steps_fails_replay_naming_the_file() -> None:

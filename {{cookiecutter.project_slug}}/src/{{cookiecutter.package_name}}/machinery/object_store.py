@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
-from temporalio.converter import DataConverter, ExternalStorage
+from temporalio.converter import DataConverter, ExternalStorage, PayloadCodec
 
 from {{ cookiecutter.package_name }}.machinery.shared import STORE_THRESHOLD, STORED_FILES_LIMIT
 
@@ -330,14 +330,19 @@ def external_storage(
 
 
 def data_converter(
-    storage: ExternalStorage | None, converter: DataConverter | None = None
+    storage: ExternalStorage | None,
+    converter: DataConverter | None = None,
+    codec: PayloadCodec | None = None,
 ) -> DataConverter:
-    """``converter`` (Temporal's default if None) with ``storage``, or as it
-    is without one."""
+    """``converter`` (Temporal's default if None) with ``storage`` and
+    ``codec`` (encryption.py: payloads are encrypted, then the large ones
+    stored), each where given."""
     converter = converter or DataConverter.default
-    if storage is None:
-        return converter
-    return dataclasses.replace(converter, external_storage=storage)
+    if codec is not None:
+        converter = dataclasses.replace(converter, payload_codec=codec)
+    if storage is not None:
+        converter = dataclasses.replace(converter, external_storage=storage)
+    return converter
 
 
 @asynccontextmanager

@@ -28,6 +28,7 @@ docs/operations.md lists every setting, its default and what it allows.
 import base64
 import binascii
 {% endif -%}
+import ipaddress
 import os
 import re
 {%- if bound %}
@@ -45,6 +46,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 {%- endif %}
 from temporalio.common import WorkerDeploymentVersion
 
+from {{ cookiecutter.package_name }}.machinery import encryption
 from {{ cookiecutter.package_name }}.machinery import object_store as stores
 {%- if approvals %}
 from {{ cookiecutter.package_name }}.machinery.approvers import DEFAULT_KEY_FILE, public_text
@@ -119,6 +121,7 @@ WORKER_VARIABLES = (
     "TEMPORAL_DEPLOYMENT_NAME",
     "TEMPORAL_WORKER_BUILD_ID",
     "OBJECT_STORE_URL",
+    "PAYLOAD_ENCRYPTION_KEYS",
     "SESSION_IDLE_TIMEOUT",
     "SESSION_LIFETIME",
 {%- if bound %}
@@ -137,7 +140,11 @@ WORKER_VARIABLES = (
 {%- endif %}
 )
 # Every variable the starter reads itself.
-STARTER_VARIABLES = ("TEMPORAL_UI_URL", "OBJECT_STORE_URL"{{ ', "APPROVER_KEY_FILE"' if approvals }})
+STARTER_VARIABLES = (
+    "TEMPORAL_UI_URL",
+    "OBJECT_STORE_URL",
+    "PAYLOAD_ENCRYPTION_KEYS",{{ '\n    "APPROVER_KEY_FILE",' if approvals }}
+)
 
 # The most of a bad value a message shows.
 _SHOWN = 80
@@ -305,6 +312,9 @@ class WorkerSettings:
     # OBJECT_STORE_URL: where large payloads go (object_store.py); None:
     # nowhere, every payload in history.
     object_store: stores.ObjectStore | None
+    # PAYLOAD_ENCRYPTION_KEYS: the keys payloads are encrypted and decrypted
+    # with (encryption.py); None: payloads in plain text.
+    keys: encryption.Keys | None
     # SESSION_IDLE_TIMEOUT: how long a conversation keeps its sandbox after an
     # answer before it snapshots the workspace and releases the sandbox.
     session_idle_timeout: timedelta
@@ -370,6 +380,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         ),
         version=worker_version(environ),
         object_store=object_store(environ),
+        keys=encryption_keys(environ),
         session_idle_timeout=idle_timeout,
         session_lifetime=lifetime,
 {%- if bound %}
@@ -398,6 +409,15 @@ def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:
         return stores.parse(value, region)
     except stores.NotAStore as e:
         raise refused("OBJECT_STORE_URL", value, stores.ALLOWED, str(e)) from None
+
+
+def encryption_keys(environ: Mapping[str, str]) -> encryption.Keys | None:
+    """The keys ``PAYLOAD_ENCRYPTION_KEYS`` holds, or None when it is unset
+    (its message names the entry that is wrong, never a key)."""
+    try:
+        return encryption.keys_from(environ)
+    except encryption.BadKeys as e:
+        raise BadSetting(str(e)) from None
 
 
 def session_times(environ: Mapping[str, str]) -> tuple[timedelta, timedelta]:
@@ -600,6 +620,8 @@ class StarterSettings:
     # OBJECT_STORE_URL: the worker's object store, which the starter needs
     # too (object_store.py); None: none.
     object_store: stores.ObjectStore | None
+    # PAYLOAD_ENCRYPTION_KEYS: the worker's keys (encryption.py); None: none.
+    keys: encryption.Keys | None
 {%- if approvals %}
     # APPROVER_KEY_FILE: the approver's private key (approvers.py).
     approver_key_file: Path
@@ -625,7 +647,121 @@ def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings
             "links chosen by the address",
         ),
         object_store=object_store(environ),
+        keys=encryption_keys(environ),
 {%- if approvals %}
         approver_key_file=Path(key_file or DEFAULT_KEY_FILE).expanduser(),
 {%- endif %}
     )
+
+
+# ---------------------------------------------------------- the codec server
+
+# Where the codec server listens unless CODEC_SERVER_BIND_ADDRESS says.
+CODEC_SERVER_ADDRESS = ("127.0.0.1", 8081)
+# The Web UI origins a browser may call it from: the dev server's UI.
+CODEC_SERVER_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
+# Every variable the codec server reads itself.
+CODEC_SERVER_VARIABLES = (
+    "PAYLOAD_ENCRYPTION_KEYS",
+    "OBJECT_STORE_URL",
+    "CODEC_SERVER_BIND_ADDRESS",
+    "CODEC_SERVER_TOKEN",
+    "CODEC_SERVER_ALLOWED_ORIGINS",
+    "TEMPORAL_NAMESPACE",
+)
+_SHORTEST_TOKEN = 16
+
+
+@dataclass(frozen=True)
+class CodecServerSettings:
+    """Everything the codec server takes from its environment, parsed."""
+
+    # PAYLOAD_ENCRYPTION_KEYS: the workers' keys; required.
+    keys: encryption.Keys
+    # OBJECT_STORE_URL: where the payloads history refers to are kept.
+    object_store: stores.ObjectStore | None
+    # CODEC_SERVER_BIND_ADDRESS: where it listens.
+    address: tuple[str, int]
+    # CODEC_SERVER_TOKEN: the bearer token every request must carry; None:
+    # none (only on a loopback address).
+    token: str | None
+    # CODEC_SERVER_ALLOWED_ORIGINS: the origins a browser may call it from.
+    allowed_origins: tuple[str, ...]
+    # TEMPORAL_NAMESPACE: the one namespace it decodes for.
+    namespace: str
+
+
+def codec_server_settings(environ: Mapping[str, str] = os.environ) -> CodecServerSettings:
+    """The codec server's settings; ``BadSetting`` for the first one it cannot use."""
+    keys = encryption_keys(environ)
+    if keys is None:
+        raise BadSetting(
+            f"{encryption.KEYS_VARIABLE} is unset: the codec server decrypts with the workers' "
+            f"keys; set it as the workers have it ({encryption.ALLOWED})."
+        )
+    bind = address(environ, "CODEC_SERVER_BIND_ADDRESS", "127.0.0.1:8081", "127.0.0.1:8081")
+    bind = bind or CODEC_SERVER_ADDRESS
+    token = environ.get("CODEC_SERVER_TOKEN")
+    if token is not None and (
+        len(token) < _SHORTEST_TOKEN
+        or not token.isprintable()
+        or not token.isascii()
+        or " " in token
+    ):
+        raise BadSetting(
+            f"CODEC_SERVER_TOKEN is not allowed: use at least {_SHORTEST_TOKEN} printable ASCII "
+            'characters without spaces (make one with: python -c "import secrets; '
+            'print(secrets.token_urlsafe(32))").'
+        )
+    if token is None and not loopback(bind[0]):
+        raise BadSetting(
+            f"CODEC_SERVER_BIND_ADDRESS={shown(environ['CODEC_SERVER_BIND_ADDRESS'])} is not a "
+            "loopback address and CODEC_SERVER_TOKEN is unset: whoever reaches the port could "
+            "decrypt every run; set a token, or bind 127.0.0.1."
+        )
+    return CodecServerSettings(
+        keys=keys,
+        object_store=object_store(environ),
+        address=bind,
+        token=token,
+        allowed_origins=allowed_origins(environ),
+        namespace=environ.get("TEMPORAL_NAMESPACE") or "default",
+    )
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` names this host's loopback interface only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_origins(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """``CODEC_SERVER_ALLOWED_ORIGINS``: origins (scheme://host[:port], no
+    path, no ``*``), separated by commas; the dev server's UI when unset."""
+    value = environ.get("CODEC_SERVER_ALLOWED_ORIGINS")
+    if value is None:
+        return CODEC_SERVER_ORIGINS
+    origins = []
+    for origin in (part.strip() for part in value.split(",")):
+        parts = urlsplit(origin)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path
+            or parts.query
+            or parts.fragment
+            or not origin.isprintable()
+        ):
+            raise refused(
+                "CODEC_SERVER_ALLOWED_ORIGINS",
+                value,
+                "the Web UI's origins, such as https://cloud.temporal.io or "
+                "http://localhost:8233, separated by commas (no path, no '*')",
+                f"{origin!r} is not one",
+            )
+        origins.append(origin)
+    return tuple(origins)

@@ -118,6 +118,11 @@ from {{ cookiecutter.package_name }}.machinery.archives import (
 )
 from {{ cookiecutter.package_name }}.machinery.connection import ConnectionFailed, connect
 from {{ cookiecutter.package_name }}.machinery.display import {{ "safe_line, visible" if cookiecutter.approval != "none" else "visible" }}
+from {{ cookiecutter.package_name }}.machinery.encryption import (
+    UnknownKey,
+    WrongKey,
+    codec_of,
+)
 from {{ cookiecutter.package_name }}.machinery.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
 from {{ cookiecutter.package_name }}.machinery.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from {{ cookiecutter.package_name }}.machinery.exits import exit_after
@@ -184,6 +189,7 @@ EXIT_NOT_COMPLETED = 1
 EXIT_UNREACHABLE = 2
 EXIT_USAGE = 3
 EXIT_REFUSED = 4
+EXIT_UNDECRYPTABLE = 5
 
 # What each exit status means, for scripts; --help lists them.
 EXIT_STATUSES = {
@@ -197,12 +203,14 @@ EXIT_STATUSES = {
     "; or no worker answered for the run within 10 s"{% endif %},
     EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, a prompt that is empty, unreadable or too long, "
     "an --input, --repo or --output it cannot use (docs/inputs-and-outputs.md), "
-    "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
+    "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL, PAYLOAD_ENCRYPTION_KEYS{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
     "or no workflow with the id given to --attach, --continue or --end"{% if cookiecutter.approval != "none" %}
     " (or to --pending, --approve, --reject); a decision on a call that does not wait, in a run that has "
     "ended, or without the approver's key"{% endif %},
     EXIT_REFUSED: "refused: a follow-up (--continue) to a run that is still working on a prompt, "
     "was started without follow-ups or has ended; or --end of a run that has ended",
+    EXIT_UNDECRYPTABLE: "the run's payloads do not decrypt: encrypted with a key that "
+    "PAYLOAD_ENCRYPTION_KEYS here does not hold, or another key under the same id",
     EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
     EXIT_BROKEN_PIPE: "its output went to a pipe that closed early (| head)",
 }
@@ -528,6 +536,10 @@ class Progress:
     async def _decode(self, payloads: Payloads) -> list[Any]:
         try:
             return await self.client.data_converter.decode(payloads.payloads)
+        except (UnknownKey, WrongKey):
+            # The run's payloads are under a key this starter lacks: it says
+            # so (main()), rather than following it half blind.
+            raise
         except Exception:
             # Progress is a convenience: a payload it cannot read (a custom
             # codec, a new SDK format) only makes the line less detailed.
@@ -1100,10 +1112,10 @@ async def connected(settings: StarterSettings) -> Client:
     first (``ObjectStoreUnreachable``), and each call to it opens and closes
     a client of its own (object_store.BucketObjects): the starter makes few."""
     store = settings.object_store
-    if store is None:
-        return await connect(runtime=quiet_runtime())
-    await check_reachable(store)
-    converter = data_converter(external_storage(store))
+    if store is not None:
+        await check_reachable(store)
+    storage = external_storage(store) if store is not None else None
+    converter = data_converter(storage, codec=codec_of(settings.keys))
     return await connect(runtime=quiet_runtime(), data_converter=converter)
 
 
@@ -1626,6 +1638,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BadSetting as e:
         print(f"ERROR: {e}", file=sys.stderr)
         status = EXIT_USAGE
+    except (UnknownKey, WrongKey) as e:
+        print(f"ERROR: {e}.", file=sys.stderr)
+        status = EXIT_UNDECRYPTABLE
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
     sys.exit(status)

@@ -65,6 +65,7 @@ from {{ cookiecutter.package_name }}.machinery.capacity import (
     worker_options,
 )
 from {{ cookiecutter.package_name }}.machinery.connection import ConnectionFailed, connect
+from {{ cookiecutter.package_name }}.machinery.encryption import codec_of
 from {{ cookiecutter.package_name }}.machinery.exits import exit_after
 from {{ cookiecutter.package_name }}.machinery.health import (
     HealthServer,
@@ -170,10 +171,12 @@ def agents_plugin(
                 BoundedSandboxClient(client, settings.command_time_limit),
                 has_store=settings.object_store is not None,
 {%- if bound %}
-                snapshots=snapshot_store(settings.object_store, host_bound(provider, settings)),
+                snapshots=snapshot_store(
+                    settings.object_store, host_bound(provider, settings), codec_of(settings.keys)
+                ),
 {%- else %}
                 # Remote sandboxes: snapshots in the object store, or none.
-                snapshots=snapshot_store(settings.object_store, False),
+                snapshots=snapshot_store(settings.object_store, False, codec_of(settings.keys)),
 {%- endif %}
                 idle_timeout=settings.session_idle_timeout,
                 lifetime=settings.session_lifetime,
@@ -374,7 +377,9 @@ async def serve(
     runs = settings.runs_in_flight
     plugin = agents_plugin(settings, model_provider=model_provider(runs), traced=bool(tracing))
     client = await connect(
-        plugins=[plugin, *tracing], runtime=runtime, data_converter=data_converter(storage)
+        plugins=[plugin, *tracing],
+        runtime=runtime,
+        data_converter=data_converter(storage, codec=codec_of(settings.keys)),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

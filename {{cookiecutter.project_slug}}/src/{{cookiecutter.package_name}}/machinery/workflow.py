@@ -788,7 +788,7 @@ class SandboxAgentWorkflow:
         }
         await workflow.execute_activity(
             f"{sandbox.provider}-{RESTORE}",
-            RestoreArgs(state=sandbox.inner.state, key=snapshot.key),
+            RestoreArgs(state=sandbox.inner.state, key=snapshot.key, encrypted=snapshot.encrypted),
             result_type=Restored,
             **config,
         )

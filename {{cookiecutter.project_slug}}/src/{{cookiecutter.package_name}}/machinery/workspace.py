@@ -58,8 +58,10 @@ from pathlib import Path
 from typing import Any
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
+from google.protobuf.message import DecodeError
 from pydantic import BaseModel
-from temporalio import activity
+from temporalio import activity, workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import SandboxClientProvider
 from temporalio.openai_agents._temporal_worker_env_ref import AllowAllWorkerEnvVars
@@ -89,9 +91,24 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     STORED_FILES_LIMIT,
 )
 
+# The workflow imports this module in its sandbox, which would load
+# cryptography's native module a second time (it loads once a process):
+# the codec's module is passed through.
+with workflow.unsafe.imports_passed_through():
+    from {{ cookiecutter.package_name }}.machinery.encryption import (
+        KEY_ID,
+        KEYS_VARIABLE,
+        EncryptionCodec,
+        UnknownKey,
+        WrongKey,
+    )
+
 # Where a snapshot lives: the object store (a worker of any host restores
 # it) or the disk of the host that took it (only that host's workers can).
 IN_STORE, ON_HOST = "store", "host"
+
+# The encoding of a snapshot's bytes inside the payload that encrypts them.
+SNAPSHOT_ENCODING = b"binary/workspace-snapshot"
 
 
 def clones() -> Path:
@@ -143,6 +160,8 @@ class Snapshot(BaseModel):
     files: int = 0
     taken: str = ""
     why_not: str = ""
+    # The key id that encrypted it (PAYLOAD_ENCRYPTION_KEYS), "" for none.
+    encrypted: str = ""
     # The worker's SESSION_IDLE_TIMEOUT and SESSION_LIFETIME, in seconds.
     idle_timeout: float = SESSION_IDLE_TIMEOUT.total_seconds()
     lifetime: float = SESSION_LIFETIME.total_seconds()
@@ -150,6 +169,9 @@ class Snapshot(BaseModel):
 
 class RestoreArgs(_HasState):
     key: str
+    # The key id that encrypted the snapshot ("" for one in plain bytes): a
+    # snapshot taken encrypted is restored only if it decrypts.
+    encrypted: str = ""
 
 
 class Restored(BaseModel):
@@ -164,6 +186,32 @@ class SnapshotStore:
     objects: DirectoryObjects | BucketObjects
     bucket: str
     where: str
+    # The worker's payload codec: snapshots are encrypted as payloads are.
+    codec: EncryptionCodec | None = None
+
+    def sealed(self, data: bytes) -> tuple[bytes, str]:
+        """``data`` as it is written, and the key id that encrypted it."""
+        if self.codec is None:
+            return data, ""
+        payload = self.codec.encrypt(Payload(metadata={"encoding": SNAPSHOT_ENCODING}, data=data))
+        return payload.SerializeToString(), payload.metadata[KEY_ID].decode()
+
+    def opened(self, stored: bytes, encrypted: str) -> bytes:
+        """The snapshot's bytes from what was written (``encrypted``: the
+        key id its record names); ``UnknownKey``/``WrongKey`` if they do
+        not decrypt, ``ValueError`` if a snapshot taken encrypted is not."""
+        if not encrypted:
+            return stored
+        payload = Payload()
+        payload.ParseFromString(stored)
+        if payload.metadata.get(KEY_ID, b"").decode(errors="replace") != encrypted:
+            raise ValueError(f"it is not encrypted with the key {encrypted!r} it was taken with")
+        if self.codec is None:
+            raise UnknownKey(
+                f"it is encrypted with the key {encrypted!r}, and this worker has no "
+                f"{KEYS_VARIABLE}"
+            )
+        return self.codec.decrypt(payload).data
 
 
 def snapshots_on_host() -> Path:
@@ -171,15 +219,17 @@ def snapshots_on_host() -> Path:
     return Path(tempfile.gettempdir()) / "{{ cookiecutter.package_name }}-snapshots"
 
 
-def snapshot_store(store: ObjectStore | None, on_this_host: bool) -> SnapshotStore | None:
+def snapshot_store(
+    store: ObjectStore | None, on_this_host: bool, codec: EncryptionCodec | None = None
+) -> SnapshotStore | None:
     """Where a provider's snapshots go: the object store when the worker has
     one; else, for sandboxes bound to this host, the host's disk (an idle
     sandbox is still released, but a host gone takes its snapshots along);
     else none (a remote sandbox is then kept while its conversation waits)."""
     if store is not None:
-        return SnapshotStore(objects_of(store), store.bucket, IN_STORE)
+        return SnapshotStore(objects_of(store), store.bucket, IN_STORE, codec)
     if on_this_host:
-        return SnapshotStore(DirectoryObjects(snapshots_on_host()), "", ON_HOST)
+        return SnapshotStore(DirectoryObjects(snapshots_on_host()), "", ON_HOST, codec)
     return None
 
 
@@ -488,7 +538,8 @@ class WorkspaceProvider(SandboxClientProvider):
                 )
                 return settings.model_copy(update={"why_not": why_not})
             store = self.snapshots
-            await store.objects.put_object(bucket=store.bucket, key=args.key, data=data)
+            stored, encrypted = store.sealed(data)
+            await store.objects.put_object(bucket=store.bucket, key=args.key, data=stored)
             if args.previous:
                 await forget(store, args.previous)
             record_snapshot("snapshot", len(data), started)
@@ -499,6 +550,7 @@ class WorkspaceProvider(SandboxClientProvider):
                     "size": len(data),
                     "files": members(workspace),
                     "taken": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "encrypted": encrypted,
                 }
             )
 
@@ -519,6 +571,14 @@ class WorkspaceProvider(SandboxClientProvider):
                 raise ApplicationError(
                     f"The snapshot {args.key!r} is gone from {store.where}: its workspace "
                     "cannot be restored",
+                    type="SnapshotUnavailable",
+                    non_retryable=True,
+                ) from None
+            try:
+                data = store.opened(data, args.encrypted)
+            except (UnknownKey, WrongKey, ValueError, DecodeError) as e:
+                raise ApplicationError(
+                    f"The snapshot {args.key!r} in {store.where} cannot be restored: {e}",
                     type="SnapshotUnavailable",
                     non_retryable=True,
                 ) from None
