@@ -435,12 +435,8 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     # alone, without it.
     kept = history_kind(answers)
     for history in sorted((PROJECT / "tests" / "histories").glob("*.json")):
-        # A history recorded with encryption on keeps its request as
-        # ciphertext, provider and all: it replays only under the provider
-        # name it was recorded with (the default backend's own).
-        renamed = answers["sandbox_provider_name"] != ENCRYPTED_HISTORY_PROVIDER
         if not history.name.startswith(f"{kept}.") or (
-            history.name.endswith(".encrypted.json") and renamed
+            history.name.endswith(".encrypted.json") and not has_encrypted_history(answers)
         ):
             unused.append(f"tests/histories/{history.name}")
     # "none" means all rights reserved: no license text at all.
@@ -451,6 +447,18 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
 
 # The provider name scripts/record_histories.py records the encrypted history under.
 ENCRYPTED_HISTORY_PROVIDER = "local"
+
+
+def has_encrypted_history(answers: Mapping[str, object]) -> bool:
+    """Whether a project ships the history recorded with encryption on
+    (tests/histories/scripted-chain.encrypted.json). Its request is
+    ciphertext, provider and all, so it cannot become a template: it replays
+    only in the kind it was recorded in, under the provider name it was
+    recorded with."""
+    return (
+        history_kind(answers) == "scripted-chain"
+        and answers["sandbox_provider_name"] == ENCRYPTED_HISTORY_PROVIDER
+    )
 
 
 def history_kind(answers: Mapping[str, object]) -> str:
@@ -572,6 +580,7 @@ class DerivedAnswers(Extension):
             python_versions=python_versions,
             answers_json=answers_json,
             items=items,
+            has_encrypted_history=has_encrypted_history,
         )
         # For the recorded histories (tests/histories/), whose payloads are
         # base64: the workflow's input, a RunRequest naming the provider, is one.

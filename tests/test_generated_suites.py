@@ -82,6 +82,9 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_inputs_outputs",
                 "test_sessions",
                 "test_sessions_hosts",
+                "test_encryption",
+                "test_encryption_processes",
+                "test_codec_ui",
             )
         ],
         [

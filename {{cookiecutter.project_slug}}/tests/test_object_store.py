@@ -51,10 +51,20 @@ from {{ cookiecutter.package_name }}.machinery.shared import STORE_THRESHOLD, ST
 from {{ cookiecutter.package_name }}.machinery.starter import EXIT_UNREACHABLE, EXIT_USAGE
 
 from .conftest import BUCKET
+from .long_workflow import LongSandboxAgentWorkflow
 from .processes import STARTER, WORKER, service, service_environment
+from .scripted_model import ScriptedModel
 from .scripted_openai import scripted_openai_server
 from .stored_payloads import StoredPayloadsWorkflow, transform
-from .support import CREDENTIALS, closed_address, settings_with, started_id
+from .support import (
+    CREDENTIALS,
+    closed_address,
+    running_worker,
+    runs_of_chain,
+    settings_with,
+    started_id,
+)
+from .test_long_runs import start_long
 
 INPUT_SIZE = 5_000_000
 
@@ -229,6 +239,42 @@ async def test_a_5_mb_input_and_a_5_mb_output_go_through_the_store_with_the_comm
     # input, one at the answer) were deleted, the first by the second, the
     # second when the conversation ended.
     assert all(f"/wi/{key_segment(workflow_id)}/ri/" in key for key in objects), sorted(objects)
+
+
+@pytest.mark.long
+async def test_a_300_step_chain_keeps_every_large_payload_in_the_store(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The 300-step chain of test_long_runs.py with a store: each model call
+    carries the whole conversation (hundreds of kB), and none of them, nor
+    any other payload, is in history: each run's history holds references
+    alone past STORE_THRESHOLD, and the answer comes back whole. (Its
+    histories with and without the store, side by side: the template's
+    benchmarks/project/long_runs.py.)"""
+    store = parse(f"file://{tmp_path}/objects")
+    commands = ["echo written-at-step-1 > first.txt", *["seq 1 400"] * 298, "cat first.txt"]
+    async with worker_storage(store) as storage:
+        client = client_with(temporal_client, data_converter(storage))
+        async with running_worker(
+            client,
+            ScriptedModel(commands),
+            workflows=[LongSandboxAgentWorkflow],
+            time_limit=timedelta(minutes=8),
+        ) as (plugged, _):
+            handle = await start_long(plugged, "Run the 300 commands.")
+            answer = (await handle.result()).answer
+            assert handle.first_execution_run_id is not None
+            runs = await runs_of_chain(plugged, handle.id, handle.first_execution_run_id)
+    assert "written-at-step-1" in answer
+    payloads = [
+        payload for run in runs for event in run.history.events for payload in payloads_in(event)
+    ]
+    assert max(payload.ByteSize() for payload in payloads) < STORE_THRESHOLD
+    stored = [payload for payload in payloads if payload.external_payloads]
+    # The conversation passes the threshold at about the 110th step: from
+    # then on, every model call's input is a reference.
+    assert len(stored) > 150, len(stored)
+    assert max(ref.external_payloads[0].size_bytes for ref in stored) > 2 * STORE_THRESHOLD
 
 
 def key_segment(text: str) -> str:
