@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.converter import DataConverter
 
 from {{ cookiecutter.package_name }}.machinery.codec_server import Codec, CodecServer
@@ -39,14 +41,18 @@ from {{ cookiecutter.package_name }}.machinery.object_store import (
     external_storage,
     parse,
 )
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.settings import (
     BadSetting,
     codec_server_settings,
     starter_settings,
 )
 from {{ cookiecutter.package_name }}.machinery.shared import STORE_THRESHOLD
+from {{ cookiecutter.package_name }}.machinery.starter import start
 
-from .support import settings_with
+from .scripted_model import ScriptedModel
+from .support import running_worker, settings_with
+from .test_object_store import client_with
 
 # Test keys: 32 bytes each, never used outside the tests.
 KEY_A = base64.b64encode(bytes(range(32))).decode()
@@ -177,6 +183,34 @@ async def test_a_large_payload_is_encrypted_before_the_store_takes_it(tmp_path: 
     [stored] = [path for path in (tmp_path / "objects").rglob("*") if path.is_file()]
     assert b"a model input" not in stored.read_bytes()
     assert await converter.decode([reference]) == [text]
+
+
+async def test_a_worker_without_the_key_fails_the_workflow_task_naming_it(
+    temporal_client: Client,
+) -> None:
+    """The run waits (Temporal retries the task), its failure one line that
+    names the key; a worker with the key would take it from there."""
+    under_a = client_with(
+        temporal_client, data_converter(None, codec=EncryptionCodec(parse_keys(A)))
+    )
+    only_b = client_with(
+        temporal_client, data_converter(None, codec=EncryptionCodec(parse_keys(B)))
+    )
+    handle = await start(under_a, RunRequest("Say done."))
+    settings = dataclasses.replace(settings_with({}), keys=parse_keys(B))
+    failure = None
+    async with running_worker(only_b, ScriptedModel(["echo done"]), settings=settings):
+        async with asyncio.timeout(20):
+            while failure is None:
+                async for event in temporal_client.get_workflow_handle(
+                    handle.id
+                ).fetch_history_events():
+                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                        failure = event.workflow_task_failed_event_attributes.failure.message
+                await asyncio.sleep(0.2)
+    assert "the key 'A'" in failure and "holds 'B'" in failure, failure
+    assert "\n" not in failure
+    await temporal_client.get_workflow_handle(handle.id).terminate("test over")
 
 
 # ---------------------------------------------------------- the codec server
