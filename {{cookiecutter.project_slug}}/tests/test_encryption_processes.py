@@ -11,12 +11,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from .processes import SCRIPTS, STARTER, WORKER, service, service_environment
+from .processes import SCRIPTS, STARTER, WORKER, Service, service, service_environment
 from .scripted_openai import scripted_openai_server
 from .support import free_address, started_id
 from .test_encryption import TOKEN, A, B
+from .test_object_store import payloads_in
 
 CODEC_SERVER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-codec-server")]
 
@@ -43,6 +45,24 @@ async def show(client: Client, workflow_id: str, *codec: str) -> str:
     output, errors = await process.communicate()
     assert process.returncode == 0, errors.decode()
     return output.decode()
+
+
+async def exit_watching(starter: Service, client: Client) -> int:
+    """The starter's exit status; meanwhile its run's history is read raw,
+    and a payload in plain text or a workflow task that failed (a worker
+    that cannot decrypt) fails the test at once, saying which."""
+    await starter.wait_for("Started workflow")
+    handle = client.get_workflow_handle(started_id("\n".join(starter.output)))
+    while True:
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                failure = event.workflow_task_failed_event_attributes.failure.message
+                raise AssertionError(f"a workflow task failed: {failure}")
+            for payload in payloads_in(event):
+                assert PROMPT_MARK.encode() not in payload.data, f"in plain text: {event}"
+        if starter.process.returncode is not None:
+            return await starter.exit_status()
+        await asyncio.sleep(0.5)
 
 
 def decoded_texts(history: str) -> str:
@@ -82,7 +102,7 @@ async def test_with_keys_a_run_s_history_holds_none_of_what_it_saw(
             await worker.wait_for("Worker polling")
             ask = ["--input", str(tmp_path / "data.txt"), f"Read data.txt. {PROMPT_MARK}"]
             async with service([*STARTER, *ask], environment) as starter:
-                assert await starter.exit_status() == 0, starter.output
+                assert await exit_watching(starter, temporal_client) == 0, starter.output
             printed = "\n".join(starter.output)
             workflow_id = started_id(printed)
             assert "Answer:" in printed and "Usage:" in printed
