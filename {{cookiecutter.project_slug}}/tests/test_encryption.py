@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +42,20 @@ from {{ cookiecutter.package_name }}.machinery.object_store import (
     external_storage,
     parse,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
+from {{ cookiecutter.package_name }}.machinery.run_request import RELEASED, RunRequest
 from {{ cookiecutter.package_name }}.machinery.settings import (
     BadSetting,
     codec_server_settings,
     starter_settings,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import STORE_THRESHOLD
+from {{ cookiecutter.package_name }}.machinery.shared import END, RESTORE, STORE_THRESHOLD
 from {{ cookiecutter.package_name }}.machinery.starter import start
 
+from .conversing import Conversing
 from .scripted_model import ScriptedModel
 from .support import running_worker, settings_with
 from .test_object_store import client_with
+from .test_sessions import answered, conversation, follow_up, until
 
 # Test keys: 32 bytes each, never used outside the tests.
 KEY_A = base64.b64encode(bytes(range(32))).decode()
@@ -211,6 +214,45 @@ async def test_a_worker_without_the_key_fails_the_workflow_task_naming_it(
     assert "the key 'A'" in failure and "holds 'B'" in failure, failure
     assert "\n" not in failure
     await temporal_client.get_workflow_handle(handle.id).terminate("test over")
+
+
+async def test_a_conversation_s_snapshots_are_encrypted_and_restore_from_ciphertext(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """With keys set, a snapshot in the store is a payload encrypted under
+    the first key (no gzip, none of the workspace's text), and the
+    follow-up after the sandbox was released restores from it."""
+    keys = parse_keys(A)
+    client = client_with(temporal_client, data_converter(None, codec=EncryptionCodec(keys)))
+    settings = dataclasses.replace(
+        settings_with({}),
+        keys=keys,
+        object_store=parse(f"file://{tmp_path}/objects"),
+        session_idle_timeout=timedelta(seconds=1),
+    )
+    model = Conversing([["echo kept-in-the-snapshot > note.txt"], ["cat note.txt"]])
+    async with running_worker(client, model, settings=settings) as (plugged, _):
+        handle = await conversation(plugged, "Write a note.")
+        await until(handle, lambda state: state.state == RELEASED)
+        snapshots = [path for path in (tmp_path / "objects").rglob("*.tar.gz")]
+        assert len(snapshots) == 1, snapshots
+        stored = snapshots[0].read_bytes()
+        assert not stored.startswith(b"\x1f\x8b") and b"kept-in-the-snapshot" not in stored
+        sealed = Payload()
+        sealed.ParseFromString(stored)
+        assert sealed.metadata["encoding"] == ENCODING and sealed.metadata[KEY_ID] == b"A"
+        await follow_up(handle, "Read the note.")
+        state = await answered(handle, 2)
+        await handle.execute_update(END)
+    # The follow-up ran in a fresh sandbox, restored from the ciphertext.
+    restores = [
+        event
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and event.activity_task_scheduled_event_attributes.activity_type.name.endswith(RESTORE)
+    ]
+    assert len(restores) == 1
+    assert "kept-in-the-snapshot" in str(state.answer.answer if state.answer else "")
 
 
 # ---------------------------------------------------------- the codec server
