@@ -9,8 +9,15 @@ serves, and the alerts fire when they should (``uv run pytest -m monitoring``).
 - Every metric the dashboard and the rules name, with every label they
   group or filter by, is one a real worker serves after real runs: one
   completed, one failed, a model call failing once, a workflow task failing,
-  a conversation, a tool call{{ "; a host gone and approvals" if bound or approvals }} where
-  that is too slow to cause, by the names the code declares.
+  a conversation, a tool call
+{%- if bound and approvals %}; a host gone and approvals, too slow to
+  cause here, by the names the code declares.
+{%- elif bound %}; a host gone, too slow to cause here, by the
+  names the code declares.
+{%- elif approvals %}; approvals, too slow to cause here, by the
+  names the code declares.
+{%- else %}.
+{%- endif %}
 - A real Prometheus (Debian's ``prometheus``) scrapes a real worker process on
   loopback while a run fails: AgentRunsFailing becomes pending, read from
   Prometheus's own API; every panel's query runs there without error.
