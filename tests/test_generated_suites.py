@@ -97,6 +97,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_sessions_hosts",
             ),
             part("faults", "test_faults"),
+            part("monitoring", "test_monitoring"),
         ],
     ],
     # Docker's module and long runs on a real engine (the rest of its suite
@@ -141,7 +142,11 @@ PHASES: dict[str, list[list[Part]]] = {
         ],
         # The tests of seconds among those modules (`-m long`): runs on two
         # hosts and on a host that is gone, a blocked event loop.
-        [part("long", "test_affinity", "test_health", only=True)],
+        [
+            part("long", "test_affinity", "test_health", only=True),
+            # Its dashboard and alerts with approvals and a host-bound backend.
+            part("monitoring", "test_monitoring", only=True),
+        ],
     ],
     "daytona-defaults": [
         [
@@ -170,6 +175,8 @@ PHASES: dict[str, list[list[Part]]] = {
                 only=True,
             )
         ],
+        # Its dashboard and alerts without a host-bound backend.
+        [part("monitoring", "test_monitoring", only=True)],
     ],
     # Docker beside a remote backend, on the bridge network; approvals of file edits.
     "e2b-plus-docker-bridge": [

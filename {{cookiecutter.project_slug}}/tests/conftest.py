@@ -60,7 +60,9 @@ def approver_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        slow = any(item.get_closest_marker(name) for name in ("process", "long", "faults"))
+        slow = any(
+            item.get_closest_marker(name) for name in ("process", "long", "faults", "monitoring")
+        )
         if slow and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT))
 

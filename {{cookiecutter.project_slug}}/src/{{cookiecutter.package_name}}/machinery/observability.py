@@ -83,6 +83,12 @@ SESSIONS = "agent_sessions"
 # workspace snapshot (bytes), and how long each took (seconds); histograms.
 SNAPSHOT_BYTES = "agent_snapshot_bytes"
 SNAPSHOT_SECONDS = "agent_snapshot_seconds"
+{%- if bound %}
+# Labels: host, outcome ("failed": the run failed naming it; "recovered": the
+# run went on on another host from its last snapshot): each time a run took
+# its sandbox's host for gone (affinity.py).
+HOSTS_GONE = "agent_sandbox_hosts_gone"
+{%- endif %}
 # Their buckets: the SDK's defaults (50 to 10,000) fit milliseconds, not these.
 BUCKETS = {
     SNAPSHOT_BYTES: [float(4**power * 1024) for power in range(1, 11)],
@@ -128,6 +134,37 @@ class UsageMeter(RunHooks[Any]):
         )
 
 
+# The outcomes every worker reports from its start, at 0 (count_runs_from_zero):
+# an alert on increase() sees the first failure of a worker's life.
+RUN_OUTCOMES = ("completed", "failed")
+
+
+def count_runs_from_zero(
+    runtime: Runtime | None,
+    namespace: str,
+    task_queue: str,
+    workflow_type: str,
+    build_id: str | None,
+) -> None:
+    """Report agent_runs at 0 for each of RUN_OUTCOMES, with the labels the
+    workflow's own counter will carry (count_run()): a counter first seen at
+    1 has no increase, and its first failure would pass unseen by a rule
+    like ``increase(agent_runs{outcome="failed"}[15m]) > 0``."""
+    if runtime is None:
+        return
+    counter = runtime.metric_meter.create_counter(RUNS, "Runs of the workflow, by outcome")
+    for outcome in RUN_OUTCOMES:
+        labels = {
+            "namespace": namespace,
+            "task_queue": task_queue,
+            "workflow_type": workflow_type,
+            "outcome": outcome,
+        }
+        if build_id is not None:
+            labels["build_id"] = build_id
+        counter.add(0, labels)
+
+
 def count_run(outcome: str) -> None:
     """Count one run of the workflow ending with ``outcome`` (replay-safe),
     and on a versioned worker the build it ran on (versioning.py)."""
@@ -138,6 +175,15 @@ def count_run(outcome: str) -> None:
     workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(1, labels)
 
 
+{% if bound -%}
+def count_host_gone(host: str, outcome: str) -> None:
+    """Count a run taking its sandbox's ``host`` for gone (replay-safe)."""
+    workflow.metric_meter().create_counter(
+        HOSTS_GONE, "Runs that took their sandbox's host for gone, by host and outcome"
+    ).add(1, {"host": host, "outcome": outcome})
+
+
+{% endif -%}
 def count_session(state: str) -> None:
     """Count one conversation entering ``state`` (replay-safe)."""
     workflow.metric_meter().create_counter(SESSIONS, "Conversations entering a state").add(

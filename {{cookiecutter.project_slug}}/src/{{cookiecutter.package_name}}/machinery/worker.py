@@ -81,6 +81,7 @@ from {{ cookiecutter.package_name }}.machinery.object_store import (
 from {{ cookiecutter.package_name }}.machinery.observability import (
     SandboxOperationMeter,
     TelemetryUnavailable,
+    count_runs_from_zero,
     metrics_runtime,
     tracing_plugins,
 )
@@ -90,7 +91,7 @@ from {{ cookiecutter.package_name }}.machinery.settings import (
     WorkerSettings,
     worker_settings,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE, WORKFLOW_TYPE
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.machinery.workspace import (
     WorkspaceProvider,
@@ -381,6 +382,8 @@ async def serve(
         runtime=runtime,
         data_converter=data_converter(storage, codec=codec_of(settings.keys)),
     )
+    build_id = settings.version.build_id if settings.version else UNVERSIONED_BUILD
+    count_runs_from_zero(runtime, client.namespace, TASK_QUEUE, WORKFLOW_TYPE, build_id)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

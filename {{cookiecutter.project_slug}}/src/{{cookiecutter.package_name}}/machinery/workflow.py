@@ -77,6 +77,9 @@ from {{ cookiecutter.package_name }}.machinery.observability import (
 {%- if cookiecutter.approval != "none" %}
     count_approval,
 {%- endif %}
+{%- if bound %}
+    count_host_gone,
+{%- endif %}
     count_run,
     count_session,
     run_outcome,
@@ -284,6 +287,7 @@ class SandboxAgentWorkflow:
 {%- if bound %}
             gone = affinity.host_gone(e)
             if gone is not None and self.sandbox.host is not None:
+                count_host_gone(self.sandbox.host.id, "failed")
                 raise affinity.host_gone_failure(self.sandbox.host, gone, self.host_wait) from e
 {%- endif %}
             # A model call or a sandbox operation failed for good: say which,
@@ -807,6 +811,7 @@ class SandboxAgentWorkflow:
         if gone is None or snapshot is None or snapshot.where != IN_STORE or not snapshot.key:
             return None
         old = self.sandbox.host.id if self.sandbox.host else "?"
+        count_host_gone(old, "recovered")
         host = await affinity.choose_host(self.sandbox.provider)
         self.sandbox = self._sandbox(self.sandbox.provider, host)
         lost = "; ".join(budget.calls) or "none"
