@@ -7,9 +7,12 @@
     python benchmarks/in_project.py starter --times 3
     python benchmarks/in_project.py deploy --rounds 1 --in-flight 2
     python benchmarks/in_project.py --project /tmp/p/sandbox-agent starter
+    python benchmarks/in_project.py --answer max_turns=40 versus_sample --sample DIR
+    python benchmarks/in_project.py --backend daytona versus_sample --sample DIR
 
-Renders the default (local) project in a temporary directory, or takes
-``--project``, one rendered with the defaults before; installs it with
+Renders the default (local) project in a temporary directory (``--backend``
+for another backend, ``--answer`` for other answers), or takes
+``--project``, one rendered with the default names before; installs it with
 ``uv sync --compile-bytecode``; copies ``benchmarks/project/NAME.py`` into its
 ``benchmarks/``; and runs ``uv run python -m benchmarks.NAME ARGS`` there, with
 Python allowed to write bytecode as on a user's machine (tests/baked.py). The
@@ -30,6 +33,7 @@ TEMPLATE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TEMPLATE))
 
 from benchmarks.time_to_green import render  # noqa: E402
+from local_extensions import BACKENDS  # noqa: E402
 from tests.baked import NOT_A_USERS, tool  # noqa: E402
 
 SCRIPTS = TEMPLATE / "benchmarks" / "project"
@@ -51,6 +55,10 @@ def run_in(project: Path, name: str, arguments: list[str]) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--project", type=Path, help="a project rendered with the defaults (default: a fresh render)")
+    parser.add_argument("--backend", default="local", choices=BACKENDS, help="the rendered project's sandbox_backend")
+    parser.add_argument(
+        "--answer", action="append", default=[], metavar="KEY=VALUE", help="another answer for the render (repeatable)"
+    )
     parser.add_argument("name", choices=NAMES, help="the benchmark, a script of benchmarks/project/")
     parser.add_argument("arguments", nargs=argparse.REMAINDER, help="the benchmark's own arguments")
     args = parser.parse_args()
@@ -60,7 +68,8 @@ def main() -> None:
             sys.exit(f"--project {args.project}: not a project rendered with the defaults (no src/sandbox_agent)")
         sys.exit(run_in(args.project, args.name, args.arguments))
     with tempfile.TemporaryDirectory() as scratch:
-        project = render("local", Path(scratch))
+        answers = dict(answer.partition("=")[::2] for answer in args.answer)
+        project = render(args.backend, Path(scratch), answers)
         sys.exit(run_in(project.path, args.name, args.arguments))
 
 

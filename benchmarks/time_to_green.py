@@ -47,9 +47,10 @@ def timed(step: Callable[[], CompletedProcess[str]]) -> float:
     return elapsed
 
 
-def render(backend: str, where: Path) -> BakedProject:
-    path = cookiecutter(str(TEMPLATE), no_input=True, extra_context={"sandbox_backend": backend}, output_dir=str(where))
-    return BakedProject(Path(path), {"sandbox_backend": backend, "python_version": "3.11"})
+def render(backend: str, where: Path, answers: dict[str, str] | None = None) -> BakedProject:
+    context = {"sandbox_backend": backend, **(answers or {})}
+    path = cookiecutter(str(TEMPLATE), no_input=True, extra_context=context, output_dir=str(where))
+    return BakedProject(Path(path), {"python_version": "3.11", **context})
 
 
 def main() -> None:
