@@ -653,7 +653,9 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
             assert_contained(engine.api.inspect_container(container.id))
             containers.append(container.id)
         # Not root: the user nobody.
-        assert {output.split()[-1] for output in model.held.values()} == {"65534"}
+        # The whole tool output on failure: CI once saw one end at "Output:"
+        # with nothing after it (cause not yet found; see the note of issue 36).
+        assert {output.split()[-1] for output in model.held.values()} == {"65534"}, model.held
         model.limits_read.set()
         # Meanwhile, an ordinary run on the same worker completes.
         ordinary = await start_in(client, docker, "Say hello.")
