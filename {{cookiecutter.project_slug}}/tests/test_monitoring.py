@@ -322,8 +322,17 @@ async def test_a_real_prometheus_sees_runs_fail_and_answers_every_panel(
                 model.error_status = 401
                 async with service([*STARTER, "Say done."], environment) as starter:
                     assert await starter.exit_status() == 1, starter.output
-                state = None
+                # The failure is counted in the series that was at 0, so its
+                # increase is 1: a worker's first failure is seen.
                 for _ in range(300):
+                    found = prometheus_api(web, "query", query='agent_runs{outcome="failed"}')
+                    if any(r["value"][1] != "0" for r in found["data"]["result"]):
+                        break
+                    await asyncio.sleep(0.1)
+                assert [r["value"][1] for r in found["data"]["result"]] == ["1"], found
+                # Rules are evaluated every second: the alert is pending at once.
+                state = None
+                for _ in range(25):
                     alerts = prometheus_api(web, "alerts")["data"]["alerts"]
                     states = {
                         a["state"] for a in alerts if a["labels"]["alertname"] == "AgentRunsFailing"

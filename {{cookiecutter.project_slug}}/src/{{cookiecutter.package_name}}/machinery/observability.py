@@ -167,7 +167,10 @@ def count_runs_from_zero(
 
 def count_run(outcome: str) -> None:
     """Count one run of the workflow ending with ``outcome`` (replay-safe),
-    and on a versioned worker the build it ran on (versioning.py)."""
+    and the build it ran on: a versioned worker's (versioning.py), or an
+    unversioned one's ``build_id`` (worker.UNVERSIONED_BUILD), which the
+    workflow sees as its current version too. count_runs_from_zero() uses
+    the same ids, so its zero is the series this counter adds to."""
     labels = {"outcome": outcome}
     version = workflow.info().get_current_deployment_version()
     if version is not None:
