@@ -477,7 +477,13 @@ async def sandbox_workers(client: Client, runs: int) -> dict[str, int]:
     found: dict[str, int] = {}
     for i in range(runs):
         steps = await activities(client.get_workflow_handle(f"capacity-{i}"))
-        workers = " and ".join(sorted({step.worker for step in steps if step.is_sandbox_operation}))
+{%- if cookiecutter | host_bound_backends %}
+        # Not a worker of another host that refused one (affinity.HostFirst).
+        ran = {step.worker for step in steps if step.is_sandbox_operation and not step.refused}
+{%- else %}
+        ran = {step.worker for step in steps if step.is_sandbox_operation}
+{%- endif %}
+        workers = " and ".join(sorted(ran))
         found[workers] = found.get(workers, 0) + 1
     return found
 
