@@ -3,7 +3,9 @@
 read what a run's history records."""
 
 import asyncio
+{%- if cookiecutter | host_bound_backends %}
 import json
+{%- endif %}
 import re
 import shutil
 import socket
@@ -74,7 +76,16 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     sandbox_operation,
     tool_of,
 )
-from {{ cookiecutter.package_name }}.machinery.starter import {{ "LOCAL_ACTIVITY_MARKER, " if cookiecutter | host_bound_backends }}chain_run, continued_as, start
+{%- if cookiecutter | host_bound_backends %}
+from {{ cookiecutter.package_name }}.machinery.starter import (
+    LOCAL_ACTIVITY_MARKER,
+    chain_run,
+    continued_as,
+    start,
+)
+{%- else %}
+from {{ cookiecutter.package_name }}.machinery.starter import chain_run, continued_as, start
+{%- endif %}
 from {{ cookiecutter.package_name }}.machinery.worker import (
     MODEL_RETRY_POLICY,
     SHUTDOWN_GRACE,

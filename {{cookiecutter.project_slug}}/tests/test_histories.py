@@ -161,7 +161,8 @@ def payload_encodings(node: object) -> list[bytes]:
     if not isinstance(node, dict):
         return []
     if node.get("markerName") == LOCAL_ACTIVITY_MARKER:
-        node = {**node, "details": {**node["details"], "data": None}}
+        details = {**node["details"], "data": None}
+        node = {**node, "details": details}
     found = [
         found for key, each in node.items() if key != "header" for found in payload_encodings(each)
     ]
