@@ -156,7 +156,12 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
             ]
             async with asyncio.timeout(20):
                 await model.stalled.wait()
-        async with worker_on(temporal_client, "host-b") as (client, _):
+        # Eight runs, the first four handed from host to host: 14 s on a
+        # quiet machine, past the default 30 s on a loaded one (CI).
+        async with worker_on(temporal_client, "host-b", time_limit=timedelta(seconds=120)) as (
+            client,
+            _,
+        ):
             on_b = [
                 await start(client, "Add, then print.", provider=BOUND_PROVIDER) for _ in range(4)
             ]
