@@ -139,6 +139,19 @@ def request_in(data: str, provider: str) -> dict | None:
 ATTEMPTS = 5
 
 
+def local_activity_in(data: str, provider: str) -> dict | None:
+    """What Temporal records of a local activity of ``provider`` in a
+    marker's ``data`` (its type, "<provider>-sandbox_host", attempt and
+    times: affinity.choose_host), or None for any other payload."""
+    try:
+        value = json.loads(base64.b64decode(data))
+    except ValueError:
+        return None
+    if isinstance(value, dict) and str(value.get("activity_type", "")).startswith(f"{provider}-sandbox_"):
+        return value
+    return None
+
+
 def mentions_a_backend(text: str) -> bool:
     """Whether a templated history names a backend outside its template
     expressions (where the provider's name is the answer's)."""
@@ -148,17 +161,18 @@ def mentions_a_backend(text: str) -> bool:
 
 def templated(history: dict, provider: str) -> str:
     """The history as a template: the provider's name, where it appears (the
-    sandbox activities' names, the provider of the workflow's input),
-    becomes the answer's."""
+    sandbox activities' names, the local activity's in its marker, the
+    provider of the workflow's input), becomes the answer's."""
     marker = "@@PROVIDER@@"
     requests: list[str] = []
 
-    def request_expression(request: dict) -> str:
-        # The request's JSON (as Temporal's converter writes it), its
-        # provider the answer's, in base64.
-        text = json.dumps({**request, "provider": marker}, separators=(",", ":"), sort_keys=True)
+    def payload_expression(value: dict, key: str, suffix: str = "") -> str:
+        # The payload's JSON (as Temporal's converter writes it), its
+        # ``key`` the answer's provider name (then ``suffix``), in base64.
+        text = json.dumps({**value, key: marker}, separators=(",", ":"), sort_keys=True)
         before, after = text.split(json.dumps(marker))
-        joined = f"{json.dumps(before)} ~ (cookiecutter.sandbox_provider_name | tojson) ~ {json.dumps(after)}"
+        name = "(cookiecutter.sandbox_provider_name" + (f" ~ {json.dumps(suffix)}" if suffix else "") + ")"
+        joined = f"{json.dumps(before)} ~ ({name} | tojson) ~ {json.dumps(after)}"
         return "{% endraw %}{{ (" + joined + ") | b64encode | tojson }}{% raw %}"
 
     def walk(node: object) -> object:
@@ -166,7 +180,12 @@ def templated(history: dict, provider: str) -> str:
             data = node.get("data")
             request = request_in(data, provider) if isinstance(data, str) else None
             if request is not None:
-                requests.append(request_expression(request))
+                requests.append(payload_expression(request, "provider"))
+                return {**node, "data": f"{marker}request-{len(requests) - 1}"}
+            local = local_activity_in(data, provider) if isinstance(data, str) else None
+            if local is not None:
+                suffix = local["activity_type"].removeprefix(provider)
+                requests.append(payload_expression(local, "activity_type", suffix))
                 return {**node, "data": f"{marker}request-{len(requests) - 1}"}
             name = node.get("name")
             if isinstance(name, str) and name.startswith(f"{provider}-sandbox_"):

@@ -35,12 +35,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent.starter import start
-from sandbox_agent.versioning import BUILD_ID, DEPLOYMENT_NAME
+from sandbox_agent.machinery.starter import start
+
+# The worker's variables of its Worker Deployment Version (settings.py).
+DEPLOYMENT_NAME = "TEMPORAL_DEPLOYMENT_NAME"
+BUILD_ID = "TEMPORAL_WORKER_BUILD_ID"
 
 # The tests' helpers (`python -m benchmarks.deploy` puts the project on
 # sys.path): the worker as a process, and the scripted model's server.
-from tests.hosts import STEPS
+from tests.handovers import STEPS
 from tests.processes import WORKER, service, service_environment
 from tests.scripted_openai import scripted_openai_server
 from tests.support import with_plugins

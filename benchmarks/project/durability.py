@@ -42,10 +42,12 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.testing import WorkflowEnvironment
 
 from sandbox_agent.agent import INSTRUCTIONS
-from sandbox_agent.backends import SANDBOX_BACKENDS
-from sandbox_agent.shared import MAX_TURNS, MODEL, SANDBOX_PROVIDER
-from sandbox_agent.starter import start
-from sandbox_agent.worker import agents_plugin, build_worker
+from sandbox_agent.agent import MODEL
+from sandbox_agent.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent.machinery.shared import SANDBOX_PROVIDER
+from sandbox_agent.machinery.starter import start
+from sandbox_agent.machinery.worker import agents_plugin, build_worker
+from sandbox_agent.runs import MAX_TURNS
 
 # The tests' helpers (`python -m benchmarks.durability` puts the project on
 # sys.path): the scripted model, and the sandbox the tests use, the service's

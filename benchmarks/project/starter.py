@@ -30,7 +30,7 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent.exits import exit_after
+from sandbox_agent.machinery.exits import exit_after
 
 STARTER = str(Path(sys.executable).parent / "sandbox-agent-starter")
 
@@ -94,7 +94,7 @@ async def benchmark(times: int) -> None:
                 [STARTER, "Benchmark."], environ
             ),
             "before: importing the workflow module": lambda: run_to_exit(
-                [sys.executable, "-c", "import sandbox_agent.workflow"], environ
+                [sys.executable, "-c", "import sandbox_agent.machinery.workflow"], environ
             ),
         }
         print("| starter | wall, median | wall, worst | CPU, median | CPU, worst |")

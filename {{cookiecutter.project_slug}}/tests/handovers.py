@@ -126,11 +126,23 @@ async def stalled_on(
 
 
 async def sandbox_workers(handle: WorkflowHandle[Any, RunAnswer]) -> tuple[set[str], set[str]]:
+{%- if cookiecutter | host_bound_backends %}
+    """The workers that ran a run's sandbox operations (not those of another
+    host that refused one: affinity.HostFirst), and the task queues the
+    workflow sent them to (an operation no worker took among them), an
+    operation offered on the run's own queue for a host counting as sent to
+    that host's queue."""
+    steps = [step for step in await activities(handle) if step.is_sandbox_operation]
+    assert steps
+    ran = {step.worker for step in steps if step.attempt and not step.refused}
+    return ran, {step.queue for step in steps}
+{%- else %}
     """The workers that ran a run's sandbox operations, and the task queues
     the workflow sent them to (an operation no worker took among them)."""
     steps = [step for step in await activities(handle) if step.is_sandbox_operation]
     assert steps
     return {step.worker for step in steps if step.attempt}, {step.task_queue for step in steps}
+{%- endif %}
 
 
 async def workspaces_used(handle: WorkflowHandle[Any, RunAnswer]) -> set[str]:

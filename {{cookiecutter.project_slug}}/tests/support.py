@@ -3,6 +3,9 @@
 read what a run's history records."""
 
 import asyncio
+{%- if cookiecutter | host_bound_backends %}
+import json
+{%- endif %}
 import re
 import shutil
 import socket
@@ -40,13 +43,16 @@ from temporalio.client import (
 {%- endif %}
 )
 from temporalio.common import RetryPolicy, WorkerDeploymentVersion
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter{{ ", PayloadConverter" if cookiecutter | host_bound_backends }}
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from {{ cookiecutter.package_name }}.agent import MODEL
 from {{ cookiecutter.package_name }}.machinery import worker
+{% if cookiecutter | host_bound_backends -%}
+from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
+{% endif -%}
 {% if "local" in cookiecutter | backends -%}
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS, Backend, local
 {% else -%}
@@ -64,13 +70,22 @@ from {{ cookiecutter.package_name }}.machinery.settings import (
     worker_settings,
 )
 from {{ cookiecutter.package_name }}.machinery.shared import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + (["CHOOSING_THE_HOST"] if cookiecutter | host_bound_backends else []) + ["MODEL_ACTIVITIES", "TASK_QUEUE"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
+{%- for constant in ((cookiecutter | providers | map("first") | list) + (["CHOOSING_THE_HOST", "HOST_HEADER", "NOT_THIS_HOST"] if cookiecutter | host_bound_backends else []) + ["MODEL_ACTIVITIES", "TASK_QUEUE"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
     tool_of,
 )
+{%- if cookiecutter | host_bound_backends %}
+from {{ cookiecutter.package_name }}.machinery.starter import (
+    LOCAL_ACTIVITY_MARKER,
+    chain_run,
+    continued_as,
+    start,
+)
+{%- else %}
 from {{ cookiecutter.package_name }}.machinery.starter import chain_run, continued_as, start
+{%- endif %}
 from {{ cookiecutter.package_name }}.machinery.worker import (
     MODEL_RETRY_POLICY,
     SHUTDOWN_GRACE,
@@ -591,6 +606,18 @@ class Activity:
     attempt: int = 0  # zero: it never started
     worker: str = ""
     failed: bool = False
+{%- if cookiecutter | host_bound_backends %}
+    # The host it was offered for on the run's own queue (affinity.HostFirst),
+    # and whether a worker of another host refused it there.
+    host: str = ""
+    refused: bool = False
+
+    @property
+    def queue(self) -> str:
+        """The task queue it was for: that of the host it was offered for,
+        or the one it was sent to."""
+        return host_queue(self.host) if self.host else self.task_queue
+{%- endif %}
 
     @property
     def is_sandbox_operation(self) -> bool:
@@ -626,15 +653,40 @@ def activities_in(history: WorkflowHistory) -> list[Activity]:
                 RetryPolicy.from_proto(attributes.retry_policy),
                 attributes.task_queue.name,
             )
+{%- if cookiecutter | host_bound_backends %}
+            marked = attributes.header.fields.get(HOST_HEADER)
+            if marked is not None:
+                scheduled[event.event_id].host = PayloadConverter.default.from_payloads([marked])[0]
+{%- endif %}
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = event.activity_task_started_event_attributes
             activity = scheduled[started.scheduled_event_id]
             activity.attempt, activity.worker = started.attempt, started.identity
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-            scheduled[event.activity_task_failed_event_attributes.scheduled_event_id].failed = True
+            failed = event.activity_task_failed_event_attributes
+            scheduled[failed.scheduled_event_id].failed = True
+{%- if cookiecutter | host_bound_backends %}
+            refusal = failed.failure.application_failure_info.type == NOT_THIS_HOST
+            scheduled[failed.scheduled_event_id].refused = refusal
+{%- endif %}
     return list(scheduled.values())
 
 
+{% if cookiecutter | host_bound_backends -%}
+def local_activities_in(history: WorkflowHistory) -> list[str]:
+    """The name of each local activity a run's history records (a marker
+    each): the question of the sandbox's host (affinity.choose_host)."""
+    names = []
+    for event in history.events:
+        marker = event.marker_recorded_event_attributes
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and (
+            marker.marker_name == LOCAL_ACTIVITY_MARKER
+        ):
+            names.append(json.loads(marker.details["data"].payloads[0].data)["activity_type"])
+    return names
+
+
+{% endif -%}
 async def activities(handle: WorkflowHandle[Any, Any]) -> list[Activity]:
     """Each activity of a run, in the order it was scheduled."""
     return activities_in(await handle.fetch_history())

@@ -19,12 +19,14 @@ from agents.sandbox.manifest import Manifest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import TestModelProvider
+from temporalio.worker import Worker
 
 from {{ cookiecutter.package_name }}.machinery import worker
 from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
 from {{ cookiecutter.package_name }}.machinery.starter import start
 from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
 
@@ -93,6 +95,19 @@ class HostSandbox(UnixLocalSandboxClient):
         return await super().resume(state)
 
 
+async def refused_once(run: WorkflowHandle[Any, Any], by: str, host: str) -> bool:
+    """Whether worker ``by`` refused one operation of ``run`` offered for
+    ``host`` on the run's own queue, and the run sent every operation after
+    it straight to that host's queue (affinity.HostFirst)."""
+    steps = [step for step in await activities(run) if step.is_sandbox_operation]
+    refusals = [i for i, step in enumerate(steps) if step.refused]
+    if len(refusals) != 1:
+        return False
+    [at] = refusals
+    after = {(step.task_queue, step.host) for step in steps[at + 1 :]}
+    return (steps[at].worker, steps[at].host) == (by, host) and after == {(host_queue(host), "")}
+
+
 def worker_on(
     client: Client, host: str, identity: str = "", **options: Any
 ) -> AbstractAsyncContextManager[tuple[Client, ServiceWorker]]:
@@ -141,7 +156,12 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
             ]
             async with asyncio.timeout(20):
                 await model.stalled.wait()
-        async with worker_on(temporal_client, "host-b") as (client, _):
+        # Eight runs, the first four handed from host to host: 14 s on a
+        # quiet machine, past the default 30 s on a loaded one (CI).
+        async with worker_on(temporal_client, "host-b", time_limit=timedelta(seconds=120)) as (
+            client,
+            _,
+        ):
             on_b = [
                 await start(client, "Add, then print.", provider=BOUND_PROVIDER) for _ in range(4)
             ]
@@ -157,6 +177,10 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
         assert await sandbox_workers(run) == ({"worker-a"}, {host_queue("host-a")})
         model_calls = {step.worker for step in await activities(run) if step.is_model_call}
         assert "worker-of-host-b" in model_calls
+        # Host B, running the workflow, was offered one of host A's
+        # operations on the run's own queue and refused it, running nothing;
+        # the run sent the rest straight to host A's queue.
+        assert await refused_once(run, by="worker-of-host-b", host="host-a")
     for run in on_b:
         assert await sandbox_workers(run) == ({"worker-of-host-b"}, {host_queue("host-b")})
 
@@ -194,5 +218,55 @@ async def test_a_worker_restarted_on_the_same_host_resumes_its_runs_there(
     assert answer.endswith(ALL_STEPS)
     assert await sandbox_workers(run) == (
         {"worker-of-host-a", "worker-a-again"},
+        {host_queue("host-a")},
+    )
+
+
+async def test_a_run_offers_each_sandbox_operation_on_its_own_queue_marked_with_its_host(
+    temporal_client: Client,
+) -> None:
+    # One host: the worker that runs the workflow holds the sandbox, so each
+    # operation is scheduled on the run's own queue (where Temporal hands it
+    # straight back to that worker) and none goes through the host's queue.
+    async with worker_on(temporal_client, "host-a") as (client, _):
+        run = await start(client, "Add, then print.", provider=BOUND_PROVIDER)
+        answer = (await run.result()).answer
+
+    assert answer.endswith(ALL_STEPS)
+    steps = [step for step in await activities(run) if step.is_sandbox_operation]
+    assert {(step.task_queue, step.host, step.refused) for step in steps} == {
+        (TASK_QUEUE, "host-a", False)
+    }
+
+
+async def test_an_operation_offered_to_a_worker_of_another_host_is_refused_and_runs_on_its_host(
+    temporal_client: Client,
+) -> None:
+    # Host A created the run's sandbox and went. Its worker comes back
+    # polling only its host's queue, and host B runs the workflow: B refuses
+    # the operation it is offered for host A, before its sandbox is touched
+    # (HostSandbox would fail it: the workspace is not on B), and the run
+    # sends it, and each after it, to host A's queue.
+    run = await stalled_on(temporal_client, "host-a", BOUND_PROVIDER, HostSandbox("host-a"))
+    settings_a = replace(SETTINGS, host_id="host-a")
+    plugged_a = with_plugins(
+        temporal_client,
+        worker.agents_plugin(
+            settings_a,
+            sandboxes=sandboxes_for_tests(HostSandbox("host-a"), BOUND_PROVIDER),
+            model_provider=TestModelProvider(ScriptedModel(STEPS)),
+            model_retry_policy=RETRIED_AT_ONCE,
+        ),
+    )
+    # Only the host's queue (build_worker would make a worker of the shared
+    # queue too, which may not be made twice in one process).
+    host_a = Worker(plugged_a, task_queue=host_queue("host-a"), identity="host-a-queue")
+    async with host_a, worker_on(temporal_client, "host-b"):
+        answer = (await run.result()).answer
+
+    assert answer.endswith(ALL_STEPS)
+    assert await refused_once(run, by="worker-of-host-b", host="host-a")
+    assert await sandbox_workers(run) == (
+        {"worker-of-host-a", "host-a-queue"},
         {host_queue("host-a")},
     )

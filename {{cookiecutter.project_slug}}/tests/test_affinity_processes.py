@@ -96,13 +96,16 @@ async def test_two_hosts_under_load_keep_every_run_on_the_host_of_its_sandbox(
         assert answer.endswith(ALL_STEPS), answer
     hosts_used = set()
     for run in runs:
-        steps = [step for step in await activities(run) if step.is_sandbox_operation]
-        # All of a run's sandbox operations went to one host's queue and ran
-        # on that host's worker (its identity is "<pid>@<host>")...
+        steps = [
+            step for step in await activities(run) if step.is_sandbox_operation and not step.refused
+        ]
+        # All of a run's sandbox operations went to one host's queue (or
+        # were offered for that host on the run's own: affinity.HostFirst)
+        # and ran on that host's worker (its identity is "<pid>@<host>")...
         ran_on = {step.worker.rpartition("@")[2] for step in steps}
         assert len(ran_on) == 1, f"{run.id}: sandbox operations ran on {sorted(ran_on)}"
         [host] = ran_on
-        assert {step.task_queue for step in steps} == {host_queue(host)}
+        assert {step.queue for step in steps} == {host_queue(host)}
         # ...on a workspace in that host's TMPDIR.
         for root in await workspaces_used(run):
             assert Path(root).is_relative_to(tmp_path / host), (host, root)

@@ -390,7 +390,7 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
     ]
     assert commands_run == ["first-worker", "second-worker"]
     assert [a.name for a in attempts].count(f"{PROVIDER}-sandbox_client_create") == 1
-    queues = {a.task_queue for a in attempts if a.is_sandbox_operation}
+    queues = {a.queue for a in attempts if a.is_sandbox_operation}
     assert queues == ({TASK_QUEUE} if shared else {host_queue("host-a")})
     assert containers_of(engine, handle) == []
 

@@ -56,7 +56,10 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     SNAPSHOT,
     sandbox_operation,
 )
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
+{%- if cookiecutter | has_encrypted_history %}
+from {{ cookiecutter.package_name }}.machinery.starter import LOCAL_ACTIVITY_MARKER
+{%- endif %}
+from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin, workflow_runner
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 from .long_workflow import NextBuildWorkflow
@@ -95,6 +98,7 @@ async def replay(path: Path, workflow: type[SandboxAgentWorkflow] = SandboxAgent
     would run it; a failure names the file and says what did not match."""
     replayer = Replayer(
         workflows=[workflow],
+        workflow_runner=workflow_runner(),
         plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
         data_converter=data_converter(None, codec=EncryptionCodec(replay_keys())),
     )
@@ -149,12 +153,16 @@ ENCRYPTED = [path for path in RECORDED if path.name.endswith(".encrypted.json")]
 
 def payload_encodings(node: object) -> list[bytes]:
     """The ``encoding`` of every payload in a history's JSON, but for its
-    headers' (the plugin's trace context: span and trace ids, in plain
-    text, as docs/encryption.md says)."""
+    headers' (the plugin's trace context: span and trace ids{{ "; a sandbox operation's host" if cookiecutter | host_bound_backends }})
+    and the ``data`` Temporal records of a local activity (its name, attempt
+    and times), in plain text, as docs/encryption.md says."""
     if isinstance(node, list):
         return [found for each in node for found in payload_encodings(each)]
     if not isinstance(node, dict):
         return []
+    if node.get("markerName") == LOCAL_ACTIVITY_MARKER:
+        details = {**node["details"], "data": None}
+        node = {**node, "details": details}
     found = [
         found for key, each in node.items() if key != "header" for found in payload_encodings(each)
     ]

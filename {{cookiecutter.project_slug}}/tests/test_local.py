@@ -167,6 +167,6 @@ async def test_a_worker_killed_and_restarted_as_its_pod_goes_on_in_the_same_work
     ]
     assert [step.worker.partition("@")[2] for step in commands_run] == [pod_name, pod_name]
     assert len({step.worker for step in commands_run}) == 2
-    assert {step.task_queue for step in commands_run} == {host_queue(pod_name)}
+    assert {step.queue for step in commands_run} == {host_queue(pod_name)}
     # The run removed its workspace at its end.
     assert not workspace.exists()

@@ -124,9 +124,9 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
     assert operations(runs, "sandbox_client_delete") == 1
 {%- if cookiecutter | host_bound_backends %}
     # Every run sent the sandbox's operations where the first run's sandbox
-    # lives: its host's queue when it lives on the worker's host (affinity.py).
+    # lives: for its host when it lives on the worker's host (affinity.py).
     queues = {
-        step.task_queue
+        step.queue
         for run in runs
         for step in activities_in(run.history)
         if step.is_sandbox_operation

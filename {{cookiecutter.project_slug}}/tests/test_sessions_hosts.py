@@ -259,11 +259,14 @@ def snapshot_time(text: str) -> str:
 
 
 async def ran_on(handle: WorkflowHandle[Any, Any], step: str) -> list[tuple[str, str]]:
-    """The worker and the task queue of each ``step`` of the run that ran."""
+    """The worker and the task queue of each ``step`` of the run that ran
+    (not refused by a worker of another host: affinity.HostFirst), one
+    offered on the run's own queue for a host counting as sent to that
+    host's queue."""
     return [
-        (each.worker, each.task_queue)
+        (each.worker, each.queue)
         for each in await activities(handle)
-        if each.name == step and each.attempt
+        if each.name == step and each.attempt and not each.refused
     ]
 
 
@@ -604,10 +607,14 @@ async def test_a_scale_down_of_two_worker_processes_loses_no_conversation(
         assert "Output:\nfirst\n" in str(result.answer), result.answer
     first_prompts_on = set()
     for handle in handles:
-        steps = [step for step in await activities(handle) if step.is_sandbox_operation]
+        steps = [
+            step
+            for step in await activities(handle)
+            if step.is_sandbox_operation and not step.refused
+        ]
         restores = [step for step in steps if step.name == RESTORE_STEP]
         # Each follow-up restored the answer's snapshot on host A...
-        assert [(step.worker.rpartition("@")[2], step.task_queue) for step in restores] == [
+        assert [(step.worker.rpartition("@")[2], step.queue) for step in restores] == [
             ("host-a", host_queue("host-a"))
         ]
         # ...after its first prompt ran on one host, all of it, to the

@@ -19,7 +19,7 @@
 """
 
 import asyncio
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 {%- if cookiecutter.approval != "none" %}
 from datetime import timedelta
 {%- endif %}
@@ -46,8 +46,8 @@ from {{ cookiecutter.package_name }}.machinery.approvals import Decision
 from {{ cookiecutter.package_name }}.machinery.shared import (
 {%- if bound %}
     CHOOSING_THE_HOST,
+    HOST_HEADER,
 {%- endif %}
-    USAGE_MEMO,
     sandbox_operation,
     tool_of,
 )
@@ -112,8 +112,9 @@ class Usage:
 @dataclass
 class UsageMeter(RunHooks[Any]):
     """Counts each model call as the workflow receives its response: into
-    ``usage`` (the chain's total, shown in the run's memo) and into the
-    worker's metrics, which a replay leaves alone."""
+    ``usage`` (the chain's total, which the workflow shows in the run's memo
+    as each prompt ends) and into the worker's metrics, which a replay leaves
+    alone."""
 
     usage: Usage = field(default_factory=Usage)
 
@@ -123,7 +124,6 @@ class UsageMeter(RunHooks[Any]):
         self.usage.model_calls += 1
         self.usage.input_tokens += response.usage.input_tokens
         self.usage.output_tokens += response.usage.output_tokens
-        workflow.upsert_memo({USAGE_MEMO: asdict(self.usage)})
         meter = workflow.metric_meter()
         meter.create_counter(MODEL_CALLS, "Model calls the agent made").add(1)
         meter.create_counter(INPUT_TOKENS, "Input tokens of the model calls").add(
@@ -228,8 +228,7 @@ class SandboxOperationMeter(Interceptor):
 {%- if bound %}
     """Counts every sandbox activity the worker runs (each attempt), by
     provider, operation, outcome and the host the sandbox lives on: this
-    worker's ``host`` for an operation that came through its host's queue,
-    "any" for a sandbox any worker reaches (affinity.py); and every call of
+    worker's ``host`` for an operation of a sandbox on its host, "any" for a sandbox any worker reaches (affinity.py); and every call of
     one of the agent's tools, by tool and outcome."""
 
     def __init__(self, host: str) -> None:
@@ -275,9 +274,12 @@ class _CountedActivity(ActivityInboundInterceptor):
                 ).add(1, {"tool": tool, "outcome": outcome})
             else:
 {%- if bound %}
-                self._count_operation(name, str(operation), outcome, info.task_queue)
+                # Through the host's queue, or offered on the run's own with
+                # this host's mark (affinity.HostFirst).
+                on_host = info.task_queue == host_queue(self.host) or HOST_HEADER in input.headers
+                self._count_operation(name, str(operation), outcome, on_host)
 
-    def _count_operation(self, name: str, operation: str, outcome: str, queue: str) -> None:
+    def _count_operation(self, name: str, operation: str, outcome: str, on_host: bool) -> None:
         counter = activity.metric_meter().create_counter(
             SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation, outcome and host"
         )
@@ -287,7 +289,7 @@ class _CountedActivity(ActivityInboundInterceptor):
                 "provider": name.removesuffix(f"-{operation}"),
                 "operation": operation,
                 "outcome": outcome,
-                "host": self.host if queue == host_queue(self.host) else "any",
+                "host": self.host if on_host else "any",
             },
         )
 {%- else %}

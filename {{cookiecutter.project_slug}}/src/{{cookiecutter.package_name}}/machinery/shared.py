@@ -109,8 +109,14 @@ LONGEST_READ = 1_000_000
 {%- if cookiecutter | host_bound_backends %}
 
 # The sandbox operation that asks a worker, before a run creates its sandbox,
-# which host the sandbox will live on ("<provider>-sandbox_host": affinity.py).
+# which host the sandbox will live on ("<provider>-sandbox_host": a local
+# activity, affinity.py).
 CHOOSING_THE_HOST = "sandbox_host"
+# A sandbox operation offered on the run's own queue carries its host in this
+# header; a worker of another host refuses it with this error type
+# (affinity.HostFirst), and the run sends it to the host's queue.
+HOST_HEADER = "sandbox-host"
+NOT_THIS_HOST = "NotThisHost"
 {%- endif %}
 
 

@@ -160,6 +160,9 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     FOLLOW_UP,
     LONGEST_PROMPT,
     MODEL_ACTIVITIES,
+{%- if bound %}
+    NOT_THIS_HOST,
+{%- endif %}
 {%- if cookiecutter.approval != "none" %}
     PENDING,
 {%- endif %}
@@ -365,6 +368,12 @@ def _one_line(text: str) -> str:
     if len(line) > LONGEST_COMMAND_SHOWN:
         line = f"{line[:LONGEST_COMMAND_SHOWN]}... ({len(line) - LONGEST_COMMAND_SHOWN:,} more characters)"
     return line
+{%- if bound %}
+
+
+# The marker Temporal's core SDK records a local activity's result in.
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+{%- endif %}
 
 
 class Progress:
@@ -381,8 +390,9 @@ class Progress:
         self.turns = 0
         self.steps: dict[int, str] = {}
 {%- if bound %}
-        # The scheduled events of the steps that choose the sandbox's host.
-        self.host_choices: set[int] = set()
+        # The steps a worker of another host refused (affinity.HostFirst),
+        # which the run sends to their host's queue next: shown once.
+        self.refused: list[str] = []
 {%- endif %}
         # The scheduled events of the steps that collect the run's outputs.
         self.collections: set[int] = set()
@@ -434,7 +444,16 @@ class Progress:
             step = await self._scheduled(event)
             if step is not None:
                 self.steps[event.event_id] = step
+{%- if bound %}
+                if step in self.refused:
+                    self.refused.remove(step)
+                    return None
+{%- endif %}
             return step
+{%- if bound %}
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            return await self._host_chosen(event)
+{%- endif %}
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             completed = event.activity_task_completed_event_attributes
             if completed.scheduled_event_id in self.collections:
@@ -445,19 +464,15 @@ class Progress:
                 size = sum(each.get("size", 0) for each in files)
                 plural = "s" if len(files) != 1 else ""
                 return f"sandbox  output {len(files)} file{plural} ({size_text(size)})"
-{%- if bound %}
-            if completed.scheduled_event_id not in self.host_choices:
-                return None
-            [host] = await self._decode(completed.result) or [None]
-            if isinstance(host, dict):
-                return f"sandbox  on host {host.get('id')!r}"
-            return "sandbox  reachable from any worker"
-{%- else %}
             return None
-{%- endif %}
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             failed = event.activity_task_failed_event_attributes
             step = self.steps.get(failed.scheduled_event_id, "a step")
+{%- if bound %}
+            if failed.failure.application_failure_info.type == NOT_THIS_HOST:
+                self.refused.append(step)
+                return None
+{%- endif %}
             return f"! {step}: failed: {_one_line(failed.failure.message)}"
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
             timed_out = event.activity_task_timed_out_event_attributes
@@ -510,11 +525,6 @@ class Progress:
             # One of the agent's own tools (tools.py), with what the model asked.
             asked = " ".join(json.dumps(each) for each in await self._decode(attributes.input))
             return f"tool     {name} {_one_line(asked)}".rstrip()
-{%- if bound %}
-        if operation == CHOOSING_THE_HOST:
-            self.host_choices.add(event.event_id)
-            return None
-{%- endif %}
         if operation in (PLACE, SNAPSHOT, RESTORE):
             # Its summary, written by the workflow: the inputs' names and
             # sizes; "snapshot"; which snapshot it restores, and why.
@@ -532,6 +542,23 @@ class Progress:
         if step is None:
             return None
         return "sandbox  " + step.format(path=arguments.get("path", "a file"))
+{%- if bound %}
+
+    async def _host_chosen(self, event: HistoryEvent) -> str | None:
+        """Where the sandbox lives, from the marker of the local activity
+        that chose its host (affinity.choose_host)."""
+        marker = event.marker_recorded_event_attributes
+        data, result = marker.details.get("data"), marker.details.get("result")
+        if marker.marker_name != LOCAL_ACTIVITY_MARKER or data is None or result is None:
+            return None
+        about = json.loads(data.payloads[0].data) if data.payloads else {}
+        if sandbox_operation(str(about.get("activity_type", ""))) != CHOOSING_THE_HOST:
+            return None
+        [host] = await self._decode(result) or [None]
+        if isinstance(host, dict):
+            return f"sandbox  on host {host.get('id')!r}"
+        return "sandbox  reachable from any worker"
+{%- endif %}
 
     async def _decode(self, payloads: Payloads) -> list[Any]:
         try:

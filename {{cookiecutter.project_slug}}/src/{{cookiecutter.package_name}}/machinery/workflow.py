@@ -192,8 +192,10 @@ class SandboxAgentWorkflow:
 {%- if cookiecutter.approval != "none" %}
         self.approvals = Approvals()
 {%- endif %}
-        # The chain's model calls and tokens, and which run of it this is.
+        # The chain's model calls and tokens (and what the memo shows of
+        # them: _show_usage), and which run of it this is.
         self.usage = Usage()
+        self.usage_shown = Usage()
         self.run_of_chain = 1
         # A conversation's (RunRequest.follow_ups): where it stands, the
         # follow-up (or the end) asked for and not yet taken up, its model
@@ -449,6 +451,7 @@ class SandboxAgentWorkflow:
                 # Calls that wait for a person: decide each, then go on from
                 # there (the state holds the turns left; hooks are not in it).
                 while result.interruptions:
+                    self._show_usage()
                     state = result.to_state()
                     for item in result.interruptions:
                         decision = await self._decision_on(item)
@@ -490,6 +493,8 @@ class SandboxAgentWorkflow:
 {%- endif %}
                     await self._remove(e)
                 raise
+            finally:
+                self._show_usage()
         try:
             outputs = await self._collect(request, placed)
         except BaseException as e:
@@ -583,6 +588,8 @@ class SandboxAgentWorkflow:
     def _carry_on(self, carried: Carried) -> None:
         """Take up where the run before this one in the chain left off."""
         self.usage = carried.usage
+        # The run before handed it on in this run's memo (_chain_memo).
+        self.usage_shown = dataclasses.replace(carried.usage)
         self.run_of_chain = carried.run
         self.commit = Placed(**carried.placed).commit if carried.placed else ""
         self.conversation = carried.conversation
@@ -739,6 +746,15 @@ class SandboxAgentWorkflow:
             count_session(state)
         elif self.state.restored:
             count_session("restored")
+
+    def _show_usage(self) -> None:
+        """Show the chain's usage in the run's memo, where the starter reads
+        it (usage_line), if it changed: once per prompt (and before waiting
+        for a person) rather than at every model call, each memo update
+        being an event in the history and work for the server."""
+        if self.usage != self.usage_shown:
+            workflow.upsert_memo({USAGE_MEMO: asdict(self.usage)})
+            self.usage_shown = dataclasses.replace(self.usage)
 
     def _chain_memo(self, request: RunRequest) -> dict[str, Any]:
         """The memo the next run of the chain starts with."""
