@@ -58,6 +58,15 @@ def approver_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 {%- endif %}
 
 
+@pytest.fixture(autouse=True)
+def note_when_the_test_began() -> None:
+    """The runs a test started are those started since it began, whichever
+    worker started them and however long ago (support.this_test_started)."""
+    from .support import note_test_began
+
+    note_test_began()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         slow = any(

@@ -479,7 +479,7 @@ async def timers_started(handle: WorkflowHandle[Any, Any]) -> int:
 
 
 async def approve_everything(client: Client) -> None:
-    since = datetime.now(UTC) - timedelta(seconds=5)
+    since = this_test_started()
     while True:
         # A service that is down (a test restarts it): ask again.
         with suppress(RPCError):
@@ -506,8 +506,10 @@ async def run_time_limit(client: Client, task_queue: str, limit: timedelta) -> A
     waits on another task queue than ``task_queue`` (the worker's), saying
     what each of its open runs waits for; then end those runs, so that none
     runs into the next test."""
-    # A test may start a run just before its worker, to show that it waits.
-    since = datetime.now(UTC) - timedelta(seconds=5)
+    # Every run the test started, before this worker too (a test may start a
+    # run before its worker, to show that it waits, or hand runs from one
+    # worker to the next).
+    since = this_test_started()
     loop = asyncio.get_running_loop()
     started = loop.time()
     deadline = asyncio.timeout(limit.total_seconds())
@@ -529,6 +531,21 @@ async def run_time_limit(client: Client, task_queue: str, limit: timedelta) -> A
         pytest.fail("\n".join(lines))
     finally:
         watch.cancel()
+
+
+# When the running test began (conftest.py's ``note_when_the_test_began``).
+_TEST_BEGAN = [datetime.now(UTC)]
+
+
+def note_test_began() -> None:
+    _TEST_BEGAN[0] = datetime.now(UTC)
+
+
+def this_test_started() -> datetime:
+    """When the running test began: every run it started, however long ago
+    and before whichever worker, started after it, and no earlier test's did
+    (the dev server serves a test process's tests one after the other)."""
+    return _TEST_BEGAN[0]
 
 
 def open_since(since: datetime) -> str:
