@@ -1,14 +1,23 @@
 """The agent does real work in a real sandbox, through Temporal activities."""
 
+from datetime import timedelta
+
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from {{ cookiecutter.package_name }}.machinery import chain
 from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
 from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.machinery.starter import start
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
-from .support import CompletedRun, activities
+from .scripted_model import ScriptedModel
+from .support import CompletedRun, activities, running_worker
+
+RUNNING = f"{SANDBOX_PROVIDER}-sandbox_session_running"
+COMMAND = f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
 
 
 async def test_agent_writes_a_file_in_the_sandbox_and_reads_it_back(
@@ -32,6 +41,34 @@ async def test_every_sandbox_operation_is_an_activity_named_after_the_provider(
     collect = sandbox_activities.index(f"{SANDBOX_PROVIDER}-sandbox_workspace_collect")
     assert collect < sandbox_activities.index(f"{SANDBOX_PROVIDER}-sandbox_client_delete")
     assert all(name.startswith(f"{SANDBOX_PROVIDER}-") for name in sandbox_activities)
+
+
+async def test_a_sandbox_that_has_just_answered_is_not_asked_whether_it_runs(
+    completed_run: CompletedRun,
+) -> None:
+    # The Agents SDK asks before every turn whether the sandbox runs, each
+    # time an activity and a workflow task; the sandbox answered the turn
+    # before moments earlier (chain.RUNNING_WHILE_ANSWERING), so none asks.
+    names = [step.name for step in await activities(completed_run.handle)]
+    assert names.count(COMMAND) == 2
+    assert RUNNING not in names
+
+
+async def test_a_sandbox_that_has_not_answered_lately_is_asked_whether_it_runs(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past the window (here at once), each turn after the first asks again,
+    # and a sandbox stopped meanwhile (a Daytona sandbox auto-stopped while a
+    # model call was retried, say) is started again by the SDK.
+    monkeypatch.setattr(chain, "RUNNING_WHILE_ANSWERING", timedelta(0))
+    model = ScriptedModel(["printf 'one\\n' > note.txt", "cat note.txt", "wc -l < note.txt"])
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await start(client, "Write a note, then read it twice.")
+        assert (await handle.result()).answer.splitlines()[-1] == "1"
+    names = [step.name for step in await activities(handle)]
+    model_calls = len([step for step in await activities(handle) if step.is_model_call])
+    assert names.count(COMMAND) == 3
+    assert names.count(RUNNING) == model_calls - 1 == 3
 
 
 async def test_worker_and_starter_use_the_same_task_queue_and_provider(
