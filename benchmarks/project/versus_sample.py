@@ -375,8 +375,14 @@ async def benchmark(
                 for round_number in range(rounds):
                     order = SIDES if round_number % 2 == 0 else tuple(reversed(SIDES))
                     for name in order:
-                        results[name].append(await one_round(sides[name], runs, settings))
-                        print(f"  {count} steps, round {round_number + 1}, {name}: done", file=sys.stderr, flush=True)
+                        done = await one_round(sides[name], runs, settings)
+                        results[name].append(done)
+                        print(
+                            f"  {count} steps, round {round_number + 1}, {name}: {done.steps / done.wall:.1f} steps/s,"
+                            f" worker {1000 * done.worker_cpu / done.steps:.1f} ms, server {1000 * done.server_cpu / done.steps:.1f} ms a step",
+                            file=sys.stderr,
+                            flush=True,
+                        )
             by_steps[count] = {name: figures(results[name]) for name in SIDES}
             table(count, runs, rounds, by_steps[count])
             if explain:
