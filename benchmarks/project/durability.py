@@ -30,7 +30,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ from sandbox_agent.runs import MAX_TURNS
 # own local one or a local one standing in for a remote backend (the
 # benchmark runs offline).
 from tests.scripted_model import ScriptedModel
-from tests.support import sandboxes_for_tests, with_plugins
+from tests.support import SETTINGS, sandboxes_for_tests, with_plugins
 
 
 class TimedScriptedModel(ScriptedModel):
@@ -176,18 +176,21 @@ async def benchmark(
     )
     async with env:
         server = dev_server_pid()
+        # The worker's settings as the environment gives them (the defaults),
+        # with room for the most runs measured at once.
+        worker_settings = replace(SETTINGS, runs_in_flight=max(SETTINGS.runs_in_flight, *concurrency))
         plugin = agents_plugin(
-            sandboxes=sandboxes_for_tests(), model_provider=TestModelProvider(model)
+            worker_settings, sandboxes=sandboxes_for_tests(), model_provider=TestModelProvider(model)
         )
         client = with_plugins(env.client, plugin)
 
         async def durable(prompt: str) -> list[float]:
             handle = await start(client, prompt)
-            answer = await handle.result()
+            answer = (await handle.result()).answer
             assert f"ran {steps} commands" in answer, answer
             return model.turns.pop(prompt)
 
-        async with build_worker(client):
+        async with build_worker(client, worker_settings):
             # One untimed run each way first: the first run pays one-off costs
             # (lazy imports, the workflow sandbox's first import of the workflow).
             await direct("warm-up")
