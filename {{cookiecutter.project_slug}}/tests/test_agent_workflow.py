@@ -58,8 +58,8 @@ async def test_a_sandbox_that_has_not_answered_lately_is_asked_whether_it_runs(
     temporal_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Past the window (here at once), each turn after the first asks again,
-    # and a sandbox stopped meanwhile (a Daytona sandbox auto-stopped while a
-    # model call was retried, say) is started again by the SDK.
+    # and a sandbox stopped meanwhile (one a provider stopped for idleness
+    # while a model call was retried, say) is started again by the SDK.
     monkeypatch.setattr(chain, "RUNNING_WHILE_ANSWERING", timedelta(0))
     model = ScriptedModel(["printf 'one\\n' > note.txt", "cat note.txt", "wc -l < note.txt"])
     async with running_worker(temporal_client, model) as (client, _):

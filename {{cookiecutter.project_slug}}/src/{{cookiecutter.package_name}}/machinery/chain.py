@@ -209,8 +209,8 @@ def bounded_model_input(data: CallModelData[Any]) -> ModelInputData:
 # activity and a workflow task each, a quarter of an 8-step run's), right
 # after the previous turn's last operation; a sandbox that answered moments
 # ago is running. No backend stops a sandbox within a minute of its use
-# (Daytona's auto-stop counts whole idle minutes; E2B's lifetime is at least
-# the run's), so within this window the answer is known. A sandbox killed in
+# (idle stops count whole idle minutes; lifetimes are at least the run's),
+# so within this window the answer is known. A sandbox killed in
 # between fails the next operation instead, as it does when killed after the
 # check. The first turn of each ``Runner.run`` (a chain's next run, a
 # follow-up, a restore) always asks.
