@@ -202,6 +202,9 @@ PHASES: dict[str, list[list[Part]]] = {
     "daytona-image-paused-one-secret": [[smoke("test_daytona", "test_secrets")]],
     "daytona-custom-provider-py313": [[smoke("test_daytona")]],
     "e2b-code-interpreter-template-paused": [[smoke("test_e2b")]],
+    # Modal takes E2B's code paths: its own module, against a stand-in for
+    # Modal's API, and its worker command without credentials.
+    "modal-defaults": [[smoke("test_modal")], [part("process", "test_modal", only=True, processes="0")]],
 }
 # Each combination a group of its own (pytest-xdist's --dist loadgroup, in
 # pyproject.toml): a test process takes the next group in this order once it

@@ -17,6 +17,7 @@ BACKEND_WORDS = {
     # Every project has a Dockerfile and talks of `docker build`: these are the
     # Docker backend's own words.
     "docker": re.compile(r"DockerSandbox|backends[./]docker|DOCKER_(HOST|PROVIDER|GID)|docker\.sock|test_docker"),
+    "modal": re.compile(r"modal", re.IGNORECASE),
 }
 
 
@@ -217,6 +218,7 @@ def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:
     chosen = project.derived.backends
     assert ("DAYTONA_API_KEY=" in example) == ("daytona" in chosen)
     assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
+    assert ("MODAL_TOKEN_ID=" in example) == ("modal" in chosen)
     assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
     assert ("# DOCKER_ENGINE_SHARED=" in example) == ("docker" in chosen)
     assert ("# WORKER_HOST_ID=" in example) == bool(project.derived.host_bound_backends)

@@ -342,10 +342,20 @@ async def assert_a_rejection_fails_the_run_at_once(
 ) -> None:
     """A run in ``backend``'s sandbox, whose service raises ``error`` (saying
     ``rejection``), fails, saying why, after one attempt."""
+    await assert_the_sandbox_fails_the_run_at_once(
+        client, backend, RejectingSandbox(error), rejection
+    )
+
+
+async def assert_the_sandbox_fails_the_run_at_once(
+    client: Client, backend: Backend, sandbox: BaseSandboxClient[Any], reason: str
+) -> None:
+    """A run in ``backend``'s sandbox, created by ``sandbox`` (a backend's real
+    client, say, talking to a stand-in for its service), fails, saying
+    ``reason``, after one attempt."""
     provider = provider_of(backend)
-    async with running_worker(
-        client, ScriptedModel(["true"]), RejectingSandbox(error), provider=provider
-    ) as (plugged, _):
+    model = ScriptedModel(["true"])
+    async with running_worker(client, model, sandbox, provider=provider) as (plugged, _):
         handle = await start_in(plugged, backend, "Do nothing.")
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
@@ -355,7 +365,7 @@ async def assert_a_rejection_fails_the_run_at_once(
     while cause is not None:
         reasons.append(str(cause))
         cause = cause.__cause__
-    assert any(rejection in reason for reason in reasons), reasons
+    assert any(reason in said for said in reasons), reasons
 
     # The sandbox was asked once: the error was not retried.
     steps = await activities(handle)
