@@ -178,12 +178,22 @@ def short_package_name(answer: str, value: object, answers: Mapping[str, object]
     )
 
 
+# The top-level module of each remote backend's SDK, which the service imports.
+SDK_MODULES = {
+    "daytona": "daytona",
+    "e2b": "e2b",
+    "docker": "docker",
+    "modal": "modal",
+    "runloop": "runloop_api_client",
+}
+
+
 def free_package_name(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
     if keyword.iskeyword(str(value)) or value in TAKEN_MODULE_NAMES:
         return "it is a Python keyword or the name of a module the service imports; choose another"
-    # The Daytona, E2B, Docker and Modal SDKs are the top-level modules named after their backend.
-    if value in generated_backends(answers) and value != "local":
-        return f"it is the name of the {value} SDK's module, which the service imports; choose another"
+    for backend in generated_backends(answers):
+        if value == SDK_MODULES.get(backend):
+            return f"it is the name of the {backend} SDK's module, which the service imports; choose another"
     return None
 
 
@@ -205,11 +215,11 @@ def outlasts_the_approval_wait(answer: str, value: object, answers: Mapping[str,
 
 # The providers' names as people write them, for the backends whose answers
 # are checked against a run (a sandbox lifetime).
-PROVIDER_NAMES = {"e2b": "E2B", "modal": "Modal"}
+PROVIDER_NAMES = {"e2b": "E2B", "modal": "Modal", "runloop": "Runloop"}
 
 
-# E2B and Modal count a sandbox's lifetime from its creation; use does not
-# extend it (for E2B only a reconnection does: a new worker's, or the next
+# E2B, Modal and Runloop count a sandbox's lifetime from its creation; use
+# does not extend it (for E2B only a reconnection does: a new worker's, or the next
 # run of a chain's). A sandbox that its provider ends mid-run takes the run's
 # workspace with it.
 def outlives_the_run(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
@@ -261,7 +271,7 @@ NAME = "letters, digits and . _ / : -"
 # (answer, check), checked in this order; the first broken rule is the one
 # reported. The comma-separated answers are judged by their items; an error
 # line still shows the answer as it was typed. A backend's own answers
-# (daytona_*, e2b_*, docker_*, modal_*) are checked only when that backend is
+# (daytona_*, e2b_*, docker_*, modal_*, runloop_*) are checked only when that backend is
 # generated: the others' are ignored.
 RULES: list[tuple[str, Check]] = [
     ("project_name", one_line(required=True)),
@@ -352,6 +362,10 @@ RULES: list[tuple[str, Check]] = [
     # Modal ends any sandbox after 24 hours.
     ("modal_timeout_seconds", whole_number(60, 86_400, "seconds (1 day, Modal's longest)")),
     ("modal_timeout_seconds", outlives_the_run),
+    ("runloop_blueprint", matches(r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?", f"a blueprint name ({NAME}), or nothing", 255)),
+    # Runloop shuts any devbox down after 48 hours.
+    ("runloop_keep_alive_seconds", whole_number(60, 172_800, "seconds (2 days, Runloop's longest)")),
+    ("runloop_keep_alive_seconds", outlives_the_run),
     ("sandbox_secret_env_vars", env_var_names),
 ]
 

@@ -136,6 +136,23 @@ BAD_INPUTS = [
         id="extra-modal-options-checked",
     ),
     rejects({"sandbox_backend": "modal", "package_name": "modal"}, id="package-shadows-modal-sdk"),
+    rejects({"sandbox_backend": "runloop", "runloop_blueprint": "agent tools"}, id="runloop-blueprint-space"),
+    rejects({"sandbox_backend": "runloop", "runloop_keep_alive_seconds": "172801"}, id="runloop-lifetime-past-2-days"),
+    rejects(
+        {
+            "sandbox_backend": "runloop",
+            "approval": "commands",
+            "runloop_keep_alive_seconds": "3600",
+        },
+        "runloop_keep_alive_seconds='3600' is not allowed: a run may last workflow_execution_timeout_seconds (86400), "
+        "and Runloop ends the sandbox",
+        id="runloop-devbox-dies-before-an-approved-run",
+    ),
+    rejects(
+        {"sandbox_backend": "runloop", "package_name": "runloop_api_client"},
+        "package_name='runloop_api_client' is not allowed: it is the name of the runloop SDK's module",
+        id="package-shadows-runloop-sdk",
+    ),
     rejects({"sandbox_secret_env_vars": "github-token"}, id="secret-bad-name"),
     rejects({"sandbox_secret_env_vars": "TOKEN, TOKEN"}, id="secret-twice"),
     rejects(

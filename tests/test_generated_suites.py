@@ -205,6 +205,8 @@ PHASES: dict[str, list[list[Part]]] = {
     # Modal takes E2B's code paths: its own module, against a stand-in for
     # Modal's API, and its worker command without credentials.
     "modal-defaults": [[smoke("test_modal")], [part("process", "test_modal", only=True, processes="0")]],
+    # Runloop: the same, against a stand-in for Runloop's HTTP API.
+    "runloop-defaults": [[smoke("test_runloop")], [part("process", "test_runloop", only=True, processes="0")]],
 }
 # Each combination a group of its own (pytest-xdist's --dist loadgroup, in
 # pyproject.toml): a test process takes the next group in this order once it
