@@ -185,6 +185,7 @@ SDK_MODULES = {
     "docker": "docker",
     "modal": "modal",
     "runloop": "runloop_api_client",
+    "vercel": "vercel",
 }
 
 
@@ -215,11 +216,11 @@ def outlasts_the_approval_wait(answer: str, value: object, answers: Mapping[str,
 
 # The providers' names as people write them, for the backends whose answers
 # are checked against a run (a sandbox lifetime).
-PROVIDER_NAMES = {"e2b": "E2B", "modal": "Modal", "runloop": "Runloop"}
+PROVIDER_NAMES = {"e2b": "E2B", "modal": "Modal", "runloop": "Runloop", "vercel": "Vercel"}
 
 
-# E2B, Modal and Runloop count a sandbox's lifetime from its creation; use
-# does not extend it (for E2B only a reconnection does: a new worker's, or the next
+# E2B, Modal, Runloop and Vercel count a sandbox's lifetime from its
+# creation; use does not extend it (for E2B only a reconnection does: a new worker's, or the next
 # run of a chain's). A sandbox that its provider ends mid-run takes the run's
 # workspace with it.
 def outlives_the_run(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
@@ -271,7 +272,7 @@ NAME = "letters, digits and . _ / : -"
 # (answer, check), checked in this order; the first broken rule is the one
 # reported. The comma-separated answers are judged by their items; an error
 # line still shows the answer as it was typed. A backend's own answers
-# (daytona_*, e2b_*, docker_*, modal_*, runloop_*) are checked only when that backend is
+# (daytona_*, e2b_*, docker_*, modal_*, runloop_*, vercel_*) are checked only when that backend is
 # generated: the others' are ignored.
 RULES: list[tuple[str, Check]] = [
     ("project_name", one_line(required=True)),
@@ -366,6 +367,10 @@ RULES: list[tuple[str, Check]] = [
     # Runloop shuts any devbox down after 48 hours.
     ("runloop_keep_alive_seconds", whole_number(60, 172_800, "seconds (2 days, Runloop's longest)")),
     ("runloop_keep_alive_seconds", outlives_the_run),
+    ("vercel_runtime", one_of),
+    # Vercel stops any sandbox after 5 hours (Pro and Enterprise; 45 minutes on Hobby).
+    ("vercel_timeout_seconds", whole_number(60, 18_000, "seconds (5 hours, Vercel's longest)")),
+    ("vercel_timeout_seconds", outlives_the_run),
     ("sandbox_secret_env_vars", env_var_names),
 ]
 

@@ -153,6 +153,14 @@ BAD_INPUTS = [
         "package_name='runloop_api_client' is not allowed: it is the name of the runloop SDK's module",
         id="package-shadows-runloop-sdk",
     ),
+    rejects({"sandbox_backend": "vercel", "vercel_timeout_seconds": "18001"}, id="vercel-lifetime-past-5-hours"),
+    rejects(
+        {"sandbox_backend": "vercel", "approval": "commands"},
+        "vercel_timeout_seconds='18000' is not allowed: a run may last workflow_execution_timeout_seconds (86400), "
+        "and Vercel ends the sandbox",
+        id="vercel-default-lifetime-shorter-than-an-approved-run",
+    ),
+    rejects({"sandbox_backend": "vercel", "package_name": "vercel"}, id="package-shadows-vercel-sdk"),
     rejects({"sandbox_secret_env_vars": "github-token"}, id="secret-bad-name"),
     rejects({"sandbox_secret_env_vars": "TOKEN, TOKEN"}, id="secret-twice"),
     rejects(

@@ -207,6 +207,7 @@ PHASES: dict[str, list[list[Part]]] = {
     "modal-defaults": [[smoke("test_modal")], [part("process", "test_modal", only=True, processes="0")]],
     # Runloop: the same, against a stand-in for Runloop's HTTP API.
     "runloop-defaults": [[smoke("test_runloop")], [part("process", "test_runloop", only=True, processes="0")]],
+    "vercel-defaults": [[smoke("test_vercel")], [part("process", "test_vercel", only=True, processes="0")]],
 }
 # Each combination a group of its own (pytest-xdist's --dist loadgroup, in
 # pyproject.toml): a test process takes the next group in this order once it

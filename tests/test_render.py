@@ -19,6 +19,7 @@ BACKEND_WORDS = {
     "docker": re.compile(r"DockerSandbox|backends[./]docker|DOCKER_(HOST|PROVIDER|GID)|docker\.sock|test_docker"),
     "modal": re.compile(r"modal", re.IGNORECASE),
     "runloop": re.compile(r"runloop", re.IGNORECASE),
+    "vercel": re.compile(r"vercel", re.IGNORECASE),
 }
 
 
@@ -221,6 +222,7 @@ def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:
     assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
     assert ("MODAL_TOKEN_ID=" in example) == ("modal" in chosen)
     assert ("RUNLOOP_API_KEY=" in example) == ("runloop" in chosen)
+    assert ("VERCEL_OIDC_TOKEN=" in example) == ("vercel" in chosen)
     assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
     assert ("# DOCKER_ENGINE_SHARED=" in example) == ("docker" in chosen)
     assert ("# WORKER_HOST_ID=" in example) == bool(project.derived.host_bound_backends)
