@@ -3,17 +3,17 @@
 read what a run's history records."""
 
 import asyncio
-{%- if cookiecutter | host_bound_backends %}
 import json
-{%- endif %}
 import re
 import shutil
 import socket
+import threading
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -323,6 +323,51 @@ def free_port() -> int:
 def free_address() -> str:
     """127.0.0.1 and a free_port()."""
     return f"127.0.0.1:{free_port()}"
+
+
+@dataclass
+class HttpStandIn:
+    """A provider's HTTP API standing in on loopback (``http_stand_in()``)."""
+
+    url: str
+    # Each request it was asked, as "METHOD /path", in order.
+    asked: list[str]
+    # The Authorization header of each request ("" without one).
+    authorizations: list[str]
+
+
+@contextmanager
+def http_stand_in(status: int, body: dict[str, Any]) -> Iterator[HttpStandIn]:
+    """A stand-in for a provider's HTTP API on loopback, answering every
+    request with ``status`` and ``body`` as JSON, as the provider answers a
+    request it refuses."""
+    stand_in = HttpStandIn("", [], [])
+
+    class Answer(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            stand_in.asked.append(f"{self.command} {self.path}")
+            stand_in.authorizations.append(self.headers.get("Authorization", ""))
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            content = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_PUT = do_DELETE = answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stand_in.url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        yield stand_in
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class RejectingSandbox(UnixLocalSandboxClient):

@@ -4,12 +4,7 @@ tests cannot reach Runloop: a stand-in for its HTTP API, on loopback, answers
 the worker's real Runloop client."""
 
 import dataclasses
-import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -37,6 +32,7 @@ from .support import (
     assert_a_rejection_fails_the_run_at_once,
     assert_scheduled_not_to_retry,
     assert_the_sandbox_fails_the_run_at_once,
+    http_stand_in,
     provider_of,
     refusal_without_credentials,
 )
@@ -150,44 +146,6 @@ async def test_a_runloop_that_rejects_the_workers_key_fails_the_run_at_once(
     await assert_a_rejection_fails_the_run_at_once(temporal_client, runloop, error, rejection)
 
 
-@contextmanager
-def runloop_api_stand_in(
-    monkeypatch: pytest.MonkeyPatch, status: int, message: str
-) -> Iterator[list[str]]:
-    """A stand-in for Runloop's API on loopback that answers every request
-    with ``status`` and ``message`` as Runloop's JSON error, the worker's
-    Runloop client pointed at it (RUNLOOP_BASE_URL); yields the requests it
-    was asked, in order."""
-    asked: list[str] = []
-
-    class Answer(BaseHTTPRequestHandler):
-        def answer(self) -> None:
-            asked.append(f"{self.command} {self.path}")
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = json.dumps({"message": message}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = answer
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
-    monkeypatch.setenv("RUNLOOP_BASE_URL", f"http://127.0.0.1:{server.server_port}")
-    monkeypatch.setenv("RUNLOOP_API_KEY", "test-key")
-    try:
-        yield asked
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.parametrize(
     ("status", "reason"),
     [
@@ -199,7 +157,10 @@ def runloop_api_stand_in(
 async def test_a_misconfigured_runloop_devbox_fails_the_run_at_once_saying_why(
     temporal_client: Client, monkeypatch: pytest.MonkeyPatch, status: int, reason: str
 ) -> None:
-    with runloop_api_stand_in(monkeypatch, status, reason) as asked:
+    # Runloop's API, answering as it does a request it refuses.
+    with http_stand_in(status, {"message": reason}) as runloop_api:
+        monkeypatch.setenv("RUNLOOP_BASE_URL", runloop_api.url)
+        monkeypatch.setenv("RUNLOOP_API_KEY", "test-key")
         began = time.monotonic()
         # The worker's own Runloop client, as it builds it at start.
         client = runloop.sandbox_client(SETTINGS)
@@ -210,4 +171,5 @@ async def test_a_misconfigured_runloop_devbox_fails_the_run_at_once_saying_why(
 
     assert time.monotonic() - began < 30
     # The client asked Runloop for a devbox, once: nothing was retried.
-    assert asked == ["POST /v1/devboxes/create_and_await_running"]
+    assert runloop_api.asked == ["POST /v1/devboxes/create_and_await_running"]
+    assert runloop_api.authorizations == ["Bearer test-key"]
