@@ -208,6 +208,7 @@ PHASES: dict[str, list[list[Part]]] = {
     # Runloop: the same, against a stand-in for Runloop's HTTP API.
     "runloop-defaults": [[smoke("test_runloop")], [part("process", "test_runloop", only=True, processes="0")]],
     "vercel-defaults": [[smoke("test_vercel")], [part("process", "test_vercel", only=True, processes="0")]],
+    "cloudflare-defaults": [[smoke("test_cloudflare")], [part("process", "test_cloudflare", only=True, processes="0")]],
 }
 # Each combination a group of its own (pytest-xdist's --dist loadgroup, in
 # pyproject.toml): a test process takes the next group in this order once it

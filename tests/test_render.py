@@ -20,6 +20,8 @@ BACKEND_WORDS = {
     "modal": re.compile(r"modal", re.IGNORECASE),
     "runloop": re.compile(r"runloop", re.IGNORECASE),
     "vercel": re.compile(r"vercel", re.IGNORECASE),
+    # Cloudflare's R2 is an object store the docs of every project name.
+    "cloudflare": re.compile(r"CloudflareSandbox|backends[./]cloudflare|CLOUDFLARE_SANDBOX|test_cloudflare"),
 }
 
 
@@ -223,6 +225,7 @@ def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:
     assert ("MODAL_TOKEN_ID=" in example) == ("modal" in chosen)
     assert ("RUNLOOP_API_KEY=" in example) == ("runloop" in chosen)
     assert ("VERCEL_OIDC_TOKEN=" in example) == ("vercel" in chosen)
+    assert ("CLOUDFLARE_SANDBOX_WORKER_URL=" in example) == ("cloudflare" in chosen)
     assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
     assert ("# DOCKER_ENGINE_SHARED=" in example) == ("docker" in chosen)
     assert ("# WORKER_HOST_ID=" in example) == bool(project.derived.host_bound_backends)

@@ -235,11 +235,12 @@ def provider_of(backend: Backend) -> str:
 
 
 # A value for every credential the worker needs: the model's key, each
-# backend's (the first of its choices) and each forwarded secret.
+# backend's (the first of its choices; an address, for a variable named
+# *_URL) and each forwarded secret.
 CREDENTIALS = {
     "OPENAI_API_KEY": "sk-test",
     **{
-        name: "test-key"
+        name: "https://test.invalid" if name.endswith("_URL") else "test-key"
         for backend in SANDBOX_BACKENDS.values()
         for name in next(iter(backend.REQUIRED_ENVIRONMENT), ())
     },
