@@ -209,6 +209,9 @@ PHASES: dict[str, list[list[Part]]] = {
     "runloop-defaults": [[smoke("test_runloop")], [part("process", "test_runloop", only=True, processes="0")]],
     "vercel-defaults": [[smoke("test_vercel")], [part("process", "test_vercel", only=True, processes="0")]],
     "cloudflare-defaults": [[smoke("test_cloudflare")], [part("process", "test_cloudflare", only=True, processes="0")]],
+    # Two of them in one worker, each run routed to its provider; a blueprint,
+    # an image and an app of the answers' own, lifetimes from a longer run.
+    "runloop-plus-modal-blueprint-image": [[smoke("test_runloop", "test_modal", "test_providers")]],
 }
 # Each combination a group of its own (pytest-xdist's --dist loadgroup, in
 # pyproject.toml): a test process takes the next group in this order once it

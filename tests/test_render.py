@@ -107,12 +107,12 @@ def test_only_a_project_with_a_host_bound_backend_has_host_machinery(project: Ba
 
 
 # The longest package name the pre-generation hook accepts, in a project with
-# every backend: each generated import that names the package still fits on
-# one line as ruff formats it.
+# every backend: each generated line that names the package or the backends
+# is as ruff formats it (one line where it fits, else one name a line).
 LONGEST_PACKAGE_NAME = pytest.param(
     {
         "sandbox_backend": "daytona",
-        "additional_sandbox_backends": "local,e2b,docker",
+        "additional_sandbox_backends": "local,e2b,docker,modal,runloop,vercel,cloudflare",
         "package_name": "customer_support_triage_agents",
     },
     id="every-backend-30-character-package-name",
