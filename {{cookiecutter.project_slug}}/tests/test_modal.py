@@ -6,6 +6,7 @@ loopback) answers the worker's real Modal client."""
 import asyncio
 import dataclasses
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
@@ -16,7 +17,16 @@ import h2.connection
 import h2.events
 import modal
 import pytest
-from agents.extensions.sandbox.modal import {{ "ModalImageSelector, " if cookiecutter.modal_image }}ModalSandboxClient
+from agents.extensions.sandbox.modal import (
+{%- if cookiecutter.modal_image %}
+    ModalImageSelector,
+{%- endif %}
+    ModalSandboxClient,
+    ModalSandboxSession,
+    ModalSandboxSessionState,
+)
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.snapshot import resolve_snapshot
 from modal.exception import AuthError, InvalidError, NotFoundError, PermissionDeniedError
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
@@ -62,8 +72,18 @@ async def test_each_sandbox_carries_the_tags_of_its_run(monkeypatch: pytest.Monk
     async def set_tags(tags: dict[str, str]) -> None:
         tagged.update(tags)
 
-    sandbox = SimpleNamespace(set_tags=SimpleNamespace(aio=set_tags))
-    created: Any = SimpleNamespace(_inner=SimpleNamespace(_sandbox=sandbox))
+    # The SDK's own session around Modal's handle of a sandbox it created.
+    sandbox: Any = SimpleNamespace(set_tags=SimpleNamespace(aio=set_tags))
+    session_id = uuid.uuid4()
+    state = ModalSandboxSessionState(
+        session_id=session_id,
+        manifest=Manifest(),
+        snapshot=resolve_snapshot(None, str(session_id)),
+        app_name=modal_backend.APP_NAME,
+    )
+    created = ModalSandboxClient()._wrap_session(
+        ModalSandboxSession.from_state(state, sandbox=sandbox)
+    )
 
     async def create_in_modal(self: Any, **request: Any) -> Any:
         return created
