@@ -178,12 +178,23 @@ def short_package_name(answer: str, value: object, answers: Mapping[str, object]
     )
 
 
+# The top-level module of each remote backend's SDK, which the service imports.
+SDK_MODULES = {
+    "daytona": "daytona",
+    "e2b": "e2b",
+    "docker": "docker",
+    "modal": "modal",
+    "runloop": "runloop_api_client",
+    "vercel": "vercel",
+}
+
+
 def free_package_name(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
     if keyword.iskeyword(str(value)) or value in TAKEN_MODULE_NAMES:
         return "it is a Python keyword or the name of a module the service imports; choose another"
-    # The Daytona, E2B and Docker SDKs are the top-level modules `daytona`, `e2b` and `docker`.
-    if value in generated_backends(answers) and value != "local":
-        return f"it is the name of the {value} SDK's module, which the service imports; choose another"
+    for backend in generated_backends(answers):
+        if value == SDK_MODULES.get(backend):
+            return f"it is the name of the {backend} SDK's module, which the service imports; choose another"
     return None
 
 
@@ -203,15 +214,22 @@ def outlasts_the_approval_wait(answer: str, value: object, answers: Mapping[str,
     return f"a run waits up to approval_timeout_seconds ({wait}) for each approval: give it longer than that"
 
 
-# E2B counts a sandbox's lifetime from its creation; use does not extend it
-# (only a reconnection does: a new worker's, or the next run of a chain's).
-# A sandbox that E2B ends mid-run takes the run's workspace with it.
+# The providers' names as people write them, for the backends whose answers
+# are checked against a run (a sandbox lifetime).
+PROVIDER_NAMES = {"e2b": "E2B", "modal": "Modal", "runloop": "Runloop", "vercel": "Vercel"}
+
+
+# E2B, Modal, Runloop and Vercel count a sandbox's lifetime from its
+# creation; use does not extend it (for E2B only a reconnection does: a new worker's, or the next
+# run of a chain's). A sandbox that its provider ends mid-run takes the run's
+# workspace with it.
 def outlives_the_run(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
     run = int(str(answers["workflow_execution_timeout_seconds"]))
     if int(str(value)) >= run:
         return None
     return (
-        f"a run may last workflow_execution_timeout_seconds ({run}), and E2B ends the sandbox, "
+        f"a run may last workflow_execution_timeout_seconds ({run}), and "
+        f"{PROVIDER_NAMES[answer.split('_')[0]]} ends the sandbox, "
         f"workspace and all, at this lifetime: use at least {run}, or shorten the run"
     )
 
@@ -254,7 +272,7 @@ NAME = "letters, digits and . _ / : -"
 # (answer, check), checked in this order; the first broken rule is the one
 # reported. The comma-separated answers are judged by their items; an error
 # line still shows the answer as it was typed. A backend's own answers
-# (daytona_*, e2b_*, docker_*) are checked only when that backend is
+# (daytona_*, e2b_*, docker_*, modal_*, runloop_*, vercel_*) are checked only when that backend is
 # generated: the others' are ignored.
 RULES: list[tuple[str, Check]] = [
     ("project_name", one_line(required=True)),
@@ -332,6 +350,27 @@ RULES: list[tuple[str, Check]] = [
     ("e2b_on_timeout", one_of),
     ("docker_image", matches(r"[a-z0-9][A-Za-z0-9._/:@-]*", IMAGE, 255)),
     ("docker_network", one_of),
+    # Modal's own rule for app names.
+    (
+        "modal_app_name",
+        matches(
+            r"[A-Za-z0-9][A-Za-z0-9._-]*",
+            "letters, digits, dots, underscores and dashes, starting with a letter or digit, at most 63 characters",
+            63,
+        ),
+    ),
+    ("modal_image", matches(r"([a-z0-9][A-Za-z0-9._/:@-]*)?", f"{IMAGE}, or nothing", 255)),
+    # Modal ends any sandbox after 24 hours.
+    ("modal_timeout_seconds", whole_number(60, 86_400, "seconds (1 day, Modal's longest)")),
+    ("modal_timeout_seconds", outlives_the_run),
+    ("runloop_blueprint", matches(r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?", f"a blueprint name ({NAME}), or nothing", 255)),
+    # Runloop shuts any devbox down after 48 hours.
+    ("runloop_keep_alive_seconds", whole_number(60, 172_800, "seconds (2 days, Runloop's longest)")),
+    ("runloop_keep_alive_seconds", outlives_the_run),
+    ("vercel_runtime", one_of),
+    # Vercel stops any sandbox after 5 hours (Pro and Enterprise; 45 minutes on Hobby).
+    ("vercel_timeout_seconds", whole_number(60, 18_000, "seconds (5 hours, Vercel's longest)")),
+    ("vercel_timeout_seconds", outlives_the_run),
     ("sandbox_secret_env_vars", env_var_names),
 ]
 

@@ -94,4 +94,16 @@ COMBINATIONS = [
         },
         id="e2b-plus-docker-bridge",
     ),
+    pytest.param(
+        {
+            "sandbox_backend": "runloop",
+            "additional_sandbox_backends": "modal",
+            "runloop_blueprint": "agent-tools",
+            "modal_app_name": "agents.prod",
+            "modal_image": "python:3.12-slim",
+            "workflow_execution_timeout_seconds": 7200,
+            "runloop_keep_alive_seconds": 10800,
+        },
+        id="runloop-plus-modal-blueprint-image",
+    ),
 ]

@@ -60,7 +60,7 @@ BAD_INPUTS = [
     rejects({"model_name": "gpt 5"}, id="model-with-space"),
     rejects({"project_slug": "agent", "project_name": "   "}, id="empty-name"),
     rejects({"sandbox_backend": "e2b", "package_name": "e2b"}, id="package-shadows-backend-sdk"),
-    rejects({"additional_sandbox_backends": "modal"}, id="extra-backend-unknown"),
+    rejects({"additional_sandbox_backends": "kubernetes"}, id="extra-backend-unknown"),
     rejects(
         {"sandbox_backend": "local", "additional_sandbox_backends": "local"},
         "'local' is already the primary sandbox_backend",
@@ -120,6 +120,47 @@ BAD_INPUTS = [
         id="extra-docker-options-checked",
     ),
     rejects({"sandbox_backend": "docker", "package_name": "docker"}, id="package-shadows-docker-sdk"),
+    rejects({"sandbox_backend": "modal", "modal_app_name": "my app"}, id="modal-app-space"),
+    rejects({"sandbox_backend": "modal", "modal_app_name": ""}, id="modal-app-empty"),
+    rejects({"sandbox_backend": "modal", "modal_image": "python 3.12"}, id="modal-image-space"),
+    rejects({"sandbox_backend": "modal", "modal_timeout_seconds": "90000"}, id="modal-lifetime-past-a-day"),
+    rejects(
+        {"sandbox_backend": "modal", "modal_timeout_seconds": "1800"},
+        "modal_timeout_seconds='1800' is not allowed: a run may last workflow_execution_timeout_seconds (3600), "
+        "and Modal ends the sandbox",
+        id="modal-sandbox-dies-before-the-run",
+    ),
+    rejects(
+        {"sandbox_backend": "e2b", "additional_sandbox_backends": "modal", "modal_timeout_seconds": "many"},
+        "modal_timeout_seconds='many' is not allowed: use a whole number from 60 to 86400",
+        id="extra-modal-options-checked",
+    ),
+    rejects({"sandbox_backend": "modal", "package_name": "modal"}, id="package-shadows-modal-sdk"),
+    rejects({"sandbox_backend": "runloop", "runloop_blueprint": "agent tools"}, id="runloop-blueprint-space"),
+    rejects({"sandbox_backend": "runloop", "runloop_keep_alive_seconds": "172801"}, id="runloop-lifetime-past-2-days"),
+    rejects(
+        {
+            "sandbox_backend": "runloop",
+            "approval": "commands",
+            "runloop_keep_alive_seconds": "3600",
+        },
+        "runloop_keep_alive_seconds='3600' is not allowed: a run may last workflow_execution_timeout_seconds (86400), "
+        "and Runloop ends the sandbox",
+        id="runloop-devbox-dies-before-an-approved-run",
+    ),
+    rejects(
+        {"sandbox_backend": "runloop", "package_name": "runloop_api_client"},
+        "package_name='runloop_api_client' is not allowed: it is the name of the runloop SDK's module",
+        id="package-shadows-runloop-sdk",
+    ),
+    rejects({"sandbox_backend": "vercel", "vercel_timeout_seconds": "18001"}, id="vercel-lifetime-past-5-hours"),
+    rejects(
+        {"sandbox_backend": "vercel", "approval": "commands"},
+        "vercel_timeout_seconds='18000' is not allowed: a run may last workflow_execution_timeout_seconds (86400), "
+        "and Vercel ends the sandbox",
+        id="vercel-default-lifetime-shorter-than-an-approved-run",
+    ),
+    rejects({"sandbox_backend": "vercel", "package_name": "vercel"}, id="package-shadows-vercel-sdk"),
     rejects({"sandbox_secret_env_vars": "github-token"}, id="secret-bad-name"),
     rejects({"sandbox_secret_env_vars": "TOKEN, TOKEN"}, id="secret-twice"),
     rejects(

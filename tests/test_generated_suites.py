@@ -202,6 +202,16 @@ PHASES: dict[str, list[list[Part]]] = {
     "daytona-image-paused-one-secret": [[smoke("test_daytona", "test_secrets")]],
     "daytona-custom-provider-py313": [[smoke("test_daytona")]],
     "e2b-code-interpreter-template-paused": [[smoke("test_e2b")]],
+    # Modal takes E2B's code paths: its own module, against a stand-in for
+    # Modal's API, and its worker command without credentials.
+    "modal-defaults": [[smoke("test_modal")], [part("process", "test_modal", only=True, processes="0")]],
+    # Runloop: the same, against a stand-in for Runloop's HTTP API.
+    "runloop-defaults": [[smoke("test_runloop")], [part("process", "test_runloop", only=True, processes="0")]],
+    "vercel-defaults": [[smoke("test_vercel")], [part("process", "test_vercel", only=True, processes="0")]],
+    "cloudflare-defaults": [[smoke("test_cloudflare")], [part("process", "test_cloudflare", only=True, processes="0")]],
+    # Two of them in one worker, each run routed to its provider; a blueprint,
+    # an image and an app of the answers' own, lifetimes from a longer run.
+    "runloop-plus-modal-blueprint-image": [[smoke("test_runloop", "test_modal", "test_providers")]],
 }
 # Each combination a group of its own (pytest-xdist's --dist loadgroup, in
 # pyproject.toml): a test process takes the next group in this order once it

@@ -17,6 +17,11 @@ BACKEND_WORDS = {
     # Every project has a Dockerfile and talks of `docker build`: these are the
     # Docker backend's own words.
     "docker": re.compile(r"DockerSandbox|backends[./]docker|DOCKER_(HOST|PROVIDER|GID)|docker\.sock|test_docker"),
+    "modal": re.compile(r"modal", re.IGNORECASE),
+    "runloop": re.compile(r"runloop", re.IGNORECASE),
+    "vercel": re.compile(r"vercel", re.IGNORECASE),
+    # Cloudflare's R2 is an object store the docs of every project name.
+    "cloudflare": re.compile(r"CloudflareSandbox|backends[./]cloudflare|CLOUDFLARE_SANDBOX|test_cloudflare"),
 }
 
 
@@ -102,12 +107,12 @@ def test_only_a_project_with_a_host_bound_backend_has_host_machinery(project: Ba
 
 
 # The longest package name the pre-generation hook accepts, in a project with
-# every backend: each generated import that names the package still fits on
-# one line as ruff formats it.
+# every backend: each generated line that names the package or the backends
+# is as ruff formats it (one line where it fits, else one name a line).
 LONGEST_PACKAGE_NAME = pytest.param(
     {
         "sandbox_backend": "daytona",
-        "additional_sandbox_backends": "local,e2b,docker",
+        "additional_sandbox_backends": "local,e2b,docker,modal,runloop,vercel,cloudflare",
         "package_name": "customer_support_triage_agents",
     },
     id="every-backend-30-character-package-name",
@@ -217,6 +222,10 @@ def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:
     chosen = project.derived.backends
     assert ("DAYTONA_API_KEY=" in example) == ("daytona" in chosen)
     assert ("E2B_API_KEY=" in example) == ("e2b" in chosen)
+    assert ("MODAL_TOKEN_ID=" in example) == ("modal" in chosen)
+    assert ("RUNLOOP_API_KEY=" in example) == ("runloop" in chosen)
+    assert ("VERCEL_OIDC_TOKEN=" in example) == ("vercel" in chosen)
+    assert ("CLOUDFLARE_SANDBOX_WORKER_URL=" in example) == ("cloudflare" in chosen)
     assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
     assert ("# DOCKER_ENGINE_SHARED=" in example) == ("docker" in chosen)
     assert ("# WORKER_HOST_ID=" in example) == bool(project.derived.host_bound_backends)

@@ -8,7 +8,9 @@ these helpers are marked ``process`` and left out of a plain
 import asyncio
 import os
 import signal
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager{{ ", suppress" if cookiecutter.approval != "none" }}
 from pathlib import Path
@@ -55,6 +57,27 @@ def service_environment(temporal_address: str, model_url: str) -> dict[str, str]
     environment.update(approver.ENVIRONMENT)
 {%- endif %}
     return environment
+
+
+def worker_without(
+    missing: str, credentials: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The real worker command, run with ``credentials`` but ``missing``, and
+    a Temporal address that leads nowhere (a worker that tried to connect
+    would fail differently): what it did, and how many seconds it took."""
+    keep = ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")
+    environment = {name: value for name, value in os.environ.items() if name in keep}
+    environment.update({name: value for name, value in credentials.items() if name != missing})
+    environment["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
+    began = time.monotonic()
+    done = subprocess.run(
+        [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done, time.monotonic() - began
 
 
 class Service:

@@ -3,17 +3,17 @@
 read what a run's history records."""
 
 import asyncio
-{%- if cookiecutter | host_bound_backends %}
 import json
-{%- endif %}
 import re
 import shutil
 import socket
+import threading
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -235,11 +235,12 @@ def provider_of(backend: Backend) -> str:
 
 
 # A value for every credential the worker needs: the model's key, each
-# backend's (the first of its choices) and each forwarded secret.
+# backend's (the first of its choices; an address, for a variable named
+# *_URL) and each forwarded secret.
 CREDENTIALS = {
     "OPENAI_API_KEY": "sk-test",
     **{
-        name: "test-key"
+        name: "https://test.invalid" if name.endswith("_URL") else "test-key"
         for backend in SANDBOX_BACKENDS.values()
         for name in next(iter(backend.REQUIRED_ENVIRONMENT), ())
     },
@@ -325,6 +326,51 @@ def free_address() -> str:
     return f"127.0.0.1:{free_port()}"
 
 
+@dataclass
+class HttpStandIn:
+    """A provider's HTTP API standing in on loopback (``http_stand_in()``)."""
+
+    url: str
+    # Each request it was asked, as "METHOD /path", in order.
+    asked: list[str]
+    # The Authorization header of each request ("" without one).
+    authorizations: list[str]
+
+
+@contextmanager
+def http_stand_in(status: int, body: dict[str, Any]) -> Iterator[HttpStandIn]:
+    """A stand-in for a provider's HTTP API on loopback, answering every
+    request with ``status`` and ``body`` as JSON, as the provider answers a
+    request it refuses."""
+    stand_in = HttpStandIn("", [], [])
+
+    class Answer(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            stand_in.asked.append(f"{self.command} {self.path}")
+            stand_in.authorizations.append(self.headers.get("Authorization", ""))
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            content = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_PUT = do_DELETE = answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stand_in.url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        yield stand_in
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 class RejectingSandbox(UnixLocalSandboxClient):
     """A sandbox service that refuses the worker: creating a sandbox raises
     ``error``, as the backend's SDK does (for a key it does not accept, say)."""
@@ -342,10 +388,20 @@ async def assert_a_rejection_fails_the_run_at_once(
 ) -> None:
     """A run in ``backend``'s sandbox, whose service raises ``error`` (saying
     ``rejection``), fails, saying why, after one attempt."""
+    await assert_the_sandbox_fails_the_run_at_once(
+        client, backend, RejectingSandbox(error), rejection
+    )
+
+
+async def assert_the_sandbox_fails_the_run_at_once(
+    client: Client, backend: Backend, sandbox: BaseSandboxClient[Any], reason: str
+) -> None:
+    """A run in ``backend``'s sandbox, created by ``sandbox`` (a backend's real
+    client, say, talking to a stand-in for its service), fails, saying
+    ``reason``, after one attempt."""
     provider = provider_of(backend)
-    async with running_worker(
-        client, ScriptedModel(["true"]), RejectingSandbox(error), provider=provider
-    ) as (plugged, _):
+    model = ScriptedModel(["true"])
+    async with running_worker(client, model, sandbox, provider=provider) as (plugged, _):
         handle = await start_in(plugged, backend, "Do nothing.")
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
@@ -355,7 +411,7 @@ async def assert_a_rejection_fails_the_run_at_once(
     while cause is not None:
         reasons.append(str(cause))
         cause = cause.__cause__
-    assert any(rejection in reason for reason in reasons), reasons
+    assert any(reason in said for said in reasons), reasons
 
     # The sandbox was asked once: the error was not retried.
     steps = await activities(handle)

@@ -210,8 +210,12 @@ def address(
     return host, int(port)
 
 
-def web_address(environ: Mapping[str, str], name: str, example: str, unset: str) -> str | None:
-    """``name`` as an http(s) URL with a host, or None when it is unset."""
+def web_address(
+    environ: Mapping[str, str], name: str, example: str, unset: str | None
+) -> str | None:
+    """``name`` as an http(s) URL with a host, or None when it is unset
+    (``unset`` says what that means; None: it is required, and
+    missing_credentials() has said so before)."""
     value = environ.get(name)
     if value is None:
         return None
@@ -225,11 +229,10 @@ def web_address(environ: Mapping[str, str], name: str, example: str, unset: str)
         or not parts.hostname
         or not value.strip().isprintable()
     ):
-        raise refused(
-            name,
-            value,
-            f"an http:// or https:// URL, such as {example}, or leave it unset for {unset}",
-        )
+        allowed = f"an http:// or https:// URL, such as {example}"
+        if unset:
+            allowed += f", or leave it unset for {unset}"
+        raise refused(name, value, allowed)
     return value.strip()
 
 
@@ -340,6 +343,11 @@ class WorkerSettings:
     # and takes it empty for unset).
     docker_host: str
 {%- endif %}
+{%- if "cloudflare" in backends %}
+    # CLOUDFLARE_SANDBOX_WORKER_URL: the team's Sandbox Service Worker
+    # (backends/cloudflare.py), one of the worker's credentials.
+    cloudflare_worker_url: str
+{%- endif %}
 
 
 def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -393,6 +401,15 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         docker_engine_shared=docker_engine_shared(environ),
         docker_limits=docker_limits(environ),
         docker_host=environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock",
+{%- endif %}
+{%- if "cloudflare" in backends %}
+        cloudflare_worker_url=web_address(
+            environ,
+            "CLOUDFLARE_SANDBOX_WORKER_URL",
+            "https://sandbox.<your-subdomain>.workers.dev",
+            None,
+        )
+        or "",
 {%- endif %}
     )
 

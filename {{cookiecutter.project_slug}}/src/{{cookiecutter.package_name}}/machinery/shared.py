@@ -38,7 +38,16 @@ SANDBOX_PROVIDER = {{ cookiecutter.sandbox_provider_name | tojson }}
 
 # Every provider the worker registers (backends.SANDBOX_BACKENDS has their
 # backends): the starter's --provider choices.
-SANDBOX_PROVIDERS = ({{ (cookiecutter | providers) | map("first") | join(", ") }})
+{%- set constants = (cookiecutter | providers) | map("first") | list %}
+{%- if constants | join(", ") | length <= 78 %}
+SANDBOX_PROVIDERS = ({{ constants | join(", ") }})
+{%- else %}
+SANDBOX_PROVIDERS = (
+{%- for constant in constants %}
+    {{ constant }},
+{%- endfor %}
+)
+{%- endif %}
 {%- endif %}
 {%- if cookiecutter | host_bound_backends %}
 

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
 
 from {{ cookiecutter.package_name }}.machinery import shared
-from {{ cookiecutter.package_name }}.machinery.backends import {{ cookiecutter | backends | sort | join(", ") }}
+{%- set names = cookiecutter | backends | sort %}
+{%- if (cookiecutter.package_name ~ names | join(", ")) | length <= 68 %}
+from {{ cookiecutter.package_name }}.machinery.backends import {{ names | join(", ") }}
+{%- else %}
+from {{ cookiecutter.package_name }}.machinery.backends import (
+{%- for name in names %}
+    {{ name }},
+{%- endfor %}
+)
+{%- endif %}
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
