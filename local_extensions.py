@@ -186,6 +186,7 @@ SDK_MODULES = {
     "modal": "modal",
     "runloop": "runloop_api_client",
     "vercel": "vercel",
+    "blaxel": "blaxel",
 }
 
 
@@ -216,10 +217,10 @@ def outlasts_the_approval_wait(answer: str, value: object, answers: Mapping[str,
 
 # The providers' names as people write them, for the backends whose answers
 # are checked against a run (a sandbox lifetime).
-PROVIDER_NAMES = {"e2b": "E2B", "modal": "Modal", "runloop": "Runloop", "vercel": "Vercel"}
+PROVIDER_NAMES = {"e2b": "E2B", "modal": "Modal", "runloop": "Runloop", "vercel": "Vercel", "blaxel": "Blaxel"}
 
 
-# E2B, Modal, Runloop and Vercel count a sandbox's lifetime from its
+# E2B, Modal, Runloop, Vercel and Blaxel count a sandbox's lifetime from its
 # creation; use does not extend it (for E2B only a reconnection does: a new worker's, or the next
 # run of a chain's). A sandbox that its provider ends mid-run takes the run's
 # workspace with it.
@@ -272,7 +273,7 @@ NAME = "letters, digits and . _ / : -"
 # (answer, check), checked in this order; the first broken rule is the one
 # reported. The comma-separated answers are judged by their items; an error
 # line still shows the answer as it was typed. A backend's own answers
-# (daytona_*, e2b_*, docker_*, modal_*, runloop_*, vercel_*) are checked only when that backend is
+# (daytona_*, e2b_*, docker_*, modal_*, runloop_*, vercel_*, blaxel_*) are checked only when that backend is
 # generated: the others' are ignored.
 RULES: list[tuple[str, Check]] = [
     ("project_name", one_line(required=True)),
@@ -371,6 +372,11 @@ RULES: list[tuple[str, Check]] = [
     # Vercel stops any sandbox after 5 hours (Pro and Enterprise; 45 minutes on Hobby).
     ("vercel_timeout_seconds", whole_number(60, 18_000, "seconds (5 hours, Vercel's longest)")),
     ("vercel_timeout_seconds", outlives_the_run),
+    ("blaxel_image", matches(r"([a-z0-9][A-Za-z0-9._/:@-]*)?", f"{IMAGE}, or nothing", 255)),
+    ("blaxel_region", matches(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", "a region name: lowercase letters and digits in dash-separated words, such as us-pdx-1", 63)),
+    # Blaxel's shortest lifetime is 5 minutes.
+    ("blaxel_ttl_seconds", whole_number(300, 31_536_000, "seconds (Blaxel's shortest is 5 minutes)")),
+    ("blaxel_ttl_seconds", outlives_the_run),
     ("sandbox_secret_env_vars", env_var_names),
 ]
 

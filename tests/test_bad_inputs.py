@@ -161,6 +161,16 @@ BAD_INPUTS = [
         id="vercel-default-lifetime-shorter-than-an-approved-run",
     ),
     rejects({"sandbox_backend": "vercel", "package_name": "vercel"}, id="package-shadows-vercel-sdk"),
+    rejects({"sandbox_backend": "blaxel", "blaxel_ttl_seconds": "299"}, id="blaxel-lifetime-under-5-minutes"),
+    rejects(
+        {"sandbox_backend": "blaxel", "blaxel_ttl_seconds": "3599"},
+        "blaxel_ttl_seconds='3599' is not allowed: a run may last workflow_execution_timeout_seconds (3600), "
+        "and Blaxel ends the sandbox",
+        id="blaxel-lifetime-shorter-than-a-run",
+    ),
+    rejects({"sandbox_backend": "blaxel", "blaxel_region": "US West"}, id="blaxel-region-not-a-name"),
+    rejects({"sandbox_backend": "blaxel", "blaxel_image": "-image"}, id="blaxel-image-not-a-reference"),
+    rejects({"additional_sandbox_backends": "blaxel", "package_name": "blaxel"}, id="package-shadows-blaxel-sdk"),
     rejects({"sandbox_secret_env_vars": "github-token"}, id="secret-bad-name"),
     rejects({"sandbox_secret_env_vars": "TOKEN, TOKEN"}, id="secret-twice"),
     rejects(

@@ -208,6 +208,7 @@ PHASES: dict[str, list[list[Part]]] = {
     # Runloop: the same, against a stand-in for Runloop's HTTP API.
     "runloop-defaults": [[smoke("test_runloop")], [part("process", "test_runloop", only=True, processes="0")]],
     "vercel-defaults": [[smoke("test_vercel")], [part("process", "test_vercel", only=True, processes="0")]],
+    "blaxel-defaults": [[smoke("test_blaxel")], [part("process", "test_blaxel", only=True, processes="0")]],
     "cloudflare-defaults": [[smoke("test_cloudflare")], [part("process", "test_cloudflare", only=True, processes="0")]],
     # Two of them in one worker, each run routed to its provider; a blueprint,
     # an image and an app of the answers' own, lifetimes from a longer run.

@@ -20,6 +20,7 @@ BACKEND_WORDS = {
     "modal": re.compile(r"modal", re.IGNORECASE),
     "runloop": re.compile(r"runloop", re.IGNORECASE),
     "vercel": re.compile(r"vercel", re.IGNORECASE),
+    "blaxel": re.compile(r"blaxel", re.IGNORECASE),
     # Cloudflare's R2 is an object store the docs of every project name.
     "cloudflare": re.compile(r"CloudflareSandbox|backends[./]cloudflare|CLOUDFLARE_SANDBOX|test_cloudflare"),
 }
@@ -112,7 +113,7 @@ def test_only_a_project_with_a_host_bound_backend_has_host_machinery(project: Ba
 LONGEST_PACKAGE_NAME = pytest.param(
     {
         "sandbox_backend": "daytona",
-        "additional_sandbox_backends": "local,e2b,docker,modal,runloop,vercel,cloudflare",
+        "additional_sandbox_backends": "local,e2b,docker,modal,runloop,vercel,cloudflare,blaxel",
         "package_name": "customer_support_triage_agents",
     },
     id="every-backend-30-character-package-name",
@@ -225,6 +226,7 @@ def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:
     assert ("MODAL_TOKEN_ID=" in example) == ("modal" in chosen)
     assert ("RUNLOOP_API_KEY=" in example) == ("runloop" in chosen)
     assert ("VERCEL_OIDC_TOKEN=" in example) == ("vercel" in chosen)
+    assert ("BL_API_KEY=" in example) == ("blaxel" in chosen)
     assert ("CLOUDFLARE_SANDBOX_WORKER_URL=" in example) == ("cloudflare" in chosen)
     assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
     assert ("# DOCKER_ENGINE_SHARED=" in example) == ("docker" in chosen)

@@ -335,6 +335,8 @@ class HttpStandIn:
     asked: list[str]
     # The Authorization header of each request ("" without one).
     authorizations: list[str]
+    # Every header of each request.
+    headers: list[dict[str, str]]
 
 
 @contextmanager
@@ -342,12 +344,13 @@ def http_stand_in(status: int, body: dict[str, Any]) -> Iterator[HttpStandIn]:
     """A stand-in for a provider's HTTP API on loopback, answering every
     request with ``status`` and ``body`` as JSON, as the provider answers a
     request it refuses."""
-    stand_in = HttpStandIn("", [], [])
+    stand_in = HttpStandIn("", [], [], [])
 
     class Answer(BaseHTTPRequestHandler):
         def answer(self) -> None:
             stand_in.asked.append(f"{self.command} {self.path}")
             stand_in.authorizations.append(self.headers.get("Authorization", ""))
+            stand_in.headers.append(dict(self.headers))
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             content = json.dumps(body).encode()
             self.send_response(status)
