@@ -1,7 +1,7 @@
 """The Blaxel backend: the agent's shell runs in a remote Blaxel sandbox.
 
 The worker needs ``BL_API_KEY`` and ``BL_WORKSPACE``; Blaxel's SDK reads them
-when a sandbox is created. The agent's commands run on Blaxel's machines,
+once, when the worker builds its client at start. The agent's commands run on Blaxel's machines,
 never on the worker's.
 
 The Agents SDK's own options for Blaxel (``BlaxelSandboxClientOptions``) are
