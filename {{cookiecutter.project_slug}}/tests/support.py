@@ -507,6 +507,9 @@ async def approving_everything(client: Client) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        # An approver that stopped before the test did fails it, saying why.
+        if approver.done():
+            approver.result()
         approver.cancel()
         # Cancelled while it sends a decision, the SDK raises its own error.
         with suppress(asyncio.CancelledError, WorkflowUpdateRPCTimeoutOrCancelledError):
@@ -544,9 +547,15 @@ async def approve_everything(client: Client) -> None:
         with suppress(RPCError):
             async for run in client.list_workflows(open_since(since)):
                 handle = client.get_workflow_handle(run.id, run_id=run.run_id)
-                # A run whose worker is gone answers no query: ask the next.
+                # A run whose worker is gone answers no query, and a busy one
+                # may not answer within 2 s (a decision cut short then raises
+                # the SDK's own error): ask the next, and this one again later.
                 with suppress(
-                    RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError, TimeoutError
+                    RPCError,
+                    WorkflowQueryFailedError,
+                    WorkflowUpdateFailedError,
+                    WorkflowUpdateRPCTimeoutOrCancelledError,
+                    TimeoutError,
                 ):
                     async with asyncio.timeout(2):
                         for request in await handle.query(PENDING, result_type=list):
