@@ -25,7 +25,7 @@ from temporalio.openai_agents.sandbox._temporal_activity_models import CreateSes
 from {{ cookiecutter.package_name }}.machinery.backends import blaxel
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
-from .processes import worker_without
+from .processes import refusal_of_the_worker_command_without
 from .support import (
     CREDENTIALS,
     SETTINGS,
@@ -100,16 +100,11 @@ def test_a_worker_without_credentials_asks_for_a_blaxel_key_and_workspace(
 @pytest.mark.process
 @pytest.mark.parametrize("missing", ["BL_API_KEY", "BL_WORKSPACE"])
 def test_the_worker_command_without_a_blaxel_credential_exits_1_at_once(missing: str) -> None:
-    done, seconds = worker_without(missing, CREDENTIALS)
+    line = refusal_of_the_worker_command_without(missing, CREDENTIALS)
 
-    assert done.returncode == 1
-    assert done.stdout == ""
-    [line] = done.stderr.splitlines()
     assert line.startswith(
         f"Missing credentials: set BL_API_KEY with BL_WORKSPACE ({blaxel.CREDENTIALS_URL})"
     )
-    # Importing the SDKs takes a few seconds; it never gets as far as Temporal.
-    assert seconds < 60
 
 
 async def test_blaxel_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(

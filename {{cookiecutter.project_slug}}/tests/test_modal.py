@@ -34,7 +34,7 @@ from temporalio.testing import ActivityEnvironment
 from {{ cookiecutter.package_name }}.machinery.backends import modal as modal_backend
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
-from .processes import worker_without
+from .processes import refusal_of_the_worker_command_without
 from .support import (
     CREDENTIALS,
     SETTINGS,
@@ -115,15 +115,10 @@ def test_a_worker_without_credentials_asks_for_a_modal_token(
 @pytest.mark.process
 @pytest.mark.parametrize("missing", ["MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"])
 def test_the_worker_command_without_a_modal_token_exits_1_at_once(missing: str) -> None:
-    done, seconds = worker_without(missing, CREDENTIALS)
+    line = refusal_of_the_worker_command_without(missing, CREDENTIALS)
 
-    assert done.returncode == 1
-    assert done.stdout == ""
-    [line] = done.stderr.splitlines()
     assert line.startswith("Missing credentials: set MODAL_TOKEN_ID with MODAL_TOKEN_SECRET")
     assert modal_backend.CREDENTIALS_URL in line
-    # Importing the SDKs takes a few seconds; it never gets as far as Temporal.
-    assert seconds < 60
 
 
 async def test_modal_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(

@@ -24,7 +24,7 @@ from temporalio.testing import ActivityEnvironment
 from {{ cookiecutter.package_name }}.machinery.backends import runloop
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
-from .processes import worker_without
+from .processes import refusal_of_the_worker_command_without
 from .support import (
     CREDENTIALS,
     SETTINGS,
@@ -106,14 +106,9 @@ def test_a_worker_without_credentials_asks_for_a_runloop_key(
 
 @pytest.mark.process
 def test_the_worker_command_without_a_runloop_key_exits_1_at_once() -> None:
-    done, seconds = worker_without("RUNLOOP_API_KEY", CREDENTIALS)
+    line = refusal_of_the_worker_command_without("RUNLOOP_API_KEY", CREDENTIALS)
 
-    assert done.returncode == 1
-    assert done.stdout == ""
-    [line] = done.stderr.splitlines()
     assert line.startswith(f"Missing credentials: set RUNLOOP_API_KEY ({runloop.CREDENTIALS_URL})")
-    # Importing the SDKs takes a few seconds; it never gets as far as Temporal.
-    assert seconds < 60
 
 
 def status_error(kind: type[APIStatusError], status: int, message: str) -> APIStatusError:

@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}.machinery.backends import vercel
 from {{ cookiecutter.package_name }}.machinery.settings import missing_credentials
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
-from .processes import worker_without
+from .processes import refusal_of_the_worker_command_without
 from .support import (
     CREDENTIALS,
     SETTINGS,
@@ -68,15 +68,10 @@ def test_a_vercel_token_with_its_project_and_team_stands_in_for_the_oidc_token()
 
 @pytest.mark.process
 def test_the_worker_command_without_a_vercel_token_exits_1_at_once() -> None:
-    done, seconds = worker_without("VERCEL_OIDC_TOKEN", CREDENTIALS)
+    line = refusal_of_the_worker_command_without("VERCEL_OIDC_TOKEN", CREDENTIALS)
 
-    assert done.returncode == 1
-    assert done.stdout == ""
-    [line] = done.stderr.splitlines()
     assert line.startswith("Missing credentials: set VERCEL_OIDC_TOKEN or VERCEL_TOKEN with")
     assert vercel.CREDENTIALS_URL in line
-    # Importing the SDKs takes a few seconds; it never gets as far as Temporal.
-    assert seconds < 60
 
 
 async def test_vercel_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
