@@ -102,6 +102,14 @@ LONGEST_PROMPT = CONVERSATION_LIMIT // 4
 INLINE_FILES_LIMIT = 1024 * 1024
 STORE_THRESHOLD = 256 * 1024
 STORED_FILES_LIMIT = 100 * 1024 * 1024
+# And in number: the list of a run's files (a path, a size and a checksum
+# each) travels in history whatever the store holds, where one payload may
+# hold 2 MB. Each way, a run's files are at most MOST_FILES, whose paths
+# weigh at most LONGEST_LISTING bytes of UTF-8 in all; and at most
+# MOST_SKIPPED entries left out are named (the rest are counted).
+MOST_FILES = 10_000
+LONGEST_LISTING = 512 * 1024
+MOST_SKIPPED = 100
 
 # The model compacts the conversation (the Responses API's compaction) once
 # it passes this many tokens: about 400 kB of text, where the SDK's default
