@@ -85,6 +85,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_encryption",
                 "test_encryption_processes",
                 "test_codec_ui",
+                "test_hostile_requests",
             )
         ],
         [

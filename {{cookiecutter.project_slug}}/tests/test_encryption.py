@@ -313,7 +313,11 @@ def payloads_from(body: dict[str, Any]) -> list[Payload]:
     return list(json_format.ParseDict(body, Payloads()).payloads)
 
 
-AUTHORIZED = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+AUTHORIZED = {
+    "Authorization": f"Bearer {TOKEN}",
+    "Content-Type": "application/json",
+    "X-Namespace": "default",
+}
 
 
 async def test_the_codec_server_decodes_and_encodes_for_a_bearer_of_the_token() -> None:

@@ -24,10 +24,13 @@ Who may decode:
   origin is refused (403) and its preflight gets no CORS headers, so another
   site open in the same browser cannot use it.
 - ``TEMPORAL_NAMESPACE`` (``default``): a request naming another namespace
-  in ``X-Namespace`` is refused (403).
+  in ``X-Namespace`` is refused (403), and one naming none (400).
 
-It logs one line per request refused or payload it could not decode, never a
-payload.
+Whoever calls it, it holds (http_guard.py): a body without a valid length is
+refused before any of it is read (411, 400; over LARGEST_REQUEST, 413); a
+request has ARRIVAL_DEADLINE seconds to arrive, however slowly it is sent
+(408); over MOST_CONNECTIONS at once, a connection gets 503. It logs one line
+per request refused or payload it could not decode, never a payload.
 """
 
 import asyncio
@@ -40,7 +43,6 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NoReturn
 
 from google.protobuf import json_format
@@ -54,6 +56,7 @@ from {{ cookiecutter.package_name }}.machinery.encryption import (
     WrongKey,
 )
 from {{ cookiecutter.package_name }}.machinery.exits import exit_after
+from {{ cookiecutter.package_name }}.machinery.http_guard import GuardedHandler, GuardedServer
 from {{ cookiecutter.package_name }}.machinery.object_store import (
     ObjectStoreUnreachable,
     check_reachable,
@@ -74,6 +77,15 @@ LARGEST_REQUEST = 32 << 20
 
 # How long one request may take (a payload fetched from a slow store).
 REQUEST_TIME_LIMIT = 60.0
+
+# How long a request has to arrive, its headers and its body (and one second
+# more per 256 KiB of body): http_guard.py. The Web UI's requests take
+# milliseconds; a client that takes longer is cut off (408).
+ARRIVAL_DEADLINE = 10.0
+
+# The most connections it serves at once (a thread each); one more gets 503.
+# A browser opens up to six per site: room for a team's Web UIs and CLIs.
+MOST_CONNECTIONS = 64
 
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
 
@@ -121,8 +133,14 @@ class CodecServer:
         self.settings = settings
         self.codec = codec
         self.loop = loop
-        self.http = ThreadingHTTPServer(settings.address, self._handler())
-        self.http.daemon_threads = True
+        self.http = GuardedServer(
+            settings.address,
+            self._handler(),
+            log=log,
+            most_connections=MOST_CONNECTIONS,
+            deadline=ARRIVAL_DEADLINE,
+            largest_body=LARGEST_REQUEST,
+        )
 
     @property
     def url(self) -> str:
@@ -133,7 +151,7 @@ class CodecServer:
         """Why a request is refused, or None for one that may go on."""
         origin = headers.get("Origin")
         if origin is not None and origin not in self.settings.allowed_origins:
-            return Answer(403, {"error": f"origin {origin!r} is not allowed"})
+            return Answer(403, {"error": f"origin {origin[:200]!r} is not allowed"})
         if method == "OPTIONS":
             return None
         if method != "POST" or path.rstrip("/").rsplit("/", 1)[-1] not in ("encode", "decode"):
@@ -144,8 +162,10 @@ class CodecServer:
             if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
                 return Answer(401, {"error": "a bearer token (CODEC_SERVER_TOKEN) is needed"})
         namespace = headers.get("X-Namespace")
-        if namespace is not None and namespace != self.settings.namespace:
-            return Answer(403, {"error": f"namespace {namespace!r} is not this server's"})
+        if namespace is None:
+            return Answer(400, {"error": "the X-Namespace header is required"})
+        if namespace != self.settings.namespace:
+            return Answer(403, {"error": f"namespace {namespace[:200]!r} is not this server's"})
         return None
 
     def convert(self, path: str, body: bytes) -> Answer:
@@ -165,10 +185,10 @@ class CodecServer:
             return Answer(500, {"error": "could not encode the payloads"})
         return Answer(200, json_format.MessageToDict(Payloads(payloads=converted)))
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[GuardedHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(GuardedHandler):
             protocol_version = "HTTP/1.1"
 
             def do_OPTIONS(self) -> None:
@@ -181,26 +201,19 @@ class CodecServer:
                 self._serve("GET")
 
             def _serve(self, method: str) -> None:
+                # The body's length is checked already (http_guard.py): none
+                # of it is read before the request may go on.
                 path = self.path.partition("?")[0]
                 refused = server.refusal(method, path, self.headers)
-                length = int(self.headers.get("Content-Length") or 0)
                 if refused is None and method == "OPTIONS":
                     self._answer(Answer(204, {}))
                     return
-                if refused is None and length > LARGEST_REQUEST:
-                    refused = Answer(413, {"error": f"over {LARGEST_REQUEST >> 20} MiB"})
                 if refused is not None:
-                    log.warning(
-                        "refused %s %s from %s: %s",
-                        method,
-                        path[:200],
-                        self.client_address[0],
-                        refused.body["error"],
-                    )
+                    self.refused(refused.status, refused.body["error"])
                     self.close_connection = True
                     self._answer(refused)
                     return
-                self._answer(server.convert(path, self.rfile.read(length)))
+                self._answer(server.convert(path, self.read_body()))
 
             def _answer(self, answer: Answer) -> None:
                 body = json.dumps(answer.body).encode() if answer.status != 204 else b""
@@ -218,9 +231,6 @@ class CodecServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # refusals are logged above; a payload never is
 
         return Handler
 

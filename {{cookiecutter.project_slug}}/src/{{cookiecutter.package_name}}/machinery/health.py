@@ -15,16 +15,22 @@ while the Python event loop is stuck, so it cannot say whether the worker
 lives. This server runs in a thread of its own and reads a time stamp that the
 event loop renews every ``TICK``: it answers even while the loop is blocked,
 and says so. Unset, the worker serves no health endpoint.
+
+Whoever reaches the port, it holds (http_guard.py): a request has
+ARRIVAL_DEADLINE seconds to arrive (408), a request with a body is refused
+unread (413, 411, 400), over MOST_CONNECTIONS at once a connection gets 503;
+each refusal is one line in the worker's log. A probe is never logged.
 """
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+
+from {{ cookiecutter.package_name }}.machinery.http_guard import GuardedHandler, GuardedServer
 
 READY_PATH = "/readyz"
 LIVE_PATH = "/livez"
@@ -36,6 +42,15 @@ LIVENESS_BOUND = timedelta(seconds=10)
 
 # How often the event loop renews its time stamp.
 TICK = timedelta(seconds=1)
+
+# How long a probe's request has to arrive (http_guard.py); a probe sends it
+# at once, and the kubelet gives up after a second.
+ARRIVAL_DEADLINE = 5.0
+
+# The most connections it serves at once (a kubelet probes one at a time).
+MOST_CONNECTIONS = 16
+
+log = logging.getLogger("health")
 
 
 class HealthUnavailable(Exception):
@@ -57,13 +72,19 @@ class HealthServer:
         self._bound = liveness_bound.total_seconds()
         self._last_turn = time.monotonic()
         try:
-            self._server = ThreadingHTTPServer(address, self._handler())
+            self._server = GuardedServer(
+                address,
+                self._handler(),
+                log=log,
+                most_connections=MOST_CONNECTIONS,
+                deadline=ARRIVAL_DEADLINE,
+                largest_body=0,
+            )
         except OSError as e:
             raise HealthUnavailable(
                 f"Cannot serve the health endpoint on {address[0]}:{address[1]} "
                 f"(HEALTH_BIND_ADDRESS): {e.strerror or e}"
             ) from e
-        self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="health", daemon=True
         )
@@ -91,10 +112,10 @@ class HealthServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[GuardedHandler]:
         health = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(GuardedHandler):
             def do_GET(self) -> None:
                 status, text = health.answer(self.path.partition("?")[0])
                 body = text.encode()
@@ -103,9 +124,6 @@ class HealthServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # a probe every few seconds is not worth a log line
 
         return Handler
 
