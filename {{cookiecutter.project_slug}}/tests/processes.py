@@ -36,6 +36,7 @@ WORKER_MODULE = WORKER
 {%- endif %}
 STARTER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-starter")]
 STARTER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.machinery.starter"]
+CODEC_SERVER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-codec-server")]
 
 
 def service_environment(temporal_address: str, model_url: str) -> dict[str, str]:

@@ -23,6 +23,8 @@ from temporalio.worker import Replayer
 
 import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }}.machinery import starter, worker
+from {{ cookiecutter.package_name }}.machinery.codec_server import EXIT_CANNOT_SERVE
+from {{ cookiecutter.package_name }}.machinery.display import without_credentials
 from {{ cookiecutter.package_name }}.machinery.settings import (
     LONGEST_MODEL_TIMEOUT,
     LONGEST_SESSION,
@@ -32,19 +34,20 @@ from {{ cookiecutter.package_name }}.machinery.settings import (
     missing_credentials,
 )
 from {{ cookiecutter.package_name }}.machinery.shared import SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
-from {{ cookiecutter.package_name }}.machinery.starter import EXIT_USAGE, start
+from {{ cookiecutter.package_name }}.machinery.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
 {% if approvals -%}
 from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT
 {% endif -%}
-from .processes import WORKER, service_environment
+from .processes import CODEC_SERVER, STARTER, WORKER, service_environment
 from .scripted_model import ScriptedModel
 from .support import (
     CREDENTIALS,
     SETTINGS,
     activities,
     closed_address,
+    free_address,
     refusal_without_credentials,
     running_worker,
     sandboxes_for_tests,
@@ -315,6 +318,81 @@ def test_a_bad_temporal_ui_url_stops_the_starter_with_one_line(
     [line] = printed.err.splitlines()
     assert line.startswith(f"ERROR: TEMPORAL_UI_URL={value!r} is not allowed: use "), line
     assert printed.out == ""
+
+
+# A credential a bad value carries, which no process may print; and a key
+# of PAYLOAD_ENCRYPTION_KEYS's form made of it (base64 text, 32 bytes).
+CREDENTIAL = "SeCrEt7x9Kq2w"
+CREDENTIAL_KEY = f"{CREDENTIAL}{'A' * (43 - len(CREDENTIAL))}="
+# Each setting that can hold a credential, with a bad value carrying one,
+# for each command that reads it, and the status that command exits with.
+WITH_A_CREDENTIAL = [
+    ("worker", "OBJECT_STORE_URL", f"s3://AKIAEXAMPLE:{CREDENTIAL}@bucket/agents", 1),
+    ("worker", "OBJECT_STORE_URL", f"s3://bucket/agents?X-Amz-Signature={CREDENTIAL}", 1),
+    # An S3 secret key holds '/' and '+'.
+    ("worker", "OBJECT_STORE_URL", f"https://AKIAEXAMPLE:{CREDENTIAL}/k+y@minio/bucket", 1),
+    ("worker", "OTEL_EXPORTER_OTLP_ENDPOINT", f"grpc://user:{CREDENTIAL}@collector:4317", 1),
+    ("worker", "PAYLOAD_ENCRYPTION_KEYS", f"a b={CREDENTIAL_KEY}", 1),
+    ("worker", "TEMPORAL_ADDRESS", f"user:{CREDENTIAL}@127.0.0.1:no-port", 1),
+    ("starter", "OBJECT_STORE_URL", f"file://user:{CREDENTIAL}@host/objects", EXIT_USAGE),
+    ("starter", "TEMPORAL_UI_URL", f"ftp://user:{CREDENTIAL}@ui.example", EXIT_USAGE),
+    ("starter", "PAYLOAD_ENCRYPTION_KEYS", f"A={CREDENTIAL_KEY},A={CREDENTIAL_KEY}", EXIT_USAGE),
+    ("starter", "TEMPORAL_ADDRESS", f"user:{CREDENTIAL}@127.0.0.1:1", EXIT_UNREACHABLE),
+    ("codec-server", "OBJECT_STORE_URL", f"s3://k:{CREDENTIAL}@bucket", EXIT_CANNOT_SERVE),
+    ("codec-server", "CODEC_SERVER_TOKEN", f"{CREDENTIAL} and a space", EXIT_CANNOT_SERVE),
+    (
+        "codec-server",
+        "CODEC_SERVER_ALLOWED_ORIGINS",
+        f"https://user:{CREDENTIAL}@ui.example/path",
+        EXIT_CANNOT_SERVE,
+    ),
+    ("codec-server", "PAYLOAD_ENCRYPTION_KEYS", CREDENTIAL_KEY, EXIT_CANNOT_SERVE),
+]
+COMMANDS = {"worker": WORKER, "starter": [*STARTER, "Do nothing."], "codec-server": CODEC_SERVER}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("command", "name", "value", "status"), WITH_A_CREDENTIAL)
+def test_a_bad_setting_that_holds_a_credential_is_refused_without_printing_it(
+    command: str, name: str, value: str, status: int
+) -> None:
+    environment = {**service_environment(closed_address(), "http://127.0.0.1:1"), **CREDENTIALS}
+    if command == "codec-server":  # what it needs besides
+        environment.update(
+            CODEC_SERVER_BIND_ADDRESS=free_address(), PAYLOAD_ENCRYPTION_KEYS=f"A={KEY}"
+        )
+    environment[name] = value
+    ran = subprocess.run(
+        COMMANDS[command], env=environment, capture_output=True, text=True, timeout=120
+    )
+
+    assert CREDENTIAL not in ran.stdout + ran.stderr, ran
+    assert ran.returncode == status, ran
+    assert "Traceback" not in ran.stderr
+    [line] = ran.stderr.splitlines()
+    assert name in line, line
+    assert ran.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("s3://KEY:SECRET@bucket/x", "s3://***@bucket/x"),
+        ("s3://KEY:SE/CR+ET@bucket/x", "s3://***@bucket/x"),
+        ("s3://bucket/x?X-Amz-Signature=SECRET", "s3://bucket/x?***"),
+        ("https://collector/v1#SECRET", "https://collector/v1#***"),
+        ("KEY:SECRET@localhost:7233", "***@localhost:7233"),
+        # An '@' in the query: all of it may be the secret.
+        ("s3://bucket/x?token=SE@CRET", "s3://***"),
+        ("s3://KEY:SE?CRET@bucket/x", "s3://***"),
+        # Nothing to mask.
+        ("file:///srv/objects", "file:///srv/objects"),
+        ("localhost:7233", "localhost:7233"),
+        ("", ""),
+    ],
+)
+def test_a_url_is_shown_with_its_credentials_masked(value: str, shown: str) -> None:
+    assert without_credentials(value) == shown
 
 
 # Where a module reads the environment: os.environ, os.getenv, and their kin.

@@ -27,7 +27,7 @@ from temporalio.client import Client
 from {{ cookiecutter.package_name }}.machinery import codec_server, health
 from {{ cookiecutter.package_name }}.machinery.encryption import EncryptionCodec, parse_keys
 
-from .processes import SCRIPTS, WORKER, Service, service, service_environment
+from .processes import CODEC_SERVER, WORKER, Service, service, service_environment
 from .scripted_openai import scripted_openai_server
 from .support import closed_address, free_address
 from .test_encryption import TOKEN, A, payload_of, payloads_from, payloads_json, value_of
@@ -37,7 +37,6 @@ pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="reads the server's memory from /proc"),
 ]
 
-CODEC_SERVER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-codec-server")]
 AUTHORIZED = f"Authorization: Bearer {TOKEN}\r\nX-Namespace: default\r\n"
 
 # What a client pushes after its headers: a server that read a body to its

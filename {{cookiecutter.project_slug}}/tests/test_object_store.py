@@ -34,6 +34,7 @@ from temporalio.converter import DataConverter
 from temporalio.worker import Worker
 
 from {{ cookiecutter.package_name }}.machinery import archives
+from {{ cookiecutter.package_name }}.machinery.display import without_credentials
 from {{ cookiecutter.package_name }}.machinery.object_store import (
     LARGEST_PAYLOAD,
     DirectoryObjects,
@@ -406,7 +407,10 @@ def test_a_bad_url_is_refused_in_one_line_naming_it(value: str, why: str) -> Non
             settings({"OBJECT_STORE_URL": value})
         line = str(refused.value)
         assert "\n" not in line and len(line) < 500, line
-        assert line.startswith(f"OBJECT_STORE_URL={value!r} is not allowed: use file:///"), line
+        # Named with what may be a credential masked (the key, a query).
+        shown = without_credentials(value)
+        assert line.startswith(f"OBJECT_STORE_URL={shown!r} is not allowed: use file:///"), line
+        assert "secret" not in line and "versionId" not in line, line
         assert "s3://bucket/prefix" in line and why in line, line
 
 

@@ -27,6 +27,8 @@ from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
+from {{ cookiecutter.package_name }}.machinery.display import without_credentials
+
 DEFAULT_ADDRESS = "localhost:7233"
 # The variables naming the TLS files that envconfig reads.
 TLS_FILE_VARIABLES = (
@@ -54,9 +56,9 @@ def setting(value: str, *variables: str) -> str:
     of ``variables`` that holds it, or else the profile in use."""
     for variable in variables:
         if os.environ.get(variable) == value:
-            return f"{variable}={value!r}"
+            return f"{variable}={without_credentials(value)!r}"
     profile = os.environ.get("TEMPORAL_PROFILE") or "default"
-    return f"{value!r} of profile {profile!r} in {config_file()}"
+    return f"{without_credentials(value)!r} of profile {profile!r} in {config_file()}"
 
 
 def one_line(error: Exception, prefix: str) -> str:
@@ -116,7 +118,9 @@ async def connect(
     (one with the object store's external storage: object_store.py)."""
     config = load_config()
     config.setdefault("target_host", DEFAULT_ADDRESS)
-    address = config["target_host"]
+    # As messages name it: an address holds no credential, but one may be
+    # pasted into it (user:key@host:7233).
+    address = without_credentials(config["target_host"])
     namespace = config.get("namespace", "default")
 
     def unreachable(error: Exception) -> ConnectionFailed:
@@ -130,7 +134,7 @@ async def connect(
         reason = str(error)
         if reason.startswith("invalid target URL: "):
             return ConnectionFailed(
-                f"Invalid Temporal address {setting(address, 'TEMPORAL_ADDRESS')} "
+                f"Invalid Temporal address {setting(config['target_host'], 'TEMPORAL_ADDRESS')} "
                 f"({reason.removeprefix('invalid target URL: ')}): give host:port, a host "
                 "name or IP address and a port from 1 to 65535, such as localhost:7233."
             )

@@ -19,6 +19,10 @@ the Web UI) shows what this module made of it.
 {%- else -%}
 The starter's progress lines show each command as this module made it.
 {%- endif %}
+
+A setting's value that may hold a credential (a URL, an address) is shown
+through ``without_credentials()``, in every process: a refused
+``OBJECT_STORE_URL=s3://KEY:SECRET@bucket`` is named as ``s3://***@bucket``.
 """
 
 import unicodedata
@@ -117,3 +121,27 @@ def safe_line(text: str) -> str:
         "?" if is_hidden(character) and character not in SHOWN_AS_THEY_ARE else character
         for character in text
     )
+
+
+# What a message shows in place of a credential.
+MASK = "***"
+
+
+def without_credentials(value: str) -> str:
+    """``value`` (a URL or an address from a setting) as a message may show
+    it: what may be a credential masked. That is everything between its
+    scheme and its last '@' (a user and a password, an access key and its
+    secret, '/' and all), and its query and fragment (a signature, a token):
+    ``s3://***@bucket/x``, ``https://host/path?***``; all of it after the
+    scheme when an '@' follows a '?' or a '#'."""
+    scheme, separator, rest = value.partition("://")
+    if not separator:
+        scheme, rest = "", value
+    before, at, after = rest.rpartition("@")
+    if at:
+        # An '@' in a query or a fragment: any of it may be the secret.
+        rest = MASK if any(mark in before for mark in "?#") else MASK + at + after
+    cut = min((rest.index(mark) for mark in "?#" if mark in rest), default=len(rest))
+    if cut < len(rest):
+        rest = rest[: cut + 1] + MASK
+    return f"{scheme}{separator}{rest}"

@@ -45,6 +45,7 @@ from urllib.parse import unquote, urlsplit
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
 from temporalio.converter import DataConverter, ExternalStorage, PayloadCodec
 
+from {{ cookiecutter.package_name }}.machinery.display import without_credentials
 from {{ cookiecutter.package_name }}.machinery.shared import STORE_THRESHOLD, STORED_FILES_LIMIT
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ class ObjectStoreUnreachable(Exception):
 class ObjectStore:
     """Where the service keeps large payloads, as OBJECT_STORE_URL names it."""
 
-    # The URL as given (stripped), which messages name.
+    # The URL as given (stripped); messages name it through
+    # without_credentials() (parse() refuses a URL that holds any).
     url: str
     # "file" or "s3".
     kind: str
@@ -115,8 +117,9 @@ def parse(value: str, region: str | None = None) -> ObjectStore:
     try:
         parts = urlsplit(text)
         port = parts.port
-    except ValueError as e:
-        raise NotAStore(f"not a URL: {e}") from None
+    except ValueError:
+        # (Not the parser's message: it quotes the value, which may hold a secret.)
+        raise NotAStore("not a URL: its host or its port cannot be read") from None
     if parts.query or parts.fragment or "?" in text or "#" in text:
         raise NotAStore("a query or a fragment means nothing here")
     if parts.scheme == "file":
@@ -386,7 +389,8 @@ def _check_directory(store: ObjectStore, directory: Path) -> None:
             probe.unlink()
     except OSError as e:
         raise ObjectStoreUnreachable(
-            f"Cannot use the object store OBJECT_STORE_URL={store.url!r}: {directory} is not "
+            f"Cannot use the object store OBJECT_STORE_URL={without_credentials(store.url)!r}: "
+            f"{directory} is not "
             f"a directory this process can write ({e.strerror or e}). Make it one, or set "
             "OBJECT_STORE_URL to another."
         ) from None
@@ -399,11 +403,11 @@ async def _check_bucket(store: ObjectStore) -> None:
 
     session = aioboto3.Session(region_name=store.region)
     quick = AioConfig(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2})
-    where = f"Cannot use the object store OBJECT_STORE_URL={store.url!r}"
+    where = f"Cannot use the object store OBJECT_STORE_URL={without_credentials(store.url)!r}"
     endpoint = "?"
     try:
         async with asyncio.timeout(CHECK_TIMEOUT), session.client("s3", config=quick) as s3:
-            endpoint = s3.meta.endpoint_url
+            endpoint = without_credentials(s3.meta.endpoint_url)
             await s3.head_bucket(Bucket=store.bucket)
     except TimeoutError:
         raise ObjectStoreUnreachable(

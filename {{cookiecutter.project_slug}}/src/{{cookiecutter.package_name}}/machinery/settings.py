@@ -48,6 +48,7 @@ from temporalio.common import WorkerDeploymentVersion
 
 from {{ cookiecutter.package_name }}.machinery import encryption
 from {{ cookiecutter.package_name }}.machinery import object_store as stores
+from {{ cookiecutter.package_name }}.machinery.display import without_credentials
 {%- if approvals %}
 from {{ cookiecutter.package_name }}.machinery.approvers import DEFAULT_KEY_FILE, public_text
 {%- endif %}
@@ -232,7 +233,7 @@ def web_address(
         allowed = f"an http:// or https:// URL, such as {example}"
         if unset:
             allowed += f", or leave it unset for {unset}"
-        raise refused(name, value, allowed)
+        raise refused(name, without_credentials(value), allowed)
     return value.strip()
 
 
@@ -425,7 +426,9 @@ def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:
     try:
         return stores.parse(value, region)
     except stores.NotAStore as e:
-        raise refused("OBJECT_STORE_URL", value, stores.ALLOWED, str(e)) from None
+        raise refused(
+            "OBJECT_STORE_URL", without_credentials(value), stores.ALLOWED, str(e)
+        ) from None
 
 
 def encryption_keys(environ: Mapping[str, str]) -> encryption.Keys | None:
@@ -775,10 +778,10 @@ def allowed_origins(environ: Mapping[str, str]) -> tuple[str, ...]:
         ):
             raise refused(
                 "CODEC_SERVER_ALLOWED_ORIGINS",
-                value,
+                without_credentials(value),
                 "the Web UI's origins, such as https://cloud.temporal.io or "
                 "http://localhost:8233, separated by commas (no path, no '*')",
-                f"{origin!r} is not one",
+                f"{without_credentials(origin)!r} is not one",
             )
         origins.append(origin)
     return tuple(origins)

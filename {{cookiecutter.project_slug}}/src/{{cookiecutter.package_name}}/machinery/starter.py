@@ -117,7 +117,10 @@ from {{ cookiecutter.package_name }}.machinery.archives import (
     write_outputs,
 )
 from {{ cookiecutter.package_name }}.machinery.connection import ConnectionFailed, connect
-from {{ cookiecutter.package_name }}.machinery.display import {{ "safe_line, visible" if cookiecutter.approval != "none" else "visible" }}
+from {{ cookiecutter.package_name }}.machinery.display import (
+    {{ "safe_line,\n    " if cookiecutter.approval != "none" }}visible,
+    without_credentials,
+)
 from {{ cookiecutter.package_name }}.machinery.encryption import (
     UnknownKey,
     WrongKey,
@@ -312,7 +315,7 @@ async def history_of(run: WorkflowHandle[Any, RunAnswer]) -> AsyncIterator[Histo
 def stopped_answering(client: Client, doing: str) -> int:
     """Say, in one line, that the service stopped answering while the
     starter was ``doing`` something; the status for it."""
-    address = client.service_client.config.target_host
+    address = without_credentials(client.service_client.config.target_host)
     print(f"Temporal at {address} stopped answering while {doing}.", file=sys.stderr)
     return EXIT_UNREACHABLE
 
