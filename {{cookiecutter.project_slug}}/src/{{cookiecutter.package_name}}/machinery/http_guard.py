@@ -26,6 +26,7 @@ import logging
 import math
 import re
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -170,8 +171,6 @@ class GuardedServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A connection that failed under its handler (reset, broken): one
         line, not socketserver's traceback."""
-        import sys
-
         error = sys.exc_info()[1]
         self.log.warning("dropped a connection from %s: %r", client_address[0], error)
 
@@ -182,7 +181,7 @@ class GuardedHandler(BaseHTTPRequestHandler):
 
     server: GuardedServer
     arrival: Arrival
-    # Requests answered on this connection so far.
+    # Requests handled on this connection so far.
     answered = 0
 
     def setup(self) -> None:
