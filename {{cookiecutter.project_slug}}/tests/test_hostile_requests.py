@@ -172,9 +172,17 @@ def probe(address: str) -> int:
 
 
 async def served_again(ask: Callable[[str], bool], address: str) -> None:
-    """Ask until the server serves again (its held connections just closed)."""
+    """Ask until the server serves again (its held connections just closed;
+    meanwhile a request may be turned away, its connection reset)."""
+
+    def served() -> bool:
+        try:
+            return ask(address)
+        except OSError:
+            return False
+
     async with asyncio.timeout(60):
-        while not await asyncio.to_thread(ask, address):
+        while not await asyncio.to_thread(served):
             await asyncio.sleep(0.1)
 
 

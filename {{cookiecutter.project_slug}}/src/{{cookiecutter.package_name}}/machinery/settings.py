@@ -48,10 +48,10 @@ from temporalio.common import WorkerDeploymentVersion
 
 from {{ cookiecutter.package_name }}.machinery import encryption
 from {{ cookiecutter.package_name }}.machinery import object_store as stores
-from {{ cookiecutter.package_name }}.machinery.display import without_credentials
 {%- if approvals %}
 from {{ cookiecutter.package_name }}.machinery.approvers import DEFAULT_KEY_FILE, public_text
 {%- endif %}
+from {{ cookiecutter.package_name }}.machinery.display import without_credentials
 from {{ cookiecutter.package_name }}.machinery.shared import (
     MODEL_ACTIVITY_TIMEOUT,
     SESSION_IDLE_TIMEOUT,
