@@ -1,5 +1,5 @@
 """A local sandbox that fails on cue, as a remote one whose service hiccups
-or refuses would."""
+or refuses would; and one whose workspaces are looked at as they go."""
 
 from collections.abc import Sequence
 from datetime import timedelta
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio.exceptions import ApplicationError
@@ -74,3 +75,18 @@ class UndeletableSandbox(UnixLocalSandboxClient):
 
     async def delete(self, session: SandboxSession) -> SandboxSession:
         raise ApplicationError("the sandbox service refused to delete it", non_retryable=True)
+
+
+def watched(client: BaseSandboxClient, deleted: list[list[str]]) -> BaseSandboxClient:  # type: ignore[type-arg]
+    """``client`` (a local sandbox, or a local stand-in's), noting in
+    ``deleted``, as it deletes each sandbox, the files its workspace held."""
+    delete = client.delete
+
+    async def noting(session: SandboxSession) -> SandboxSession:
+        root = Path(session.state.manifest.root)
+        files = [path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file()]
+        deleted.append(sorted(files))
+        return await delete(session)
+
+    client.delete = noting  # type: ignore[method-assign]
+    return client

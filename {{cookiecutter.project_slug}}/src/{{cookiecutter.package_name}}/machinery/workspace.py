@@ -30,6 +30,17 @@ sandbox:
 - ``<provider>-sandbox_workspace_restore``, in a fresh sandbox: the
   snapshot's files, in place of what the sandbox started with.
 
+A snapshot is bound to what it is: the snapshot operation answers with the
+SHA-256 of exactly what it stored, which the workflow keeps in its own state
+(history, and what a run of the chain carries to the next), and restore
+refuses an object whose digest differs (replaced or altered in the store:
+another conversation's snapshot, an older one of this conversation, any
+other archive) before anything of it reaches the workspace, failing the
+follow-up at once. With PAYLOAD_ENCRYPTION_KEYS, the ciphertext also names
+its conversation and its object (AES-GCM's associated data), so a copy does
+not decrypt anywhere else. A snapshot recorded before this (its record has
+no ``format``) is restored as it was then: unchecked.
+
 Each snapshot replaces the one before (which is deleted), and
 ``<provider>-sandbox_workspace_forget`` deletes the last once the
 conversation ends.
@@ -46,6 +57,7 @@ import asyncio
 import gzip
 import hashlib
 import io
+import json
 import os
 import shutil
 import tarfile
@@ -55,7 +67,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from google.protobuf.message import DecodeError
@@ -72,6 +84,7 @@ from temporalio.openai_agents.sandbox._temporal_activity_models import _HasState
 
 from {{ cookiecutter.package_name }}.machinery import archives
 from {{ cookiecutter.package_name }}.machinery.object_store import (
+    PIECE,
     BucketObjects,
     DirectoryObjects,
     ObjectStore,
@@ -109,6 +122,12 @@ IN_STORE, ON_HOST = "store", "host"
 
 # The encoding of a snapshot's bytes inside the payload that encrypts them.
 SNAPSHOT_ENCODING = b"binary/workspace-snapshot"
+
+# The format of the snapshots this worker takes, in their record (Snapshot):
+# 0, a snapshot taken before there were formats (no digest, its ciphertext
+# bound to nothing but its key id); 1, its digest recorded and its
+# ciphertext bound to its conversation and object (snapshot_context).
+SNAPSHOT_FORMAT = 1
 
 
 def clones() -> Path:
@@ -165,6 +184,10 @@ class Snapshot(BaseModel):
     # The worker's SESSION_IDLE_TIMEOUT and SESSION_LIFETIME, in seconds.
     idle_timeout: float = SESSION_IDLE_TIMEOUT.total_seconds()
     lifetime: float = SESSION_LIFETIME.total_seconds()
+    # Its format (SNAPSHOT_FORMAT; 0 in the record of a snapshot taken
+    # before formats) and the SHA-256 of the object as stored ("" for 0).
+    format: int = 0
+    digest: str = ""
 
 
 class RestoreArgs(_HasState):
@@ -172,6 +195,10 @@ class RestoreArgs(_HasState):
     # The key id that encrypted the snapshot ("" for one in plain bytes): a
     # snapshot taken encrypted is restored only if it decrypts.
     encrypted: str = ""
+    # The snapshot's format and digest, as its record holds them: from
+    # format 1, restored only if the object is exactly the one recorded.
+    format: int = 0
+    digest: str = ""
 
 
 class Restored(BaseModel):
@@ -189,17 +216,21 @@ class SnapshotStore:
     # The worker's payload codec: snapshots are encrypted as payloads are.
     codec: EncryptionCodec | None = None
 
-    def sealed(self, data: bytes) -> tuple[bytes, str]:
-        """``data`` as it is written, and the key id that encrypted it."""
+    def sealed(self, data: bytes, context: bytes = b"") -> tuple[bytes, str]:
+        """``data`` as it is written, and the key id that encrypted it; its
+        ciphertext bound to ``context`` (snapshot_context)."""
         if self.codec is None:
             return data, ""
-        payload = self.codec.encrypt(Payload(metadata={"encoding": SNAPSHOT_ENCODING}, data=data))
+        payload = self.codec.encrypt(
+            Payload(metadata={"encoding": SNAPSHOT_ENCODING}, data=data), context
+        )
         return payload.SerializeToString(), payload.metadata[KEY_ID].decode()
 
-    def opened(self, stored: bytes, encrypted: str) -> bytes:
+    def opened(self, stored: bytes, encrypted: str, context: bytes = b"") -> bytes:
         """The snapshot's bytes from what was written (``encrypted``: the
-        key id its record names); ``UnknownKey``/``WrongKey`` if they do
-        not decrypt, ``ValueError`` if a snapshot taken encrypted is not."""
+        key id its record names; ``context``: what it was sealed with);
+        ``UnknownKey``/``WrongKey`` if they do not decrypt, ``ValueError``
+        if a snapshot taken encrypted is not."""
         if not encrypted:
             return stored
         payload = Payload()
@@ -211,7 +242,16 @@ class SnapshotStore:
                 f"it is encrypted with the key {encrypted!r}, and this worker has no "
                 f"{KEYS_VARIABLE}"
             )
-        return self.codec.decrypt(payload).data
+        return self.codec.decrypt(payload, context).data
+
+
+def snapshot_context(workflow_id: str, key: str, format: int) -> bytes:
+    """What a snapshot's ciphertext is bound to (AES-GCM's associated data):
+    its conversation, its object and its format. Format 0 is bound to
+    nothing more than its key id."""
+    if format == 0:
+        return b""
+    return json.dumps(["workspace-snapshot", format, workflow_id, key]).encode()
 
 
 def snapshots_on_host() -> Path:
@@ -239,10 +279,87 @@ async def forget(store: SnapshotStore, key: str) -> None:
     await store.objects.delete_object(bucket=store.bucket, key=key)
 
 
-def members(archive: bytes) -> int:
-    """The files (and links) in a tar archive."""
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
+def members(archive: bytes | IO[bytes]) -> int:
+    """The files (and links) in a tar archive (bytes, or a file read from
+    where it stands)."""
+    fileobj = io.BytesIO(archive) if isinstance(archive, bytes) else archive
+    with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
         return sum(1 for member in tar if not member.isdir())
+
+
+# Where a snapshot is, in words.
+PLACES = {IN_STORE: "the object store", ON_HOST: "this host's disk"}
+
+
+def unrestorable(args: RestoreArgs, where: str, why: str, kind: str) -> ApplicationError:
+    """The one line a snapshot that cannot be restored fails its follow-up with."""
+    return ApplicationError(
+        f"The snapshot {args.key!r} in {PLACES.get(where, where)} cannot be restored: {why}; "
+        "nothing of it was put in the workspace",
+        type=kind,
+        non_retryable=True,
+    )
+
+
+async def verified(
+    store: "SnapshotStore", args: RestoreArgs, workspace: IO[bytes]
+) -> tuple[int, int]:
+    """The snapshot ``args`` names, its tar written into ``workspace`` (a
+    temporary file), once it is exactly the object its record names (from
+    format 1: its SHA-256, and its ciphertext's conversation and key): its
+    size (gzipped) and its files. Anything else fails, non-retryable, in
+    one line (``unrestorable``). Streamed through temporary files: only an
+    encrypted snapshot is held whole, to decrypt it."""
+    if args.format > SNAPSHOT_FORMAT:
+        # Taken by a newer build: retried, for a worker of that build.
+        raise ApplicationError(
+            f"The snapshot {args.key!r} is in format {args.format}, which this worker "
+            f"(format {SNAPSHOT_FORMAT}) cannot read: a worker of the build that took it can",
+            type="SnapshotFormatUnknown",
+        )
+    if args.format >= 1 and not args.digest:
+        raise unrestorable(args, store.where, "its record holds no digest", "SnapshotMismatch")
+    with tempfile.TemporaryFile(prefix="snapshot-") as stored:
+        try:
+            digest = await store.objects.read_into(bucket=store.bucket, key=args.key, into=stored)
+        except FileNotFoundError:
+            raise unrestorable(args, store.where, "it is gone", "SnapshotUnavailable") from None
+        if args.format >= 1 and digest != args.digest:
+            raise unrestorable(
+                args,
+                store.where,
+                f"it is not the snapshot this conversation took (SHA-256 {digest[:16]}…, "
+                f"recorded {args.digest[:16]}…), it was replaced or altered there",
+                "SnapshotMismatch",
+            )
+        stored.seek(0)
+        try:
+            if args.encrypted:
+                context = snapshot_context(activity.info().workflow_id or "", args.key, args.format)
+                gzipped: IO[bytes] = io.BytesIO(
+                    store.opened(stored.read(), args.encrypted, context)
+                )
+            else:
+                gzipped = stored
+            size = await asyncio.to_thread(unpacked, gzipped, workspace)
+            files = await asyncio.to_thread(members, workspace)
+        except (UnknownKey, WrongKey, ValueError, DecodeError) as e:
+            raise unrestorable(args, store.where, str(e), "SnapshotUnavailable") from None
+        except (OSError, EOFError, tarfile.TarError) as e:
+            raise unrestorable(
+                args, store.where, f"it is not a gzipped tar archive ({e})", "SnapshotUnavailable"
+            ) from None
+    workspace.seek(0)
+    return size, files
+
+
+def unpacked(gzipped: IO[bytes], into: IO[bytes]) -> int:
+    """``gzipped`` uncompressed into ``into``, a piece at a time; its size."""
+    with gzip.GzipFile(fileobj=gzipped, mode="rb") as archive:
+        shutil.copyfileobj(archive, into, PIECE)
+    size = gzipped.tell()
+    into.seek(0)
+    return size
 
 
 def record_snapshot(operation: str, size: int, started: float) -> None:
@@ -538,7 +655,8 @@ class WorkspaceProvider(SandboxClientProvider):
                 )
                 return settings.model_copy(update={"why_not": why_not})
             store = self.snapshots
-            stored, encrypted = store.sealed(data)
+            context = snapshot_context(activity.info().workflow_id or "", args.key, SNAPSHOT_FORMAT)
+            stored, encrypted = store.sealed(data, context)
             await store.objects.put_object(bucket=store.bucket, key=args.key, data=stored)
             if args.previous:
                 await forget(store, args.previous)
@@ -551,6 +669,8 @@ class WorkspaceProvider(SandboxClientProvider):
                     "files": members(workspace),
                     "taken": datetime.now(UTC).isoformat(timespec="seconds"),
                     "encrypted": encrypted,
+                    "format": SNAPSHOT_FORMAT,
+                    "digest": hashlib.sha256(stored).hexdigest(),
                 }
             )
 
@@ -564,29 +684,13 @@ class WorkspaceProvider(SandboxClientProvider):
                     non_retryable=True,
                 )
             started = time.monotonic()
-            store = self.snapshots
-            try:
-                data = await store.objects.get_object(bucket=store.bucket, key=args.key)
-            except FileNotFoundError:
-                raise ApplicationError(
-                    f"The snapshot {args.key!r} is gone from {store.where}: its workspace "
-                    "cannot be restored",
-                    type="SnapshotUnavailable",
-                    non_retryable=True,
-                ) from None
-            try:
-                data = store.opened(data, args.encrypted)
-            except (UnknownKey, WrongKey, ValueError, DecodeError) as e:
-                raise ApplicationError(
-                    f"The snapshot {args.key!r} in {store.where} cannot be restored: {e}",
-                    type="SnapshotUnavailable",
-                    non_retryable=True,
-                ) from None
-            session = await self._session(args)
-            workspace = gzip.decompress(data)
-            await session.hydrate_workspace(io.BytesIO(workspace))
-            record_snapshot("restore", len(data), started)
-            return Restored(size=len(data), files=members(workspace))
+            with tempfile.TemporaryFile(prefix="workspace-") as workspace:
+                # Verified whole before the sandbox sees a byte of it.
+                size, files = await verified(self.snapshots, args, workspace)
+                session = await self._session(args)
+                await session.hydrate_workspace(workspace)
+            record_snapshot("restore", size, started)
+            return Restored(size=size, files=files)
 
         @activity.defn(name=f"{self.name}-{FORGET}")
         async def forget_snapshot(args: ForgetArgs) -> None:
