@@ -45,6 +45,15 @@ Each snapshot replaces the one before (which is deleted), and
 ``<provider>-sandbox_workspace_forget`` deletes the last once the
 conversation ends.
 
+Every git process runs in a process group of its own, under a time limit
+(GIT_TIMEOUT_MINUTES): when the limit passes, or the attempt ends any other
+way (cancelled, timed out, failed), the whole group is killed. On Linux the
+group also dies with the worker, however the worker dies (a parent-death
+signal to the shell git runs under, which kills the group: ``_GUARD``). And
+git's transport gives up on a server that stops answering (``STALLED``), a
+bound on its helpers (``git-remote-http``, ``ssh``) wherever that signal is
+not to be had.
+
 Place and collect move whole files through the activity's input or result: the data
 converter keeps any payload over the threshold in the object store
 (object_store.py), and a run's files are refused over the limit in
@@ -54,12 +63,18 @@ run here.
 """
 
 import asyncio
+import contextlib
+import ctypes
+import functools
 import gzip
 import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
+import signal
+import sys
 import tarfile
 import tempfile
 import time
@@ -95,6 +110,7 @@ from {{ cookiecutter.package_name }}.machinery.run_request import Input, Outputs
 from {{ cookiecutter.package_name }}.machinery.shared import (
     COLLECT,
     FORGET,
+    GIT_TIMEOUT,
     INLINE_FILES_LIMIT,
     PLACE,
     RESTORE,
@@ -378,24 +394,139 @@ class GitFailed(Exception):
     pass
 
 
-async def git(*arguments: str, cwd: Path | None = None) -> bytes:
-    """Run git; its output, or ``GitFailed`` with the last line it printed.
-    In a session of its own, so it has no terminal to ask a password on: a
-    repository that needs one fails instead of waiting."""
+class GitTimedOut(GitFailed):
+    pass
+
+
+# A transport that stops answering gives up after this long below this
+# rate, whatever git's own limit: a hung server fails the clone in seconds,
+# and git's helpers (``git-remote-http``, ``ssh``) end by themselves even
+# where nothing kills them.
+STALL_SECONDS = 30
+STALLED = (
+    "-c",
+    "http.lowSpeedLimit=1000",
+    "-c",
+    f"http.lowSpeedTime={STALL_SECONDS}",
+    "-c",
+    "core.sshCommand="
+    + shlex.join(
+        [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={STALL_SECONDS}",
+            "-o",
+            "ServerAliveInterval=10",
+            "-o",
+            f"ServerAliveCountMax={STALL_SECONDS // 10}",
+        ]
+    ),
+)
+
+# How often a sandbox operation waiting on git tells Temporal it is alive:
+# a run terminated meanwhile has its operation cancelled at the answer (the
+# worker sends one at most every 30 s without a heartbeat timeout), and git
+# killed with it.
+HEARTBEAT_SECONDS = 5
+
+# prctl(2): the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+# git runs under this shell, the worker's own child: told its worker died
+# (SIGTERM, its parent-death signal), it kills its whole process group, git
+# and the helpers git started (which no parent-death signal reaches),
+# whatever they are waiting on. Otherwise it ends as git ends, with git's
+# status.
+_GUARD = ("sh", "-c", 'trap "kill -s KILL 0" TERM; "$@" & wait $!', "git", "git")
+
+
+@functools.cache
+def _prctl() -> Any:
+    """libc's prctl on Linux (None elsewhere); looked up once, before any fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _dies_with_this_process() -> Any:
+    """What the child runs before it execs ``_GUARD``: on Linux, a
+    parent-death signal (SIGTERM), so that a worker killed outright
+    (SIGKILL, out of memory) takes its git along; the child ends at once if
+    its parent is already gone."""
+    prctl, parent = _prctl(), os.getpid()
+    if prctl is None:
+        return None
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return die_with_parent
+
+
+def minutes(limit: timedelta) -> str:
+    """A time limit in words: "5 minutes", "1 minute", "30 seconds"."""
+    seconds = int(limit.total_seconds())
+    if seconds % 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
+
+
+async def git(*arguments: str, cwd: Path | None = None, timeout: timedelta = GIT_TIMEOUT) -> bytes:
+    """Run git; its output, or ``GitFailed`` with the last line it printed
+    (``GitTimedOut`` once ``timeout`` has passed). In a session of its own,
+    so it has no terminal to ask a password on (a repository that needs one
+    fails instead of waiting) and its process group holds git and every
+    helper it starts: the group is killed however this ends (the limit, the
+    activity cancelled or timed out, an error), and, on Linux, with the
+    worker (``_GUARD``, ``_dies_with_this_process``)."""
     process = await asyncio.create_subprocess_exec(
-        "git",
+        *_GUARD,
+        *STALLED,
         *arguments,
         cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_dies_with_this_process(),
     )
-    out, err = await process.communicate()
+    try:
+        async with asyncio.timeout(timeout.total_seconds()):
+            out, err = await _communicate(process)
+    except TimeoutError:
+        raise GitTimedOut(
+            f"git did not finish within {minutes(timeout)} (GIT_TIMEOUT_MINUTES) and was stopped"
+        ) from None
+    finally:
+        # git and its helpers: whatever is left of the group, even when git
+        # itself has exited.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if process.returncode is None:
+            await asyncio.shield(process.wait())
     if process.returncode != 0:
         lines = err.decode(errors="replace").strip().splitlines() or [f"exit {process.returncode}"]
         raise GitFailed(lines[-1])
     return out
+
+
+async def _communicate(process: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+    """``process``'s output once it exits, heartbeating meanwhile when in an
+    activity (``HEARTBEAT_SECONDS``)."""
+    talking = asyncio.ensure_future(process.communicate())
+    try:
+        while True:
+            done, _ = await asyncio.wait({talking}, timeout=HEARTBEAT_SECONDS)
+            if done:
+                return talking.result()
+            if activity.in_activity():
+                activity.heartbeat()
+    finally:
+        talking.cancel()
 
 
 def clone_dir(repo: Repo, commit: str) -> Path:
@@ -403,9 +534,10 @@ def clone_dir(repo: Repo, commit: str) -> Path:
     return clones() / key
 
 
-async def clone(repo: Repo) -> tuple[Path, str]:
+async def clone(repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> tuple[Path, str]:
     """The worker's clone of ``repo`` checked out at its ref, and the commit.
-    A repository or a ref that does not exist fails for good, naming it."""
+    A repository or a ref that does not exist fails for good, naming it, as
+    does one that git cannot clone within ``timeout``."""
     if shutil.which("git") is None:
         raise ApplicationError(
             "--repo needs git on the worker, and this worker has none: install git",
@@ -416,15 +548,17 @@ async def clone(repo: Repo) -> tuple[Path, str]:
     fresh = Path(tempfile.mkdtemp(prefix="clone-", dir=clones()))
     try:
         try:
-            await git("clone", "--quiet", "--no-checkout", "--", repo.url, str(fresh))
+            await git(
+                "clone", "--quiet", "--no-checkout", "--", repo.url, str(fresh), timeout=timeout
+            )
         except GitFailed as e:
             # No cause: the run's failure names the innermost one alone
             # (workflow.describe), which would drop the URL.
             raise ApplicationError(
                 f"Cannot clone {repo.url}: {e}", type="RepoUnavailable", non_retryable=True
             ) from None
-        commit = await resolve(fresh, repo)
-        await git("checkout", "--quiet", "--detach", commit, cwd=fresh)
+        commit = await resolve(fresh, repo, timeout)
+        await git("checkout", "--quiet", "--detach", commit, cwd=fresh, timeout=timeout)
         target = clone_dir(repo, commit)
         if target.exists():
             shutil.rmtree(fresh)
@@ -436,12 +570,21 @@ async def clone(repo: Repo) -> tuple[Path, str]:
         raise
 
 
-async def resolve(clone: Path, repo: Repo) -> str:
+async def resolve(clone: Path, repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> str:
     """The commit ``repo.ref`` names in ``clone`` (a commit, a tag, a branch)."""
     ref = repo.ref or "HEAD"
     for candidate in (ref, f"origin/{ref}"):
         try:
-            out = await git("rev-parse", "--verify", "--quiet", candidate + "^{commit}", cwd=clone)
+            out = await git(
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                candidate + "^{commit}",
+                cwd=clone,
+                timeout=timeout,
+            )
+        except GitTimedOut:
+            raise
         except GitFailed:
             continue
         return out.decode().strip()
@@ -470,7 +613,11 @@ def repo_archive(clone: Path, name: str) -> bytes:
 
 
 async def patch_of(
-    clone: Path, commit: str, tree: dict[str, tuple[bytes, bool]], links: dict[str, str]
+    clone: Path,
+    commit: str,
+    tree: dict[str, tuple[bytes, bool]],
+    links: dict[str, str],
+    timeout: timedelta = GIT_TIMEOUT,
 ) -> tuple[bytes, list[str]]:
     """The workspace's copy of the repository (``tree``: its files, ``links``:
     its symbolic links, both without ``.git``) against ``commit``: the patch,
@@ -480,7 +627,9 @@ async def patch_of(
         # A clone sharing the worker's objects (nothing copied), whose work
         # tree then becomes the workspace's copy.
         work = Path(scratch) / "tree"
-        await git("clone", "--quiet", "--shared", "--no-checkout", str(clone), str(work))
+        await git(
+            "clone", "--quiet", "--shared", "--no-checkout", str(clone), str(work), timeout=timeout
+        )
         for path, (data, executable) in tree.items():
             target = work / path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -490,9 +639,11 @@ async def patch_of(
             target = work / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(pointing_to)
-        await git("read-tree", commit, cwd=work)
-        await git("add", "--all", cwd=work)
-        patch = await git("diff", "--cached", "--binary", "--no-renames", commit, cwd=work)
+        await git("read-tree", commit, cwd=work, timeout=timeout)
+        await git("add", "--all", cwd=work, timeout=timeout)
+        patch = await git(
+            "diff", "--cached", "--binary", "--no-renames", commit, cwd=work, timeout=timeout
+        )
         names = await git(
             "diff",
             "--cached",
@@ -502,6 +653,7 @@ async def patch_of(
             "-z",
             commit,
             cwd=work,
+            timeout=timeout,
         )
     return patch, [name for name in names.decode().split("\0") if name]
 
@@ -544,7 +696,8 @@ def repo_tree(
 class WorkspaceProvider(SandboxClientProvider):
     """The SDK's provider, with the two workspace operations beside its own.
     ``has_store``: the worker keeps large payloads in an object store, so a
-    run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT."""
+    run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT.
+    ``git_timeout``: the longest one of its git processes may run."""
 
     def __init__(
         self,
@@ -554,6 +707,7 @@ class WorkspaceProvider(SandboxClientProvider):
         snapshots: SnapshotStore | None = None,
         idle_timeout: timedelta = SESSION_IDLE_TIMEOUT,
         lifetime: timedelta = SESSION_LIFETIME,
+        git_timeout: timedelta = GIT_TIMEOUT,
     ) -> None:
         super().__init__(name, client)
         self.limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
@@ -561,6 +715,7 @@ class WorkspaceProvider(SandboxClientProvider):
         self.snapshots = snapshots
         self.idle_timeout = idle_timeout
         self.lifetime = lifetime
+        self.git_timeout = git_timeout
 
     def _get_activities(
         self, resolvable_worker_env_vars: Collection[str] | AllowAllWorkerEnvVars
@@ -579,7 +734,7 @@ class WorkspaceProvider(SandboxClientProvider):
                 await session.hydrate_workspace(io.BytesIO(plain_tar(data)))
             commit = ""
             if args.repo is not None:
-                clone_path, commit = await clone(args.repo)
+                clone_path, commit = await clone(args.repo, self.git_timeout)
                 data = await asyncio.to_thread(repo_archive, clone_path, args.repo.name)
                 await session.hydrate_workspace(io.BytesIO(data))
             skip = {args.repo.name} if args.repo else set()
@@ -604,10 +759,14 @@ class WorkspaceProvider(SandboxClientProvider):
             if args.repo is not None and args.commit:
                 clone_path = clone_dir(args.repo, args.commit)
                 if not clone_path.exists():
-                    clone_path, _ = await clone(Repo(args.repo.url, args.commit, args.repo.name))
+                    clone_path, _ = await clone(
+                        Repo(args.repo.url, args.commit, args.repo.name), self.git_timeout
+                    )
                 tree, links, left_out = repo_tree(io.BytesIO(workspace), args.repo.name)
                 skipped += left_out
-                patch, paths = await patch_of(clone_path, args.commit, tree, links)
+                patch, paths = await patch_of(
+                    clone_path, args.commit, tree, links, self.git_timeout
+                )
                 for path in paths:
                     if path in tree:
                         changed[f"{args.repo.name}/{path}"] = tree[path]
