@@ -249,9 +249,10 @@ async def test_a_worker_killed_mid_clone_leaves_no_git_running(temporal_client: 
 
 async def test_a_run_terminated_mid_clone_leaves_no_git_running(temporal_client: Client) -> None:
     """The operation learns of the termination at its next heartbeat and is
-    cancelled: git is killed with its helpers, long before the git limit."""
+    cancelled: git is killed with its helpers, long before the git limit,
+    though its server keeps them busy."""
     address = temporal_client.service_client.config.target_host
-    async with silent_git_server() as url:
+    async with silent_git_server(trickle=True) as url:
         with scripted_openai_server(["true"]) as model:
             environment = {
                 **service_environment(address, model.url),
