@@ -319,9 +319,9 @@ class BucketObjects(S3StorageDriverClient):
                 if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                     raise FileNotFoundError(key) from None
                 raise
-            digest = hashlib.sha256()
-            async with response["Body"] as body:
-                async for piece in body.iter_chunks(PIECE):
+            digest, body = hashlib.sha256(), response["Body"]
+            async with body:
+                while piece := await body.read(PIECE):
                     digest.update(piece)
                     await asyncio.to_thread(into.write, piece)
         return digest.hexdigest()
