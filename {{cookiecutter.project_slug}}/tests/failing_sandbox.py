@@ -1,6 +1,7 @@
 """A local sandbox that fails on cue, as a remote one whose service hiccups
 or refuses would; and one whose workspaces are looked at as they go."""
 
+import tarfile
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -78,13 +79,14 @@ class UndeletableSandbox(UnixLocalSandboxClient):
 
 
 def watched(client: BaseSandboxClient, deleted: list[list[str]]) -> BaseSandboxClient:  # type: ignore[type-arg]
-    """``client`` (a local sandbox, or a local stand-in's), noting in
-    ``deleted``, as it deletes each sandbox, the files its workspace held."""
+    """``client``, noting in ``deleted``, as it deletes each sandbox, the
+    files its workspace held (as the sandbox itself archives them: any backend)."""
     delete = client.delete
 
     async def noting(session: SandboxSession) -> SandboxSession:
-        root = Path(session.state.manifest.root)
-        files = [path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file()]
+        archive = await session.persist_workspace()
+        with tarfile.open(fileobj=archive, mode="r|*") as tar:
+            files = [member.name.removeprefix("./") for member in tar if member.isfile()]
         deleted.append(sorted(files))
         return await delete(session)
 
