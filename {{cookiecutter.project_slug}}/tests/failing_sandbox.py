@@ -1,12 +1,14 @@
 """A local sandbox that fails on cue, as a remote one whose service hiccups
-or refuses would."""
+or refuses would; and one whose workspaces are looked at as they go."""
 
+import tarfile
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
 from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio.exceptions import ApplicationError
@@ -74,3 +76,19 @@ class UndeletableSandbox(UnixLocalSandboxClient):
 
     async def delete(self, session: SandboxSession) -> SandboxSession:
         raise ApplicationError("the sandbox service refused to delete it", non_retryable=True)
+
+
+def watched(client: BaseSandboxClient, deleted: list[list[str]]) -> BaseSandboxClient:  # type: ignore[type-arg]
+    """``client``, noting in ``deleted``, as it deletes each sandbox, the
+    files its workspace held (as the sandbox itself archives them: any backend)."""
+    delete = client.delete
+
+    async def noting(session: SandboxSession) -> SandboxSession:
+        archive = await session.persist_workspace()
+        with tarfile.open(fileobj=archive, mode="r|*") as tar:
+            files = [member.name.removeprefix("./") for member in tar if member.isfile()]
+        deleted.append(sorted(files))
+        return await delete(session)
+
+    client.delete = noting  # type: ignore[method-assign]
+    return client

@@ -1,6 +1,7 @@
 """Faults the tests inject into real processes: a network between the worker
 and Temporal that the test cuts and restores (a Temporal server that stops
-and starts again is support.restartable_dev_server)."""
+and starts again is support.restartable_dev_server), and a git server that
+takes connections and never answers, or never finishes answering."""
 
 import asyncio
 import contextlib
@@ -78,6 +79,57 @@ async def cuttable_network(target: str) -> AsyncIterator[CuttableNetwork]:
     finally:
         if network.server is not None:
             await network.cut()
+
+
+@contextlib.asynccontextmanager
+async def silent_git_server(trickle: bool = False) -> AsyncIterator[str]:
+    """A repository's URL on loopback whose server accepts every connection
+    and never answers (a transport that hangs), open until the context ends.
+    ``trickle``: it answers, but its answer never ends, a few kilobytes a
+    second (faster than a stalled transport: only git's time limit ends it)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        if not trickle:
+            return
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\n"
+            b"Content-Type: application/x-git-upload-pack-advertisement\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        with contextlib.suppress(OSError):
+            while not writer.is_closing():
+                writer.write(b"1000\r\n" + b"0" * 0x1000 + b"\r\n")
+                await writer.drain()
+                await asyncio.sleep(0.5)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/repo.git"
+    finally:
+        server.close()
+        for writer in held:
+            writer.transport.abort()
+        await server.wait_closed()
+
+
+def processes_holding(text: str) -> list[str]:
+    """The command lines of the processes on this machine that hold
+    ``text`` (a zombie has none: it is not running)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in command:
+            found.append(command.replace(b"\0", b" ").decode(errors="replace").strip())
+    return found
 
 
 def lines_of(path: Path) -> list[str]:

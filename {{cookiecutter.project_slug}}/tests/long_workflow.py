@@ -1,7 +1,8 @@
 """The service's workflow with a turn budget long enough for the long-run
 tests and the benchmark (the service's own is MAX_TURNS), {{ "with a short
 wait for a sandbox's host, " if cookiecutter | host_bound_backends }}with a bug then its fix, continuing as new between two prompts of a
-conversation, and as a next build might change it. Everything else is
+conversation (a build before snapshot formats among them), and as a next
+build might change it. Everything else is
 the service's code: registered on a test worker, it continues as new, carries
 the conversation and the sandbox, and cuts outputs exactly as the service
 does."""
@@ -18,6 +19,7 @@ from {{ cookiecutter.package_name }}.machinery.observability import Usage
 from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
 from {{ cookiecutter.package_name }}.machinery.shared import WORKFLOW_TYPE
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.workspace import Snapshot
 
 
 @workflow.defn(name="LongSandboxAgentWorkflow")
@@ -64,6 +66,24 @@ class ContinuesBetweenPromptsWorkflow(SandboxAgentWorkflow):
 
     def history_full(self) -> bool:
         return self.run_of_chain == 1
+
+    @workflow.run
+    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+        return await super().run(request, carried)
+
+
+@workflow.defn(name="SnapshotsBeforeFormatsWorkflow")
+class SnapshotsBeforeFormatsWorkflow(ContinuesBetweenPromptsWorkflow):
+    """The service's workflow, keeping each snapshot's record as a build
+    before snapshot formats did (no ``format``, no ``digest``: the fields
+    its snapshot operation did not return), and carrying it so to the next
+    run of its chain."""
+
+    async def _snapshot(self) -> None:
+        await super()._snapshot()
+        if self.snapshot is not None:
+            record = self.snapshot.model_dump(exclude={"format", "digest"})
+            self.snapshot = Snapshot(**record)
 
     @workflow.run
     async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:

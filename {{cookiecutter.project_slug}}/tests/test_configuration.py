@@ -26,6 +26,7 @@ from {{ cookiecutter.package_name }}.machinery import starter, worker
 from {{ cookiecutter.package_name }}.machinery.codec_server import EXIT_CANNOT_SERVE
 from {{ cookiecutter.package_name }}.machinery.display import without_credentials
 from {{ cookiecutter.package_name }}.machinery.settings import (
+    LONGEST_GIT_TIMEOUT,
     LONGEST_MODEL_TIMEOUT,
     LONGEST_SESSION,
     STARTER_VARIABLES,
@@ -33,7 +34,11 @@ from {{ cookiecutter.package_name }}.machinery.settings import (
     BadSetting,
     missing_credentials,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    GIT_TIMEOUT,
+    SESSION_IDLE_TIMEOUT,
+    SESSION_LIFETIME,
+)
 from {{ cookiecutter.package_name }}.machinery.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
 from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
 
@@ -67,6 +72,7 @@ SECRET = {"PAYLOAD_ENCRYPTION_KEYS"}
 BAD_VALUES: dict[str, list[str]] = {
     "WORKER_RUNS_IN_FLIGHT": [*NUMBER, "100001"],
     "SANDBOX_COMMAND_TIME_LIMIT_SECONDS": [*NUMBER, "0", "86401"],
+    "GIT_TIMEOUT_MINUTES": [*NUMBER, "0", str(LONGEST_GIT_TIMEOUT + 1)],
     "MODEL_ACTIVITY_TIMEOUT_SECONDS": [*NUMBER, "0", str(LONGEST_MODEL_TIMEOUT + 1)],
     "HEALTH_BIND_ADDRESS": ADDRESS,
     "PROMETHEUS_BIND_ADDRESS": ADDRESS,
@@ -196,6 +202,13 @@ def test_a_bad_value_stops_the_worker_with_one_line_naming_it(
         ),
         ({}, "session_idle_timeout", SESSION_IDLE_TIMEOUT),
         ({}, "session_lifetime", SESSION_LIFETIME),
+        ({}, "git_timeout", GIT_TIMEOUT),
+        ({"GIT_TIMEOUT_MINUTES": " 1 "}, "git_timeout", timedelta(minutes=1)),
+        (
+            {"GIT_TIMEOUT_MINUTES": str(LONGEST_GIT_TIMEOUT)},
+            "git_timeout",
+            timedelta(minutes=LONGEST_GIT_TIMEOUT),
+        ),
         ({"SESSION_IDLE_TIMEOUT": " 5 "}, "session_idle_timeout", timedelta(seconds=5)),
         (
             {"SESSION_LIFETIME": str(LONGEST_SESSION)},

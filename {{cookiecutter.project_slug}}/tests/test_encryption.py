@@ -15,7 +15,8 @@ import dataclasses
 import json
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.converter import DataConverter
 
 from {{ cookiecutter.package_name }}.machinery.codec_server import Codec, CodecServer
@@ -38,6 +39,7 @@ from {{ cookiecutter.package_name }}.machinery.encryption import (
     parse_keys,
 )
 from {{ cookiecutter.package_name }}.machinery.object_store import (
+    DirectoryObjects,
     data_converter,
     external_storage,
     parse,
@@ -45,17 +47,39 @@ from {{ cookiecutter.package_name }}.machinery.object_store import (
 from {{ cookiecutter.package_name }}.machinery.run_request import RELEASED, RunRequest
 from {{ cookiecutter.package_name }}.machinery.settings import (
     BadSetting,
+    WorkerSettings,
     codec_server_settings,
     starter_settings,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import END, RESTORE, STORE_THRESHOLD
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    END,
+    RESTORE,
+    SANDBOX_PROVIDER,
+    STORE_THRESHOLD,
+    TASK_QUEUE,
+)
 from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.machinery.workspace import (
+    IN_STORE,
+    SNAPSHOT_FORMAT,
+    SnapshotStore,
+    snapshot_context,
+)
 
 from .conversing import Conversing
+from .failing_sandbox import watched
+from .long_workflow import SnapshotsBeforeFormatsWorkflow
 from .scripted_model import ScriptedModel
-from .support import running_worker, settings_with
+from .support import activities, running_worker, sandboxes_for_tests, settings_with
 from .test_object_store import client_with
-from .test_sessions import answered, conversation, follow_up, until
+from .test_sessions import (
+    answered,
+    conversation,
+    follow_up,
+    printed,
+    until,
+)
 
 # Test keys: 32 bytes each, never used outside the tests.
 KEY_A = base64.b64encode(bytes(range(32))).decode()
@@ -253,6 +277,144 @@ async def test_a_conversation_s_snapshots_are_encrypted_and_restore_from_ciphert
     ]
     assert len(restores) == 1
     assert "kept-in-the-snapshot" in str(state.answer.answer if state.answer else "")
+
+
+def snapshot_objects(store: Path) -> list[Path]:
+    """The snapshots in a ``file://`` store's directory."""
+    return sorted(store.rglob("*.tar.gz"))
+
+
+async def released_conversation(
+    client: Client, settings: WorkerSettings, command: str, workflows: Sequence[type] = ()
+) -> tuple[WorkflowHandle[Any, Any], Path]:
+    """A conversation whose first prompt ran ``command``, answered, then left
+    idle until its sandbox was released (a worker of its own, stopped
+    since), and the object of its snapshot."""
+    model = Conversing([[command], ["cat note.txt"]])
+    store = settings.object_store.directory if settings.object_store else None
+    assert store is not None
+    before = set(snapshot_objects(store))
+    async with running_worker(
+        client, model, settings=settings, workflows=workflows or (SandboxAgentWorkflow,)
+    ) as (plugged, _):
+        if workflows:
+            handle = await plugged.start_workflow(
+                workflows[0].run,  # type: ignore[attr-defined]
+                RunRequest("Write a note.", follow_ups=True),
+                id=f"{TASK_QUEUE}-{uuid.uuid4()}",
+                task_queue=TASK_QUEUE,
+            )
+        else:
+            handle = await conversation(plugged, "Write a note.")
+        await until(handle, lambda state: state.state == RELEASED)
+    [snapshot] = set(snapshot_objects(store)) - before
+    return handle, snapshot
+
+
+async def test_a_snapshot_copied_from_another_conversation_fails_the_follow_up_at_once(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """With keys set, conversation A's snapshot copied over B's in the store
+    decrypts (same key) but is not B's: B's follow-up fails at once, in one
+    line naming B's snapshot, before anything of A's reaches a workspace."""
+    keys = parse_keys(A)
+    client = client_with(temporal_client, data_converter(None, codec=EncryptionCodec(keys)))
+    settings = dataclasses.replace(
+        settings_with({}),
+        keys=keys,
+        object_store=parse(f"file://{tmp_path}/objects"),
+        session_idle_timeout=timedelta(seconds=1),
+    )
+    a, of_a = await released_conversation(client, settings, "echo written-by-a > note.txt")
+    b, of_b = await released_conversation(client, settings, "echo written-by-b > note.txt")
+    of_b.write_bytes(of_a.read_bytes())
+    key_of_b = of_b.relative_to(tmp_path / "objects").as_posix()
+
+    model = Conversing([["echo unused"], ["cat note.txt"]])
+    deleted: list[list[str]] = []
+    sandbox = watched(sandboxes_for_tests()[SANDBOX_PROVIDER], deleted)
+    async with running_worker(client, model, sandbox, settings=settings) as (plugged, _):
+        handle = plugged.get_workflow_handle(b.id)
+        await follow_up(handle, "Read the note.")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        await plugged.get_workflow_handle(a.id).terminate("test over")
+
+    failure = str(failed.value.cause)
+    assert "\n" not in failure, failure
+    assert f"The snapshot {key_of_b!r}" in failure, failure
+    assert "not the snapshot this conversation took" in failure, failure
+    assert "nothing of it was put in the workspace" in failure, failure
+    # At once: one attempt, and no model call for the follow-up.
+    [restore] = [step for step in await activities(handle) if step.name.endswith(RESTORE)]
+    assert restore.attempt == 1 and restore.failed
+    assert model.inputs == []
+    # Nothing of A's in B's fresh workspace when the failed run removed it.
+    assert len(deleted) == 1 and "note.txt" not in deleted[0], deleted
+
+
+async def test_a_snapshot_sealed_for_another_place_does_not_decrypt_there(
+    tmp_path: Path,
+) -> None:
+    """The ciphertext names its conversation and its object: opened under
+    another conversation's id, or another key of the same conversation, it
+    fails; under its own, it opens."""
+    objects = DirectoryObjects(tmp_path)
+    store = SnapshotStore(objects, "", IN_STORE, EncryptionCodec(parse_keys(A)))
+    sealed, encrypted = store.sealed(b"workspace", snapshot_context("chat-a", "snapshots/1", 1))
+    assert store.opened(sealed, encrypted, snapshot_context("chat-a", "snapshots/1", 1)) == (
+        b"workspace"
+    )
+    for elsewhere in (
+        snapshot_context("chat-b", "snapshots/1", 1),
+        snapshot_context("chat-a", "snapshots/2", 1),
+        snapshot_context("chat-a", "snapshots/1", 0),
+    ):
+        with pytest.raises(WrongKey, match="does not decrypt"):
+            store.opened(sealed, encrypted, elsewhere)
+
+
+async def test_a_snapshot_recorded_before_formats_still_restores(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A conversation waiting when this build deployed: its snapshot's
+    record has no format nor digest (and is carried so to the next run of
+    its chain), its object sealed as builds before sealed it, bound to
+    nothing but its key id. Its follow-up restores it unchecked."""
+    keys = parse_keys(A)
+    client = client_with(temporal_client, data_converter(None, codec=EncryptionCodec(keys)))
+    settings = dataclasses.replace(
+        settings_with({}),
+        keys=keys,
+        object_store=parse(f"file://{tmp_path}/objects"),
+        session_idle_timeout=timedelta(seconds=1),
+    )
+    workflows = [SnapshotsBeforeFormatsWorkflow]
+    handle, stored = await released_conversation(
+        client, settings, "echo kept-before-formats > note.txt", workflows
+    )
+    # The object as a build before formats wrote it.
+    store = SnapshotStore(
+        DirectoryObjects(tmp_path / "objects"), "", IN_STORE, EncryptionCodec(keys)
+    )
+    key = stored.relative_to(tmp_path / "objects").as_posix()
+    data = store.opened(stored.read_bytes(), "A", snapshot_context(handle.id, key, SNAPSHOT_FORMAT))
+    stored.write_bytes(store.sealed(data)[0])
+
+    model = Conversing([["echo unused"], ["cat note.txt"]])
+    async with running_worker(client, model, settings=settings, workflows=workflows) as (
+        plugged,
+        _,
+    ):
+        latest = plugged.get_workflow_handle(handle.id)
+        await follow_up(latest, "Read the note.")
+        state = await answered(latest, 2)
+        await latest.execute_update(END)
+        await latest.result()
+    assert state.answer is not None and printed(state.answer) == ["kept-before-formats"]
+    # The record it restored from had no digest: the snapshot operations' results do.
+    snapshots = [step for step in await activities(latest) if step.name.endswith(RESTORE)]
+    assert len(snapshots) == 1 and not snapshots[0].failed
 
 
 # ---------------------------------------------------------- the codec server

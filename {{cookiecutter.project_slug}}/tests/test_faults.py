@@ -13,9 +13,20 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from {{ cookiecutter.package_name }}.machinery.archives import repo_of
+from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
 from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.machinery.workspace import STALL_SECONDS
 
-from .faults import cuttable_network, figures, lines_of, until, until_ran
+from .faults import (
+    cuttable_network,
+    figures,
+    lines_of,
+    processes_holding,
+    silent_git_server,
+    until,
+    until_ran,
+)
 from .processes import WORKER, service, service_environment
 from .scripted_openai import scripted_openai_server
 from .support import activities, failure_of, restartable_dev_server, with_plugins
@@ -149,3 +160,114 @@ async def test_a_model_answering_malformed_json_fails_the_run_at_once_saying_why
     # At once: a body that is not JSON is not retried.
     assert model.requests == 1
     figures("Model answers malformed JSON", 1, 0, 1, 0)
+
+
+# --------------------------------------------- a repository that never answers
+
+
+async def cloning(url: str) -> None:
+    """Return once a git process of the worker is cloning ``url``."""
+    await until(lambda: bool(processes_holding(url)), 60, f"a git process cloning {url}")
+
+
+async def test_a_clone_that_never_ends_is_killed_at_the_git_time_limit(
+    temporal_client: Client,
+) -> None:
+    """A server that answers a few kilobytes a second for ever (no stall:
+    only the limit, GIT_TIMEOUT_MINUTES, ends it)."""
+    address = temporal_client.service_client.config.target_host
+    async with silent_git_server(trickle=True) as url:
+        with scripted_openai_server(["true"]) as model:
+            environment = {**service_environment(address, model.url), "GIT_TIMEOUT_MINUTES": "1"}
+            async with service(WORKER, environment) as worker:
+                await worker.wait_for("Worker polling")
+                handle = await start(
+                    with_plugins(temporal_client), RunRequest("Look.", repo=repo_of(url))
+                )
+                await cloning(url)
+                async with asyncio.timeout(120):
+                    reason = await failure_of(handle)
+                # Killed with its helpers, the worker still running.
+                await until(lambda: not processes_holding(url), 10, f"no git left: {url}")
+                assert worker.process.returncode is None
+
+    assert "\n" not in reason, reason
+    assert reason.endswith(
+        f"Cannot clone {url}: git did not finish within 1 minute (GIT_TIMEOUT_MINUTES) "
+        "and was stopped"
+    ), reason
+    # The model was never called: the run failed placing its repository.
+    assert model.requests == 0
+    figures("A --repo whose server never ends its answer", 1, 0, 1, 0)
+
+
+async def test_a_clone_whose_server_never_answers_fails_when_its_transport_stalls(
+    temporal_client: Client,
+) -> None:
+    """A server that takes the connection and says nothing: git's transport
+    gives up after STALL_SECONDS, well before the git limit."""
+    address = temporal_client.service_client.config.target_host
+    async with silent_git_server() as url:
+        with scripted_openai_server(["true"]) as model:
+            async with service(WORKER, service_environment(address, model.url)) as worker:
+                await worker.wait_for("Worker polling")
+                handle = await start(
+                    with_plugins(temporal_client), RunRequest("Look.", repo=repo_of(url))
+                )
+                await cloning(url)
+                async with asyncio.timeout(4 * STALL_SECONDS):
+                    reason = await failure_of(handle)
+                await until(lambda: not processes_holding(url), 10, f"no git left: {url}")
+
+    assert "\n" not in reason, reason
+    assert f"Cannot clone {url}: " in reason and "too slow" in reason, reason
+    figures("A --repo whose server never answers", 1, 0, 1, 0)
+
+
+async def test_a_worker_killed_mid_clone_leaves_no_git_running(temporal_client: Client) -> None:
+    """SIGKILL: nothing of the worker runs, and git and its HTTP helper die
+    with it (a parent-death signal), though its server keeps them busy (it
+    never stalls, nor ends its answer)."""
+    address = temporal_client.service_client.config.target_host
+    async with silent_git_server(trickle=True) as url:
+        with scripted_openai_server(["true"]) as model:
+            async with service(WORKER, service_environment(address, model.url)) as worker:
+                await worker.wait_for("Worker polling")
+                handle = await start(
+                    with_plugins(temporal_client), RunRequest("Look.", repo=repo_of(url))
+                )
+                await cloning(url)
+                worker.process.kill()
+                await worker.process.wait()
+                await until(
+                    lambda: not processes_holding(url),
+                    60,
+                    f"no git left after the worker was killed: {processes_holding(url)}",
+                )
+        await handle.terminate("test over")
+
+
+async def test_a_run_terminated_mid_clone_leaves_no_git_running(temporal_client: Client) -> None:
+    """The operation learns of the termination at its next heartbeat and is
+    cancelled: git is killed with its helpers, long before the git limit,
+    though its server keeps them busy."""
+    address = temporal_client.service_client.config.target_host
+    async with silent_git_server(trickle=True) as url:
+        with scripted_openai_server(["true"]) as model:
+            environment = {
+                **service_environment(address, model.url),
+                "GIT_TIMEOUT_MINUTES": "60",
+            }
+            async with service(WORKER, environment) as worker:
+                await worker.wait_for("Worker polling")
+                handle = await start(
+                    with_plugins(temporal_client), RunRequest("Look.", repo=repo_of(url))
+                )
+                await cloning(url)
+                await handle.terminate("the test ends it mid-clone")
+                await until(
+                    lambda: not processes_holding(url),
+                    120,
+                    f"no git left after the run was terminated: {processes_holding(url)}",
+                )
+                assert worker.process.returncode is None

@@ -21,6 +21,9 @@ tests prove that:
   (StillWorking), even one that reaches the run before its first step, as
   is any to a run started without follow-ups (NoFollowUps), and neither is
   ever written to history;
+- a snapshot replaced in the store by an archive of other files is refused
+  (its digest is not the one the run recorded): the follow-up fails at once,
+  in one line naming it, and the fresh sandbox never held any of its files;
 - a chain that continues as new between two prompts keeps the conversation
   and the snapshot, whether the sandbox is released after the continue or
   not (a chain cannot continue while released: it continues right after an
@@ -39,6 +42,8 @@ in here), snapshots need an object store: the tests give the worker a
 """
 
 import asyncio
+import io
+import tarfile
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -49,7 +54,12 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -83,8 +93,16 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
 from {{ cookiecutter.package_name }}.machinery.starter import start
 
 from .conversing import Conversing, user_messages
+from .failing_sandbox import watched
 from .long_workflow import ContinuesBetweenPromptsWorkflow
-from .support import DATA_CONVERTER, SETTINGS, activities, metered_client, running_worker
+from .support import (
+    DATA_CONVERTER,
+    SETTINGS,
+    activities,
+    metered_client,
+    running_worker,
+    sandboxes_for_tests,
+)
 
 # Long enough that no sandbox is released unless a test means it to be.
 NEVER = timedelta(minutes=10)
@@ -324,6 +342,56 @@ async def test_an_idle_conversation_releases_its_sandbox_and_a_follow_up_restore
     [restoring] = [memo for memo in await session_memos(handle) if memo["restored"]]
     assert restoring["state"] == "working" and "restored from its snapshot" in restoring["restored"]
     assert counted == {"waiting": 2, "released": 1, "restored": 1, "ended": 1}
+
+
+def tar_gz(files: dict[str, bytes]) -> bytes:
+    """A gzipped tar archive of ``files``, as a snapshot's object holds one."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+async def test_a_snapshot_replaced_in_the_store_fails_the_follow_up_at_once_and_restores_nothing(
+    temporal_client: Client, temp: Path
+) -> None:
+    """Without keys, a gzipped tar of other files written over a released
+    conversation's snapshot is refused: the follow-up fails at once, in one
+    line naming the snapshot, and none of those files reaches a workspace."""
+    model = Conversing([["echo first > one.txt"], ["cat one.txt planted.txt"]])
+    settings = session_settings(temp, idle=timedelta(seconds=1))
+    deleted: list[list[str]] = []
+    sandbox = watched(sandboxes_for_tests()[SANDBOX_PROVIDER], deleted)
+    async with running_worker(temporal_client, model, sandbox, settings=settings) as (client, _):
+        handle = await conversation(client, "Write a file.")
+        await until(handle, lambda state: state.state == RELEASED)
+        [snapshot] = snapshots(temp)
+        snapshot.write_bytes(tar_gz({"one.txt": b"planted\n", "planted.txt": b"planted\n"}))
+        calls = len(model.inputs)
+
+        assert await follow_up(handle, "Show the files.") == 2
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+
+    failure = str(failed.value.cause)
+    assert "\n" not in failure, failure
+    key = snapshot.relative_to(snapshot.parents[2]).as_posix()
+    assert f"The snapshot {key!r}" in failure and key.startswith("snapshots/"), failure
+    assert "not the snapshot this conversation took" in failure, failure
+    # At once: one attempt of the restore, and no model call for the follow-up.
+    [restore] = [step for step in await activities(handle) if step.name.endswith(RESTORE)]
+    assert restore.attempt == 1 and restore.failed
+    assert len(model.inputs) == calls
+    # The fresh sandbox held none of the snapshot's files when the failed
+    # run removed it (the released one held the first prompt's); no
+    # workspace is left, and no planted file on the worker's disk but the store.
+    assert len(deleted) == 2 and "one.txt" in deleted[0], deleted
+    assert "one.txt" not in deleted[1] and "planted.txt" not in deleted[1], deleted
+    assert workspaces(temp) == []
+    assert not [path for path in temp.rglob("planted.txt")]
 
 
 async def test_end_completes_with_the_last_answer_and_a_closed_run_takes_no_follow_up(

@@ -15,7 +15,9 @@ server, its Web UI, the object store and whoever reads them see ciphertext.
   a process that lacks the key says which one in a line (``UnknownKey``), and
   one whose key under that id is another says so too (``WrongKey``): never a
   garbage decode. The key id and the encoding are bound to the ciphertext
-  (GCM's associated data): changing either fails decryption.
+  (GCM's associated data): changing either fails decryption. A workspace
+  snapshot's ciphertext is bound to its conversation and its snapshot too
+  (workspace.py): a copy of another's does not decrypt in its place.
 - A payload that is not encrypted (a run started before the keys were set,
   a history recorded without them) is read as it is.
 
@@ -136,8 +138,11 @@ def keys_from(environ: Mapping[str, str]) -> Keys | None:
     return parse_keys(value)
 
 
-def _associated(key_id: str) -> bytes:
-    return ENCODING + b"\0" + key_id.encode()
+def _associated(key_id: str, context: bytes = b"") -> bytes:
+    """GCM's associated data: the encoding and the key id, and what the
+    ciphertext is bound to (``context``), if anything."""
+    bound = ENCODING + b"\0" + key_id.encode()
+    return bound + b"\0" + context if context else bound
 
 
 class EncryptionCodec(PayloadCodec):
@@ -154,17 +159,19 @@ class EncryptionCodec(PayloadCodec):
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.decrypt(payload) for payload in payloads]
 
-    def encrypt(self, payload: Payload) -> Payload:
+    def encrypt(self, payload: Payload, context: bytes = b"") -> Payload:
+        """``payload`` encrypted; with ``context``, it decrypts only with the
+        same ``context`` (a workspace snapshot's: its conversation and key)."""
         key_id = self.keys.current
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._ciphers[key_id].encrypt(
-            nonce, payload.SerializeToString(), _associated(key_id)
+            nonce, payload.SerializeToString(), _associated(key_id, context)
         )
         return Payload(
             metadata={"encoding": ENCODING, KEY_ID: key_id.encode()}, data=nonce + sealed
         )
 
-    def decrypt(self, payload: Payload) -> Payload:
+    def decrypt(self, payload: Payload, context: bytes = b"") -> Payload:
         if payload.metadata.get("encoding") != ENCODING:
             return payload
         key_id = payload.metadata.get(KEY_ID, b"").decode(errors="replace")
@@ -176,12 +183,13 @@ class EncryptionCodec(PayloadCodec):
             )
         nonce, sealed = payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:]
         try:
-            plain = cipher.decrypt(nonce, sealed, _associated(key_id))
+            plain = cipher.decrypt(nonce, sealed, _associated(key_id, context))
         except InvalidTag:
             raise WrongKey(
                 f"a payload encrypted with the key {key_id!r} does not decrypt with the key "
                 f"{KEYS_VARIABLE} here gives that id: the key was changed under the same id, "
                 "or the payload was altered"
+                + (", or it was encrypted for another place" if context else "")
             ) from None
         decrypted = Payload()
         decrypted.ParseFromString(plain)

@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
@@ -78,6 +78,8 @@ _LONGEST_PREFIX = 512
 _LONGEST_NAME = 255
 # The bucket a directory's objects are recorded under (the driver needs one).
 _DIRECTORY_BUCKET = "directory"
+# The size of the pieces read_into() reads an object in.
+PIECE = 1024 * 1024
 
 
 class NotAStore(ValueError):
@@ -202,9 +204,23 @@ class DirectoryObjects(S3StorageDriverClient):
     async def get_object(self, *, bucket: str, key: str) -> bytes:
         return await asyncio.to_thread(self.path(key).read_bytes)
 
+    async def read_into(self, *, bucket: str, key: str, into: IO[bytes]) -> str:
+        """Ours, not the driver's: the object copied into ``into`` a piece at
+        a time, and its SHA-256 (``FileNotFoundError`` if it is not there)."""
+        return await asyncio.to_thread(_copy_hashing, self.path(key), into)
+
     async def delete_object(self, *, bucket: str, key: str) -> None:
         """Ours, not the driver's (it never deletes): a snapshot forgotten."""
         await asyncio.to_thread(self.path(key).unlink, missing_ok=True)
+
+
+def _copy_hashing(path: Path, into: IO[bytes]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while piece := file.read(PIECE):
+            digest.update(piece)
+            into.write(piece)
+    return digest.hexdigest()
 
 
 def write_whole(root: Path, path: Path, data: bytes) -> None:
@@ -294,13 +310,38 @@ class BucketObjects(S3StorageDriverClient):
         async with self._client() as client:
             return await client.get_object(bucket=bucket, key=self.key(key))
 
+    async def read_into(self, *, bucket: str, key: str, into: IO[bytes]) -> str:
+        """Ours, not the driver's: the object streamed into ``into``, and its
+        SHA-256 (``FileNotFoundError`` if it is not there)."""
+        from botocore.exceptions import ClientError
+
+        async with self._raw() as s3:
+            try:
+                response = await s3.get_object(Bucket=bucket, Key=self.key(key))
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                    raise FileNotFoundError(key) from None
+                raise
+            digest, body = hashlib.sha256(), response["Body"]
+            async with body:
+                while piece := await body.read(PIECE):
+                    digest.update(piece)
+                    await asyncio.to_thread(into.write, piece)
+        return digest.hexdigest()
+
+    @asynccontextmanager
+    async def _raw(self) -> AsyncIterator[Any]:
+        """aioboto3's own S3 client: the one held open, or a fresh one."""
+        if self._s3 is not None:
+            yield self._s3
+            return
+        async with self.session.client("s3") as s3:
+            yield s3
+
     async def delete_object(self, *, bucket: str, key: str) -> None:
         """Ours, not the driver's (it never deletes): a snapshot forgotten.
         Deleting a key that is not there succeeds, as S3's DeleteObject does."""
-        if self._s3 is not None:
-            await self._s3.delete_object(Bucket=bucket, Key=self.key(key))
-            return
-        async with self.session.client("s3") as s3:
+        async with self._raw() as s3:
             await s3.delete_object(Bucket=bucket, Key=self.key(key))
 
 

@@ -53,6 +53,7 @@ from {{ cookiecutter.package_name }}.machinery.approvers import DEFAULT_KEY_FILE
 {%- endif %}
 from {{ cookiecutter.package_name }}.machinery.display import without_credentials
 from {{ cookiecutter.package_name }}.machinery.shared import (
+    GIT_TIMEOUT,
     MODEL_ACTIVITY_TIMEOUT,
     SESSION_IDLE_TIMEOUT,
     SESSION_LIFETIME,
@@ -76,6 +77,10 @@ LONGEST_COMMAND_TIME_LIMIT = 86_400
 
 # Each model call's timeout is at most an hour, and no longer than a run.
 LONGEST_MODEL_TIMEOUT = min(3600, int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()))
+
+# Each git process of the worker (workspace.py) is killed after GIT_TIMEOUT
+# unless GIT_TIMEOUT_MINUTES says otherwise: at most a day.
+LONGEST_GIT_TIMEOUT = 24 * 60
 
 # A conversation keeps its sandbox SESSION_IDLE_TIMEOUT after an answer and
 # waits for a follow-up SESSION_LIFETIME in all (workflow.py): each at most a
@@ -125,6 +130,7 @@ WORKER_VARIABLES = (
     "PAYLOAD_ENCRYPTION_KEYS",
     "SESSION_IDLE_TIMEOUT",
     "SESSION_LIFETIME",
+    "GIT_TIMEOUT_MINUTES",
 {%- if bound %}
     "WORKER_HOST_ID",
 {%- endif %}
@@ -325,6 +331,9 @@ class WorkerSettings:
     # SESSION_LIFETIME: how long a conversation waits for a follow-up before
     # it ends; never shorter than the idle timeout.
     session_lifetime: timedelta
+    # GIT_TIMEOUT_MINUTES: the longest one of its git processes (a --repo's
+    # clone) may run before it is killed (workspace.py).
+    git_timeout: timedelta
 {%- if bound %}
     # WORKER_HOST_ID, or the host name: the host its sandboxes are bound to
     # (affinity.py).
@@ -392,6 +401,16 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         keys=encryption_keys(environ),
         session_idle_timeout=idle_timeout,
         session_lifetime=lifetime,
+        git_timeout=timedelta(
+            minutes=whole_number(
+                environ,
+                "GIT_TIMEOUT_MINUTES",
+                int(GIT_TIMEOUT.total_seconds()) // 60,
+                1,
+                LONGEST_GIT_TIMEOUT,
+                "minutes",
+            )
+        ),
 {%- if bound %}
         host_id=host_id(environ),
 {%- endif %}

@@ -167,6 +167,11 @@ SESSION_MEMO = "session"
 SESSION_IDLE_TIMEOUT = timedelta(minutes=10)
 SESSION_LIFETIME = timedelta(days=7)
 
+# The longest one git process of the worker may run (a --repo's clone, the
+# diff of its changes) unless the worker's GIT_TIMEOUT_MINUTES sets another
+# (settings.py): then it is killed, with its helpers (workspace.py).
+GIT_TIMEOUT = timedelta(minutes=5)
+
 
 def sandbox_operation(activity: str) -> str | None:
     """The sandbox operation an activity runs ("sandbox_session_start" for

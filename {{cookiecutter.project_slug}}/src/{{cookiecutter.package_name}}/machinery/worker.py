@@ -206,6 +206,7 @@ def agents_plugin(
 {%- endif %}
                 idle_timeout=settings.session_idle_timeout,
                 lifetime=settings.session_lifetime,
+                git_timeout=settings.git_timeout,
             )
             for provider, client in sandboxes.items()
         ],

@@ -808,7 +808,15 @@ class SandboxAgentWorkflow:
         }
         await workflow.execute_activity(
             f"{sandbox.provider}-{RESTORE}",
-            RestoreArgs(state=sandbox.inner.state, key=snapshot.key, encrypted=snapshot.encrypted),
+            # Restored only if it is the very snapshot recorded here (its
+            # digest and format: a snapshot recorded before them, without).
+            RestoreArgs(
+                state=sandbox.inner.state,
+                key=snapshot.key,
+                encrypted=snapshot.encrypted,
+                format=snapshot.format,
+                digest=snapshot.digest,
+            ),
             result_type=Restored,
             **config,
         )

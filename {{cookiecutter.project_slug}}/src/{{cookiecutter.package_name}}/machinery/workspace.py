@@ -30,9 +30,29 @@ sandbox:
 - ``<provider>-sandbox_workspace_restore``, in a fresh sandbox: the
   snapshot's files, in place of what the sandbox started with.
 
+A snapshot is bound to what it is: the snapshot operation answers with the
+SHA-256 of exactly what it stored, which the workflow keeps in its own state
+(history, and what a run of the chain carries to the next), and restore
+refuses an object whose digest differs (replaced or altered in the store:
+another conversation's snapshot, an older one of this conversation, any
+other archive) before anything of it reaches the workspace, failing the
+follow-up at once. With PAYLOAD_ENCRYPTION_KEYS, the ciphertext also names
+its conversation and its object (AES-GCM's associated data), so a copy does
+not decrypt anywhere else. A snapshot recorded before this (its record has
+no ``format``) is restored as it was then: unchecked.
+
 Each snapshot replaces the one before (which is deleted), and
 ``<provider>-sandbox_workspace_forget`` deletes the last once the
 conversation ends.
+
+Every git process runs in a process group of its own, under a time limit
+(GIT_TIMEOUT_MINUTES): when the limit passes, or the attempt ends any other
+way (cancelled, timed out, failed), the whole group is killed. On Linux the
+group also dies with the worker, however the worker dies (a parent-death
+signal to the shell git runs under, which kills the group: ``_GUARD``). And
+git's transport gives up on a server that stops answering (``STALLED``), a
+bound on its helpers (``git-remote-http``, ``ssh``) wherever that signal is
+not to be had.
 
 Place and collect move whole files through the activity's input or result: the data
 converter keeps any payload over the threshold in the object store
@@ -43,11 +63,18 @@ run here.
 """
 
 import asyncio
+import contextlib
+import ctypes
+import functools
 import gzip
 import hashlib
 import io
+import json
 import os
+import shlex
 import shutil
+import signal
+import sys
 import tarfile
 import tempfile
 import time
@@ -55,7 +82,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from google.protobuf.message import DecodeError
@@ -72,6 +99,7 @@ from temporalio.openai_agents.sandbox._temporal_activity_models import _HasState
 
 from {{ cookiecutter.package_name }}.machinery import archives
 from {{ cookiecutter.package_name }}.machinery.object_store import (
+    PIECE,
     BucketObjects,
     DirectoryObjects,
     ObjectStore,
@@ -82,6 +110,7 @@ from {{ cookiecutter.package_name }}.machinery.run_request import Input, Outputs
 from {{ cookiecutter.package_name }}.machinery.shared import (
     COLLECT,
     FORGET,
+    GIT_TIMEOUT,
     INLINE_FILES_LIMIT,
     PLACE,
     RESTORE,
@@ -109,6 +138,12 @@ IN_STORE, ON_HOST = "store", "host"
 
 # The encoding of a snapshot's bytes inside the payload that encrypts them.
 SNAPSHOT_ENCODING = b"binary/workspace-snapshot"
+
+# The format of the snapshots this worker takes, in their record (Snapshot):
+# 0, a snapshot taken before there were formats (no digest, its ciphertext
+# bound to nothing but its key id); 1, its digest recorded and its
+# ciphertext bound to its conversation and object (snapshot_context).
+SNAPSHOT_FORMAT = 1
 
 
 def clones() -> Path:
@@ -165,6 +200,10 @@ class Snapshot(BaseModel):
     # The worker's SESSION_IDLE_TIMEOUT and SESSION_LIFETIME, in seconds.
     idle_timeout: float = SESSION_IDLE_TIMEOUT.total_seconds()
     lifetime: float = SESSION_LIFETIME.total_seconds()
+    # Its format (SNAPSHOT_FORMAT; 0 in the record of a snapshot taken
+    # before formats) and the SHA-256 of the object as stored ("" for 0).
+    format: int = 0
+    digest: str = ""
 
 
 class RestoreArgs(_HasState):
@@ -172,6 +211,10 @@ class RestoreArgs(_HasState):
     # The key id that encrypted the snapshot ("" for one in plain bytes): a
     # snapshot taken encrypted is restored only if it decrypts.
     encrypted: str = ""
+    # The snapshot's format and digest, as its record holds them: from
+    # format 1, restored only if the object is exactly the one recorded.
+    format: int = 0
+    digest: str = ""
 
 
 class Restored(BaseModel):
@@ -189,17 +232,21 @@ class SnapshotStore:
     # The worker's payload codec: snapshots are encrypted as payloads are.
     codec: EncryptionCodec | None = None
 
-    def sealed(self, data: bytes) -> tuple[bytes, str]:
-        """``data`` as it is written, and the key id that encrypted it."""
+    def sealed(self, data: bytes, context: bytes = b"") -> tuple[bytes, str]:
+        """``data`` as it is written, and the key id that encrypted it; its
+        ciphertext bound to ``context`` (snapshot_context)."""
         if self.codec is None:
             return data, ""
-        payload = self.codec.encrypt(Payload(metadata={"encoding": SNAPSHOT_ENCODING}, data=data))
+        payload = self.codec.encrypt(
+            Payload(metadata={"encoding": SNAPSHOT_ENCODING}, data=data), context
+        )
         return payload.SerializeToString(), payload.metadata[KEY_ID].decode()
 
-    def opened(self, stored: bytes, encrypted: str) -> bytes:
+    def opened(self, stored: bytes, encrypted: str, context: bytes = b"") -> bytes:
         """The snapshot's bytes from what was written (``encrypted``: the
-        key id its record names); ``UnknownKey``/``WrongKey`` if they do
-        not decrypt, ``ValueError`` if a snapshot taken encrypted is not."""
+        key id its record names; ``context``: what it was sealed with);
+        ``UnknownKey``/``WrongKey`` if they do not decrypt, ``ValueError``
+        if a snapshot taken encrypted is not."""
         if not encrypted:
             return stored
         payload = Payload()
@@ -211,7 +258,16 @@ class SnapshotStore:
                 f"it is encrypted with the key {encrypted!r}, and this worker has no "
                 f"{KEYS_VARIABLE}"
             )
-        return self.codec.decrypt(payload).data
+        return self.codec.decrypt(payload, context).data
+
+
+def snapshot_context(workflow_id: str, key: str, format: int) -> bytes:
+    """What a snapshot's ciphertext is bound to (AES-GCM's associated data):
+    its conversation, its object and its format. Format 0 is bound to
+    nothing more than its key id."""
+    if format == 0:
+        return b""
+    return json.dumps(["workspace-snapshot", format, workflow_id, key]).encode()
 
 
 def snapshots_on_host() -> Path:
@@ -239,10 +295,87 @@ async def forget(store: SnapshotStore, key: str) -> None:
     await store.objects.delete_object(bucket=store.bucket, key=key)
 
 
-def members(archive: bytes) -> int:
-    """The files (and links) in a tar archive."""
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
+def members(archive: bytes | IO[bytes]) -> int:
+    """The files (and links) in a tar archive (bytes, or a file read from
+    where it stands)."""
+    fileobj = io.BytesIO(archive) if isinstance(archive, bytes) else archive
+    with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
         return sum(1 for member in tar if not member.isdir())
+
+
+# Where a snapshot is, in words.
+PLACES = {IN_STORE: "the object store", ON_HOST: "this host's disk"}
+
+
+def unrestorable(args: RestoreArgs, where: str, why: str, kind: str) -> ApplicationError:
+    """The one line a snapshot that cannot be restored fails its follow-up with."""
+    return ApplicationError(
+        f"The snapshot {args.key!r} in {PLACES.get(where, where)} cannot be restored: {why}; "
+        "nothing of it was put in the workspace",
+        type=kind,
+        non_retryable=True,
+    )
+
+
+async def verified(
+    store: "SnapshotStore", args: RestoreArgs, workspace: IO[bytes]
+) -> tuple[int, int]:
+    """The snapshot ``args`` names, its tar written into ``workspace`` (a
+    temporary file), once it is exactly the object its record names (from
+    format 1: its SHA-256, and its ciphertext's conversation and key): its
+    size (gzipped) and its files. Anything else fails, non-retryable, in
+    one line (``unrestorable``). Streamed through temporary files: only an
+    encrypted snapshot is held whole, to decrypt it."""
+    if args.format > SNAPSHOT_FORMAT:
+        # Taken by a newer build: retried, for a worker of that build.
+        raise ApplicationError(
+            f"The snapshot {args.key!r} is in format {args.format}, which this worker "
+            f"(format {SNAPSHOT_FORMAT}) cannot read: a worker of the build that took it can",
+            type="SnapshotFormatUnknown",
+        )
+    if args.format >= 1 and not args.digest:
+        raise unrestorable(args, store.where, "its record holds no digest", "SnapshotMismatch")
+    with tempfile.TemporaryFile(prefix="snapshot-") as stored:
+        try:
+            digest = await store.objects.read_into(bucket=store.bucket, key=args.key, into=stored)
+        except FileNotFoundError:
+            raise unrestorable(args, store.where, "it is gone", "SnapshotUnavailable") from None
+        if args.format >= 1 and digest != args.digest:
+            raise unrestorable(
+                args,
+                store.where,
+                f"it is not the snapshot this conversation took (SHA-256 {digest[:16]}…, "
+                f"recorded {args.digest[:16]}…), it was replaced or altered there",
+                "SnapshotMismatch",
+            )
+        stored.seek(0)
+        try:
+            if args.encrypted:
+                context = snapshot_context(activity.info().workflow_id or "", args.key, args.format)
+                gzipped: IO[bytes] = io.BytesIO(
+                    store.opened(stored.read(), args.encrypted, context)
+                )
+            else:
+                gzipped = stored
+            size = await asyncio.to_thread(unpacked, gzipped, workspace)
+            files = await asyncio.to_thread(members, workspace)
+        except (UnknownKey, WrongKey, ValueError, DecodeError) as e:
+            raise unrestorable(args, store.where, str(e), "SnapshotUnavailable") from None
+        except (OSError, EOFError, tarfile.TarError) as e:
+            raise unrestorable(
+                args, store.where, f"it is not a gzipped tar archive ({e})", "SnapshotUnavailable"
+            ) from None
+    workspace.seek(0)
+    return size, files
+
+
+def unpacked(gzipped: IO[bytes], into: IO[bytes]) -> int:
+    """``gzipped`` uncompressed into ``into``, a piece at a time; its size."""
+    with gzip.GzipFile(fileobj=gzipped, mode="rb") as archive:
+        shutil.copyfileobj(archive, into, PIECE)
+    size = gzipped.tell()
+    into.seek(0)
+    return size
 
 
 def record_snapshot(operation: str, size: int, started: float) -> None:
@@ -261,24 +394,139 @@ class GitFailed(Exception):
     pass
 
 
-async def git(*arguments: str, cwd: Path | None = None) -> bytes:
-    """Run git; its output, or ``GitFailed`` with the last line it printed.
-    In a session of its own, so it has no terminal to ask a password on: a
-    repository that needs one fails instead of waiting."""
+class GitTimedOut(GitFailed):
+    pass
+
+
+# A transport that stops answering gives up after this long below this
+# rate, whatever git's own limit: a hung server fails the clone in seconds,
+# and git's helpers (``git-remote-http``, ``ssh``) end by themselves even
+# where nothing kills them.
+STALL_SECONDS = 30
+STALLED = (
+    "-c",
+    "http.lowSpeedLimit=1000",
+    "-c",
+    f"http.lowSpeedTime={STALL_SECONDS}",
+    "-c",
+    "core.sshCommand="
+    + shlex.join(
+        [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={STALL_SECONDS}",
+            "-o",
+            "ServerAliveInterval=10",
+            "-o",
+            f"ServerAliveCountMax={STALL_SECONDS // 10}",
+        ]
+    ),
+)
+
+# How often a sandbox operation waiting on git tells Temporal it is alive:
+# a run terminated meanwhile has its operation cancelled at the answer (the
+# worker sends one at most every 30 s without a heartbeat timeout), and git
+# killed with it.
+HEARTBEAT_SECONDS = 5
+
+# prctl(2): the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+# git runs under this shell, the worker's own child: told its worker died
+# (SIGTERM, its parent-death signal), it kills its whole process group, git
+# and the helpers git started (which no parent-death signal reaches),
+# whatever they are waiting on. Otherwise it ends as git ends, with git's
+# status.
+_GUARD = ("sh", "-c", 'trap "kill -s KILL 0" TERM; "$@" & wait $!', "git", "git")
+
+
+@functools.cache
+def _prctl() -> Any:
+    """libc's prctl on Linux (None elsewhere); looked up once, before any fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _dies_with_this_process() -> Any:
+    """What the child runs before it execs ``_GUARD``: on Linux, a
+    parent-death signal (SIGTERM), so that a worker killed outright
+    (SIGKILL, out of memory) takes its git along; the child ends at once if
+    its parent is already gone."""
+    prctl, parent = _prctl(), os.getpid()
+    if prctl is None:
+        return None
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return die_with_parent
+
+
+def minutes(limit: timedelta) -> str:
+    """A time limit in words: "5 minutes", "1 minute", "30 seconds"."""
+    seconds = int(limit.total_seconds())
+    if seconds % 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
+
+
+async def git(*arguments: str, cwd: Path | None = None, timeout: timedelta = GIT_TIMEOUT) -> bytes:
+    """Run git; its output, or ``GitFailed`` with the last line it printed
+    (``GitTimedOut`` once ``timeout`` has passed). In a session of its own,
+    so it has no terminal to ask a password on (a repository that needs one
+    fails instead of waiting) and its process group holds git and every
+    helper it starts: the group is killed however this ends (the limit, the
+    activity cancelled or timed out, an error), and, on Linux, with the
+    worker (``_GUARD``, ``_dies_with_this_process``)."""
     process = await asyncio.create_subprocess_exec(
-        "git",
+        *_GUARD,
+        *STALLED,
         *arguments,
         cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_dies_with_this_process(),
     )
-    out, err = await process.communicate()
+    try:
+        async with asyncio.timeout(timeout.total_seconds()):
+            out, err = await _communicate(process)
+    except TimeoutError:
+        raise GitTimedOut(
+            f"git did not finish within {minutes(timeout)} (GIT_TIMEOUT_MINUTES) and was stopped"
+        ) from None
+    finally:
+        # git and its helpers: whatever is left of the group, even when git
+        # itself has exited.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if process.returncode is None:
+            await asyncio.shield(process.wait())
     if process.returncode != 0:
         lines = err.decode(errors="replace").strip().splitlines() or [f"exit {process.returncode}"]
         raise GitFailed(lines[-1])
     return out
+
+
+async def _communicate(process: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+    """``process``'s output once it exits, heartbeating meanwhile when in an
+    activity (``HEARTBEAT_SECONDS``)."""
+    talking = asyncio.ensure_future(process.communicate())
+    try:
+        while True:
+            done, _ = await asyncio.wait({talking}, timeout=HEARTBEAT_SECONDS)
+            if done:
+                return talking.result()
+            if activity.in_activity():
+                activity.heartbeat()
+    finally:
+        talking.cancel()
 
 
 def clone_dir(repo: Repo, commit: str) -> Path:
@@ -286,9 +534,10 @@ def clone_dir(repo: Repo, commit: str) -> Path:
     return clones() / key
 
 
-async def clone(repo: Repo) -> tuple[Path, str]:
+async def clone(repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> tuple[Path, str]:
     """The worker's clone of ``repo`` checked out at its ref, and the commit.
-    A repository or a ref that does not exist fails for good, naming it."""
+    A repository or a ref that does not exist fails for good, naming it, as
+    does one that git cannot clone within ``timeout``."""
     if shutil.which("git") is None:
         raise ApplicationError(
             "--repo needs git on the worker, and this worker has none: install git",
@@ -299,15 +548,17 @@ async def clone(repo: Repo) -> tuple[Path, str]:
     fresh = Path(tempfile.mkdtemp(prefix="clone-", dir=clones()))
     try:
         try:
-            await git("clone", "--quiet", "--no-checkout", "--", repo.url, str(fresh))
+            await git(
+                "clone", "--quiet", "--no-checkout", "--", repo.url, str(fresh), timeout=timeout
+            )
         except GitFailed as e:
             # No cause: the run's failure names the innermost one alone
             # (workflow.describe), which would drop the URL.
             raise ApplicationError(
                 f"Cannot clone {repo.url}: {e}", type="RepoUnavailable", non_retryable=True
             ) from None
-        commit = await resolve(fresh, repo)
-        await git("checkout", "--quiet", "--detach", commit, cwd=fresh)
+        commit = await resolve(fresh, repo, timeout)
+        await git("checkout", "--quiet", "--detach", commit, cwd=fresh, timeout=timeout)
         target = clone_dir(repo, commit)
         if target.exists():
             shutil.rmtree(fresh)
@@ -319,12 +570,21 @@ async def clone(repo: Repo) -> tuple[Path, str]:
         raise
 
 
-async def resolve(clone: Path, repo: Repo) -> str:
+async def resolve(clone: Path, repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> str:
     """The commit ``repo.ref`` names in ``clone`` (a commit, a tag, a branch)."""
     ref = repo.ref or "HEAD"
     for candidate in (ref, f"origin/{ref}"):
         try:
-            out = await git("rev-parse", "--verify", "--quiet", candidate + "^{commit}", cwd=clone)
+            out = await git(
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                candidate + "^{commit}",
+                cwd=clone,
+                timeout=timeout,
+            )
+        except GitTimedOut:
+            raise
         except GitFailed:
             continue
         return out.decode().strip()
@@ -353,7 +613,11 @@ def repo_archive(clone: Path, name: str) -> bytes:
 
 
 async def patch_of(
-    clone: Path, commit: str, tree: dict[str, tuple[bytes, bool]], links: dict[str, str]
+    clone: Path,
+    commit: str,
+    tree: dict[str, tuple[bytes, bool]],
+    links: dict[str, str],
+    timeout: timedelta = GIT_TIMEOUT,
 ) -> tuple[bytes, list[str]]:
     """The workspace's copy of the repository (``tree``: its files, ``links``:
     its symbolic links, both without ``.git``) against ``commit``: the patch,
@@ -363,7 +627,9 @@ async def patch_of(
         # A clone sharing the worker's objects (nothing copied), whose work
         # tree then becomes the workspace's copy.
         work = Path(scratch) / "tree"
-        await git("clone", "--quiet", "--shared", "--no-checkout", str(clone), str(work))
+        await git(
+            "clone", "--quiet", "--shared", "--no-checkout", str(clone), str(work), timeout=timeout
+        )
         for path, (data, executable) in tree.items():
             target = work / path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -373,9 +639,11 @@ async def patch_of(
             target = work / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(pointing_to)
-        await git("read-tree", commit, cwd=work)
-        await git("add", "--all", cwd=work)
-        patch = await git("diff", "--cached", "--binary", "--no-renames", commit, cwd=work)
+        await git("read-tree", commit, cwd=work, timeout=timeout)
+        await git("add", "--all", cwd=work, timeout=timeout)
+        patch = await git(
+            "diff", "--cached", "--binary", "--no-renames", commit, cwd=work, timeout=timeout
+        )
         names = await git(
             "diff",
             "--cached",
@@ -385,6 +653,7 @@ async def patch_of(
             "-z",
             commit,
             cwd=work,
+            timeout=timeout,
         )
     return patch, [name for name in names.decode().split("\0") if name]
 
@@ -427,7 +696,8 @@ def repo_tree(
 class WorkspaceProvider(SandboxClientProvider):
     """The SDK's provider, with the two workspace operations beside its own.
     ``has_store``: the worker keeps large payloads in an object store, so a
-    run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT."""
+    run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT.
+    ``git_timeout``: the longest one of its git processes may run."""
 
     def __init__(
         self,
@@ -437,6 +707,7 @@ class WorkspaceProvider(SandboxClientProvider):
         snapshots: SnapshotStore | None = None,
         idle_timeout: timedelta = SESSION_IDLE_TIMEOUT,
         lifetime: timedelta = SESSION_LIFETIME,
+        git_timeout: timedelta = GIT_TIMEOUT,
     ) -> None:
         super().__init__(name, client)
         self.limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
@@ -444,6 +715,7 @@ class WorkspaceProvider(SandboxClientProvider):
         self.snapshots = snapshots
         self.idle_timeout = idle_timeout
         self.lifetime = lifetime
+        self.git_timeout = git_timeout
 
     def _get_activities(
         self, resolvable_worker_env_vars: Collection[str] | AllowAllWorkerEnvVars
@@ -462,7 +734,7 @@ class WorkspaceProvider(SandboxClientProvider):
                 await session.hydrate_workspace(io.BytesIO(plain_tar(data)))
             commit = ""
             if args.repo is not None:
-                clone_path, commit = await clone(args.repo)
+                clone_path, commit = await clone(args.repo, self.git_timeout)
                 data = await asyncio.to_thread(repo_archive, clone_path, args.repo.name)
                 await session.hydrate_workspace(io.BytesIO(data))
             skip = {args.repo.name} if args.repo else set()
@@ -487,10 +759,14 @@ class WorkspaceProvider(SandboxClientProvider):
             if args.repo is not None and args.commit:
                 clone_path = clone_dir(args.repo, args.commit)
                 if not clone_path.exists():
-                    clone_path, _ = await clone(Repo(args.repo.url, args.commit, args.repo.name))
+                    clone_path, _ = await clone(
+                        Repo(args.repo.url, args.commit, args.repo.name), self.git_timeout
+                    )
                 tree, links, left_out = repo_tree(io.BytesIO(workspace), args.repo.name)
                 skipped += left_out
-                patch, paths = await patch_of(clone_path, args.commit, tree, links)
+                patch, paths = await patch_of(
+                    clone_path, args.commit, tree, links, self.git_timeout
+                )
                 for path in paths:
                     if path in tree:
                         changed[f"{args.repo.name}/{path}"] = tree[path]
@@ -538,7 +814,8 @@ class WorkspaceProvider(SandboxClientProvider):
                 )
                 return settings.model_copy(update={"why_not": why_not})
             store = self.snapshots
-            stored, encrypted = store.sealed(data)
+            context = snapshot_context(activity.info().workflow_id or "", args.key, SNAPSHOT_FORMAT)
+            stored, encrypted = store.sealed(data, context)
             await store.objects.put_object(bucket=store.bucket, key=args.key, data=stored)
             if args.previous:
                 await forget(store, args.previous)
@@ -551,6 +828,8 @@ class WorkspaceProvider(SandboxClientProvider):
                     "files": members(workspace),
                     "taken": datetime.now(UTC).isoformat(timespec="seconds"),
                     "encrypted": encrypted,
+                    "format": SNAPSHOT_FORMAT,
+                    "digest": hashlib.sha256(stored).hexdigest(),
                 }
             )
 
@@ -564,29 +843,13 @@ class WorkspaceProvider(SandboxClientProvider):
                     non_retryable=True,
                 )
             started = time.monotonic()
-            store = self.snapshots
-            try:
-                data = await store.objects.get_object(bucket=store.bucket, key=args.key)
-            except FileNotFoundError:
-                raise ApplicationError(
-                    f"The snapshot {args.key!r} is gone from {store.where}: its workspace "
-                    "cannot be restored",
-                    type="SnapshotUnavailable",
-                    non_retryable=True,
-                ) from None
-            try:
-                data = store.opened(data, args.encrypted)
-            except (UnknownKey, WrongKey, ValueError, DecodeError) as e:
-                raise ApplicationError(
-                    f"The snapshot {args.key!r} in {store.where} cannot be restored: {e}",
-                    type="SnapshotUnavailable",
-                    non_retryable=True,
-                ) from None
-            session = await self._session(args)
-            workspace = gzip.decompress(data)
-            await session.hydrate_workspace(io.BytesIO(workspace))
-            record_snapshot("restore", len(data), started)
-            return Restored(size=len(data), files=members(workspace))
+            with tempfile.TemporaryFile(prefix="workspace-") as workspace:
+                # Verified whole before the sandbox sees a byte of it.
+                size, files = await verified(self.snapshots, args, workspace)
+                session = await self._session(args)
+                await session.hydrate_workspace(workspace)
+            record_snapshot("restore", size, started)
+            return Restored(size=size, files=files)
 
         @activity.defn(name=f"{self.name}-{FORGET}")
         async def forget_snapshot(args: ForgetArgs) -> None:
