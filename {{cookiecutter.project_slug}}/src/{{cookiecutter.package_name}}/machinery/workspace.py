@@ -36,10 +36,16 @@ conversation ends.
 
 Place and collect move whole files through the activity's input or result: the data
 converter keeps any payload over the threshold in the object store
-(object_store.py), and a run's files are refused over the limit in
-shared.py. Git runs only on the worker's own clone: the workspace's ``.git``
-(which the agent could have changed, hooks and config included) is never
-run here.
+(object_store.py), and a run's files are refused over the limits in
+shared.py, in bytes and in number. Before reading a workspace, each of
+place, collect and snapshot counts its files and bytes in the sandbox
+(``census``: one command), and reads nothing of one over the limits; then
+it reads the workspace's archive as a stream (files checksummed in chunks,
+archives built in temporary files), so the worker's memory is bounded
+whatever the workspace holds. Git runs only on the worker's own clone: the
+workspace's ``.git`` (which the agent could have changed, hooks and config
+included) is never run here, nor any other ``.git`` in the repository's
+directory (``repo_tree``), which could lead git elsewhere on the host.
 """
 
 import asyncio
@@ -277,13 +283,18 @@ def too_large(what: str, size: int) -> ApplicationError:
     )
 
 
-def too_many(what: str) -> ApplicationError:
+def too_many(files: int, paths: int = 0) -> ApplicationError:
     """The place step's refusal of a workspace whose list of files (the
-    baseline of its outputs) would not fit in one payload."""
+    baseline of its outputs: ``files``, their paths ``paths`` bytes; a
+    repository's aside) would not fit in one payload."""
+    over = (
+        f"{files:,} files, over {MOST_FILES:,} (MOST_FILES)"
+        if files > MOST_FILES
+        else f"files whose paths weigh {archives.size_text(paths)}, over "
+        f"{archives.size_text(LONGEST_LISTING)} (LONGEST_LISTING)"
+    )
     return ApplicationError(
-        f"The workspace holds {what} besides its repository once its inputs are placed, over "
-        f"{MOST_FILES:,} files (MOST_FILES) or {archives.size_text(LONGEST_LISTING)} of paths "
-        "(LONGEST_LISTING)",
+        f"Once its inputs are placed, the workspace holds {over}",
         type="WorkspaceTooLarge",
         non_retryable=True,
     )
@@ -682,16 +693,14 @@ class WorkspaceProvider(SandboxClientProvider):
             if held.size > LARGEST_WORKSPACE:
                 raise too_large("The workspace", held.size)
             if held.files - repo.files > MOST_FILES:
-                raise too_many(f"{held.files - repo.files:,} files")
+                raise too_many(held.files - repo.files)
             skip = {args.repo.name} if args.repo else set()
             workspace = archives.spooled(await session.persist_workspace())
             with workspace:
                 files, _ = await asyncio.to_thread(archives.workspace_files, workspace, skip)
             paths = archives.listing_size(files)
             if len(files) > MOST_FILES or paths > LONGEST_LISTING:
-                raise too_many(
-                    f"{len(files):,} files whose paths weigh {archives.size_text(paths)}"
-                )
+                raise too_many(len(files), paths)
             return Placed(
                 baseline={path: file.sha256 for path, file in files.items()},
                 commit=commit,
