@@ -568,6 +568,7 @@ async def patch_of(
             "--binary",
             "--no-renames",
             "--no-ext-diff",
+            "--no-textconv",
             commit,
             cwd=work,
         )
