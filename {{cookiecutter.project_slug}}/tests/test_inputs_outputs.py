@@ -682,7 +682,10 @@ async def test_a_git_file_or_directory_in_the_repository_never_leads_git_elsewhe
         [
             f"cd project && mkdir sub nested && echo 'gitdir: {secret}/.git' > sub/.git"
             f" && echo mine > sub/file.txt && cp -r {secret}/.git nested/.git"
-            " && echo also > nested/file.txt"
+            " && echo also > nested/file.txt",
+            # And outside the repository, a repository of its own.
+            "mkdir -p notes/.git/hooks && printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n'"
+            " > notes/.git/config && echo kept > notes/a.txt",
         ]
     )
     out = tmp_path / "out"
@@ -702,6 +705,12 @@ async def test_a_git_file_or_directory_in_the_repository_never_leads_git_elsewhe
         assert (
             f"  skipped  project/{left_out}: a .git inside the repository, left out of its patch"
         ) in lines
+    # Nor does a .git come out anywhere: the user's git would run its config.
+    assert files_under(out / "notes") == {"a.txt": b"kept\n"}
+    assert (
+        "  skipped  notes/.git: a git repository's own files (its config and hooks would run "
+        "where it lands)"
+    ) in lines
 
 
 async def test_outputs_that_cannot_be_collected_are_withheld_and_the_answer_arrives(

@@ -270,9 +270,11 @@ def workspace_files(
     """The regular files of a workspace archive (``persist_workspace()``),
     by relative path, except under the top-level names in ``skip``; and the
     entries left out, each "name: why" (links, devices, FIFOs, unsafe
-    names). Each file is read in chunks and checksummed, never held."""
+    names, a ``.git`` and all below it). Each file is read in chunks and
+    checksummed, never held."""
     files: dict[str, Member] = {}
     skipped: list[str] = []
+    repositories: set[str] = set()
     with tarfile.open(fileobj=archive, mode="r:*") as tar:
         for member in tar:
             try:
@@ -281,7 +283,13 @@ def workspace_files(
                 if member.name.strip("./"):
                     skipped.append(f"{member.name}: {e}")
                 continue
-            if name.split("/", 1)[0] in skip or member.isdir():
+            parts = name.split("/")
+            if parts[0] in skip:
+                continue
+            if ".git" in parts:
+                repositories.add("/".join(parts[: parts.index(".git") + 1]))
+                continue
+            if member.isdir():
                 continue
             if member.issym() or member.islnk():
                 skipped.append(f"{name}: a link (to {member.linkname}), not a file")
@@ -292,6 +300,10 @@ def workspace_files(
             files[name] = Member(
                 digest_of(tar.extractfile(member)), member.size, bool(member.mode & 0o100)
             )
+    skipped += [
+        f"{path}: a git repository's own files (its config and hooks would run where it lands)"
+        for path in sorted(repositories)
+    ]
     return files, skipped
 
 
