@@ -74,7 +74,7 @@ from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 from .conftest import BUCKET
 from .handovers import StallsAfterTheFirstCommand
 from .processes import STARTER, WORKER, service, service_environment
-from .scripted_model import ScriptedModel, steps_done, tool_outputs
+from .scripted_model import Call, ScriptedModel, steps_done, tool_outputs
 from .scripted_openai import scripted_openai_server
 from .support import (
     DROPPED_RUNS_CLOSED,
@@ -349,12 +349,21 @@ def test_a_forged_outputs_archive_cannot_write_outside_the_directory(tmp_path: P
 # ------------------------------------------------- limits in number, memory
 
 
+def waited_for(command: str) -> Call:
+    """``command`` as an ``exec_command`` call whose result the tool gives
+    only once it has ended (up to 5 minutes), not after 10 s of it: the
+    outputs are collected from what it left, not from what it was leaving."""
+    return Call("exec_command", json.dumps({"cmd": command, "yield_time_ms": 300_000}))
+
+
 async def test_thirty_thousand_files_the_agent_leaves_are_withheld_and_the_answer_arrives(
     starter_env: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Their list alone (a path, a size and a checksum each) would pass the
-    # 2 MB Temporal takes in one payload.
-    model = ScriptedModel(["mkdir many && cd many && seq 1 30000 | xargs touch && echo made"])
+    # 2 MB Temporal takes in one payload. The command is waited for to its
+    # end (on a busy machine it takes longer than the tool's usual 10 s).
+    made = "mkdir many && cd many && seq 1 30000 | xargs touch && echo made"
+    model = ScriptedModel([waited_for(made)])
     out = tmp_path / "out"
     async with running_worker(starter_env, model):
         status = await run(RunRequest("Make files."), STARTER_SETTINGS, output=out)
@@ -375,7 +384,9 @@ async def test_what_is_left_out_is_named_up_to_a_hundred_and_the_rest_counted(
     starter_env: Client,
 ) -> None:
     links = MOST_SKIPPED + 50
-    model = ScriptedModel([f"seq 1 {links} | while read n; do ln -s /etc/passwd link-$n; done"])
+    model = ScriptedModel(
+        [waited_for(f"seq 1 {links} | while read n; do ln -s /etc/passwd link-$n; done")]
+    )
     async with running_worker(starter_env, model) as (client, _):
         answer = await (await start(client, RunRequest("Make links."))).result()
 
