@@ -1,5 +1,8 @@
 """The agent edits files with ``apply_patch``, through the workflow; a file
-too large to read whole is never written back cut (bounded_sandbox.py)."""
+too large to read whole is never written back cut, and is never read whole
+by the worker (bounded_sandbox.py)."""
+
+from pathlib import Path
 
 import pytest
 from temporalio.client import Client
@@ -71,3 +74,40 @@ async def test_a_file_that_merely_contains_a_cut_note_is_written(temporal_client
     _, patched, after = model.results
     assert patched.startswith("Updated ")
     assert after.split("Output:\n")[1].splitlines()[:2] == ["FIRST", note]
+
+
+def resident_memory() -> int:
+    """This process's resident memory now, in kB (VmRSS)."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
+
+
+def peak_memory_since_reset() -> int:
+    """This process's peak resident memory since /proc/self/clear_refs was
+    last given 5, in kB."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+
+
+async def test_a_sparse_gibibyte_is_read_cut_without_being_read_whole(
+    temporal_client: Client,
+) -> None:
+    # A line, then 1 GiB that takes no disk: apply_patch reads the file,
+    # which the worker (this process) cuts to LONGEST_READ as it reads.
+    model = ScriptedModel(
+        [
+            "echo first > sparse.bin && truncate -s 1G sparse.bin",
+            patch("sparse.bin", "first", "FIRST"),
+        ]
+    )
+    before = resident_memory()
+    Path("/proc/self/clear_refs").write_text("5")  # the peak starts again from now
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await start(client, "Edit the first line of sparse.bin.")
+        await handle.result()
+    peak = peak_memory_since_reset()
+
+    [_, refused] = model.results
+    assert refused.startswith("Refusing to write "), refused
+    # Read whole, the file alone would add 1 GiB (kB here, as /proc counts).
+    assert peak - before < 400_000, f"this process grew by {peak - before:,} kB"

@@ -51,6 +51,7 @@ from {{ cookiecutter.package_name }}.machinery.object_store import (
     worker_storage,
 )
 from {{ cookiecutter.package_name }}.machinery.run_request import (
+    Input,
     OutputFile,
     Outputs,
     RunAnswer,
@@ -59,18 +60,21 @@ from {{ cookiecutter.package_name }}.machinery.run_request import (
 from {{ cookiecutter.package_name }}.machinery.shared import (
     COLLECT,
     INLINE_FILES_LIMIT,
+    MOST_FILES,
+    MOST_SKIPPED,
     PLACE,
     SANDBOX_PROVIDER,
     STORE_THRESHOLD,
     TASK_QUEUE,
 )
 from {{ cookiecutter.package_name }}.machinery.starter import EXIT_USAGE, attach, run, start
+from {{ cookiecutter.package_name }}.machinery.workspace import clone_dir
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .conftest import BUCKET
 from .handovers import StallsAfterTheFirstCommand
 from .processes import STARTER, WORKER, service, service_environment
-from .scripted_model import ScriptedModel, steps_done, tool_outputs
+from .scripted_model import Call, ScriptedModel, steps_done, tool_outputs
 from .scripted_openai import scripted_openai_server
 from .support import (
     DROPPED_RUNS_CLOSED,
@@ -342,6 +346,120 @@ def test_a_forged_outputs_archive_cannot_write_outside_the_directory(tmp_path: P
     ]
 
 
+# ------------------------------------------------- limits in number, memory
+
+
+def waited_for(command: str) -> Call:
+    """``command`` as an ``exec_command`` call whose result the tool gives
+    only once it has ended (up to 5 minutes), not after 10 s of it: the
+    outputs are collected from what it left, not from what it was leaving."""
+    return Call("exec_command", json.dumps({"cmd": command, "yield_time_ms": 300_000}))
+
+
+async def test_thirty_thousand_files_the_agent_leaves_are_withheld_and_the_answer_arrives(
+    starter_env: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Their list alone (a path, a size and a checksum each) would pass the
+    # 2 MB Temporal takes in one payload. The command is waited for to its
+    # end (on a busy machine it takes longer than the tool's usual 10 s).
+    made = "mkdir many && cd many && seq 1 30000 | xargs touch && echo made"
+    model = ScriptedModel([waited_for(made)])
+    out = tmp_path / "out"
+    async with running_worker(starter_env, model):
+        status = await run(RunRequest("Make files."), STARTER_SETTINGS, output=out)
+    printed = capsys.readouterr()
+
+    # The run completed with its answer; the files were counted in the
+    # sandbox, and neither read nor listed.
+    assert status == 1, printed
+    assert "\nAnswer:\n" in printed.out and "made" in printed.out
+    assert (
+        "Outputs not kept: the run left 30,000 more files in the workspace than it was "
+        f"given, over {MOST_FILES:,} (MOST_FILES)"
+    ) in printed.out.splitlines()
+    assert printed.err.splitlines() == [f"Nothing written to {out}: the files did not travel"]
+
+
+async def test_what_is_left_out_is_named_up_to_a_hundred_and_the_rest_counted(
+    starter_env: Client,
+) -> None:
+    links = MOST_SKIPPED + 50
+    model = ScriptedModel(
+        [waited_for(f"seq 1 {links} | while read n; do ln -s /etc/passwd link-$n; done")]
+    )
+    async with running_worker(starter_env, model) as (client, _):
+        answer = await (await start(client, RunRequest("Make links."))).result()
+
+    skipped = answer.outputs.skipped
+    assert len(skipped) == MOST_SKIPPED + 1
+    assert all(entry.endswith(": a link (to /etc/passwd), not a file") for entry in skipped[:-1])
+    assert skipped[-1] == "and 50 more entries left out, not named"
+
+
+def many_files_input(count: int) -> Input:
+    """An input of ``count`` empty files, packed as a client other than
+    the starter would (the starter refuses it)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        directory = tarfile.TarInfo("many")
+        directory.type = tarfile.DIRTYPE
+        tar.addfile(directory)
+        for n in range(count):
+            tar.addfile(tarfile.TarInfo(f"many/{n}"), io.BytesIO())
+    data = buffer.getvalue()
+    return Input("many", "directory", 0, count, archives.encoded(data), archives.sha256(data))
+
+
+async def test_inputs_whose_list_of_files_would_not_fit_in_a_payload_fail_the_run_in_one_line(
+    temporal_client: Client,
+) -> None:
+    model = ScriptedModel(["ls"])
+    request = RunRequest("Look.", inputs=[many_files_input(MOST_FILES + 1)])
+    async with running_worker(temporal_client, model) as (client, _):
+        reason = await failure_of(await start(client, request))
+
+    assert reason.endswith(
+        f"Once its inputs are placed, the workspace holds {MOST_FILES + 1:,} files, over "
+        f"{MOST_FILES:,} (MOST_FILES)"
+    ), reason
+    assert "\n" not in reason
+    assert model.input_sizes == []
+
+
+def peak_memory(pid: int | str = "self") -> int:
+    """The peak resident memory of process ``pid`` so far, in bytes (VmHWM)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    [line] = [line for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(line.split()[1]) * 1024
+
+
+@pytest.mark.process
+async def test_a_sparse_gibibyte_in_the_workspace_is_withheld_without_the_worker_reading_it(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    # A file of 1 GiB that takes no disk: read, it would take 1 GiB of the
+    # worker's memory (and more, as a tar archive and its copies).
+    commands = ["truncate -s 1G sparse.bin && ls -l sparse.bin"]
+    address = temporal_client.service_client.config.target_host
+    with scripted_openai_server(commands) as model:
+        environment = service_environment(address, model.url)
+        async with (
+            service(WORKER, environment) as worker,
+            service([*STARTER, "--output", str(tmp_path / "out"), "Go."], environment) as asking,
+        ):
+            status = await asking.exit_status(timeout=300)
+            peak = peak_memory(worker.process.pid)
+
+    # The worker starts at about 300 MB; reading the file would take it past 1 GiB.
+    assert peak < 800_000_000, f"the worker's memory peaked at {peak:,} bytes"
+    assert status == 1, asking.output
+    assert "Answer:" in asking.output
+    assert (
+        "Outputs not kept: the workspace grew by 1.1 GB since its inputs were placed, over "
+        "1.0 MB, the limit without an object store: set OBJECT_STORE_URL"
+    ) in asking.output
+
+
 # ------------------------------------------------------- the agent's own files
 
 
@@ -554,6 +672,77 @@ async def test_a_repository_is_cloned_at_its_ref_and_its_changes_apply_to_it(
         " D src/app.py",
         "?? added.txt",
     ]
+
+
+async def test_a_git_file_or_directory_in_the_repository_never_leads_git_elsewhere(
+    starter_env: Client,
+    repository: Repository,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A repository on the worker's host that the run was never given.
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    git("init", "--quiet", cwd=secret)
+    (secret / "hidden.txt").write_text("the host's\n")
+    git("add", "--all", cwd=secret)
+    git("commit", "--quiet", "--message", "hidden", cwd=secret)
+    head = git("rev-parse", "HEAD", cwd=secret).strip()
+    # The agent points a .git file at it, and copies its .git in as a directory.
+    model = ScriptedModel(
+        [
+            f"cd project && mkdir sub nested && echo 'gitdir: {secret}/.git' > sub/.git"
+            f" && echo mine > sub/file.txt && cp -r {secret}/.git nested/.git"
+            " && echo also > nested/file.txt",
+            # And outside the repository, a repository of its own.
+            "mkdir -p notes/.git/hooks && printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n'"
+            " > notes/.git/config && echo kept > notes/a.txt",
+        ]
+    )
+    out = tmp_path / "out"
+    request = RunRequest("Go.", repo=archives.repo_of(str(repository.path)))
+    async with running_worker(starter_env, model):
+        status = await run(request, STARTER_SETTINGS, output=out)
+    printed = capsys.readouterr()
+
+    assert status == 0, printed
+    patch = (out / "changes.patch").read_text()
+    # Git saw two plain directories: neither the host's repository nor its HEAD.
+    assert head not in patch and "Subproject" not in patch, patch
+    assert "+++ b/sub/file.txt" in patch and "+++ b/nested/file.txt" in patch
+    assert "hidden" not in patch and ".git" not in patch
+    lines = printed.out.splitlines()
+    for left_out in ("nested/.git", "sub/.git"):
+        assert (
+            f"  skipped  project/{left_out}: a .git inside the repository, left out of its patch"
+        ) in lines
+    # Nor does a .git come out anywhere: the user's git would run its config.
+    assert files_under(out / "notes") == {"a.txt": b"kept\n"}
+    assert (
+        "  skipped  notes/.git: a git repository's own files (its config and hooks would run "
+        "where it lands)"
+    ) in lines
+
+
+async def test_outputs_that_cannot_be_collected_are_withheld_and_the_answer_arrives(
+    starter_env: Client, repository: Repository
+) -> None:
+    # The worker's clone and the repository it came from are gone (here the
+    # agent, on the worker's own host, removes both) when the outputs are
+    # collected: the patch cannot be made, for good.
+    commit = git("rev-parse", "v1", cwd=repository.path).strip()
+    repo = archives.repo_of(f"{repository.path}@v1")
+    model = ScriptedModel([f"rm -rf {clone_dir(repo, commit)} {repository.path} && echo removed"])
+    async with running_worker(starter_env, model) as (client, _):
+        answer = await (await start(client, RunRequest("Go.", repo=repo))).result()
+
+    assert "removed" in answer.answer
+    withheld = answer.outputs.withheld
+    assert withheld.startswith(
+        f"they were not collected: the sandbox operation {SANDBOX_PROVIDER}-{COLLECT} failed "
+        "with an error that retrying cannot fix: Cannot clone "
+    ), withheld
+    assert answer.outputs.archive == "" and answer.outputs.commit == commit
 
 
 async def test_a_repository_or_ref_that_does_not_exist_fails_the_run_in_one_line(

@@ -12,13 +12,21 @@ import base64
 import hashlib
 import io
 import os
+import shutil
 import stat
 import tarfile
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO, cast
 
 from {{ cookiecutter.package_name }}.machinery.run_request import Input, OutputFile, Outputs, Repo
-from {{ cookiecutter.package_name }}.machinery.shared import INLINE_FILES_LIMIT, STORED_FILES_LIMIT
+from {{ cookiecutter.package_name }}.machinery.shared import (
+    INLINE_FILES_LIMIT,
+    MOST_SKIPPED,
+    STORED_FILES_LIMIT,
+)
 
 
 class BadInput(Exception):
@@ -218,16 +226,55 @@ def input_archive(item: Input) -> bytes:
     return data
 
 
+@dataclass(frozen=True)
+class Member:
+    """A regular file of a workspace archive, as far as the worker needs it:
+    its checksum and size (its content stays in the archive)."""
+
+    sha256: str
+    size: int
+    executable: bool
+
+
+# The chunk the worker reads archives in: no file is ever held whole.
+CHUNK = 1024 * 1024
+
+
+def spooled(stream: io.IOBase | IO[bytes]) -> IO[bytes]:
+    """``stream`` at its start, when it can be read twice; else a copy of
+    it in a temporary file (in memory up to CHUNK), read in chunks."""
+    if stream.seekable():
+        stream.seek(0)
+        return cast(IO[bytes], stream)
+    copy = tempfile.SpooledTemporaryFile(max_size=CHUNK)  # noqa: SIM115 (returned)
+    shutil.copyfileobj(stream, copy, CHUNK)
+    copy.seek(0)
+    return cast(IO[bytes], copy)
+
+
+def digest_of(stream: IO[bytes] | None, copy: IO[bytes] | None = None) -> str:
+    """The SHA-256 of what ``stream`` holds, read in chunks (each written
+    to ``copy`` too, when given)."""
+    digest = hashlib.sha256()
+    while stream is not None and (chunk := stream.read(CHUNK)):
+        digest.update(chunk)
+        if copy is not None:
+            copy.write(chunk)
+    return digest.hexdigest()
+
+
 def workspace_files(
-    archive: io.IOBase,
-    skip: set[str] = frozenset(),  # type: ignore[assignment]
-) -> tuple[dict[str, tuple[bytes, bool]], list[str]]:
+    archive: IO[bytes],
+    skip: Collection[str] = frozenset(),
+) -> tuple[dict[str, Member], list[str]]:
     """The regular files of a workspace archive (``persist_workspace()``),
-    by relative path (content, executable), except under the top-level names
-    in ``skip``; and the entries left out, each "name: why" (links, devices,
-    FIFOs, unsafe names)."""
-    files: dict[str, tuple[bytes, bool]] = {}
+    by relative path, except under the top-level names in ``skip``; and the
+    entries left out, each "name: why" (links, devices, FIFOs, unsafe
+    names, a ``.git`` and all below it). Each file is read in chunks and
+    checksummed, never held."""
+    files: dict[str, Member] = {}
     skipped: list[str] = []
+    repositories: set[str] = set()
     with tarfile.open(fileobj=archive, mode="r:*") as tar:
         for member in tar:
             try:
@@ -236,7 +283,13 @@ def workspace_files(
                 if member.name.strip("./"):
                     skipped.append(f"{member.name}: {e}")
                 continue
-            if name.split("/", 1)[0] in skip or member.isdir():
+            parts = name.split("/")
+            if parts[0] in skip:
+                continue
+            if ".git" in parts:
+                repositories.add("/".join(parts[: parts.index(".git") + 1]))
+                continue
+            if member.isdir():
                 continue
             if member.issym() or member.islnk():
                 skipped.append(f"{name}: a link (to {member.linkname}), not a file")
@@ -244,29 +297,61 @@ def workspace_files(
             if not member.isfile():
                 skipped.append(f"{name}: a special file (device, FIFO or socket)")
                 continue
-            extracted = tar.extractfile(member)
-            files[name] = (extracted.read() if extracted else b"", bool(member.mode & 0o100))
+            files[name] = Member(
+                digest_of(tar.extractfile(member)), member.size, bool(member.mode & 0o100)
+            )
+    skipped += [
+        f"{path}: a git repository's own files (its config and hooks would run where it lands)"
+        for path in sorted(repositories)
+    ]
     return files, skipped
 
 
-def output_archive(files: dict[str, tuple[bytes, bool]]) -> bytes:
-    """A tar archive of ``files`` (path: (content, executable))."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(files):
-            data, executable = files[path]
-            info = tarfile.TarInfo(path)
-            info.size = len(data)
-            info.mode = 0o755 if executable else 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+def output_archive(archive: IO[bytes], wanted: Collection[str]) -> bytes:
+    """A gzipped tar archive of the regular files of the workspace archive
+    ``archive`` whose paths are in ``wanted``, copied member by member
+    through a temporary file: only the result is held whole."""
+    archive.seek(0)
+    with tempfile.TemporaryFile() as out:
+        with (
+            tarfile.open(fileobj=archive, mode="r:*") as source,
+            tarfile.open(fileobj=out, mode="w:gz", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            chosen: dict[str, tarfile.TarInfo] = {}
+            for member in source:
+                try:
+                    name = safe_name(member.name)
+                except UnsafeName:
+                    continue
+                if name in wanted and member.isfile():
+                    chosen[name] = member
+            for name, member in sorted(chosen.items()):
+                info = tarfile.TarInfo(name)
+                info.size = member.size
+                info.mode = 0o755 if member.mode & 0o100 else 0o644
+                tar.addfile(info, source.extractfile(member))
+        out.seek(0)
+        return out.read()
 
 
-def listing(files: dict[str, tuple[bytes, bool]]) -> list[OutputFile]:
+def listing(files: dict[str, Member]) -> list[OutputFile]:
     return [
-        OutputFile(path=path, size=len(data), sha256=sha256(data))
-        for path, (data, _) in sorted(files.items())
+        OutputFile(path=path, size=file.size, sha256=file.sha256)
+        for path, file in sorted(files.items())
     ]
+
+
+def listing_size(paths: Iterable[str]) -> int:
+    """The bytes of UTF-8 the paths of a listing weigh (LONGEST_LISTING)."""
+    return sum(len(path.encode(errors="surrogateescape")) for path in paths)
+
+
+def bounded(skipped: list[str]) -> list[str]:
+    """At most MOST_SKIPPED entries of ``skipped``, and how many more."""
+    if len(skipped) <= MOST_SKIPPED:
+        return skipped
+    more = len(skipped) - MOST_SKIPPED
+    return [*skipped[:MOST_SKIPPED], f"and {more:,} more entries left out, not named"]
 
 
 # ------------------------------------------------ the starter's side, again

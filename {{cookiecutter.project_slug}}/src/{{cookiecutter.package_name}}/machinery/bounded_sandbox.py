@@ -69,12 +69,42 @@ def cut(data: bytes, what: str, limit: int = LONGEST_OUTPUT) -> bytes:
     if len(data) <= limit:
         return data
     half = limit // 2
+    return joined(data[:half], data[-half:], len(data), what, limit)
+
+
+def joined(head: bytes, tail: bytes, size: int, what: str, limit: int) -> bytes:
+    """The beginning and the end (``limit // 2`` bytes each) of ``size``
+    bytes of ``what``, around the note saying what was cut between them."""
+    half = limit // 2
     note = (
-        f"\n{CUT_MARK.decode()}{len(data) - 2 * half:,} of the {len(data):,} bytes of this "
+        f"\n{CUT_MARK.decode()}{size - 2 * half:,} of the {size:,} bytes of this "
         f"{what} were left out here to stay within {limit:,} bytes. To see the rest, read "
         "it in parts: `head -c`, `tail -c`, `sed -n 'A,Bp'`, or search it with `grep`. ...]\n"
     )
-    return data[:half] + note.encode() + data[-half:]
+    return head + note.encode() + tail
+
+
+def cut_read(handle: io.IOBase, what: str, limit: int = LONGEST_READ) -> bytes:
+    """What ``cut()`` makes of all ``handle`` holds, read in chunks: at most
+    ``limit`` bytes of it are ever held (a file of any size, a sparse one of
+    a terabyte included), and the handle is closed."""
+    half = limit // 2
+    with handle:
+        head: bytes = handle.read(limit + 1)
+        if len(head) <= limit:
+            return head
+        if handle.seekable():
+            size = handle.seek(0, io.SEEK_END)
+            handle.seek(size - half)
+            tail: bytes = handle.read(half)
+            return joined(head[:half], tail, size, what, limit)
+        # A stream: keep its latest ``half`` bytes as it goes by.
+        size, latest = len(head), bytearray(head[-half:])
+        while chunk := handle.read(1024 * 1024):
+            size += len(chunk)
+            latest += chunk
+            del latest[:-half]
+        return joined(head[:half], bytes(latest), size, what, limit)
 
 
 def note_of_cut_read(data: bytes) -> bytes | None:
@@ -132,7 +162,7 @@ class BoundedSession(SandboxSession):
 
     async def read(self, path: Path, *, user: str | User | None = None) -> io.IOBase:
         handle = await super().read(path, user=user)
-        return io.BytesIO(cut(handle.read(), f"file ({path})", LONGEST_READ))
+        return io.BytesIO(cut_read(handle, f"file ({path})"))
 
 
 class RefusesCutWriteBack(SandboxSession):

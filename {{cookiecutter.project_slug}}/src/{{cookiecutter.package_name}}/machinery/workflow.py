@@ -945,10 +945,12 @@ class SandboxAgentWorkflow:
         )
         if first_prompt:
             self.commit = placed.commit
-        return Placed(baseline=placed.baseline, commit=self.commit).model_dump()
+        return placed.model_copy(update={"commit": self.commit}).model_dump()
 
     async def _collect(self, request: RunRequest, placed: dict[str, Any] | None) -> Outputs:
-        """Every file the prompt created or changed (an activity: workspace.py)."""
+        """Every file the prompt created or changed (an activity: workspace.py).
+        The answer is kept whatever becomes of them: outputs that could not
+        be collected are withheld, saying why, and the run goes on."""
         sandbox = self.sandbox
         if sandbox.inner is None and sandbox.handed_on is not None:
             await sandbox.resume(sandbox.handed_on)
@@ -956,17 +958,24 @@ class SandboxAgentWorkflow:
             return Outputs()
         before = Placed(**placed) if placed else Placed()
         config: workflow.ActivityConfig = {**sandbox.config, "summary": "output"}
-        outputs: Outputs = await workflow.execute_activity(
-            f"{request.provider}-{COLLECT}",
-            CollectArgs(
-                state=sandbox.inner.state,
-                baseline=before.baseline,
-                repo=request.repo,
-                commit=before.commit,
-            ),
-            result_type=Outputs,
-            **config,
-        )
+        try:
+            outputs: Outputs = await workflow.execute_activity(
+                f"{request.provider}-{COLLECT}",
+                CollectArgs(
+                    state=sandbox.inner.state,
+                    baseline=before.baseline,
+                    repo=request.repo,
+                    commit=before.commit,
+                    files=before.files,
+                    size=before.size,
+                ),
+                result_type=Outputs,
+                **config,
+            )
+        except ActivityError as e:
+            if e.retry_state not in GAVE_UP:
+                raise  # e.g. the run was cancelled
+            return Outputs(commit=before.commit, withheld=f"they were not collected: {describe(e)}")
         return outputs
 
     def agent(self) -> SandboxAgent[Any]:

@@ -56,10 +56,16 @@ not to be had.
 
 Place and collect move whole files through the activity's input or result: the data
 converter keeps any payload over the threshold in the object store
-(object_store.py), and a run's files are refused over the limit in
-shared.py. Git runs only on the worker's own clone: the workspace's ``.git``
-(which the agent could have changed, hooks and config included) is never
-run here.
+(object_store.py), and a run's files are refused over the limits in
+shared.py, in bytes and in number. Before reading a workspace, each of
+place, collect and snapshot counts its files and bytes in the sandbox
+(``census``: one command), and reads nothing of one over the limits; then
+it reads the workspace's archive as a stream (files checksummed in chunks,
+archives built in temporary files), so the worker's memory is bounded
+whatever the workspace holds. Git runs only on the worker's own clone: the
+workspace's ``.git`` (which the agent could have changed, hooks and config
+included) is never run here, nor any other ``.git`` in the repository's
+directory (``repo_tree``), which could lead git elsewhere on the host.
 """
 
 import asyncio
@@ -99,7 +105,6 @@ from temporalio.openai_agents.sandbox._temporal_activity_models import _HasState
 
 from {{ cookiecutter.package_name }}.machinery import archives
 from {{ cookiecutter.package_name }}.machinery.object_store import (
-    PIECE,
     BucketObjects,
     DirectoryObjects,
     ObjectStore,
@@ -112,6 +117,8 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     FORGET,
     GIT_TIMEOUT,
     INLINE_FILES_LIMIT,
+    LONGEST_LISTING,
+    MOST_FILES,
     PLACE,
     RESTORE,
     SESSION_IDLE_TIMEOUT,
@@ -159,16 +166,24 @@ class PlaceArgs(_HasState):
 
 
 class Placed(BaseModel):
-    # Every file of the workspace once placed: path -> SHA-256.
+    # Every file of the workspace once placed (but the repository's): path
+    # -> SHA-256. At most MOST_FILES, their paths at most LONGEST_LISTING.
     baseline: dict[str, str] = {}
     # The commit the repository was cloned at ("" without one).
     commit: str = ""
+    # What the whole workspace then held (``census``): its files (and
+    # links), and their bytes.
+    files: int = 0
+    size: int = 0
 
 
 class CollectArgs(_HasState):
     baseline: dict[str, str] = {}
     repo: Repo | None = None
     commit: str = ""
+    # The workspace's census once placed (Placed.files, Placed.size).
+    files: int = 0
+    size: int = 0
 
 
 class SnapshotArgs(_HasState):
@@ -317,6 +332,26 @@ def unrestorable(args: RestoreArgs, where: str, why: str, kind: str) -> Applicat
     )
 
 
+def gzipped(stream: IO[bytes]) -> bytes:
+    """What ``stream`` holds, gzipped (level 6) through a temporary file:
+    only the result is held whole."""
+    with tempfile.TemporaryFile() as out:
+        with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6) as packing:
+            shutil.copyfileobj(stream, packing, archives.CHUNK)
+        out.seek(0)
+        return out.read()
+
+
+def too_large(what: str, size: int) -> ApplicationError:
+    """The place step's refusal of a workspace the worker would not read whole."""
+    return ApplicationError(
+        f"{what} weighs {archives.size_text(size)}, over "
+        f"{archives.size_text(LARGEST_WORKSPACE)}, the most a workspace may hold",
+        type="WorkspaceTooLarge",
+        non_retryable=True,
+    )
+
+
 async def verified(
     store: "SnapshotStore", args: RestoreArgs, workspace: IO[bytes]
 ) -> tuple[int, int]:
@@ -352,12 +387,12 @@ async def verified(
         try:
             if args.encrypted:
                 context = snapshot_context(activity.info().workflow_id or "", args.key, args.format)
-                gzipped: IO[bytes] = io.BytesIO(
+                packed: IO[bytes] = io.BytesIO(
                     store.opened(stored.read(), args.encrypted, context)
                 )
             else:
-                gzipped = stored
-            size = await asyncio.to_thread(unpacked, gzipped, workspace)
+                packed = stored
+            size = await asyncio.to_thread(unpacked, packed, workspace)
             files = await asyncio.to_thread(members, workspace)
         except (UnknownKey, WrongKey, ValueError, DecodeError) as e:
             raise unrestorable(args, store.where, str(e), "SnapshotUnavailable") from None
@@ -369,13 +404,30 @@ async def verified(
     return size, files
 
 
-def unpacked(gzipped: IO[bytes], into: IO[bytes]) -> int:
-    """``gzipped`` uncompressed into ``into``, a piece at a time; its size."""
-    with gzip.GzipFile(fileobj=gzipped, mode="rb") as archive:
-        shutil.copyfileobj(archive, into, PIECE)
-    size = gzipped.tell()
+def unpacked(packed: IO[bytes], into: IO[bytes]) -> int:
+    """``packed`` (gzipped) uncompressed into ``into``, a piece at a time; its size."""
+    with gzip.GzipFile(fileobj=packed, mode="rb") as archive:
+        shutil.copyfileobj(archive, into, archives.CHUNK)
+    size = packed.tell()
     into.seek(0)
     return size
+
+
+def too_many(files: int, paths: int = 0) -> ApplicationError:
+    """The place step's refusal of a workspace whose list of files (the
+    baseline of its outputs: ``files``, their paths ``paths`` bytes; a
+    repository's aside) would not fit in one payload."""
+    over = (
+        f"{files:,} files, over {MOST_FILES:,} (MOST_FILES)"
+        if files > MOST_FILES
+        else f"files whose paths weigh {archives.size_text(paths)}, over "
+        f"{archives.size_text(LONGEST_LISTING)} (LONGEST_LISTING)"
+    )
+    return ApplicationError(
+        f"Once its inputs are placed, the workspace holds {over}",
+        type="WorkspaceTooLarge",
+        non_retryable=True,
+    )
 
 
 def record_snapshot(operation: str, size: int, started: float) -> None:
@@ -388,6 +440,113 @@ def record_snapshot(operation: str, size: int, started: float) -> None:
     meter.create_histogram_float(
         SNAPSHOT_SECONDS, "Time to take or restore a workspace snapshot", unit="s"
     ).record(time.monotonic() - started, labels)
+
+
+# The most a workspace may hold (its files' apparent sizes, a sparse file
+# at its full size, its repository included) for the worker to read it whole:
+# placing inputs beside more is refused, and a larger workspace is not
+# snapshotted. Its outputs may weigh the run's limit more than it held once
+# placed (STORED_FILES_LIMIT or INLINE_FILES_LIMIT, shared.py).
+LARGEST_WORKSPACE = 4 * STORED_FILES_LIMIT
+
+# Counts the files (and links, FIFOs, ...) under the workspace and their
+# sizes as the file system gives them (``ls -ln``: a sparse file at its full
+# size), without reading one; POSIX find, ls, awk and wc alone, so it runs in
+# every backend's sandbox (GNU, busybox, macOS). A line per entry would be
+# split by a name holding a newline: only sizes of digits alone are added
+# (a split line can only add to the count, never take from it).
+_CENSUS = (
+    "find . ! -type d -exec ls -ldn {} + "
+    "| awk '$5 ~ /^[0-9]+$/ { size += $5 } END { printf \"%.0f\\n\", size }'"
+    " && find . ! -type d | wc -l"
+)
+
+
+@dataclass(frozen=True)
+class Census:
+    """What a workspace holds, counted in its sandbox: entries that are not
+    directories, and their bytes."""
+
+    files: int
+    size: int
+
+
+async def census(session: Any) -> Census:
+    """Count the workspace's files and bytes in its sandbox (one command,
+    run in a plain ``sh -c``: no profile of the workspace's runs), before
+    anything reads it; a workspace that cannot be counted fails for good."""
+    root = shlex.quote(str(session.state.manifest.root))
+    result = await session.exec(f"cd {root} && {_CENSUS}", shell=["sh", "-c"])
+    # A directory find cannot read is not counted: any complaint fails it.
+    complaint = result.stderr.decode(errors="replace").strip()
+    try:
+        if result.exit_code != 0 or complaint:
+            raise ValueError(complaint or f"exit {result.exit_code}")
+        size, files = (int(line) for line in result.stdout.decode().split())
+    except ValueError as e:
+        reason = (str(e).strip().splitlines() or ["no count"])[-1]
+        raise ApplicationError(
+            f"The workspace's files could not be counted: {reason}",
+            type="WorkspaceUncounted",
+            non_retryable=True,
+        ) from None
+    return Census(files=files, size=size)
+
+
+def tree_size(directory: Path) -> Census:
+    """The files of ``directory`` on the worker (links included, none
+    followed) and their apparent bytes: what placing it adds."""
+    files = size = 0
+    for root, _, names in os.walk(directory):
+        for name in names:
+            files += 1
+            size += os.lstat(os.path.join(root, name)).st_size
+    return Census(files=files, size=size)
+
+
+def outputs_over(count: int, paths: int, size: int, limit: int, has_store: bool) -> str:
+    """Why outputs of ``count`` files, ``paths`` bytes of paths and ``size``
+    bytes do not travel, or "" when they may."""
+    if count > MOST_FILES:
+        return f"the run's outputs are {count:,} files, over {MOST_FILES:,} (MOST_FILES)"
+    if paths > LONGEST_LISTING:
+        return (
+            f"the paths of the run's outputs weigh {archives.size_text(paths)}, over "
+            f"{archives.size_text(LONGEST_LISTING)} (LONGEST_LISTING)"
+        )
+    if size > limit:
+        return (
+            f"the run's outputs weigh {archives.size_text(size)}, over "
+            f"{archives.size_text(limit)}, {which_limit(has_store)}"
+        )
+    return ""
+
+
+def grown_over(held: Census, placed: Census, limit: int, has_store: bool) -> str:
+    """Why the outputs of a workspace that holds ``held`` and held
+    ``placed`` once its inputs were placed are not read at all, or "" when
+    they are read (and perhaps withheld then, listed: ``outputs_over``).
+    Its outputs hold at least what it gained, in files and in bytes; the
+    worker reads at most STORED_FILES_LIMIT more than it placed."""
+    if held.files - placed.files > MOST_FILES:
+        return (
+            f"the run left {held.files - placed.files:,} more files in the workspace than it "
+            f"was given, over {MOST_FILES:,} (MOST_FILES)"
+        )
+    if held.size - placed.size > max(limit, STORED_FILES_LIMIT):
+        return (
+            f"the workspace grew by {archives.size_text(held.size - placed.size)} since its "
+            f"inputs were placed, over {archives.size_text(limit)}, {which_limit(has_store)}"
+        )
+    return ""
+
+
+def which_limit(has_store: bool) -> str:
+    return (
+        "the object store's limit"
+        if has_store
+        else "the limit without an object store: set OBJECT_STORE_URL"
+    )
 
 
 class GitFailed(Exception):
@@ -595,56 +754,88 @@ async def resolve(clone: Path, repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> 
     )
 
 
-def plain_tar(archive: bytes) -> bytes:
+def plain_tar(archive: bytes) -> io.IOBase:
     """``archive`` uncompressed, as ``hydrate_workspace`` takes it: remote
     backends and Docker pipe it into the sandbox's ``tar -x``, which refuses
     a compressed archive on a pipe (the local backend alone, reading it with
-    Python's tarfile, would take one). An input's archive travels gzipped."""
-    return gzip.decompress(archive) if archive[:2] == b"\x1f\x8b" else archive
+    Python's tarfile, would take one). An input's archive travels gzipped;
+    it is uncompressed into a temporary file, never whole in memory."""
+    if archive[:2] != b"\x1f\x8b":
+        return io.BytesIO(archive)
+    plain = tempfile.TemporaryFile()  # noqa: SIM115 (returned)
+    assert isinstance(plain, io.BufferedRandom)
+    with gzip.GzipFile(fileobj=io.BytesIO(archive)) as unzipped:
+        shutil.copyfileobj(unzipped, plain, archives.CHUNK)
+    plain.seek(0)
+    return plain
 
 
-def repo_archive(clone: Path, name: str) -> bytes:
+def repo_archive(clone: Path, name: str) -> io.IOBase:
     """The clone (its ``.git`` included, so the agent can use git) as an
-    archive whose members are under ``name`` (uncompressed: ``plain_tar``)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    archive whose members are under ``name`` (uncompressed: ``plain_tar``),
+    in a temporary file."""
+    out = tempfile.TemporaryFile()  # noqa: SIM115 (returned)
+    assert isinstance(out, io.BufferedRandom)
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         tar.add(clone, arcname=name)
-    return buffer.getvalue()
+    out.seek(0)
+    return out
+
+
+# Git run on the workspace's copy of a repository: no hook, no filter, no
+# external diff, no fsmonitor, no submodule, and no transport but to the
+# worker's own clone on its disk, whatever any configuration says (these
+# override the worker's own). Its repository is always named (--git-dir,
+# --work-tree), so git never looks for one in or above the workspace's files.
+UNSTEERED = (
+    *("-c", "core.hooksPath=/dev/null"),
+    *("-c", "core.fsmonitor=false"),
+    *("-c", "core.attributesFile=/dev/null"),
+    *("-c", "core.excludesFile=/dev/null"),
+    *("-c", "diff.external="),
+    *("-c", "submodule.recurse=false"),
+    *("-c", "protocol.allow=never"),
+    *("-c", "protocol.file.allow=always"),
+)
 
 
 async def patch_of(
     clone: Path,
     commit: str,
-    tree: dict[str, tuple[bytes, bool]],
-    links: dict[str, str],
+    archive: IO[bytes],
+    name: str,
     timeout: timedelta = GIT_TIMEOUT,
-) -> tuple[bytes, list[str]]:
-    """The workspace's copy of the repository (``tree``: its files, ``links``:
-    its symbolic links, both without ``.git``) against ``commit``: the patch,
-    and the paths added or changed. Git reads the worker's own repository,
-    and the workspace's files only as a work tree."""
+) -> tuple[bytes, list[str], dict[str, archives.Member], list[str]]:
+    """The workspace's copy of the repository (the directory ``name`` of the
+    workspace ``archive``) against ``commit``: the patch, the paths added or
+    changed, its files (by their path in it), and what was left out. Git reads the worker's own repository,
+    and the workspace's files only as a work tree (``repo_tree``: no ``.git``
+    of theirs)."""
     with tempfile.TemporaryDirectory(prefix="worktree-") as scratch:
         # A clone sharing the worker's objects (nothing copied), whose work
         # tree then becomes the workspace's copy.
         work = Path(scratch) / "tree"
         await git(
-            "clone", "--quiet", "--shared", "--no-checkout", str(clone), str(work), timeout=timeout
+            *UNSTEERED, "clone", "--quiet", "--shared", "--no-checkout", str(clone), str(work), timeout=timeout
         )
-        for path, (data, executable) in tree.items():
-            target = work / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            target.chmod(0o755 if executable else 0o644)
-        for path, pointing_to in links.items():
-            target = work / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.symlink_to(pointing_to)
-        await git("read-tree", commit, cwd=work, timeout=timeout)
-        await git("add", "--all", cwd=work, timeout=timeout)
+        tree, skipped = await asyncio.to_thread(repo_tree, archive, name, work)
+        named = (*UNSTEERED, f"--git-dir={work / '.git'}", f"--work-tree={work}")
+        await git(*named, "read-tree", commit, cwd=work, timeout=timeout)
+        await git(*named, "add", "--all", cwd=work, timeout=timeout)
         patch = await git(
-            "diff", "--cached", "--binary", "--no-renames", commit, cwd=work, timeout=timeout
+            *named,
+            "diff",
+            "--cached",
+            "--binary",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            commit,
+            cwd=work,
+            timeout=timeout,
         )
         names = await git(
+            *named,
             "diff",
             "--cached",
             "--name-only",
@@ -655,17 +846,23 @@ async def patch_of(
             cwd=work,
             timeout=timeout,
         )
-    return patch, [name for name in names.decode().split("\0") if name]
+    return patch, [name for name in names.decode().split("\0") if name], tree, skipped
 
 
 def repo_tree(
-    archive: io.IOBase, name: str
-) -> tuple[dict[str, tuple[bytes, bool]], dict[str, str], list[str]]:
-    """The files and links of the repository directory ``name`` in a
-    workspace archive, without its ``.git``; and what was left out."""
-    files: dict[str, tuple[bytes, bool]] = {}
-    links: dict[str, str] = {}
+    archive: IO[bytes], name: str, work: Path
+) -> tuple[dict[str, archives.Member], list[str]]:
+    """Write the files and links of the repository directory ``name`` of a
+    workspace archive into ``work`` (a clone without a checkout), member by
+    member; its files (checksummed as they are written) and what was left
+    out. Every path with a part named ``.git`` is left
+    out: git would follow a ``.git`` file (``gitdir: ...``) or directory of
+    the workspace's to another repository, on the worker's host."""
+    files: dict[str, archives.Member] = {}
     skipped: list[str] = []
+    nested_git: set[str] = set()
+    links: set[str] = set()
+    archive.seek(0)
     with tarfile.open(fileobj=archive, mode="r:*") as tar:
         for member in tar:
             try:
@@ -675,22 +872,38 @@ def repo_tree(
             top, _, inside = path.partition("/")
             if top != name or not inside or inside.split("/", 1)[0] == ".git":
                 continue
+            parts = inside.split("/")
+            if ".git" in parts:
+                nested_git.add("/".join(parts[: parts.index(".git") + 1]))
+                continue
             if member.isdir():
                 continue
-            if member.issym():
-                links[inside] = member.linkname
-            elif member.isfile():
-                extracted = tar.extractfile(member)
-                files[inside] = (extracted.read() if extracted else b"", bool(member.mode & 0o100))
-            else:
+            # A file under a link would be written through it: leave it out.
+            if any("/".join(parts[: i + 1]) in links for i in range(len(parts) - 1)):
+                skipped.append(f"{path}: under a symbolic link")
+                continue
+            if not (member.issym() or member.isfile()):
                 skipped.append(f"{path}: a special file or a hard link, not a file")
-    # A file under a link would be written through it: leave such files out.
-    for inside in list(files):
-        parents = inside.split("/")[:-1]
-        if any("/".join(parents[: i + 1]) in links for i in range(len(parents))):
-            del files[inside]
-            skipped.append(f"{name}/{inside}: under a symbolic link")
-    return files, links, skipped
+                continue
+            target = work / inside
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if member.issym():
+                    target.symlink_to(member.linkname)
+                    links.add(inside)
+                    continue
+                executable = bool(member.mode & 0o100)
+                with open(target, "xb") as out:
+                    digest = archives.digest_of(tar.extractfile(member), out)
+                target.chmod(0o755 if executable else 0o644)
+                files[inside] = archives.Member(digest, member.size, executable)
+            except OSError as e:
+                skipped.append(f"{path}: cannot be written beside the others ({e.strerror})")
+    skipped += [
+        f"{name}/{path}: a .git inside the repository, left out of its patch"
+        for path in sorted(nested_git)
+    ]
+    return files, skipped
 
 
 class WorkspaceProvider(SandboxClientProvider):
@@ -731,68 +944,95 @@ class WorkspaceProvider(SandboxClientProvider):
             except archives.UnsafeName as e:
                 raise ApplicationError(str(e), type="UnsafeInput", non_retryable=True) from e
             for data in archives_in:
-                await session.hydrate_workspace(io.BytesIO(plain_tar(data)))
+                with plain_tar(data) as plain:
+                    await session.hydrate_workspace(plain)
             commit = ""
+            repo = Census(files=0, size=0)
             if args.repo is not None:
                 clone_path, commit = await clone(args.repo, self.git_timeout)
-                data = await asyncio.to_thread(repo_archive, clone_path, args.repo.name)
-                await session.hydrate_workspace(io.BytesIO(data))
+                repo = await asyncio.to_thread(tree_size, clone_path)
+                if repo.size > LARGEST_WORKSPACE:
+                    raise too_large(f"The repository {args.repo.url}", repo.size)
+                with await asyncio.to_thread(repo_archive, clone_path, args.repo.name) as tree:
+                    await session.hydrate_workspace(tree)
+            # Counted before it is read: what the worker holds is bounded.
+            held = await census(session)
+            if held.size > LARGEST_WORKSPACE:
+                raise too_large("The workspace", held.size)
+            if held.files - repo.files > MOST_FILES:
+                raise too_many(held.files - repo.files)
             skip = {args.repo.name} if args.repo else set()
-            files, _ = archives.workspace_files(await session.persist_workspace(), skip)
+            workspace = archives.spooled(await session.persist_workspace())
+            with workspace:
+                files, _ = await asyncio.to_thread(archives.workspace_files, workspace, skip)
+            paths = archives.listing_size(files)
+            if len(files) > MOST_FILES or paths > LONGEST_LISTING:
+                raise too_many(len(files), paths)
             return Placed(
-                baseline={path: archives.sha256(data) for path, (data, _) in files.items()},
+                baseline={path: file.sha256 for path, file in files.items()},
                 commit=commit,
+                files=held.files,
+                size=held.size,
             )
 
         @activity.defn(name=f"{self.name}-{COLLECT}")
         async def collect(args: CollectArgs) -> Outputs:
             session = await self._session(args)
-            workspace = (await session.persist_workspace()).read()
+            # Counted before it is read: what the run added to the workspace
+            # (at least what its outputs hold) over the limits is withheld
+            # before the worker reads a byte of it.
+            held = await census(session)
+            placed = Census(files=args.files, size=args.size)
+            grown = grown_over(held, placed, self.limit, self.has_store)
+            if grown:
+                return Outputs(commit=args.commit, withheld=grown)
             skip = {args.repo.name} if args.repo else set()
-            files, skipped = archives.workspace_files(io.BytesIO(workspace), skip)
-            changed = {
-                path: content
-                for path, content in files.items()
-                if args.baseline.get(path) != archives.sha256(content[0])
-            }
-            patch = b""
-            if args.repo is not None and args.commit:
-                clone_path = clone_dir(args.repo, args.commit)
-                if not clone_path.exists():
-                    clone_path, _ = await clone(
-                        Repo(args.repo.url, args.commit, args.repo.name), self.git_timeout
+            workspace = archives.spooled(await session.persist_workspace())
+            with workspace:
+                files, skipped = await asyncio.to_thread(archives.workspace_files, workspace, skip)
+                changed = {
+                    path: file
+                    for path, file in files.items()
+                    if args.baseline.get(path) != file.sha256
+                }
+                del files
+                patch = b""
+                if args.repo is not None and args.commit:
+                    clone_path = clone_dir(args.repo, args.commit)
+                    if not clone_path.exists():
+                        clone_path, _ = await clone(
+                            Repo(args.repo.url, args.commit, args.repo.name), self.git_timeout
+                        )
+                    patch, paths, tree, left_out = await patch_of(
+                        clone_path, args.commit, workspace, args.repo.name, self.git_timeout
                     )
-                tree, links, left_out = repo_tree(io.BytesIO(workspace), args.repo.name)
-                skipped += left_out
-                patch, paths = await patch_of(
-                    clone_path, args.commit, tree, links, self.git_timeout
-                )
-                for path in paths:
-                    if path in tree:
-                        changed[f"{args.repo.name}/{path}"] = tree[path]
-            size = sum(len(data) for data, _ in changed.values()) + len(patch)
-            listed = archives.listing(changed)
-            if size > self.limit:
-                how = (
-                    "the object store's limit"
-                    if self.has_store
-                    else "the limit without an object store: set OBJECT_STORE_URL"
-                )
-                return Outputs(
-                    files=listed,
-                    commit=args.commit,
-                    skipped=skipped,
-                    withheld=(
-                        f"the run's outputs weigh {archives.size_text(size)}, over "
-                        f"{archives.size_text(self.limit)}, {how}"
-                    ),
+                    skipped += left_out
+                    for path in paths:
+                        if path in tree:
+                            changed[f"{args.repo.name}/{path}"] = tree[path]
+                size = sum(file.size for file in changed.values()) + len(patch)
+                paths_size = archives.listing_size(changed)
+                why = outputs_over(len(changed), paths_size, size, self.limit, self.has_store)
+                if why:
+                    # Listed when the list itself may travel.
+                    fits = len(changed) <= MOST_FILES and paths_size <= LONGEST_LISTING
+                    return Outputs(
+                        files=archives.listing(changed) if fits else [],
+                        commit=args.commit,
+                        skipped=archives.bounded(skipped),
+                        withheld=why,
+                    )
+                archive = (
+                    await asyncio.to_thread(archives.output_archive, workspace, set(changed))
+                    if changed
+                    else b""
                 )
             return Outputs(
-                files=listed,
-                archive=archives.encoded(archives.output_archive(changed)) if changed else "",
+                files=archives.listing(changed),
+                archive=archives.encoded(archive) if archive else "",
                 patch=archives.encoded(patch) if patch else "",
                 commit=args.commit,
-                skipped=skipped,
+                skipped=archives.bounded(skipped),
             )
 
         @activity.defn(name=f"{self.name}-{SNAPSHOT}")
@@ -805,14 +1045,23 @@ class WorkspaceProvider(SandboxClientProvider):
                 return settings.model_copy(update={"why_not": "no object store (OBJECT_STORE_URL)"})
             started = time.monotonic()
             session = await self._session(args)
-            workspace = (await session.persist_workspace()).read()
-            data = await asyncio.to_thread(gzip.compress, workspace, 6)
-            if len(data) > STORED_FILES_LIMIT:
+            # Counted before it is read, and gzipped through a temporary file.
+            held = await census(session)
+            if held.size > LARGEST_WORKSPACE:
                 why_not = (
-                    f"the workspace weighs {archives.size_text(len(data))} gzipped, over "
-                    f"{archives.size_text(STORED_FILES_LIMIT)}"
+                    f"the workspace weighs {archives.size_text(held.size)}, over "
+                    f"{archives.size_text(LARGEST_WORKSPACE)}"
                 )
                 return settings.model_copy(update={"why_not": why_not})
+            with archives.spooled(await session.persist_workspace()) as workspace:
+                data = await asyncio.to_thread(gzipped, workspace)
+                if len(data) > STORED_FILES_LIMIT:
+                    why_not = (
+                        f"the workspace weighs {archives.size_text(len(data))} gzipped, over "
+                        f"{archives.size_text(STORED_FILES_LIMIT)}"
+                    )
+                    return settings.model_copy(update={"why_not": why_not})
+                files = await asyncio.to_thread(members, archives.spooled(workspace))
             store = self.snapshots
             context = snapshot_context(activity.info().workflow_id or "", args.key, SNAPSHOT_FORMAT)
             stored, encrypted = store.sealed(data, context)
@@ -825,7 +1074,7 @@ class WorkspaceProvider(SandboxClientProvider):
                     "key": args.key,
                     "where": store.where,
                     "size": len(data),
-                    "files": members(workspace),
+                    "files": files,
                     "taken": datetime.now(UTC).isoformat(timespec="seconds"),
                     "encrypted": encrypted,
                     "format": SNAPSHOT_FORMAT,
