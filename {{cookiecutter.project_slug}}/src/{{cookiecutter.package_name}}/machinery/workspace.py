@@ -387,9 +387,7 @@ async def verified(
         try:
             if args.encrypted:
                 context = snapshot_context(activity.info().workflow_id or "", args.key, args.format)
-                packed: IO[bytes] = io.BytesIO(
-                    store.opened(stored.read(), args.encrypted, context)
-                )
+                packed: IO[bytes] = io.BytesIO(store.opened(stored.read(), args.encrypted, context))
             else:
                 packed = stored
             size = await asyncio.to_thread(unpacked, packed, workspace)
@@ -816,7 +814,14 @@ async def patch_of(
         # tree then becomes the workspace's copy.
         work = Path(scratch) / "tree"
         await git(
-            *UNSTEERED, "clone", "--quiet", "--shared", "--no-checkout", str(clone), str(work), timeout=timeout
+            *UNSTEERED,
+            "clone",
+            "--quiet",
+            "--shared",
+            "--no-checkout",
+            str(clone),
+            str(work),
+            timeout=timeout,
         )
         tree, skipped = await asyncio.to_thread(repo_tree, archive, name, work)
         named = (*UNSTEERED, f"--git-dir={work / '.git'}", f"--work-tree={work}")
