@@ -1230,7 +1230,8 @@ async def attach(workflow_id: str, settings: StarterSettings, output: Path | Non
 
 async def described(client: Client, workflow_id: str, option: str) -> WorkflowExecutionDescription:
     """The latest run of ``workflow_id``, described; ``Refused`` (EXIT_USAGE)
-    when there is no such workflow."""
+    when there is no such workflow, or it is a workflow of another type
+    (another service's, whose history and updates this one cannot read)."""
     try:
         description: WorkflowExecutionDescription = await answered(
             chain_run(client, workflow_id, None).describe
@@ -1242,17 +1243,47 @@ async def described(client: Client, workflow_id: str, option: str) -> WorkflowEx
             f"{option} {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
             EXIT_USAGE,
         ) from e
+    kind, queue = description.workflow_type, description.task_queue
+    if kind != WORKFLOW_TYPE:
+        raise Refused(
+            f"{option} {workflow_id!r}: it is a {kind} (on task queue {queue!r}), not a run of "
+            f"this service (a {WORKFLOW_TYPE}): {option} takes the id of one.",
+            EXIT_USAGE,
+        )
     return description
 
 
 async def running_conversation(client: Client, workflow_id: str, option: str, closed: str) -> None:
-    """``Refused`` unless the latest run of ``workflow_id`` is running: a
-    closed workflow takes no update (EXIT_REFUSED: the line says ``closed``,
-    what to do), and there may be no such workflow (EXIT_USAGE)."""
+    """``Refused`` unless the latest run of ``workflow_id`` is a running
+    conversation: a closed workflow takes no update (EXIT_REFUSED: the line
+    says ``closed``, what to do), nor does a run started without follow-ups
+    (EXIT_REFUSED, said here at once: its validator would say it only once a
+    worker takes the update); there may be no such workflow, or one of
+    another type (EXIT_USAGE)."""
     description = await described(client, workflow_id, option)
     if description.status != WorkflowExecutionStatus.RUNNING:
         status = description.status.name.lower().replace("_", " ") if description.status else "?"
         raise Refused(f"workflow {workflow_id} has ended ({status}): {closed}.")
+    if not await session_memo(description) and not await takes_follow_ups(client, description):
+        # Refused here, not by the run's validator: that needs a worker.
+        raise Refused(REFUSALS["NoFollowUps"].format(id=workflow_id) + ".")
+
+
+async def takes_follow_ups(client: Client, description: WorkflowExecutionDescription) -> bool:
+    """Whether the run ``description`` describes was asked for follow-ups
+    (its request's ``follow_ups``, in the first event of its history); True
+    when its request cannot be read here (the run's validator decides)."""
+    run = chain_run(client, description.id, description.run_id)
+    async for event in run.fetch_history_events(page_size=1):
+        started = event.workflow_execution_started_event_attributes
+        try:
+            [request, *_] = await client.data_converter.decode(started.input.payloads)
+        except (UnknownKey, WrongKey):
+            raise
+        except Exception:
+            return True
+        return not isinstance(request, dict) or request.get("follow_ups") is True
+    return True
 
 
 async def session_memo(description: WorkflowExecutionDescription) -> dict[str, Any]:
