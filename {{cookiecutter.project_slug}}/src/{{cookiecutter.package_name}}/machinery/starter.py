@@ -207,10 +207,10 @@ EXIT_STATUSES = {
     EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, a prompt that is empty, unreadable or too long, "
     "an --input, --repo or --output it cannot use (docs/inputs-and-outputs.md), "
     "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL, PAYLOAD_ENCRYPTION_KEYS{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
-    "or no workflow with the id given to --attach, --continue or --end, or one of another type than "
-    "this service's"{% if cookiecutter.approval != "none" %}
-    " (or to --pending, --approve, --reject); a decision on a call that does not wait, in a run that has "
-    "ended, or without the approver's key"{% endif %},
+    "or no workflow with the id given to --attach, --continue or --end{{ " (or to --pending, --approve, --reject)" if cookiecutter.approval != "none" }}, "
+    "or one of another type than this service's"{% if cookiecutter.approval != "none" %}
+    "; a decision on a call that does not wait, in a run that has ended, or without the "
+    "approver's key"{% endif %},
     EXIT_REFUSED: "refused: a follow-up (--continue) to a run that is still working on a prompt, "
     "was started without follow-ups or has ended; or --end of a run that has ended or was "
     "started without follow-ups",
