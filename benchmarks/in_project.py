@@ -5,6 +5,7 @@
     python benchmarks/in_project.py durability --steps 3 --concurrency 1 --rounds 1
     python benchmarks/in_project.py long_runs --steps 10 50
     python benchmarks/in_project.py starter --times 3
+    python benchmarks/in_project.py inputs --times 1
     python benchmarks/in_project.py deploy --rounds 1 --in-flight 2
     python benchmarks/in_project.py --project /tmp/p/sandbox-agent starter
     python benchmarks/in_project.py --answer max_turns=40 versus_sample --sample DIR

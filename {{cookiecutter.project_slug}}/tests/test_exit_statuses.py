@@ -11,6 +11,7 @@ each command many times, as the installed console script and as ``python -m``,
 and check every status and the last line each one printed.
 """
 
+import asyncio
 import os
 import re
 import signal
@@ -24,10 +25,12 @@ from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.machinery import starter
 from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
+from {{ cookiecutter.package_name }}.machinery.shared import WORKFLOW_TYPE
 from {{ cookiecutter.package_name }}.machinery.starter import (
     EXIT_COMPLETED,
     EXIT_INTERRUPTED,
     EXIT_NOT_COMPLETED,
+    EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     attach,
@@ -283,6 +286,51 @@ async def test_attach_to_an_unknown_id_is_bad_usage(
     err = capsys.readouterr().err
     assert status == 3
     assert err.strip() == "ERROR: --attach 'no-such-run': no such workflow in namespace 'default'."
+
+
+@pytest.mark.process
+async def test_an_id_that_names_no_conversation_is_refused_at_once_with_no_worker(
+    temporal_client: Client,
+) -> None:
+    # No worker runs: a starter that sent the update would wait for one for ever.
+    environment = service_environment(
+        temporal_client.service_client.config.target_host, "http://127.0.0.1:1"
+    )
+    other = await temporal_client.start_workflow(
+        "SomeoneElsesWorkflow", id=f"other-{uuid.uuid4()}", task_queue="someone-else"
+    )
+    job = await start(temporal_client, RunRequest("Just this."), workflow_id=f"job-{uuid.uuid4()}")
+
+    def starter(*arguments: str) -> tuple[int, list[str], str]:
+        done = subprocess.run(
+            [*STARTER, *arguments], env=environment, capture_output=True, text=True, timeout=60
+        )
+        return done.returncode, done.stderr.splitlines(), done.stdout
+
+    try:
+        for option, prompt in (("--continue", ["Go on."]), ("--end", []), ("--attach", [])):
+            assert await asyncio.to_thread(starter, option, other.id, *prompt) == (
+                EXIT_USAGE,
+                [
+                    f"ERROR: {option} {other.id!r}: it is a SomeoneElsesWorkflow (on task queue "
+                    f"'someone-else'), not a run of this service (a {WORKFLOW_TYPE}): {option} "
+                    "takes the id of one."
+                ],
+                "",
+            ), option
+        # A run of this service started without follow-ups takes none.
+        for option, prompt in (("--continue", ["Go on."]), ("--end", [])):
+            assert await asyncio.to_thread(starter, option, job.id, *prompt) == (
+                EXIT_REFUSED,
+                [
+                    f"ERROR: workflow {job.id} was started without follow-ups "
+                    "(RunRequest.follow_ups): start a new run."
+                ],
+                "",
+            ), option
+    finally:
+        await other.terminate()
+        await job.terminate()
 
 
 @pytest.mark.parametrize(

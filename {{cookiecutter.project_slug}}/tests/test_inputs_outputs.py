@@ -22,6 +22,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tarfile
 import uuid
 from dataclasses import dataclass, replace
@@ -60,6 +61,7 @@ from {{ cookiecutter.package_name }}.machinery.run_request import (
 from {{ cookiecutter.package_name }}.machinery.shared import (
     COLLECT,
     INLINE_FILES_LIMIT,
+    LONGEST_LISTING,
     MOST_FILES,
     MOST_SKIPPED,
     PLACE,
@@ -67,7 +69,14 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     STORE_THRESHOLD,
     TASK_QUEUE,
 )
-from {{ cookiecutter.package_name }}.machinery.starter import EXIT_USAGE, attach, run, start
+from {{ cookiecutter.package_name }}.machinery.starter import (
+    EXIT_COMPLETED,
+    EXIT_FILES_NOT_WRITTEN,
+    EXIT_USAGE,
+    attach,
+    run,
+    start,
+)
 from {{ cookiecutter.package_name }}.machinery.workspace import clone_dir
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
@@ -219,7 +228,7 @@ async def test_outputs_over_the_limit_without_a_store_are_listed_not_written(
     printed = capsys.readouterr()
 
     # The run completed, with its answer; its files did not travel.
-    assert status == 1, printed
+    assert status == EXIT_FILES_NOT_WRITTEN, printed
     assert "\nAnswer:\n" in printed.out
     lines = printed.out.splitlines()
     assert f"Outputs: 1 file ({size_text(too_large)})" in lines
@@ -261,7 +270,8 @@ async def test_hostile_workspace_contents_never_leave_the_output_directory(
         status = await run(RunRequest("Make a mess."), STARTER_SETTINGS, output=out)
     printed = capsys.readouterr()
 
-    assert status == 0, printed
+    # Two of its files were refused in DIR: not a success.
+    assert status == EXIT_FILES_NOT_WRITTEN, printed
     # Only regular files were written, each inside DIR, none through a link.
     assert files_under(out) == {"kept.txt": b"fine\n"}
     assert victim.read_text() == "untouched\n"
@@ -283,6 +293,77 @@ async def test_hostile_workspace_contents_never_leave_the_output_directory(
     assert f"  refused  x.txt: a link or a directory is in its place in {out}" in refused
     assert f"  refused  sub/inner.txt: sub is not a directory of {out}" in refused
     assert len(refused) == 2, refused
+
+
+# What the agent leaves for delivery: a directory named as a temporary file
+# for x would be, beside x, then more files, one of them larger than the rest.
+SPOILING = [
+    "mkdir .x.partial && echo inner > .x.partial/inner && echo x > x && echo y > y.txt"
+    " && head -c 200000 /dev/zero > big.bin"
+]
+SPOILT = {".x.partial/inner": b"inner\n", "x": b"x\n", "y.txt": b"y\n", "big.bin": bytes(200_000)}
+
+
+def files_bounded_to(size: int, command: list[str]) -> list[str]:
+    """``command``, run where no file it writes may grow past ``size`` bytes
+    (a write past it fails with EFBIG, as on a full disk or over a quota:
+    Python ignores SIGXFSZ)."""
+    bound = (
+        "import os, resource, sys; size = int(sys.argv[1]); "
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (size, size)); os.execv(sys.argv[2], sys.argv[2:])"
+    )
+    return [sys.executable, "-c", bound, str(size), *command]
+
+
+@pytest.mark.process
+async def test_delivery_names_each_file_it_cannot_write_and_writes_every_other(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with running_worker(temporal_client, ScriptedModel(SPOILING)) as (client, _):
+        handle = await start(client, RunRequest("Leave these."))
+        await handle.result()
+    address = temporal_client.service_client.config.target_host
+    environment = service_environment(address, "http://127.0.0.1:1")
+    environment.pop("OBJECT_STORE_URL", None)
+
+    def attached(out: Path, bounded: int | None = None) -> subprocess.CompletedProcess[str]:
+        command = [*STARTER, "--attach", handle.id, "--output", str(out)]
+        return subprocess.run(
+            command if bounded is None else files_bounded_to(bounded, command),
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    # Every file, the directory named like a temporary file included: each
+    # temporary name is made fresh beside its file, and none is left.
+    whole = await asyncio.to_thread(attached, tmp_path / "whole")
+    assert whole.returncode == EXIT_COMPLETED, whole
+    assert files_under(tmp_path / "whole") == SPOILT
+    assert sorted(os.listdir(tmp_path / "whole")) == [".x.partial", "big.bin", "x", "y.txt"]
+
+    # A file that cannot be written (here: too large for the process) is
+    # refused, with why; every other file is written, nothing half-written stays.
+    bounded = await asyncio.to_thread(attached, tmp_path / "bounded", 100_000)
+    assert bounded.returncode == EXIT_FILES_NOT_WRITTEN, bounded
+    assert "Traceback" not in bounded.stderr
+    assert bounded.stderr.splitlines() == ["  refused  big.bin: cannot be written (File too large)"]
+    assert files_under(tmp_path / "bounded") == {k: v for k, v in SPOILT.items() if k != "big.bin"}
+    assert sorted(os.listdir(tmp_path / "bounded")) == [".x.partial", "x", "y.txt"]
+
+    # None written (a directory in the place of each): each named, and not a success.
+    taken = tmp_path / "taken"
+    for name in SPOILT:
+        (taken / name).mkdir(parents=True)
+    refused = await asyncio.to_thread(attached, taken)
+    assert refused.returncode == EXIT_FILES_NOT_WRITTEN, refused
+    assert f"Wrote 0 files to {taken}:" in refused.stdout.splitlines()
+    assert refused.stderr.splitlines() == [
+        f"  refused  {name}: a link or a directory is in its place in {taken}"
+        for name in sorted(SPOILT)
+    ]
+    assert files_under(taken) == {}
 
 
 def forged_archive(members: list[tuple[tarfile.TarInfo, bytes]]) -> str:
@@ -1029,7 +1110,7 @@ async def test_the_starter_refuses_bad_input_in_one_line_leaving_nothing_behind(
         ),
         (
             ["--input", str(large)],
-            "ERROR: --input: the inputs weigh 1,048,577 bytes, over 1,048,576, the most a run "
+            f"ERROR: --input {large}: it weighs 1,048,577 bytes, over 1,048,576, the most a run "
             "takes without an object store: set OBJECT_STORE_URL (docs/object-store.md) for up "
             "to 105 MB.",
         ),
@@ -1084,3 +1165,156 @@ async def test_the_starter_refuses_bad_input_in_one_line_leaving_nothing_behind(
     assert not out.exists()
     assert a_file.read_text() == "kept\n"
     assert (await temporal_client.count_workflows()).count == runs_before
+
+
+# Runs a command, then prints its exit status and its peak resident set
+# (KiB), from a small process of its own: Linux counts in a process's peak the
+# memory of the one it was started from (the tests' process, large).
+MEASURED = (
+    "import os, subprocess, sys; "
+    "child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
+    "_, status, usage = os.wait4(child.pid, 0); "
+    "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)"
+)
+
+
+def peak_memory_of(command: list[str], environment: dict[str, str]) -> tuple[int, str, int]:
+    """Run ``command`` to its end: its exit status, what it printed on
+    stderr, and its peak resident set in bytes."""
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURED, *command],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    status, peak = done.stdout.split()
+    return int(status), done.stderr, int(peak) * 1024
+
+
+@pytest.mark.process
+async def test_inputs_are_counted_before_a_byte_is_read_and_refused_past_any_limit(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    environment = service_environment(address, "http://127.0.0.1:1")
+    environment.pop("OBJECT_STORE_URL", None)
+    # 1 GiB that takes no room on disk, and would take 1 GiB of memory to read whole.
+    sparse = tmp_path / "sparse.bin"
+    with sparse.open("wb") as file:
+        file.truncate(1024**3)
+    # A directory of MOST_FILES empty files (with itself, one entry too many),
+    # and two of half as many each, over it together.
+    many, first, second = tmp_path / "many", tmp_path / "first", tmp_path / "second"
+    for directory, count in (
+        (many, MOST_FILES),
+        (first, MOST_FILES // 2),
+        (second, MOST_FILES // 2),
+    ):
+        directory.mkdir()
+        for number in range(count):
+            (directory / str(number)).touch()
+    # Few files, with long names: their list alone is over LONGEST_LISTING.
+    named = tmp_path / "named"
+    named.mkdir()
+    names = sorted(f"{number:04d}{'x' * 246}" for number in range(2_100))
+    for name in names:
+        (named / name).touch()
+    # Counted, its list of paths stops once past the limit.
+    listed = len("named")
+    for name in names:
+        listed += len(f"named/{name}")
+        if listed > LONGEST_LISTING:
+            break
+    cases: list[tuple[list[str], str]] = [
+        (
+            [str(sparse)],
+            f"ERROR: --input {sparse}: it weighs 1.1 GB, over 1.0 MB, the most a run takes "
+            "without an object store: set OBJECT_STORE_URL (docs/object-store.md) for up to 105 MB.",
+        ),
+        (
+            [str(many)],
+            f"ERROR: --input {many}: it holds {MOST_FILES + 1:,} files and directories; a run "
+            f"takes at most {MOST_FILES:,} (MOST_FILES).",
+        ),
+        (
+            [str(first), str(second)],
+            f"ERROR: --input: the inputs hold in all {MOST_FILES + 2:,} files and directories; "
+            f"a run takes at most {MOST_FILES:,} (MOST_FILES).",
+        ),
+        (
+            [str(named)],
+            f"ERROR: --input {named}: its paths weigh at least {listed:,} bytes; a run's list "
+            f"of files takes at most {LONGEST_LISTING:,} (LONGEST_LISTING).",
+        ),
+        (
+            # A file whose size (0, for the kernel's files) is not what reading it gives:
+            # it would be sent torn.
+            ["/proc/self/status"],
+            "ERROR: --input /proc/self/status: /proc/self/status changed while it was read; "
+            "send it once it no longer changes.",
+        ),
+    ]
+
+    def starter(paths: list[str]) -> tuple[int, str, int]:
+        # Temporal answers: a starter that went past the input would start a
+        # run, and exit (--no-wait).
+        inputs = [argument for path in paths for argument in ("--input", path)]
+        return peak_memory_of([*STARTER, "--no-wait", *inputs, "Look."], environment)
+
+    runs_before = (await temporal_client.count_workflows()).count
+    ran = await asyncio.gather(*(asyncio.to_thread(starter, paths) for paths, _ in cases))
+
+    # The sparse file was never read whole: the starter's memory stayed far below its size.
+    _, _, peak = ran[0]
+    assert peak < 300_000_000, f"the starter's peak memory: {peak:,} bytes"
+    for (paths, line), (status, printed, _) in zip(cases, ran, strict=True):
+        assert (status, printed.splitlines()) == (EXIT_USAGE, [line]), paths
+    assert (await temporal_client.count_workflows()).count == runs_before
+
+
+def forged_input(name: str, files: int) -> Input:
+    """An ``Input`` no starter would send: a directory of ``files`` empty files."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(member(name, tarfile.DIRTYPE))
+        for number in range(files):
+            tar.addfile(member(f"{name}/{number}"), io.BytesIO())
+    data = buffer.getvalue()
+    return Input(name, "directory", 0, files, archives.encoded(data), archives.sha256(data))
+
+
+def test_the_worker_refuses_a_forged_input_for_good_in_one_line() -> None:
+    # Each is an UnsafeName: the place step fails once, not retried (UnsafeInput).
+    garbage = b"not a tar archive"
+    not_tar = Input("data", "file", 0, 1, archives.encoded(garbage), archives.sha256(garbage))
+    with pytest.raises(archives.UnsafeName, match="^input 'data': not a tar archive"):
+        archives.input_archive(not_tar)
+    with pytest.raises(archives.TooMuch) as too_many:
+        archives.input_archive(forged_input("many", MOST_FILES))
+    assert str(too_many.value) == (
+        f"input 'many': over {MOST_FILES:,} files and directories, the most a run takes "
+        "(MOST_FILES)"
+    )
+    # Just within: placed.
+    assert archives.input_archive(forged_input("many", MOST_FILES - 1))
+
+
+async def test_a_forged_input_over_the_limits_fails_the_run_at_once_in_one_line(
+    temporal_client: Client,
+) -> None:
+    # A client other than the starter sends what the starter refuses.
+    model = ScriptedModel(["ls"])
+    async with running_worker(temporal_client, model) as (client, _):
+        handle = await start(client, RunRequest("Look.", inputs=[forged_input("many", MOST_FILES)]))
+        reason = await failure_of(handle)
+
+    assert "\n" not in reason
+    assert reason.endswith(
+        f"input 'many': over {MOST_FILES:,} files and directories, the most a run takes "
+        "(MOST_FILES)"
+    ), reason
+    # Placing failed once, for good; the agent never took a turn.
+    [place] = [step for step in await activities(handle) if step.name.endswith(PLACE)]
+    assert place.attempt == 1
+    assert model.input_sizes == []

@@ -9,6 +9,7 @@ workspace (or a forged run result) cannot write outside ``DIR``.
 """
 
 import base64
+import contextlib
 import hashlib
 import io
 import os
@@ -17,13 +18,15 @@ import stat
 import tarfile
 import tempfile
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, cast
 
 from {{ cookiecutter.package_name }}.machinery.run_request import Input, OutputFile, Outputs, Repo
 from {{ cookiecutter.package_name }}.machinery.shared import (
     INLINE_FILES_LIMIT,
+    LONGEST_LISTING,
+    MOST_FILES,
     MOST_SKIPPED,
     STORED_FILES_LIMIT,
 )
@@ -36,6 +39,12 @@ class BadInput(Exception):
 
 class UnsafeName(Exception):
     """A name in an archive that would land outside its tree."""
+
+
+class TooMuch(UnsafeName):
+    """An input archive holding more than any run takes (MOST_FILES,
+    LONGEST_LISTING, STORED_FILES_LIMIT): refused for good, like an unsafe
+    name, and before any of it is placed."""
 
 
 def size_text(size: int) -> str:
@@ -80,63 +89,206 @@ def sha256(data: bytes) -> str:
 # ----------------------------------------------------------- the starter's side
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    """Every path under ``root`` (``root`` too), parents first, sorted."""
-    yield root
-    if root.is_dir() and not root.is_symlink():
-        for child in sorted(root.iterdir()):
-            yield from _walk(child)
+@dataclass(frozen=True)
+class _Entry:
+    """A file or a directory of an input, as ``lstat`` found it."""
+
+    path: Path
+    member: str
+    mode: int
+    size: int
+    mtime: int
+    identity: tuple[int, int]
 
 
-def pack_input(path: Path) -> Input:
-    """``path`` (a file or a directory) as an ``Input`` named after its last
-    part; ``BadInput`` when it cannot be sent as it is. Links and special
-    files are refused rather than followed: what is sent is what is there."""
+@dataclass
+class _Found:
+    """What an input holds, counted before a byte of it is read."""
+
+    path: Path
+    name: str
+    entries: list[_Entry] = field(default_factory=list)
+    # Its files' bytes (st_size), its entries (files and directories) and
+    # the UTF-8 bytes of their paths in the archive.
+    size: int = 0
+    listing: int = 0
+    # Whether the walk stopped past a limit: the counts are then a floor.
+    more: bool = False
+
+    @property
+    def shown(self) -> str:
+        return str(self.path)
+
+
+def _found(path: Path, most_bytes: int) -> _Found:
+    """The entries of ``path`` (a file or a directory, links not followed),
+    parents first, sorted, found with ``lstat`` alone; ``BadInput`` for a
+    link, a special file or one it cannot read. The walk stops once the
+    input is past MOST_FILES, LONGEST_LISTING or ``most_bytes``."""
     shown = str(path)
     if not os.path.lexists(path):
         raise BadInput(f"--input {shown}: no such file or directory")
     name = path.resolve().name if path.name in ("", ".", "..") else path.name
     if not name:
         raise BadInput(f"--input {shown}: give a file or a directory below the root")
-    buffer = io.BytesIO()
-    size = files = 0
-    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for each in _walk(path):
-            relative = each.relative_to(path).as_posix()
-            member = name if relative == "." else f"{name}/{relative}"
-            mode = each.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                raise BadInput(
-                    f"--input {shown}: {each} is a symbolic link; send what it points to"
-                )
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                raise BadInput(f"--input {shown}: {each} is not a regular file or a directory")
-            if not os.access(each, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
-                raise BadInput(f"--input {shown}: {each} is not readable")
-            info = tarfile.TarInfo(member)
-            info.mode = 0o755 if stat.S_ISDIR(mode) or mode & stat.S_IXUSR else 0o644
-            info.mtime = int(each.lstat().st_mtime)
-            if stat.S_ISDIR(mode):
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-                continue
+    found = _Found(path, name)
+    # A stack rather than recursion: a tree may be deeper than Python recurses.
+    stack = [path]
+    while stack:
+        each = stack.pop()
+        try:
+            status = each.lstat()
+        except OSError as e:
+            raise BadInput(f"--input {shown}: {each} cannot be read: {e.strerror}") from e
+        mode = status.st_mode
+        if stat.S_ISLNK(mode):
+            raise BadInput(f"--input {shown}: {each} is a symbolic link; send what it points to")
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise BadInput(f"--input {shown}: {each} is not a regular file or a directory")
+        if not os.access(each, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
+            raise BadInput(f"--input {shown}: {each} is not readable")
+        relative = each.relative_to(path).as_posix()
+        member = name if relative == "." else f"{name}/{relative}"
+        size = status.st_size if stat.S_ISREG(mode) else 0
+        found.entries.append(
+            _Entry(each, member, mode, size, int(status.st_mtime), (status.st_dev, status.st_ino))
+        )
+        found.size += size
+        found.listing += len(member.encode("utf-8", "surrogateescape"))
+        if (
+            len(found.entries) > MOST_FILES
+            or found.listing > LONGEST_LISTING
+            or found.size > most_bytes
+        ):
+            found.more = bool(stack) or stat.S_ISDIR(mode)
+            return found
+        if stat.S_ISDIR(mode):
             try:
-                data = each.read_bytes()
+                children = sorted(os.scandir(each), key=lambda child: child.name, reverse=True)
             except OSError as e:
-                raise BadInput(f"--input {shown}: {each} cannot be read: {e.strerror}") from e
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-            size += len(data)
-            files += 1
-    archive = buffer.getvalue()
+                raise BadInput(f"--input {shown}: {each} cannot be listed: {e.strerror}") from e
+            stack.extend(Path(child.path) for child in children)
+    return found
+
+
+def _check_limits(found: list[_Found], most_bytes: int, how: str) -> None:
+    """``BadInput``, in one line naming the input (or the inputs, in all),
+    the figure and the limit, when ``found`` holds more than a run takes:
+    MOST_FILES files and directories, LONGEST_LISTING bytes of paths, or
+    ``most_bytes`` bytes of files (``how`` names that limit)."""
+    groups = [
+        (f"--input {each.shown}: it", "s", f"--input {each.shown}: its", [each]) for each in found
+    ]
+    if len(found) > 1:
+        groups.append(("--input: the inputs", " in all", "--input: the inputs'", found))
+    for who, verb, whose, group in groups:
+        # A walk stopped past a limit counted that far: the figure is a floor.
+        floor = "at least " if any(item.more for item in group) else ""
+        entries = sum(len(item.entries) for item in group)
+        listing = sum(item.listing for item in group)
+        size = sum(item.size for item in group)
+        if entries > MOST_FILES:
+            raise BadInput(
+                f"{who} hold{verb} {floor}{entries:,} files and directories; a run takes at "
+                f"most {MOST_FILES:,} (MOST_FILES)"
+            )
+        if listing > LONGEST_LISTING:
+            raise BadInput(
+                f"{whose} paths weigh {floor}{listing:,} bytes; "
+                f"a run's list of files takes at most {LONGEST_LISTING:,} (LONGEST_LISTING)"
+            )
+        if size > most_bytes:
+            weight, most = size_text(size), size_text(most_bytes)
+            if weight == most:  # just over: in bytes, or it would read "1.0 MB, over 1.0 MB"
+                weight, most = f"{size:,} bytes", f"{most_bytes:,}"
+            raise BadInput(f"{who} weigh{verb} {floor}{weight}, over {most}, {how}")
+
+
+# What the limits in bytes are, in the line that refuses an input over one.
+STORED_HOW = "the most a run takes through the object store (STORED_FILES_LIMIT)"
+INLINE_HOW = (
+    "the most a run takes without an object store: set OBJECT_STORE_URL "
+    f"(docs/object-store.md) for up to {size_text(STORED_FILES_LIMIT)}"
+)
+
+
+# How much of a file is read at once, and how much of an archive is kept in
+# memory before it goes to a temporary file.
+CHUNK = 1024 * 1024
+
+
+def _packed(found: _Found) -> Input:
+    """``found`` as an ``Input``: each file streamed from disk into a
+    gzipped tar archive in a temporary file, never read whole; ``BadInput``
+    for a file that changed (or was replaced) since it was counted."""
+    shown = found.shown
+    digest = hashlib.sha256()
+    with tempfile.SpooledTemporaryFile(max_size=CHUNK) as spool:
+        with tarfile.open(fileobj=spool, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+            for entry in found.entries:
+                info = tarfile.TarInfo(entry.member)
+                info.mode = (
+                    0o755 if stat.S_ISDIR(entry.mode) or entry.mode & stat.S_IXUSR else 0o644
+                )
+                info.mtime = entry.mtime
+                if stat.S_ISDIR(entry.mode):
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                    continue
+                info.size = entry.size
+                _add_file(tar, info, entry, shown)
+        spool.seek(0)
+        parts = []
+        # Base64 of whole 3-byte groups, chunk by chunk, is the base64 of the whole.
+        while chunk := spool.read(CHUNK * 3):
+            digest.update(chunk)
+            parts.append(encoded(chunk))
     return Input(
-        name=name,
-        kind="directory" if path.is_dir() else "file",
-        size=size,
-        files=files,
-        archive=encoded(archive),
-        sha256=sha256(archive),
+        name=found.name,
+        kind="directory" if stat.S_ISDIR(found.entries[0].mode) else "file",
+        size=found.size,
+        files=sum(1 for entry in found.entries if stat.S_ISREG(entry.mode)),
+        archive="".join(parts),
+        sha256=digest.hexdigest(),
     )
+
+
+def _add_file(tar: tarfile.TarFile, info: tarfile.TarInfo, entry: _Entry, shown: str) -> None:
+    """Stream the file of ``entry`` into ``tar``: the very file that was
+    counted (no link followed, nothing swapped in), of the size counted,
+    unchanged while it was read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(entry.path, flags)
+    except OSError as e:
+        raise BadInput(f"--input {shown}: {entry.path} cannot be read: {e.strerror}") from e
+    with os.fdopen(descriptor, "rb") as file:
+        changed = (
+            f"--input {shown}: {entry.path} changed while it was read; "
+            "send it once it no longer changes"
+        )
+        before = os.fstat(descriptor)
+        if (before.st_dev, before.st_ino) != entry.identity or before.st_size != entry.size:
+            raise BadInput(changed)
+        try:
+            tar.addfile(info, file)
+        except OSError as e:  # shorter than counted: tarfile's "unexpected end of data"
+            raise BadInput(changed) from e
+        after = os.fstat(descriptor)
+        grown = file.read(1)
+        if grown or after.st_size != entry.size or after.st_mtime_ns != before.st_mtime_ns:
+            raise BadInput(changed)
+
+
+def pack_input(path: Path) -> Input:
+    """``path`` (a file or a directory) as an ``Input`` named after its last
+    part; ``BadInput`` when it cannot be sent as it is, or holds more than
+    any run takes (MOST_FILES, LONGEST_LISTING, STORED_FILES_LIMIT), found
+    before anything is read. Links and special files are refused rather than
+    followed: what is sent is what is there."""
+    found = _found(path, STORED_FILES_LIMIT)
+    _check_limits([found], STORED_FILES_LIMIT, STORED_HOW)
+    return _packed(found)
 
 
 def write_outputs(outputs: Outputs, directory: Path) -> tuple[list[str], list[str]]:
@@ -145,14 +297,21 @@ def write_outputs(outputs: Outputs, directory: Path) -> tuple[list[str], list[st
     Returns the paths written and the entries refused, each "name: why".
     Only regular files are written, each inside ``directory``: a name that
     would land elsewhere, or through a link already in ``directory``, is
-    refused."""
+    refused. Each file is written whole or not at all, under a temporary
+    name made for it (``mkstemp``: ``O_EXCL``, no link followed, a name no
+    file holds), then renamed over its own; a file that cannot be written
+    (``OSError``) is refused with why, its temporary file removed, and the
+    others are written all the same."""
     directory.mkdir(parents=True, exist_ok=True)
     root = directory.resolve()
+    # Each file gets the mode the process would give it (mkstemp makes 0o600).
+    umask = os.umask(0o022)
+    os.umask(umask)
     written: list[str] = []
     refused: list[str] = []
     listed = {file.path: file for file in outputs.files}
 
-    def place(name: str, data: bytes, mode: int) -> None:
+    def place(name: str, source: IO[bytes], mode: int, sha: str | None = None) -> None:
         try:
             relative = safe_name(name)
         except UnsafeName as e:
@@ -168,14 +327,31 @@ def write_outputs(outputs: Outputs, directory: Path) -> tuple[list[str], list[st
         if target.is_symlink() or (target.exists() and not target.is_file()):
             refused.append(f"{relative}: a link or a directory is in its place in {directory}")
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.partial")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-        descriptor = os.open(partial, flags, mode)
-        with os.fdopen(descriptor, "wb") as out:
-            out.write(data)
-        os.replace(partial, target)
-        written.append(relative)
+        temporary = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            descriptor, temporary = tempfile.mkstemp(
+                prefix=".output-", suffix=".partial", dir=target.parent
+            )
+            digest = hashlib.sha256()
+            with os.fdopen(descriptor, "wb") as out:
+                while chunk := source.read(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+                os.fchmod(out.fileno(), mode & ~umask)
+            if sha is not None and digest.hexdigest() != sha:
+                refused.append(f"{relative}: not among the files the run listed")
+                return
+            os.replace(temporary, target)
+            temporary = None
+            written.append(relative)
+        except OSError as e:
+            refused.append(f"{relative}: cannot be written ({e.strerror or e})")
+        finally:
+            # Refused, failed or interrupted (Ctrl+C): nothing half-written stays.
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
 
     try:
         archive = decoded(outputs.archive) if outputs.archive else b""
@@ -194,13 +370,13 @@ def write_outputs(outputs: Outputs, directory: Path) -> tuple[list[str], list[st
                     continue
                 listed_file = listed.get(member.name)
                 extracted = tar.extractfile(member)
-                data = extracted.read() if extracted else b""
-                if listed_file is None or sha256(data) != listed_file.sha256:
+                if listed_file is None or extracted is None:
                     refused.append(f"{member.name}: not among the files the run listed")
                     continue
-                place(member.name, data, 0o755 if member.mode & 0o100 else 0o644)
+                mode = 0o755 if member.mode & 0o100 else 0o644
+                place(member.name, extracted, mode, listed_file.sha256)
     if outputs.patch:
-        place("changes.patch", decoded(outputs.patch), 0o644)
+        place("changes.patch", io.BytesIO(decoded(outputs.patch)), 0o644)
     return written, refused
 
 
@@ -208,22 +384,55 @@ def write_outputs(outputs: Outputs, directory: Path) -> tuple[list[str], list[st
 
 
 def input_archive(item: Input) -> bytes:
-    """The archive of ``item``, checked: its checksum, and that every member
-    is a regular file or a directory under ``item.name``."""
+    """The archive of ``item``, checked: its checksum, that every member
+    is a regular file or a directory under ``item.name``, and that it holds
+    no more than any run takes (``TooMuch``): MOST_FILES members, whose
+    names weigh LONGEST_LISTING bytes, of STORED_FILES_LIMIT bytes in all.
+    The starter refuses such an input before it sends it; another client
+    may not, and the members are counted from their headers, each read
+    once, as the archive streams."""
     data = decoded(item.archive)
     if sha256(data) != item.sha256:
         raise UnsafeName(f"input {item.name!r}: its archive does not match its checksum")
     top = safe_name(item.name)
     if "/" in top:
         raise UnsafeName(f"input {item.name!r}: an input's name is one path part")
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+    try:
+        _count_input(item, top, data)
+    except (tarfile.TarError, EOFError) as e:
+        raise UnsafeName(f"input {item.name!r}: not a tar archive ({e})") from e
+    return data
+
+
+def _count_input(item: Input, top: str, data: bytes) -> None:
+    """Each member of ``data`` (the archive of ``item``) under ``top``, a
+    file or a directory, and within the limits in number and bytes."""
+    members = listing = size = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r|*") as tar:
         for member in tar:
             name = safe_name(member.name)
             if name != top and not name.startswith(f"{top}/"):
                 raise UnsafeName(f"input {item.name!r}: {member.name!r} is outside it")
             if not (member.isfile() or member.isdir()):
                 raise UnsafeName(f"input {item.name!r}: {member.name!r} is not a file")
-    return data
+            members += 1
+            listing += len(name.encode("utf-8", "surrogateescape"))
+            size += member.size if member.isfile() else 0
+            if members > MOST_FILES:
+                raise TooMuch(
+                    f"input {item.name!r}: over {MOST_FILES:,} files and directories, "
+                    "the most a run takes (MOST_FILES)"
+                )
+            if listing > LONGEST_LISTING:
+                raise TooMuch(
+                    f"input {item.name!r}: its paths weigh over {LONGEST_LISTING:,} bytes, "
+                    "the most a run's list of files takes (LONGEST_LISTING)"
+                )
+            if size > STORED_FILES_LIMIT:
+                raise TooMuch(
+                    f"input {item.name!r}: its files weigh over {size_text(STORED_FILES_LIMIT)}, "
+                    "the most a run takes (STORED_FILES_LIMIT)"
+                )
 
 
 @dataclass(frozen=True)
@@ -359,27 +568,17 @@ def bounded(skipped: list[str]) -> list[str]:
 
 def inputs_of(paths: list[str], has_store: bool) -> list[Input]:
     """The ``--input`` paths, packed; ``BadInput`` for a path that cannot be
-    sent, two inputs of one name, or more than a run may carry (the limit
-    without a store names OBJECT_STORE_URL)."""
-    inputs = [pack_input(Path(path)) for path in paths]
-    names = [item.name for item in inputs]
+    sent, two inputs of one name, or more than a run may carry, in bytes
+    (the limit without a store names OBJECT_STORE_URL), files or paths, all
+    found with ``lstat`` before a byte of any file is read."""
+    limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
+    found = [_found(Path(path), limit) for path in paths]
+    names = [each.name for each in found]
     for name in names:
         if names.count(name) > 1:
             raise BadInput(f"--input: two inputs are named {name!r}; each must have its own name")
-    total = sum(item.size for item in inputs)
-    limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
-    if total > limit:
-        how = (
-            "the most a run takes through the object store (STORED_FILES_LIMIT)"
-            if has_store
-            else "the most a run takes without an object store: set OBJECT_STORE_URL "
-            "(docs/object-store.md) for up to " + size_text(STORED_FILES_LIMIT)
-        )
-        weight, most = size_text(total), size_text(limit)
-        if weight == most:  # just over: in bytes, or it would read "1.0 MB, over 1.0 MB"
-            weight, most = f"{total:,} bytes", f"{limit:,}"
-        raise BadInput(f"--input: the inputs weigh {weight}, over {most}, {how}")
-    return inputs
+    _check_limits(found, limit, STORED_HOW if has_store else INLINE_HOW)
+    return [_packed(each) for each in found]
 
 
 def repo_of(text: str) -> Repo:

@@ -196,13 +196,13 @@ EXIT_UNREACHABLE = 2
 EXIT_USAGE = 3
 EXIT_REFUSED = 4
 EXIT_UNDECRYPTABLE = 5
+EXIT_FILES_NOT_WRITTEN = 6
 
 # What each exit status means, for scripts; --help lists them.
 EXIT_STATUSES = {
     EXIT_COMPLETED: "the run (or the follow-up) answered and its answer was printed (with --no-wait: "
     "the run was started; with --end: the conversation ended, its sandbox removed)",
-    EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled; "
-    "or it answered, but its files could not be written under --output DIR",
+    EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled",
     EXIT_UNREACHABLE: "the Temporal service could not be reached, is misconfigured (TEMPORAL_*), "
     "has no such namespace, or stopped answering (the run itself may go on); or the object store "
     "(OBJECT_STORE_URL) does not answer or refuses it"{% if cookiecutter.approval != "none" %}
@@ -210,13 +210,18 @@ EXIT_STATUSES = {
     EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, a prompt that is empty, unreadable or too long, "
     "an --input, --repo or --output it cannot use (docs/inputs-and-outputs.md), "
     "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL, PAYLOAD_ENCRYPTION_KEYS{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
-    "or no workflow with the id given to --attach, --continue or --end"{% if cookiecutter.approval != "none" %}
-    " (or to --pending, --approve, --reject); a decision on a call that does not wait, in a run that has "
-    "ended, or without the approver's key"{% endif %},
+    "or no workflow with the id given to --attach, --continue or --end{{ " (or to --pending, --approve, --reject)" if cookiecutter.approval != "none" }}, "
+    "or one of another type than this service's"{% if cookiecutter.approval != "none" %}
+    "; a decision on a call that does not wait, in a run that has ended, or without the "
+    "approver's key"{% endif %},
     EXIT_REFUSED: "refused: a follow-up (--continue) to a run that is still working on a prompt, "
-    "was started without follow-ups or has ended; or --end of a run that has ended",
+    "was started without follow-ups or has ended; or --end of a run that has ended or was "
+    "started without follow-ups",
     EXIT_UNDECRYPTABLE: "the run's payloads do not decrypt: encrypted with a key that "
     "PAYLOAD_ENCRYPTION_KEYS here does not hold, or another key under the same id",
+    EXIT_FILES_NOT_WRITTEN: "the run answered and its answer was printed, but not every file it "
+    "made reached --output DIR: some (or all) were refused there, each named on stderr, the rest "
+    "written; DIR could not be written; or the files did not travel (over the limit)",
     EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
     EXIT_BROKEN_PIPE: "its output went to a pipe that closed early (| head)",
 }
@@ -793,8 +798,8 @@ async def show_answer(
 
 def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
     """Say what the run's outputs hold and write them under ``output``
-    (when given); the exit status: EXIT_NOT_COMPLETED when asked-for files
-    could not be written."""
+    (when given); the exit status: EXIT_FILES_NOT_WRITTEN when any file
+    asked for was not written (each refused one named, the rest written)."""
     for line in outputs_lines(outputs):
         print(visible(line), flush=True)
     if output is None:
@@ -803,18 +808,18 @@ def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
         return EXIT_COMPLETED
     if outputs.withheld:
         print(f"Nothing written to {output}: the files did not travel", file=sys.stderr)
-        return EXIT_NOT_COMPLETED
+        return EXIT_FILES_NOT_WRITTEN
     try:
         written, refused = write_outputs(outputs, output)
     except OSError as e:
         print(f"ERROR: --output {output}: cannot write there ({e.strerror})", file=sys.stderr)
-        return EXIT_NOT_COMPLETED
+        return EXIT_FILES_NOT_WRITTEN
     print(f"Wrote {len(written)} file{'s' if len(written) != 1 else ''} to {output}:")
     for path in written:
         print(f"  {visible(path)}")
     for entry in refused:
         print(f"  refused  {visible(entry)}", file=sys.stderr)
-    return EXIT_COMPLETED
+    return EXIT_FILES_NOT_WRITTEN if refused else EXIT_COMPLETED
 
 
 async def usage_line(client: Client, workflow_id: str) -> str:
@@ -1233,7 +1238,8 @@ async def attach(workflow_id: str, settings: StarterSettings, output: Path | Non
 
 async def described(client: Client, workflow_id: str, option: str) -> WorkflowExecutionDescription:
     """The latest run of ``workflow_id``, described; ``Refused`` (EXIT_USAGE)
-    when there is no such workflow."""
+    when there is no such workflow, or it is a workflow of another type
+    (another service's, whose history and updates this one cannot read)."""
     try:
         description: WorkflowExecutionDescription = await answered(
             chain_run(client, workflow_id, None).describe
@@ -1245,17 +1251,47 @@ async def described(client: Client, workflow_id: str, option: str) -> WorkflowEx
             f"{option} {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
             EXIT_USAGE,
         ) from e
+    kind, queue = description.workflow_type, description.task_queue
+    if kind != WORKFLOW_TYPE:
+        raise Refused(
+            f"{option} {workflow_id!r}: it is a {kind} (on task queue {queue!r}), not a run of "
+            f"this service (a {WORKFLOW_TYPE}): {option} takes the id of one.",
+            EXIT_USAGE,
+        )
     return description
 
 
 async def running_conversation(client: Client, workflow_id: str, option: str, closed: str) -> None:
-    """``Refused`` unless the latest run of ``workflow_id`` is running: a
-    closed workflow takes no update (EXIT_REFUSED: the line says ``closed``,
-    what to do), and there may be no such workflow (EXIT_USAGE)."""
+    """``Refused`` unless the latest run of ``workflow_id`` is a running
+    conversation: a closed workflow takes no update (EXIT_REFUSED: the line
+    says ``closed``, what to do), nor does a run started without follow-ups
+    (EXIT_REFUSED, said here at once: its validator would say it only once a
+    worker takes the update); there may be no such workflow, or one of
+    another type (EXIT_USAGE)."""
     description = await described(client, workflow_id, option)
     if description.status != WorkflowExecutionStatus.RUNNING:
         status = description.status.name.lower().replace("_", " ") if description.status else "?"
         raise Refused(f"workflow {workflow_id} has ended ({status}): {closed}.")
+    if not await session_memo(description) and not await takes_follow_ups(client, description):
+        # Refused here, not by the run's validator: that needs a worker.
+        raise Refused(REFUSALS["NoFollowUps"].format(id=workflow_id) + ".")
+
+
+async def takes_follow_ups(client: Client, description: WorkflowExecutionDescription) -> bool:
+    """Whether the run ``description`` describes was asked for follow-ups
+    (its request's ``follow_ups``, in the first event of its history); True
+    when its request cannot be read here (the run's validator decides)."""
+    run = chain_run(client, description.id, description.run_id)
+    async for event in run.fetch_history_events(page_size=1):
+        started = event.workflow_execution_started_event_attributes
+        try:
+            [request, *_] = await client.data_converter.decode(started.input.payloads)
+        except (UnknownKey, WrongKey):
+            raise
+        except Exception:
+            return True
+        return not isinstance(request, dict) or request.get("follow_ups") is True
+    return True
 
 
 async def session_memo(description: WorkflowExecutionDescription) -> dict[str, Any]:
