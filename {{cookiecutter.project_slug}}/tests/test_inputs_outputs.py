@@ -452,7 +452,7 @@ async def test_thirty_thousand_files_the_agent_leaves_are_withheld_and_the_answe
 
     # The run completed with its answer; the files were counted in the
     # sandbox, and neither read nor listed.
-    assert status == 1, printed
+    assert status == EXIT_FILES_NOT_WRITTEN, printed
     assert "\nAnswer:\n" in printed.out and "made" in printed.out
     assert (
         "Outputs not kept: the run left 30,000 more files in the workspace than it was "
@@ -477,30 +477,20 @@ async def test_what_is_left_out_is_named_up_to_a_hundred_and_the_rest_counted(
     assert skipped[-1] == "and 50 more entries left out, not named"
 
 
-def many_files_input(count: int) -> Input:
-    """An input of ``count`` empty files, packed as a client other than
-    the starter would (the starter refuses it)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        directory = tarfile.TarInfo("many")
-        directory.type = tarfile.DIRTYPE
-        tar.addfile(directory)
-        for n in range(count):
-            tar.addfile(tarfile.TarInfo(f"many/{n}"), io.BytesIO())
-    data = buffer.getvalue()
-    return Input("many", "directory", 0, count, archives.encoded(data), archives.sha256(data))
-
-
 async def test_inputs_whose_list_of_files_would_not_fit_in_a_payload_fail_the_run_in_one_line(
     temporal_client: Client,
 ) -> None:
     model = ScriptedModel(["ls"])
-    request = RunRequest("Look.", inputs=[many_files_input(MOST_FILES + 1)])
+    # Each input within the limit (the worker takes it), the two over it together.
+    half = MOST_FILES // 2 + 1
+    request = RunRequest(
+        "Look.", inputs=[forged_input("first", half), forged_input("second", half)]
+    )
     async with running_worker(temporal_client, model) as (client, _):
         reason = await failure_of(await start(client, request))
 
     assert reason.endswith(
-        f"Once its inputs are placed, the workspace holds {MOST_FILES + 1:,} files, over "
+        f"Once its inputs are placed, the workspace holds {2 * half:,} files, over "
         f"{MOST_FILES:,} (MOST_FILES)"
     ), reason
     assert "\n" not in reason
@@ -533,7 +523,7 @@ async def test_a_sparse_gibibyte_in_the_workspace_is_withheld_without_the_worker
 
     # The worker starts at about 300 MB; reading the file would take it past 1 GiB.
     assert peak < 800_000_000, f"the worker's memory peaked at {peak:,} bytes"
-    assert status == 1, asking.output
+    assert status == EXIT_FILES_NOT_WRITTEN, asking.output
     assert "Answer:" in asking.output
     assert (
         "Outputs not kept: the workspace grew by 1.1 GB since its inputs were placed, over "
@@ -1203,13 +1193,13 @@ async def test_inputs_are_counted_before_a_byte_is_read_and_refused_past_any_lim
     sparse = tmp_path / "sparse.bin"
     with sparse.open("wb") as file:
         file.truncate(1024**3)
-    # A directory of MOST_FILES empty files (with itself, one entry too many),
-    # and two of half as many each, over it together.
+    # A directory of one empty file too many, and two of just over half as
+    # many each, over it together (directories are not counted).
     many, first, second = tmp_path / "many", tmp_path / "first", tmp_path / "second"
     for directory, count in (
-        (many, MOST_FILES),
-        (first, MOST_FILES // 2),
-        (second, MOST_FILES // 2),
+        (many, MOST_FILES + 1),
+        (first, MOST_FILES // 2 + 1),
+        (second, MOST_FILES // 2 + 1),
     ):
         directory.mkdir()
         for number in range(count):
@@ -1234,12 +1224,12 @@ async def test_inputs_are_counted_before_a_byte_is_read_and_refused_past_any_lim
         ),
         (
             [str(many)],
-            f"ERROR: --input {many}: it holds {MOST_FILES + 1:,} files and directories; a run "
+            f"ERROR: --input {many}: it holds {MOST_FILES + 1:,} files; a run "
             f"takes at most {MOST_FILES:,} (MOST_FILES).",
         ),
         (
             [str(first), str(second)],
-            f"ERROR: --input: the inputs hold in all {MOST_FILES + 2:,} files and directories; "
+            f"ERROR: --input: the inputs hold in all {MOST_FILES + 2:,} files; "
             f"a run takes at most {MOST_FILES:,} (MOST_FILES).",
         ),
         (
@@ -1291,13 +1281,12 @@ def test_the_worker_refuses_a_forged_input_for_good_in_one_line() -> None:
     with pytest.raises(archives.UnsafeName, match="^input 'data': not a tar archive"):
         archives.input_archive(not_tar)
     with pytest.raises(archives.TooMuch) as too_many:
-        archives.input_archive(forged_input("many", MOST_FILES))
+        archives.input_archive(forged_input("many", MOST_FILES + 1))
     assert str(too_many.value) == (
-        f"input 'many': over {MOST_FILES:,} files and directories, the most a run takes "
-        "(MOST_FILES)"
+        f"input 'many': over {MOST_FILES:,} files, the most a run takes (MOST_FILES)"
     )
-    # Just within: placed.
-    assert archives.input_archive(forged_input("many", MOST_FILES - 1))
+    # Just within (directories are not counted): placed.
+    assert archives.input_archive(forged_input("many", MOST_FILES))
 
 
 async def test_a_forged_input_over_the_limits_fails_the_run_at_once_in_one_line(
@@ -1306,13 +1295,13 @@ async def test_a_forged_input_over_the_limits_fails_the_run_at_once_in_one_line(
     # A client other than the starter sends what the starter refuses.
     model = ScriptedModel(["ls"])
     async with running_worker(temporal_client, model) as (client, _):
-        handle = await start(client, RunRequest("Look.", inputs=[forged_input("many", MOST_FILES)]))
+        request = RunRequest("Look.", inputs=[forged_input("many", MOST_FILES + 1)])
+        handle = await start(client, request)
         reason = await failure_of(handle)
 
     assert "\n" not in reason
     assert reason.endswith(
-        f"input 'many': over {MOST_FILES:,} files and directories, the most a run takes "
-        "(MOST_FILES)"
+        f"input 'many': over {MOST_FILES:,} files, the most a run takes (MOST_FILES)"
     ), reason
     # Placing failed once, for good; the agent never took a turn.
     [place] = [step for step in await activities(handle) if step.name.endswith(PLACE)]

@@ -17,7 +17,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, cast
@@ -108,9 +108,11 @@ class _Found:
     path: Path
     name: str
     entries: list[_Entry] = field(default_factory=list)
-    # Its files' bytes (st_size), its entries (files and directories) and
+    # Its files' bytes (st_size), how many files it holds (directories are
+    # not counted, as the worker counts a workspace's) and
     # the UTF-8 bytes of their paths in the archive.
     size: int = 0
+    files: int = 0
     listing: int = 0
     # Whether the walk stopped past a limit: the counts are then a floor.
     more: bool = False
@@ -154,12 +156,9 @@ def _found(path: Path, most_bytes: int) -> _Found:
             _Entry(each, member, mode, size, int(status.st_mtime), (status.st_dev, status.st_ino))
         )
         found.size += size
+        found.files += stat.S_ISREG(mode)
         found.listing += len(member.encode("utf-8", "surrogateescape"))
-        if (
-            len(found.entries) > MOST_FILES
-            or found.listing > LONGEST_LISTING
-            or found.size > most_bytes
-        ):
+        if found.files > MOST_FILES or found.listing > LONGEST_LISTING or found.size > most_bytes:
             found.more = bool(stack) or stat.S_ISDIR(mode)
             return found
         if stat.S_ISDIR(mode):
@@ -174,7 +173,7 @@ def _found(path: Path, most_bytes: int) -> _Found:
 def _check_limits(found: list[_Found], most_bytes: int, how: str) -> None:
     """``BadInput``, in one line naming the input (or the inputs, in all),
     the figure and the limit, when ``found`` holds more than a run takes:
-    MOST_FILES files and directories, LONGEST_LISTING bytes of paths, or
+    MOST_FILES files, LONGEST_LISTING bytes of paths, or
     ``most_bytes`` bytes of files (``how`` names that limit)."""
     groups = [
         (f"--input {each.shown}: it", "s", f"--input {each.shown}: its", [each]) for each in found
@@ -184,12 +183,12 @@ def _check_limits(found: list[_Found], most_bytes: int, how: str) -> None:
     for who, verb, whose, group in groups:
         # A walk stopped past a limit counted that far: the figure is a floor.
         floor = "at least " if any(item.more for item in group) else ""
-        entries = sum(len(item.entries) for item in group)
+        files = sum(item.files for item in group)
         listing = sum(item.listing for item in group)
         size = sum(item.size for item in group)
-        if entries > MOST_FILES:
+        if files > MOST_FILES:
             raise BadInput(
-                f"{who} hold{verb} {floor}{entries:,} files and directories; a run takes at "
+                f"{who} hold{verb} {floor}{files:,} files; a run takes at "
                 f"most {MOST_FILES:,} (MOST_FILES)"
             )
         if listing > LONGEST_LISTING:
@@ -212,8 +211,9 @@ INLINE_HOW = (
 )
 
 
-# How much of a file is read at once, and how much of an archive is kept in
-# memory before it goes to a temporary file.
+# How much of a file is read at once (the starter's and the worker's: no
+# file is ever held whole), and how much of an archive is kept in memory
+# before it goes to a temporary file.
 CHUNK = 1024 * 1024
 
 
@@ -247,7 +247,7 @@ def _packed(found: _Found) -> Input:
         name=found.name,
         kind="directory" if stat.S_ISDIR(found.entries[0].mode) else "file",
         size=found.size,
-        files=sum(1 for entry in found.entries if stat.S_ISREG(entry.mode)),
+        files=found.files,
         archive="".join(parts),
         sha256=digest.hexdigest(),
     )
@@ -407,7 +407,7 @@ def input_archive(item: Input) -> bytes:
 def _count_input(item: Input, top: str, data: bytes) -> None:
     """Each member of ``data`` (the archive of ``item``) under ``top``, a
     file or a directory, and within the limits in number and bytes."""
-    members = listing = size = 0
+    files = listing = size = 0
     with tarfile.open(fileobj=io.BytesIO(data), mode="r|*") as tar:
         for member in tar:
             name = safe_name(member.name)
@@ -415,12 +415,12 @@ def _count_input(item: Input, top: str, data: bytes) -> None:
                 raise UnsafeName(f"input {item.name!r}: {member.name!r} is outside it")
             if not (member.isfile() or member.isdir()):
                 raise UnsafeName(f"input {item.name!r}: {member.name!r} is not a file")
-            members += 1
+            files += member.isfile()
             listing += len(name.encode("utf-8", "surrogateescape"))
             size += member.size if member.isfile() else 0
-            if members > MOST_FILES:
+            if files > MOST_FILES:
                 raise TooMuch(
-                    f"input {item.name!r}: over {MOST_FILES:,} files and directories, "
+                    f"input {item.name!r}: over {MOST_FILES:,} files, "
                     "the most a run takes (MOST_FILES)"
                 )
             if listing > LONGEST_LISTING:
@@ -443,10 +443,6 @@ class Member:
     sha256: str
     size: int
     executable: bool
-
-
-# The chunk the worker reads archives in: no file is ever held whole.
-CHUNK = 1024 * 1024
 
 
 def spooled(stream: io.IOBase | IO[bytes]) -> IO[bytes]:
