@@ -211,7 +211,7 @@ EXIT_STATUSES = {
     "an --input, --repo or --output it cannot use (docs/inputs-and-outputs.md), "
     "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL, PAYLOAD_ENCRYPTION_KEYS{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
     "or no workflow with the id given to --attach, --continue or --end{{ " (or to --pending, --approve, --reject)" if cookiecutter.approval != "none" }}, "
-    "or one of another type than this service's"{% if cookiecutter.approval != "none" %}
+    "or one that is not this service's (neither its workflow type nor its task queue)"{% if cookiecutter.approval != "none" %}
     "; a decision on a call that does not wait, in a run that has ended, or without the "
     "approver's key"{% endif %},
     EXIT_REFUSED: "refused: a follow-up (--continue) to a run that is still working on a prompt, "
@@ -1238,8 +1238,12 @@ async def attach(workflow_id: str, settings: StarterSettings, output: Path | Non
 
 async def described(client: Client, workflow_id: str, option: str) -> WorkflowExecutionDescription:
     """The latest run of ``workflow_id``, described; ``Refused`` (EXIT_USAGE)
-    when there is no such workflow, or it is a workflow of another type
-    (another service's, whose history and updates this one cannot read)."""
+    when there is no such workflow, or it is another service's: neither of
+    this service's workflow type nor on its task queue (whose history and
+    updates this one cannot read, and whose queue its workers do not poll).
+    A run of this service's type on another queue, or of a type of its own
+    on this service's queue (a subclass of the workflow registered under
+    another name), is followed."""
     try:
         description: WorkflowExecutionDescription = await answered(
             chain_run(client, workflow_id, None).describe
@@ -1252,7 +1256,7 @@ async def described(client: Client, workflow_id: str, option: str) -> WorkflowEx
             EXIT_USAGE,
         ) from e
     kind, queue = description.workflow_type, description.task_queue
-    if kind != WORKFLOW_TYPE:
+    if kind != WORKFLOW_TYPE and queue != TASK_QUEUE:
         raise Refused(
             f"{option} {workflow_id!r}: it is a {kind} (on task queue {queue!r}), not a run of "
             f"this service (a {WORKFLOW_TYPE}): {option} takes the id of one.",

@@ -84,11 +84,11 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from google.protobuf.message import DecodeError
@@ -102,6 +102,12 @@ from temporalio.openai_agents._temporal_worker_env_ref import AllowAllWorkerEnvV
 # Not exported by the plugin: the base of its activity arguments, which
 # reads a session's state the way its own activities do.
 from temporalio.openai_agents.sandbox._temporal_activity_models import _HasState
+
+# Nor is the scope in which its operations resolve the worker's variables a
+# session's manifest names (TemporalWorkerEnvValue).
+from temporalio.openai_agents.sandbox._temporal_worker_env_value import (
+    _resolvable_worker_env_vars_scope,
+)
 
 from {{ cookiecutter.package_name }}.machinery import archives
 from {{ cookiecutter.package_name }}.machinery.object_store import (
@@ -158,6 +164,11 @@ def clones() -> Path:
     repository and commit: the collect step diffs against it. (A function:
     the workflow imports this module, and may not ask for a directory.)"""
     return Path(tempfile.gettempdir()) / "{{ cookiecutter.package_name }}-clones"
+
+
+# An operation's argument and result (WorkspaceProvider's ``scoped``).
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 class PlaceArgs(_HasState):
@@ -938,10 +949,29 @@ class WorkspaceProvider(SandboxClientProvider):
     def _get_activities(
         self, resolvable_worker_env_vars: Collection[str] | AllowAllWorkerEnvVars
     ) -> Sequence[Callable[..., Any]]:
-        return [*super()._get_activities(resolvable_worker_env_vars), *self._workspace_activities()]
+        return [
+            *super()._get_activities(resolvable_worker_env_vars),
+            *self._workspace_activities(resolvable_worker_env_vars),
+        ]
 
-    def _workspace_activities(self) -> list[Callable[..., Any]]:
+    def _workspace_activities(
+        self, resolvable_worker_env_vars: Collection[str] | AllowAllWorkerEnvVars
+    ) -> list[Callable[..., Any]]:
+        def scoped(operation: Callable[[A], Awaitable[R]]) -> Callable[[A], Awaitable[R]]:
+            """``operation`` with the worker's variables that a session's
+            manifest may name (TemporalWorkerEnvValue: the sandbox's secrets)
+            resolvable, as in the SDK's own operations: the census runs a
+            command in the session."""
+
+            @functools.wraps(operation)
+            async def in_scope(args: A) -> R:
+                with _resolvable_worker_env_vars_scope(resolvable_worker_env_vars):
+                    return await operation(args)
+
+            return in_scope
+
         @activity.defn(name=f"{self.name}-{PLACE}")
+        @scoped
         async def place(args: PlaceArgs) -> Placed:
             session = await self._session(args)
             try:
@@ -981,6 +1011,7 @@ class WorkspaceProvider(SandboxClientProvider):
             )
 
         @activity.defn(name=f"{self.name}-{COLLECT}")
+        @scoped
         async def collect(args: CollectArgs) -> Outputs:
             session = await self._session(args)
             # Counted before it is read: what the run added to the workspace
@@ -1041,6 +1072,7 @@ class WorkspaceProvider(SandboxClientProvider):
             )
 
         @activity.defn(name=f"{self.name}-{SNAPSHOT}")
+        @scoped
         async def snapshot(args: SnapshotArgs) -> Snapshot:
             settings = Snapshot(
                 idle_timeout=self.idle_timeout.total_seconds(),
@@ -1088,6 +1120,7 @@ class WorkspaceProvider(SandboxClientProvider):
             )
 
         @activity.defn(name=f"{self.name}-{RESTORE}")
+        @scoped
         async def restore(args: RestoreArgs) -> Restored:
             if self.snapshots is None:
                 raise ApplicationError(
@@ -1106,6 +1139,7 @@ class WorkspaceProvider(SandboxClientProvider):
             return Restored(size=size, files=files)
 
         @activity.defn(name=f"{self.name}-{FORGET}")
+        @scoped
         async def forget_snapshot(args: ForgetArgs) -> None:
             if self.snapshots is not None:
                 await forget(self.snapshots, args.key)
