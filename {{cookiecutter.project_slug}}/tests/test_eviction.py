@@ -82,10 +82,15 @@ async def test_more_runs_open_than_the_worker_caches_all_complete_and_replay(
         ):
             runs = await asyncio.gather(*(start(client, f"run {n}") for n in range(OPEN_RUNS)))
             # Every run has begun before any model call answers: all are open at once.
-            async with asyncio.timeout(20):
-                while not all([await has_begun(run) for run in runs]):
-                    await asyncio.sleep(0.2)
-            model.gate.set()
+            # The gate opens however this wait ends: a model call held past the
+            # test holds the worker's shutdown, which then hung the test process
+            # until pytest-timeout ended it (CI at 389e783, on a loaded machine).
+            try:
+                async with asyncio.timeout(20):
+                    while not all([await has_begun(run) for run in runs]):
+                        await asyncio.sleep(0.2)
+            finally:
+                model.gate.set()
             done = await asyncio.gather(*(run.result() for run in runs))
             answers = [each.answer for each in done]
         gc.collect()
