@@ -1,0 +1,274 @@
+"""A person approves what the agent runs.
+
+{% if cookiecutter.approval == "commands_and_writes" -%}
+Every shell command the model asks for, every input to a running one, and
+every file edit (``apply_patch``) waits for a person's decision.
+{%- else -%}
+Every shell command the model asks for, and every input to a running one,
+waits for a person's decision.
+{%- endif %} The run stops
+before the call (the Agents SDK's tool approval: ``needs_approval``), lists
+it in the workflow's ``pending`` query and its current details (the Web UI
+shows them), and waits, durably: a worker that restarts meanwhile loses
+nothing. The ``decide`` update approves or rejects it (with a reason the
+model reads as the tool's result, so the agent can change course), or
+approves the tool for the rest of the run (``always``). A request nobody
+decides within ``APPROVAL_TIMEOUT`` is rejected, saying so, and the run goes
+on. The starter asks on a terminal, or prints the commands that decide:
+
+    {{ cookiecutter.project_slug }}-starter --pending WORKFLOW_ID
+    {{ cookiecutter.project_slug }}-starter --approve WORKFLOW_ID CALL_ID [--always]
+    {{ cookiecutter.project_slug }}-starter --reject WORKFLOW_ID CALL_ID --reason "..."
+
+What a person is shown is what runs: every argument of the call, whole,
+in a form no terminal interprets (display.py), made by the same reading of
+the call that runs it (sandbox_tools.command_of(), the SDK's own patch
+parser). Only a person can decide: a decision counts only when one of the
+worker's approvers signed it, over the request as shown (approvers.py).
+
+To make one of the agent's own tools wait too, give it ``needs_approval=True``
+(agent.py shows how).
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+{% if cookiecutter.approval == "commands_and_writes" %}
+from agents.sandbox.capabilities.filesystem import FilesystemToolSet
+{%- endif %}
+from agents.sandbox.capabilities.shell import ShellToolSet
+{%- if cookiecutter.approval == "commands_and_writes" %}
+from agents.sandbox.capabilities.tools.apply_patch_tool import _parse_custom_tool_input
+{%- endif %}
+from agents.sandbox.capabilities.tools.shell_tool import WriteStdinArgs
+from pydantic import ValidationError
+
+from sandbox_agent_runtime import sandbox_tools
+from sandbox_agent_runtime.display import holds_hidden, visible
+
+
+@dataclass
+class Request:
+    """A tool call waiting for a person."""
+
+    call_id: str
+    tool: str
+    # What the person is shown: every argument of the call, whole, in a form
+    # no terminal interprets (detail_of()).
+    detail: str
+    # When it was asked (ISO 8601, UTC).
+    asked_at: str
+
+
+@dataclass
+class Decision:
+    """A person's answer to a request (the ``decide`` update's argument)."""
+
+    call_id: str
+    approve: bool
+    # Why, for a rejection: the model reads it as the tool's result.
+    reason: str = ""
+    # Approve this tool for the rest of the run.
+    always: bool = False
+    # Nobody decided within APPROVAL_TIMEOUT (set by the workflow only).
+    timed_out: bool = False
+    # The approver's public key and signature (base64): approvers.py.
+    approver: str = ""
+    signature: str = ""
+
+
+class UnknownRequest(ValueError):
+    """A decision on a call that is not waiting (unknown, or decided)."""
+
+
+class NotAPerson(ValueError):
+    """A decision that no approver signed."""
+
+
+def wait_for_commands(tools: ShellToolSet) -> None:
+    """The shell's tools, in a plain shell (sandbox_tools.py), each call
+    waiting for a person (Shell's configure_tools)."""
+    sandbox_tools.plain_shell(tools)
+    tools.exec_command.needs_approval = True
+    if tools.write_stdin is not None:
+        tools.write_stdin.needs_approval = True
+{%- if cookiecutter.approval == "commands_and_writes" %}
+
+
+def wait_for_writes(tools: FilesystemToolSet) -> None:
+    """The filesystem's edits, each waiting for a person (Filesystem's configure_tools)."""
+    sandbox_tools.careful_filesystem(tools)
+    tools.apply_patch.needs_approval = True
+{%- endif %}
+
+
+def detail_of(tool: str, arguments: str) -> str:
+    """What a person needs to see to decide on a call of ``tool`` with
+    ``arguments`` (the model's, as the SDK will run them): the command and
+    every argument it runs with, the input to a running command, the files a
+    patch touches and its diff, or another tool's arguments. Whole, and in a
+    form no terminal interprets (display.py)."""
+    if tool == "exec_command":
+        return shown_command(arguments)
+    if tool == "write_stdin":
+        return shown_input(arguments)
+{%- if cookiecutter.approval == "commands_and_writes" %}
+    if tool == "apply_patch":
+        return shown_patch(arguments)
+{%- endif %}
+    return shown_call(arguments)
+
+
+def runs_nothing(reason: object, arguments: str) -> str:
+    return (
+        f"runs nothing: the call is malformed ({visible(str(reason))}); the model is told so\n"
+        f"arguments: {visible(arguments)}"
+    )
+
+
+# Each command line starts with one of these; every other line of a request
+# says something about the command, so no line of a command can pass for one.
+FIRST_LINE, NEXT_LINE = "$ ", "> "
+HIDDEN_NOTE = (
+    "note: it holds characters a terminal would not show as they are, shown here as ⟨names⟩"
+)
+
+
+def shown_command(arguments: str) -> str:
+    """A command, as it will run (sandbox_tools.command_of)."""
+    try:
+        command = sandbox_tools.command_of(arguments)
+    except sandbox_tools.BadCall as e:
+        return runs_nothing(e, arguments)
+    args = command.arguments
+    lines = visible(args.cmd, keep_lines=True).split("\n")
+    shown = [FIRST_LINE + lines[0], *(NEXT_LINE + line for line in lines[1:])]
+    shown.append(
+        "runs in: sh -c (not a login shell), in "
+        + (f"{visible(args.workdir)} (of the workspace)" if args.workdir else "the workspace")
+    )
+    if args.tty:
+        shown.append("on a terminal (tty: true)")
+    given = args.model_fields_set & {"yield_time_ms", "max_output_tokens"}
+    for name in sorted(given):
+        shown.append(f"{name}: {getattr(args, name)}")
+    if command.asked_for_login:
+        shown.append("login: asked for, not given (no command runs in a login shell)")
+    if holds_hidden(args.cmd) or (args.workdir and holds_hidden(args.workdir)):
+        shown.append(HIDDEN_NOTE)
+    return "\n".join(shown)
+
+
+def shown_input(arguments: str) -> str:
+    """Characters typed into a running command."""
+    try:
+        args = WriteStdinArgs.model_validate_json(arguments or "{}")
+    except ValidationError as e:
+        return runs_nothing(sandbox_tools.one_line(e), arguments)
+    shown = [f"types into running command {args.session_id}: {visible(args.chars)}"]
+    if holds_hidden(args.chars):
+        shown.append(HIDDEN_NOTE)
+    return "\n".join(shown)
+{%- if cookiecutter.approval == "commands_and_writes" %}
+
+
+# How each kind of edit is named.
+EDITS = {"create_file": "add", "update_file": "update", "delete_file": "delete"}
+
+
+def shown_patch(arguments: str) -> str:
+    """A patch, as the SDK will apply it (its own parser, which reads the
+    patch text and its JSON forms alike): each file it adds, updates, moves
+    or deletes, flush left, and each file's diff indented under it."""
+    try:
+        operations = _parse_custom_tool_input(arguments)
+    except ValueError as e:
+        return runs_nothing(e, arguments)
+    shown = []
+    for operation in operations:
+        line = f"{EDITS.get(operation.type, operation.type)} {visible(operation.path)}"
+        if operation.move_to:
+            line += f" (moved to {visible(operation.move_to)})"
+        shown.append(line)
+        for diff_line in (operation.diff or "").splitlines():
+            shown.append("    " + visible(diff_line))
+    if holds_hidden(arguments):
+        shown.append(HIDDEN_NOTE)
+    return "\n".join(shown)
+{%- endif %}
+
+
+def shown_call(arguments: str) -> str:
+    """Another tool's arguments, one per line."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return "arguments (not JSON): " + visible(arguments)
+    text = json.dumps(parsed, indent=2, ensure_ascii=False, sort_keys=True)
+    shown = visible(text, keep_lines=True)
+    return shown + ("\n" + HIDDEN_NOTE if holds_hidden(text) else "")
+
+
+# The most of a request the run's current details hold (the Web UI shows
+# them); the starter's --pending shows every request whole.
+LONGEST_DETAILS = 16_000
+
+
+def current_details(workflow_id: str, request: Request) -> str:
+    """What the Web UI shows of a waiting request: the request in a code
+    block (whose fence no backticks inside can close), cut only past
+    LONGEST_DETAILS, saying so and where to see all of it."""
+    detail = request.detail
+    rest = ""
+    if len(detail) > LONGEST_DETAILS:
+        rest = (
+            f"\n... and {len(detail) - LONGEST_DETAILS:,} more characters, not shown here: "
+            f"see all of it with `{{ cookiecutter.project_slug }}-starter --pending {workflow_id}` "
+            "before you decide."
+        )
+        detail = detail[:LONGEST_DETAILS]
+    fence = "`" * max(3, 1 + max(map(len, re.findall("`+", detail)), default=0))
+    return (
+        f"Waiting for a person to approve {request.tool} (call {request.call_id}):\n"
+        f"{fence}\n{detail}\n{fence}{rest}"
+    )
+
+
+@dataclass
+class Approvals:
+    """The run's requests and decisions, in workflow memory (replay rebuilds
+    them from the history's updates and timers)."""
+
+    pending: dict[str, Request] = field(default_factory=dict)
+    decided: dict[str, Decision] = field(default_factory=dict)
+    # Tools approved for the rest of the run, carried to the next run of a chain.
+    always: set[str] = field(default_factory=set)
+
+    def check(self, decision: Decision) -> None:
+        """Refuse a decision on a call that is not waiting (before it is
+        written to history: the update's validator)."""
+        if decision.call_id in self.decided:
+            raise UnknownRequest(f"call {decision.call_id!r} was already decided")
+        if decision.call_id not in self.pending:
+            waiting = ", ".join(self.pending) or "none"
+            raise UnknownRequest(
+                f"no request {decision.call_id!r} waits in this run (waiting: {waiting})"
+            )
+
+    def record(self, decision: Decision) -> None:
+        self.check(decision)
+        self.decided[decision.call_id] = decision
+        request = self.pending.pop(decision.call_id)
+        if decision.approve and decision.always:
+            self.always.add(request.tool)
+
+
+def timed_out(call_id: str, wait: timedelta) -> Decision:
+    """The decision a request nobody answered gets."""
+    return Decision(
+        call_id,
+        approve=False,
+        reason=f"Rejected: no one approved it within {wait.total_seconds():.0f} s.",
+        timed_out=True,
+    )

@@ -1,0 +1,112 @@
+"""The Daytona backend: the agent's shell runs in a remote Daytona sandbox.
+
+The worker needs ``DAYTONA_API_KEY`` (or ``DAYTONA_JWT_TOKEN`` with
+``DAYTONA_ORGANIZATION_ID``); ``DAYTONA_API_URL`` and ``DAYTONA_TARGET`` are
+read too when set. The agent's commands run on Daytona's machines, never on
+the worker's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agents.extensions.sandbox.daytona import (
+    DEFAULT_DAYTONA_WORKSPACE_ROOT,
+    DaytonaSandboxClient,
+    DaytonaSandboxClientOptions,
+)
+from temporalio import activity
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from sandbox_agent_runtime.settings import WorkerSettings
+
+
+# Credentials this backend needs on the worker, beyond the model's: any one
+# of these sets of environment variables, each variable set and non-empty.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (
+    ("DAYTONA_API_KEY",),
+    ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"),
+)
+CREDENTIALS_URL = "https://app.daytona.io/dashboard/keys"
+
+# Errors from Daytona that no retry can fix (a rejected key, a forbidden
+# action, an unknown image or snapshot, invalid parameters): the sandbox
+# activity that meets one fails at once, and so does the run. These are the
+# Daytona SDK's class names, which is how Temporal records the error type.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = (
+    "DaytonaAuthenticationError",
+    "DaytonaForbiddenError",
+    "DaytonaNotFoundError",
+    "DaytonaBadRequestError",
+)
+
+# Where the agent's workspace lives in the sandbox (Daytona's default).
+WORKSPACE_ROOT = DEFAULT_DAYTONA_WORKSPACE_ROOT
+
+# Minutes of inactivity after which Daytona stops a sandbox by itself. The
+# SDK's default (0) never stops it, so a run that dies before its teardown
+# would leave a paid sandbox running for good.
+AUTO_STOP_MINUTES = {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
+
+# Seconds to wait for Daytona to create a sandbox.
+CREATE_TIMEOUT_SECONDS = {{ cookiecutter.daytona_create_timeout_seconds | int }}
+
+# At the end of a run, True stops the sandbox and keeps it (its disk is still
+# billed); False deletes it.
+PAUSE_ON_EXIT = {{ "True" if cookiecutter.daytona_pause_on_exit else "False" }}
+
+# What every sandbox starts from: a container image or a Daytona snapshot (at
+# most one of them; None for Daytona's default).
+IMAGE: str | None = {{ cookiecutter.daytona_image | tojson if cookiecutter.daytona_image else "None" }}
+SNAPSHOT: str | None = {{ cookiecutter.daytona_snapshot | tojson if cookiecutter.daytona_snapshot else "None" }}
+
+
+# Labels on every sandbox, naming the run (its workflow id) and the sandbox
+# provider that made it, so an operator can find sandboxes that a run left
+# behind (docs/operations.md). The worker sets them from the activity that
+# creates the sandbox (or creates it again, when it was gone on resume).
+WORKFLOW_LABEL = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
+PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+class LabelledDaytonaSandboxClient(DaytonaSandboxClient):
+    """The SDK's Daytona client, whose sandboxes carry the run's labels."""
+
+    async def _build_create_params(self, **arguments: Any) -> Any:
+        params = await super()._build_create_params(**arguments)
+        info = activity.info()
+        params.labels = {
+            **(params.labels or {}),
+            WORKFLOW_LABEL: info.workflow_id,
+            PROVIDER_LABEL: info.activity_type.rsplit("-sandbox_", 1)[0],
+        }
+        return params
+
+
+def sandbox_client(settings: WorkerSettings) -> DaytonaSandboxClient:
+    """Build the client the worker registers (runs on the worker only); it
+    takes none of the worker's settings."""
+    return LabelledDaytonaSandboxClient()
+
+
+def sandbox_options() -> DaytonaSandboxClientOptions:
+    """Options sent with each run (they are recorded in workflow history:
+    never put secrets here)."""
+    return DaytonaSandboxClientOptions(
+        auto_stop_interval=AUTO_STOP_MINUTES,
+        create_timeout=CREATE_TIMEOUT_SECONDS,
+        pause_on_exit=PAUSE_ON_EXIT,
+        image=IMAGE,
+        sandbox_snapshot_name=SNAPSHOT,
+    )
+{%- if cookiecutter | host_bound_backends %}
+
+
+def host_bound(settings: WorkerSettings) -> bool:
+    """A Daytona sandbox is reached over the network from any worker: a run
+    goes on on any worker, whichever created its sandbox (affinity.py)."""
+    return False
+{%- endif %}

@@ -1,0 +1,283 @@
+"""The Docker backend: the agent's shell runs in a container on a Docker engine.
+
+Each run gets a fresh container, from ``IMAGE`` and on ``NETWORK_MODE``
+(below): the agent's commands run in it (``sh -lc``), its files stay in it,
+and it is removed at the end of the run. Nothing the agent runs touches the
+worker's host, and the engine can be one you run yourself.
+
+The container is contained (``container_bounds()``, below): bounded memory, CPU and
+processes, a workspace of bounded size, no capabilities, no new privileges,
+and a user that is not root. A command that forks, allocates or writes
+without end fails inside its container; the worker's host and every other
+run on it go on. Each limit has a default and a worker environment variable
+(``DOCKER_SANDBOX_*``, read by settings.py).
+
+The worker reaches the engine through ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY``
+and ``DOCKER_CERT_PATH`` for a remote one over TLS) or, when that is unset,
+the default socket ``/var/run/docker.sock``. Access to that socket is
+root-equivalent on the engine's host: see the README.
+
+A container lives on one engine. When each worker's host has an engine of its
+own (the default socket, or a ``DOCKER_HOST`` per host), a run's commands must
+run on the host that created its container; when every worker reaches one
+engine that they share, set ``DOCKER_ENGINE_SHARED=true`` and a run goes on on
+any worker (``host_bound()``, affinity.py).
+
+The ``docker`` package (the engine's Python SDK) is imported only where the
+worker builds its client: the workflow imports this module for its options,
+and Temporal's workflow sandbox refuses the SDK's HTTP modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+from typing import TYPE_CHECKING, Any, Literal
+
+from agents.sandbox.errors import WorkspaceArchiveReadError
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.sandboxes.docker import (
+    DockerSandboxClient,
+    DockerSandboxClientOptions,
+    DockerSandboxSession,
+    DockerSandboxSessionState,
+)
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from temporalio import activity
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from sandbox_agent_runtime.settings import DockerLimits, WorkerSettings
+
+
+# Credentials this backend needs on the worker, beyond the model's: none. It
+# needs a Docker engine that answers instead; the worker checks that at start.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
+CREDENTIALS_URL = "https://docs.docker.com/engine/install/"
+
+# Errors that no retry can fix (an image that is not on the engine and cannot
+# be pulled, a container the engine refuses to create or start, a run's
+# container that is not on the worker's engine, an image or container
+# the engine says does not exist): the sandbox activity that meets one fails
+# at once, and so does the run. Temporal records an error's type as its class
+# name; the first three are this module's, the others the docker SDK's.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = (
+    "ImageUnavailable",
+    "ContainerRefused",
+    "ContainerGone",
+    "ImageNotFound",
+    "NotFound",
+)
+
+# Where the agent's workspace lives in the container.
+WORKSPACE_ROOT = "/workspace"
+
+# The image every sandbox container starts from. Any image with a POSIX shell
+# and `tail` will do; the engine pulls it the first time if it can.
+IMAGE = {{ cookiecutter.docker_image | tojson }}
+
+# The container's network. "none" gives it only a loopback interface, so
+# nothing the agent runs can reach the network, the worker's or the internet.
+# None is Docker's default, the "bridge" network: the agent's commands can
+# reach whatever the engine's host can (the internet, and services on the
+# host's networks).
+NETWORK_MODE: Literal["none"] | None = {{ '"none"' if cookiecutter.docker_network == "none" else "None" }}
+
+# Labels on every sandbox container, naming the run (its workflow id) and the
+# sandbox provider that made it, so an operator can find containers that a
+# run left behind (see the README). The worker sets them from the activity
+# that creates the container.
+WORKFLOW_LABEL = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
+PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+def container_bounds(limits: DockerLimits) -> dict[str, Any]:
+    """The engine's HostConfig fields that contain a container (they are
+    what `docker inspect` reads back). Memory covers the workspace and /tmp
+    too: both are in-memory file systems (tmpfs), which is how a workspace
+    gets a size bound on any engine (a disk quota, `--storage-opt size`,
+    needs overlay2 on xfs with pquota). The workspace and /tmp belong to the
+    user (65534, `nobody` in every image, unless DOCKER_SANDBOX_USER says
+    otherwise), whatever the image says."""
+    owner = f"uid={limits.uid},gid={limits.gid}"
+    # Docker mounts a tmpfs noexec unless told: the agent runs scripts in
+    # its workspace, and the SDK its helpers from /tmp.
+    return {
+        "Memory": limits.memory,
+        "MemorySwap": limits.memory,
+        "NanoCpus": int(limits.cpus * 1e9),
+        "PidsLimit": limits.pids,
+        "CapDrop": ["ALL"],
+        "SecurityOpt": ["no-new-privileges"],
+        "Tmpfs": {
+            WORKSPACE_ROOT: f"size={limits.workspace_size},{owner},mode=0700,exec",
+            # The SDK keeps its helper scripts there.
+            "/tmp": f"size={limits.tmp_size},mode=1777,exec",
+        },
+    }
+
+
+class DockerEngineUnavailable(Exception):
+    """No Docker engine answers where the worker looks for one."""
+
+
+class ImageUnavailable(Exception):
+    """The image is not on the engine, and the engine could not pull it."""
+
+
+class ContainerRefused(Exception):
+    """The engine refused to create or start the sandbox's container."""
+
+
+class ContainerGone(Exception):
+    """A run's container is not on this worker's engine."""
+
+
+class TmpfsWorkspaceSession(DockerSandboxSession):
+    """The SDK's Docker session, reading the workspace (a run's outputs:
+    workspace.py) with ``tar`` in the container. The SDK copies it to /tmp
+    and fetches that copy through the engine's archive API, which cannot
+    see into a tmpfs, and both are tmpfs here (``container_bounds()``).
+    A workspace with paths to leave out (mounts) is read the SDK's way."""
+
+    async def persist_workspace(self) -> io.IOBase:
+        if self._persist_workspace_skip_relpaths():
+            return await super().persist_workspace()
+        root = self._workspace_root_path()
+        result = await self.exec("tar", "-c", "-C", root.as_posix(), ".", shell=False)
+        if not result.ok():
+            error = result.stderr.decode(errors="replace").strip()
+            raise WorkspaceArchiveReadError(path=root, context={"stderr": error})
+        return io.BytesIO(result.stdout)
+
+
+def reading_tmpfs(session: SandboxSession) -> SandboxSession:
+    """``session``, its workspace read as ``TmpfsWorkspaceSession`` reads it."""
+    if type(session._inner) is DockerSandboxSession:
+        session._inner.__class__ = TmpfsWorkspaceSession
+    return session
+
+
+class LabelledDockerSandboxClient(DockerSandboxClient):
+    """The SDK's Docker client, with two changes to how a sandbox is created:
+    the container carries the run's labels, and a missing image is pulled in
+    a thread (the SDK pulls it on the worker's event loop, which stalls every
+    other activity of the worker for as long as the pull takes) and, when it
+    cannot be, fails the run at once with a reason a person can read. And it
+    never resumes a session whose container is not on this engine: the SDK
+    would start a fresh, empty container in its place, and the agent would go
+    on without its files and without a word. A container is not there when
+    the worker reaches another engine than the one that made it (a Kubernetes
+    pod back under its name on another node) or it was removed. Its
+    sessions read their workspace as ``TmpfsWorkspaceSession`` does."""
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        if isinstance(state, DockerSandboxSessionState) and not await asyncio.to_thread(
+            self.get_container, state.container_id
+        ):
+            raise ContainerGone(
+                f"The run's container {state.container_id[:12]} is not on this worker's Docker "
+                "engine (it is on another engine, or it was removed): the run cannot go on."
+            )
+        return reading_tmpfs(await super().resume(state))
+
+    async def create(
+        self,
+        *,
+        snapshot: SnapshotSpec | SnapshotBase | None = None,
+        manifest: Manifest | None = None,
+        options: DockerSandboxClientOptions,
+    ) -> SandboxSession:
+        import docker.errors  # type: ignore[import-untyped]
+
+        await self._pull_if_missing(options.image)
+        # Runs inside the `<provider>-sandbox_client_create` activity.
+        info = activity.info()
+        labels = {
+            **options.labels,
+            WORKFLOW_LABEL: info.workflow_id,
+            PROVIDER_LABEL: info.activity_type.removesuffix("-sandbox_client_create"),
+        }
+        try:
+            session = await super().create(
+                snapshot=snapshot,
+                manifest=manifest,
+                options=options.model_copy(update={"labels": labels}),
+            )
+        except docker.errors.APIError as e:
+            if not e.is_client_error():
+                raise  # the engine's own trouble: worth a retry
+            # Not chained: a failed run reports its innermost cause, and the
+            # engine's explanation here says more than its HTTP error.
+            raise ContainerRefused(
+                f"The Docker engine refused a container from image {options.image!r}: "
+                f"{e.explanation or e}"
+            ) from None
+        return reading_tmpfs(session)
+
+    async def _pull_if_missing(self, image: str) -> None:
+        import docker.errors
+
+        if await asyncio.to_thread(self.image_exists, image):
+            return
+        try:
+            await asyncio.to_thread(self.docker_client.images.pull, image)
+        except docker.errors.APIError as e:
+            raise ImageUnavailable(  # not chained either: see create()
+                f"The image {image!r} is not on the Docker engine and could not be pulled: "
+                f"{e.explanation or e}"
+            ) from None
+
+
+def host_bound(settings: WorkerSettings) -> bool:
+    """A container lives on its engine: on this host's, unless every worker
+    shares one (``DOCKER_ENGINE_SHARED``)."""
+    return not settings.docker_engine_shared
+
+
+def sandbox_client(settings: WorkerSettings) -> DockerSandboxClient:
+    """Build the client the worker registers (runs on the worker only), once
+    the engine has answered, with ``settings.docker_limits`` on every container."""
+    import docker
+
+    try:
+        engine: Any = docker.from_env()
+        engine.ping()
+    except docker.errors.DockerException as e:
+        raise DockerEngineUnavailable(
+            f"no Docker engine answers at {settings.docker_host} (set DOCKER_HOST to reach "
+            f"another one): {e}"
+        ) from e
+    engine.api.create_container = functools.partial(
+        contained, engine.api.create_container, settings.docker_limits
+    )
+    return LabelledDockerSandboxClient(engine)
+
+
+def contained(create: Any, limits: DockerLimits, *args: Any, **kwargs: Any) -> Any:
+    """The engine API's ``create_container``, making every container
+    contained by ``limits``, as a user other than root unless they say 0."""
+    host_config = kwargs.pop("host_config", None) or {}
+    bounds = container_bounds(limits)
+    # What the SDK asks for (a capability a mount needs) is kept.
+    bounds["SecurityOpt"] += host_config.get("SecurityOpt") or []
+    kwargs["host_config"] = {**host_config, **bounds}
+    kwargs["user"] = f"{limits.uid}:{limits.gid}"
+    # The SDK keeps each container up with `tail -f /dev/null` as its first
+    # process, which ignores SIGTERM: stopping the container at the end of a
+    # run would wait out Docker's 10 s grace period, and the SDK waits for that
+    # on the worker's event loop, stalling every other run of the worker. The
+    # container is about to be removed anyway: stop it with SIGKILL.
+    kwargs["stop_signal"] = "SIGKILL"
+    return create(*args, **kwargs)
+
+
+def sandbox_options() -> DockerSandboxClientOptions:
+    """Options sent with each run (they are recorded in workflow history:
+    never put secrets here)."""
+    return DockerSandboxClientOptions(image=IMAGE, network_mode=NETWORK_MODE)

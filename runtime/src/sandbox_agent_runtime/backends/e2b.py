@@ -1,0 +1,118 @@
+"""The E2B backend: the agent's shell runs in a remote E2B sandbox.
+
+The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
+The agent's commands run on E2B's machines, never on the worker's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from agents.extensions.sandbox.e2b import E2BSandboxClient, E2BSandboxClientOptions
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from temporalio import activity
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from sandbox_agent_runtime.settings import WorkerSettings
+
+
+# Credentials this backend needs on the worker, beyond the model's: any one
+# of these sets of environment variables, each variable set and non-empty.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("E2B_API_KEY",),)
+CREDENTIALS_URL = "https://e2b.dev/dashboard?tab=keys"
+
+# Errors from E2B that no retry can fix (a rejected key, an unknown template
+# or sandbox, invalid parameters): the sandbox activity that meets one fails
+# at once, and so does the run. These are the E2B SDK's class names, which is
+# how Temporal records the error type.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = (
+    "AuthenticationException",
+    "NotFoundException",
+    "SandboxNotFoundException",
+    "InvalidArgumentException",
+    "TemplateException",
+)
+
+# Where the agent's workspace lives in the sandbox (E2B's default).
+WORKSPACE_ROOT = "/workspace"
+
+# The kind of sandbox: "e2b" (a plain one) or "e2b_code_interpreter".
+SANDBOX_TYPE = {{ cookiecutter.e2b_sandbox_type | tojson }}
+
+# The E2B template every sandbox starts from (None for E2B's default).
+TEMPLATE: str | None = {{ cookiecutter.e2b_template | tojson if cookiecutter.e2b_template else "None" }}
+
+# Seconds an E2B sandbox may live, and what E2B does then ("kill" ends it,
+# "pause" keeps it paused). E2B enforces it even if the run's teardown never
+# happens, so a crashed run cannot leave a sandbox running. E2B counts it
+# from the sandbox's creation (a reconnection starts it again, use does not),
+# so it is at least WORKFLOW_EXECUTION_TIMEOUT: a sandbox that E2B ends
+# mid-run takes the run's workspace with it.
+SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.e2b_timeout_seconds | int }}
+ON_TIMEOUT: Literal["kill", "pause"] = {{ cookiecutter.e2b_on_timeout | tojson }}
+
+# At the end of a run, True pauses the sandbox; False ends it.
+PAUSE_ON_EXIT = {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
+
+
+# Metadata on every sandbox, naming the run (its workflow id) and the
+# sandbox provider that made it, so an operator can find sandboxes that a run
+# left behind (docs/operations.md). The worker sets them from the activity
+# that creates the sandbox.
+WORKFLOW_METADATA = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
+PROVIDER_METADATA = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+class LabelledE2BSandboxClient(E2BSandboxClient):
+    """The SDK's E2B client, whose sandboxes carry the run's metadata."""
+
+    async def create(
+        self,
+        *,
+        snapshot: SnapshotSpec | SnapshotBase | None = None,
+        manifest: Manifest | None = None,
+        options: E2BSandboxClientOptions,
+    ) -> SandboxSession:
+        # Runs inside the `<provider>-sandbox_client_create` activity.
+        info = activity.info()
+        metadata: dict[str, Any] = {
+            **(options.metadata or {}),
+            WORKFLOW_METADATA: info.workflow_id,
+            PROVIDER_METADATA: info.activity_type.removesuffix("-sandbox_client_create"),
+        }
+        return await super().create(
+            snapshot=snapshot,
+            manifest=manifest,
+            options=options.model_copy(update={"metadata": metadata}),
+        )
+
+
+def sandbox_client(settings: WorkerSettings) -> E2BSandboxClient:
+    """Build the client the worker registers (runs on the worker only); it
+    takes none of the worker's settings."""
+    return LabelledE2BSandboxClient()
+
+
+def sandbox_options() -> E2BSandboxClientOptions:
+    """Options sent with each run (they are recorded in workflow history:
+    never put secrets here)."""
+    return E2BSandboxClientOptions(
+        sandbox_type=SANDBOX_TYPE,
+        template=TEMPLATE,
+        timeout=SANDBOX_LIFETIME_SECONDS,
+        on_timeout=ON_TIMEOUT,
+        pause_on_exit=PAUSE_ON_EXIT,
+    )
+{%- if cookiecutter | host_bound_backends %}
+
+
+def host_bound(settings: WorkerSettings) -> bool:
+    """An E2B sandbox is reached over the network from any worker: a run
+    goes on on any worker, whichever created its sandbox (affinity.py)."""
+    return False
+{%- endif %}

@@ -1,0 +1,113 @@
+"""The local backend: the agent's shell runs on the worker's own host.
+
+Every command the agent runs executes as the worker's user, in a fresh
+temporary directory that is removed at the end of the run. That is handy for
+development and for trusted workloads; for anything you would not run on the
+worker's machine yourself, generate the service with a remote sandbox
+backend instead.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agents.sandbox.sandboxes.unix_local import (
+    UnixLocalSandboxClient,
+    UnixLocalSandboxClientOptions,
+)
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from sandbox_agent_runtime.settings import WorkerSettings
+
+
+# Credentials this backend needs on the worker, beyond the model's: none.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
+CREDENTIALS_URL = ""
+
+# The SDK's own errors say which of them no retry can fix; there is no
+# service behind this backend to add any, only a workspace that is gone.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = ("WorkspaceGone", "NotOurWorkspace")
+
+# The SDK's default root, which the local client turns into a fresh temporary
+# directory for each run (removed at the end of the run).
+WORKSPACE_ROOT = "/workspace"
+
+
+# The names the SDK gives the workspaces it makes, in the temporary directory.
+WORKSPACE_PREFIX = "sandbox-local-"
+
+
+class WorkspaceGone(Exception):
+    """A run's workspace is no longer on this host's disk."""
+
+
+class NotOurWorkspace(Exception):
+    """A session names a directory this client would never have made."""
+
+
+def made_by_this_client(workspace: Path) -> bool:
+    """Whether ``workspace`` is one this client makes for a run: a directory
+    ``sandbox-local-*`` right in this host's temporary directory."""
+    return workspace.parent == Path(tempfile.gettempdir()) and workspace.name.startswith(
+        WORKSPACE_PREFIX
+    )
+
+
+class LocalWorkspaceClient(UnixLocalSandboxClient):
+    """The SDK's local client, except that it never resumes a session whose
+    workspace is gone: the SDK would make a new, empty directory in its place,
+    and the agent would go on without its files and without a word. A
+    workspace goes when the disk it was on does (a container recreated, a
+    temporary directory cleaned up); the run then fails, saying so. Nor does
+    it resume or remove a directory it would not have made for a run."""
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        workspace = Path(state.manifest.root)
+        if not made_by_this_client(workspace):
+            # Only a forged session state names another directory: resuming
+            # it would run commands there, and the end of the run delete it.
+            raise NotOurWorkspace(
+                f"The run's session names {workspace}, which is not a workspace this "
+                f"sandbox makes ({Path(tempfile.gettempdir()) / WORKSPACE_PREFIX}*): "
+                "it is neither used nor removed."
+            )
+        if not workspace.is_dir():
+            raise WorkspaceGone(
+                f"The run's workspace {workspace} is not on this host's disk any more "
+                "(the disk it was on is gone, or it was deleted): the run cannot go on."
+            )
+        return await super().resume(state)
+
+    async def delete(self, session: SandboxSession) -> SandboxSession:
+        """Remove the session's workspace, only if this client made it."""
+        root = Path(session.state.manifest.root)
+        if not made_by_this_client(root):
+            return session
+        return await super().delete(session)
+
+
+def sandbox_client(settings: WorkerSettings) -> UnixLocalSandboxClient:
+    """Build the client the worker registers (runs on the worker only); it
+    takes none of the worker's settings."""
+    # By default the local sandbox hands the worker's whole environment to the
+    # agent's shell, OPENAI_API_KEY included. Give it only a minimal, harmless
+    # set (PATH, HOME, locale, ...) instead.
+    return LocalWorkspaceClient(inherit_host_environment=False)
+
+
+def host_bound(settings: WorkerSettings) -> bool:
+    """A workspace is a directory on this host's disk: every operation of a
+    run's sandbox runs on this host (affinity.py)."""
+    return True
+
+
+def sandbox_options() -> UnixLocalSandboxClientOptions:
+    """Options sent with each run (they are recorded in workflow history)."""
+    return UnixLocalSandboxClientOptions()

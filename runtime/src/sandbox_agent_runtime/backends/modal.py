@@ -1,0 +1,121 @@
+"""The Modal backend: the agent's shell runs in a remote Modal sandbox.
+
+The worker needs ``MODAL_TOKEN_ID`` and ``MODAL_TOKEN_SECRET`` (Modal reads
+them when it first talks to its API; a ``modal token`` profile on a laptop is
+not enough for the worker, which checks the variables at start). Every
+sandbox is created in one Modal app (``APP_NAME``): stopping that app ends
+them all. The agent's commands run on Modal's machines, never on the worker's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agents.extensions.sandbox.modal import (
+    ModalImageSelector,
+    ModalSandboxClient,
+    ModalSandboxClientOptions,
+)
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from temporalio import activity
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from sandbox_agent_runtime.settings import WorkerSettings
+
+
+# Credentials this backend needs on the worker, beyond the model's: any one
+# of these sets of environment variables, each variable set and non-empty.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),)
+CREDENTIALS_URL = "https://modal.com/settings/tokens"
+
+# Errors from Modal that no retry can fix (a rejected token, an unknown image
+# or app, a request Modal calls invalid, a workspace without the rights): the
+# sandbox activity that meets one fails at once, and so does the run. These
+# are the Modal SDK's class names (modal.exception), which is how Temporal
+# records the error type.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = (
+    "AuthError",
+    "NotFoundError",
+    "InvalidError",
+    "PermissionDeniedError",
+)
+
+# Where the agent's workspace lives in the sandbox (the SDK's default).
+WORKSPACE_ROOT = "/workspace"
+
+# The Modal app every sandbox is created in (Modal creates it when missing).
+APP_NAME = {{ cookiecutter.modal_app_name | tojson }}
+
+# The container image every sandbox starts from (None for the Agents SDK's
+# default Python image).
+IMAGE: str | None = {{ cookiecutter.modal_image | tojson if cookiecutter.modal_image else "None" }}
+
+# Seconds a Modal sandbox may live. Modal ends it then whatever happens to the
+# run, so a crashed run cannot leave one running (and billed) for longer.
+# Modal counts it from the sandbox's creation, so it is at least
+# WORKFLOW_EXECUTION_TIMEOUT: a sandbox that Modal ends mid-run takes the
+# run's workspace with it.
+SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.modal_timeout_seconds | int }}
+
+
+# Tags on every sandbox, naming the run (its workflow id) and the sandbox
+# provider that made it, so an operator can find sandboxes that a run left
+# behind (docs/operations.md). The worker sets them from the activity that
+# creates the sandbox.
+WORKFLOW_TAG = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
+PROVIDER_TAG = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+class TaggedModalSandboxClient(ModalSandboxClient):
+    """The SDK's Modal client, whose sandboxes carry the run's tags."""
+
+    async def create(
+        self,
+        *,
+        snapshot: SnapshotSpec | SnapshotBase | None = None,
+        manifest: Manifest | None = None,
+        options: ModalSandboxClientOptions,
+    ) -> SandboxSession:
+        session = await super().create(snapshot=snapshot, manifest=manifest, options=options)
+        # Runs inside the `<provider>-sandbox_client_create` activity.
+        info = activity.info()
+        tags = {
+            WORKFLOW_TAG: info.workflow_id,
+            PROVIDER_TAG: info.activity_type.removesuffix("-sandbox_client_create"),
+        }
+        # The SDK's session keeps Modal's own handle of the sandbox.
+        sandbox = getattr(session._inner, "_sandbox", None)
+        try:
+            if sandbox is not None:
+                await sandbox.set_tags.aio(tags)
+        except Exception as e:
+            # A sandbox without its tags is still the run's, and still ends at
+            # its lifetime or with its app: failing here would retry the
+            # activity and create a second sandbox, leaving this one behind.
+            activity.logger.warning("Could not tag Modal sandbox: %s: %s", type(e).__name__, e)
+        return session
+
+
+def sandbox_client(settings: WorkerSettings) -> ModalSandboxClient:
+    """Build the client the worker registers (runs on the worker only); it
+    takes none of the worker's settings."""
+    return TaggedModalSandboxClient(image=ModalImageSelector.from_tag(IMAGE) if IMAGE else None)
+
+
+def sandbox_options() -> ModalSandboxClientOptions:
+    """Options sent with each run (they are recorded in workflow history:
+    never put secrets here)."""
+    return ModalSandboxClientOptions(app_name=APP_NAME, timeout=SANDBOX_LIFETIME_SECONDS)
+{%- if cookiecutter | host_bound_backends %}
+
+
+def host_bound(settings: WorkerSettings) -> bool:
+    """A Modal sandbox is reached over the network from any worker: a run
+    goes on on any worker, whichever created its sandbox (affinity.py)."""
+    return False
+{%- endif %}

@@ -1,0 +1,116 @@
+"""The Runloop backend: the agent's shell runs in a remote Runloop devbox.
+
+The worker needs ``RUNLOOP_API_KEY``; the client reads it (and
+``RUNLOOP_BASE_URL`` when set) when the worker builds it. The agent's
+commands run on Runloop's machines, never on the worker's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agents.extensions.sandbox.runloop import (
+    DEFAULT_RUNLOOP_WORKSPACE_ROOT,
+    RunloopLaunchParameters,
+    RunloopSandboxClient,
+    RunloopSandboxClientOptions,
+)
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.session import SandboxSession
+from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from temporalio import activity
+
+if TYPE_CHECKING:
+    # Only for the type: the workflow imports this module (for the options of
+    # each run) in Temporal's workflow sandbox, where the worker's settings have
+    # no place (the workflow never reads them).
+    from sandbox_agent_runtime.settings import WorkerSettings
+
+
+# Credentials this backend needs on the worker, beyond the model's: any one
+# of these sets of environment variables, each variable set and non-empty.
+REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("RUNLOOP_API_KEY",),)
+CREDENTIALS_URL = "https://platform.runloop.ai"
+
+# Errors from Runloop that no retry can fix (a rejected key, a forbidden
+# action, an unknown blueprint or devbox, a request Runloop refuses): the
+# sandbox activity that meets one fails at once, and so does the run. These
+# are the Runloop SDK's class names (runloop_api_client), which is how
+# Temporal records the error type.
+NON_RETRYABLE_ERRORS: tuple[str, ...] = (
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "BadRequestError",
+    "UnprocessableEntityError",
+)
+
+# Where the agent's workspace lives in the devbox (the SDK's default: the
+# home of Runloop's `user` account, under which a workspace must live).
+WORKSPACE_ROOT = DEFAULT_RUNLOOP_WORKSPACE_ROOT
+
+# The Runloop blueprint every devbox starts from (None for Runloop's default).
+BLUEPRINT: str | None = {{ cookiecutter.runloop_blueprint | tojson if cookiecutter.runloop_blueprint else "None" }}
+
+# Seconds a devbox may live. Runloop shuts it down then whatever happens to
+# the run, so a crashed run cannot leave one running (and billed) for longer.
+# Runloop counts it from the devbox's creation, so it is at least
+# WORKFLOW_EXECUTION_TIMEOUT: a devbox that Runloop shuts down mid-run takes
+# the run's workspace with it.
+SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.runloop_keep_alive_seconds | int }}
+
+
+# Metadata on every devbox, naming the run (its workflow id) and the sandbox
+# provider that made it, so an operator can find devboxes that a run left
+# behind (docs/operations.md). The worker sets them from the activity that
+# creates the devbox.
+WORKFLOW_METADATA = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
+PROVIDER_METADATA = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+
+
+class LabelledRunloopSandboxClient(RunloopSandboxClient):
+    """The SDK's Runloop client, whose devboxes carry the run's metadata."""
+
+    async def create(
+        self,
+        *,
+        snapshot: SnapshotSpec | SnapshotBase | None = None,
+        manifest: Manifest | None = None,
+        options: RunloopSandboxClientOptions | None,
+    ) -> SandboxSession:
+        # Runs inside the `<provider>-sandbox_client_create` activity.
+        info = activity.info()
+        options = options or RunloopSandboxClientOptions()
+        metadata = {
+            **(options.metadata or {}),
+            WORKFLOW_METADATA: info.workflow_id,
+            PROVIDER_METADATA: info.activity_type.removesuffix("-sandbox_client_create"),
+        }
+        return await super().create(
+            snapshot=snapshot,
+            manifest=manifest,
+            options=options.model_copy(update={"metadata": metadata}),
+        )
+
+
+def sandbox_client(settings: WorkerSettings) -> RunloopSandboxClient:
+    """Build the client the worker registers (runs on the worker only); it
+    takes none of the worker's settings."""
+    return LabelledRunloopSandboxClient()
+
+
+def sandbox_options() -> RunloopSandboxClientOptions:
+    """Options sent with each run (they are recorded in workflow history:
+    never put secrets here)."""
+    return RunloopSandboxClientOptions(
+        blueprint_name=BLUEPRINT,
+        launch_parameters=RunloopLaunchParameters(keep_alive_time_seconds=SANDBOX_LIFETIME_SECONDS),
+    )
+{%- if cookiecutter | host_bound_backends %}
+
+
+def host_bound(settings: WorkerSettings) -> bool:
+    """A Runloop devbox is reached over the network from any worker: a run
+    goes on on any worker, whichever created its devbox (affinity.py)."""
+    return False
+{%- endif %}

@@ -1,0 +1,130 @@
+"""How many runs one worker holds at once, sized for agents: one number.
+
+An agent run spends nearly all its time waiting on the model (seconds per
+call) while the worker's CPU is idle, so a worker can keep thousands of runs
+waiting at once for well under a MiB of memory each. The Temporal SDK's
+defaults are sized for CPU-bound work instead: 100 activities at a time (so
+only 100 runs wait on the model, the rest queue behind an idle CPU), and the
+OpenAI client keeps at most 1,000 connections. One number, the worker's runs
+in flight (``WORKER_RUNS_IN_FLIGHT``, 1,000 unless set: settings.py), sets
+the limits that must agree, together:
+
+- activity slots: each run waiting on the model holds one, as does each
+{%- if cookiecutter | host_bound_backends %}
+  sandbox operation in progress; as many again on the worker's host queue,
+  for the operations of the sandboxes on its host (affinity.py);
+{%- else %}
+  sandbox operation in progress;
+{%- endif %}
+- cached workflows: twice as many, so that neither a run in flight nor one
+  waiting for a slot is dropped from the cache and replayed at its next step
+  (past that, runs are dropped safely and replayed: it costs CPU, see
+  tests/test_eviction.py);
+- the model client's connection pool: one connection per model call in flight;
+- the model calls' heartbeat timeout, which grows with the limit so that a
+  worker's heartbeats stay under HEARTBEATS_PER_SECOND, whatever its size.
+
+Past the limit nothing fails: a run's next step (a model call or a sandbox
+operation) waits on the task queue until a slot frees, and shows as
+scheduled, not started, in the run's history and the Web UI. Figures behind
+the default are in the template's docs/capacity.md.
+
+What a run in flight holds besides: its sandbox (a remote backend's quota of
+sandboxes caps runs in flight across all workers, and a run past that quota
+fails to create its sandbox instead of waiting: keep WORKER_RUNS_IN_FLIGHT
+times the workers within it), and, while it waits on the model, a heartbeat
+to Temporal every half ``model_heartbeat_timeout()``.
+"""
+
+import resource
+from datetime import timedelta
+from typing import Any
+
+import httpx2
+from agents.models.interface import Model, ModelProvider
+from agents.models.openai_provider import OpenAIProvider
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+from sandbox_agent_runtime.settings import BadSetting
+
+# Together, the model calls a worker waits on heartbeat Temporal at most this
+# many times a second. Each heartbeat costs the worker and the Temporal
+# service CPU (and is a billable action on Temporal Cloud); at 10 s per call
+# 5,000 calls waiting sent 625 a second, more than two cores of a dev server.
+HEARTBEATS_PER_SECOND = 100
+
+# A model call's heartbeat timeout is never shorter than this: a model call
+# whose worker died is retried elsewhere within it.
+SHORTEST_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+
+# Files the worker keeps open besides one connection per model call in flight
+# (its Temporal connection, its modules, its sandboxes' pipes).
+OTHER_OPEN_FILES = 1_000
+
+
+def model_heartbeat_timeout(runs: int) -> timedelta:
+    """How long Temporal waits for a model call's heartbeat, on a worker with
+    ``runs`` in flight, before it retries the call on another worker.
+
+    The plugin heartbeats every half of it, and worker_options() lets each
+    heartbeat through, so ``runs`` calls send at most HEARTBEATS_PER_SECOND,
+    and a heartbeat may be up to half the timeout late (a worker busy starting
+    runs) before its call is retried. 10 s up to 500 runs, 20 s at the
+    default 1,000, 100 s at 5,000. Past MODEL_ACTIVITY_TIMEOUT the call's own
+    timeout comes first."""
+    return max(SHORTEST_HEARTBEAT_TIMEOUT, timedelta(seconds=2 * runs / HEARTBEATS_PER_SECOND))
+
+
+def worker_options(runs: int) -> dict[str, Any]:
+    """The Worker's slots, cache and heartbeat throttle for ``runs`` runs in
+    flight. The SDK sends a call's heartbeats to Temporal at most every 0.8 of
+    its timeout, leaving 2 s of slack at 10 s; every half timeout leaves half."""
+    return {
+        "max_concurrent_activities": runs,
+        "max_cached_workflows": 2 * runs,
+        "max_heartbeat_throttle_interval": model_heartbeat_timeout(runs) / 2,
+    }
+
+
+class PooledOpenAIProvider(ModelProvider):
+    """The OpenAI model provider the plugin uses by default (the key and
+    endpoint from OPENAI_API_KEY / OPENAI_BASE_URL, no retries of its own:
+    Temporal retries the model call), with a connection for every run in
+    flight instead of the client's 1,000. The client is built at the first
+    model call, as the default one is, so that a worker that cannot start
+    for another reason says that reason."""
+
+    def __init__(self, runs: int) -> None:
+        self.runs = runs
+        self._provider: OpenAIProvider | None = None
+
+    def get_model(self, model_name: str | None) -> Model:
+        if self._provider is None:
+            pool = httpx2.Limits(max_connections=self.runs, max_keepalive_connections=self.runs)
+            client = AsyncOpenAI(max_retries=0, http_client=DefaultAsyncHttpxClient(limits=pool))
+            self._provider = OpenAIProvider(openai_client=client)
+        return self._provider.get_model(model_name)
+
+
+def model_provider(runs: int) -> ModelProvider:
+    """The model provider for ``runs`` model calls in flight."""
+    return PooledOpenAIProvider(runs)
+
+
+def make_room_for_connections(runs: int) -> None:
+    """Raise this process's open-file limit (``ulimit -n``) to what ``runs``
+    model calls in flight need, as far as the hard limit allows.
+
+    Raises BadSetting, naming the most runs that fit, when the hard limit is
+    too low."""
+    needed = runs + OTHER_OPEN_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise BadSetting(
+            f"WORKER_RUNS_IN_FLIGHT={runs} needs {needed} open files and this "
+            f"process may open at most {hard} (ulimit -Hn): raise that limit or "
+            f"set WORKER_RUNS_IN_FLIGHT to at most {max(1, hard - OTHER_OPEN_FILES)}."
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))

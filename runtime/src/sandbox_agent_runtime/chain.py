@@ -1,0 +1,369 @@
+"""How one long agent run becomes a chain of workflow runs.
+
+Every model call is an activity whose input is the whole conversation, so a
+run's history grows with the square of its steps, and Temporal ends a run at
+50 MB. The workflow therefore stops the agent before each model call once its
+history passes ``HISTORY_BUDGET`` and continues as new, handing the next run a
+``Carried``: the conversation so far, the sandbox session's state and the
+turns used. The next run resumes the same sandbox (the same workspace) and
+goes on with the same conversation. Three pieces make that work:
+
+- ``HistoryBudget``, the hooks that stop the agent between two turns.
+- ``LastingSandboxClient``, whose sessions outlive each ``Runner.run``: the
+  runner would otherwise stop and delete the sandbox at the end of every run
+  in the chain. The workflow removes it once, when the chain ends.
+- ``bounded()``, which keeps the conversation (what each model call carries,
+  and what one run hands the next) under ``CONVERSATION_LIMIT`` even when the
+  model never compacts it.
+"""
+
+import io
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from agents import AgentsException, ItemHelpers, RunContextWrapper, Tool, TResponseInputItem
+from agents.agent import Agent
+from agents.exceptions import RunErrorDetails
+from agents.result import RunResultBase
+from agents.run_config import CallModelData, ModelInputData
+from agents.sandbox.capabilities import Compaction
+from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
+from agents.sandbox.session.manager import Instrumentation
+from agents.sandbox.session.pty_types import PtyExecUpdate
+from agents.sandbox.session.sandbox_session import SandboxSession
+from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from agents.sandbox.types import ExecResult, User
+from temporalio import workflow
+
+# The classes temporal_sandbox_client() builds, which the plugin requires.
+from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
+from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
+
+{% if cookiecutter | host_bound_backends -%}
+from sandbox_agent_runtime.affinity import SandboxHost
+{% endif -%}
+from sandbox_agent_runtime.bounded_sandbox import RefusesCutWriteBack
+from sandbox_agent_runtime.observability import Usage, UsageMeter
+from sandbox_agent_runtime.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
+
+
+@dataclass
+class Carried:
+    """What one run of the chain hands the next (its second argument).
+
+    The next run may be on a newer build (versioning.py): each build must
+    read what the one before it wrote. So change it compatibly: add a field
+    only with a default; never rename, remove or retype one (stop writing
+    it, keep reading it, and drop it a deploy after no run carries it); a
+    change that cannot be made so ships as a new workflow type
+    (docs/versioning.md). tests/histories/ replays runs that carried the
+    current fields, so the suite catches a field the new code cannot read.
+    """
+
+    # The conversation so far, as the model's input items.
+    conversation: list[dict[str, Any]]
+    # The sandbox session, as the sandbox client serialized it.
+    session_state: dict[str, Any]
+    # Model turns the earlier runs of the chain used.
+    turns: int
+    # Which run of the chain the next one is (the first is 1).
+    run: int = 1
+    # The model calls and tokens the earlier runs of the chain used.
+    usage: Usage = field(default_factory=Usage)
+{%- if cookiecutter | host_bound_backends %}
+    # The host the sandbox lives on, or None when any worker reaches it.
+    host: SandboxHost | None = None
+{%- endif %}
+{%- if cookiecutter.approval != "none" %}
+    # The tools a person approved for the rest of the chain (approvals.py).
+    always_approved: list[str] = field(default_factory=list)
+{%- endif %}
+    # What the workspace held once the run's inputs were placed (workspace.py's
+    # Placed: the baseline of its outputs), or None when nothing was placed.
+    placed: dict[str, Any] | None = None
+    # A conversation's (RunRequest.follow_ups) own: whether the next run
+    # starts by waiting for a follow-up (the chain continued between two
+    # prompts; ``conversation`` then ends with the latest answer, and an
+    # empty ``session_state`` means the sandbox was released), and where it
+    # stands: the prompts given and answered, when the state began, the
+    # latest answer (a RunAnswer's fields), and the workspace's latest
+    # snapshot (workspace.py's Snapshot).
+    waiting: bool = False
+    prompts: int = 1
+    answered: int = 0
+    since: str = ""
+    answer: dict[str, Any] | None = None
+    snapshot: dict[str, Any] | None = None
+
+
+class HistoryFull(AgentsException):
+    """Raised between two turns to stop the agent: the run's history has
+    reached its budget and the rest of the work goes to the next run."""
+
+
+@dataclass
+class HistoryBudget(UsageMeter):
+    """Counts the model turns of this run and stops the agent before a turn
+    once the run's history is over ``HISTORY_BUDGET`` (or Temporal suggests
+    continuing as new). Both figures come from the workflow task, so replay
+    stops at the same turn. As a ``UsageMeter`` it also counts each model
+    call's tokens, from the chain's ``usage`` so far."""
+
+    turns: int = 0
+    # Awaited once, before the first model call (the sandbox is up by then):
+    # the workflow places the run's inputs in the workspace.
+    before_first_turn: Callable[[], Awaitable[None]] | None = None
+    # The tools the agent called, each with its arguments (cut short): what
+    # a conversation tells the model it lost when its workspace is restored.
+    calls: list[str] = field(default_factory=list)
+
+    async def on_tool_start(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
+    ) -> None:
+        arguments = getattr(context, "tool_arguments", "") or ""
+        call = f"{tool.name} {arguments}".strip()
+        self.calls.append(call if len(call) <= 200 else call[:199] + "…")
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        info = workflow.info()
+        if self.turns and (
+            info.get_current_history_size() > HISTORY_BUDGET or info.is_continue_as_new_suggested()
+        ):
+            raise HistoryFull(f"history at {info.get_current_history_size():,} bytes")
+        if self.before_first_turn is not None:
+            prepare, self.before_first_turn = self.before_first_turn, None
+            await prepare()
+        self.turns += 1
+
+
+def conversation_so_far(run_data: RunErrorDetails | RunResultBase) -> list[TResponseInputItem]:
+{%- if cookiecutter.approval != "none" %}
+    """The input the next model call would have had, from a stopped run or
+    a finished one (without the records of calls that waited for a person's approval,
+    which are not the model's input: their outcome is)."""
+    return ItemHelpers.input_to_new_input_list(run_data.input) + [
+        item.to_input_item() for item in run_data.new_items if item.type != "tool_approval_item"
+    ]
+{%- else %}
+    """The input the next model call would have had, from a stopped run or
+    a finished one."""
+    return ItemHelpers.input_to_new_input_list(run_data.input) + [
+        item.to_input_item() for item in run_data.new_items
+    ]
+{%- endif %}
+
+
+def _size(item: object) -> int:
+    return len(json.dumps(item, default=str))
+
+
+def bounded(conversation: list[TResponseInputItem]) -> list[TResponseInputItem]:
+    """The conversation from its last compaction on, and within
+    ``CONVERSATION_LIMIT`` bytes: the first item (the request) is kept, then
+    as many of the latest items as fit, after a note saying how many earlier
+    items were left out. A tool call's output is never kept without the call."""
+    conversation = Compaction().process_context(list(conversation))
+    if sum(_size(item) for item in conversation) <= CONVERSATION_LIMIT or len(conversation) < 3:
+        return conversation
+    first, rest = conversation[0], conversation[1:]
+    budget = CONVERSATION_LIMIT - _size(first) - 200
+    kept: list[TResponseInputItem] = []
+    for item in reversed(rest):
+        budget -= _size(item)
+        if budget < 0:
+            break
+        kept.insert(0, item)
+    while kept and str(dict(kept[0]).get("type", "")).endswith("_output"):
+        kept.pop(0)
+    left_out = len(rest) - len(kept)
+    note: TResponseInputItem = {
+        "role": "user",
+        "content": (
+            f"[{left_out} earlier items of this conversation were left out to stay "
+            f"within {CONVERSATION_LIMIT:,} bytes; the workspace still holds their results.]"
+        ),
+    }
+    return [first, note, *kept]
+
+
+def bounded_model_input(data: CallModelData[Any]) -> ModelInputData:
+    """``RunConfig.call_model_input_filter``: every model call carries a
+    bounded conversation."""
+    return ModelInputData(
+        input=bounded(data.model_data.input), instructions=data.model_data.instructions
+    )
+
+
+# How long a sandbox that has just answered one of the run's operations is
+# taken to be running. The Agents SDK asks ``running()`` before every turn (an
+# activity and a workflow task each, a quarter of an 8-step run's), right
+# after the previous turn's last operation; a sandbox that answered moments
+# ago is running. No backend stops a sandbox within a minute of its use
+# (idle stops count whole idle minutes; lifetimes are at least the run's),
+# so within this window the answer is known. A sandbox killed in
+# between fails the next operation instead, as it does when killed after the
+# check. The first turn of each ``Runner.run`` (a chain's next run, a
+# follow-up, a restore) always asks.
+RUNNING_WHILE_ANSWERING = timedelta(seconds=15)
+
+
+class _LastingSession(RefusesCutWriteBack):
+    """A sandbox session that the runner's teardown leaves running (and
+    that writes back no file it read cut), taken to be running while it
+    answers the run's operations (RUNNING_WHILE_ANSWERING)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # When the sandbox last answered an operation, in workflow time.
+        self.answered_at: datetime | None = None
+
+    def _answered(self) -> None:
+        self.answered_at = workflow.now()
+
+    async def running(self) -> bool:
+        if (
+            self.answered_at is not None
+            and workflow.now() - self.answered_at < RUNNING_WHILE_ANSWERING
+        ):
+            return True
+        running = await super().running()
+        if running:
+            self._answered()
+        return running
+
+    async def start(self) -> None:
+        await super().start()
+        self._answered()
+
+    async def exec(self, *command: Any, **options: Any) -> ExecResult:
+        result = await super().exec(*command, **options)
+        self._answered()
+        return result
+
+    async def pty_exec_start(self, *command: Any, **options: Any) -> PtyExecUpdate:
+        update = await super().pty_exec_start(*command, **options)
+        self._answered()
+        return update
+
+    async def pty_write_stdin(self, **options: Any) -> PtyExecUpdate:
+        update = await super().pty_write_stdin(**options)
+        self._answered()
+        return update
+
+    async def read(self, path: Path, *, user: str | User | None = None) -> io.IOBase:
+        handle = await super().read(path, user=user)
+        self._answered()
+        return handle
+
+    async def write(self, path: Path, data: io.IOBase, *, user: str | User | None = None) -> None:
+        await super().write(path, data, user=user)
+        self._answered()
+
+    async def stop(self) -> None:
+        """Left to ``LastingSandboxClient.remove()``."""
+
+    async def shutdown(self) -> None:
+        """Left to ``LastingSandboxClient.remove()``."""
+
+
+class LastingSandboxClient(TemporalSandboxClient):
+    """``temporal_sandbox_client()``, but its sessions outlive ``Runner.run``.
+
+    The runner stops and deletes the sandbox at the end of every run it
+    makes; here that would delete the workspace between two runs of a chain.
+    This client's sessions ignore the runner's teardown, and the workflow
+    calls ``remove()`` once, when the chain ends (with an answer, a failure
+    or a cancellation).
+    """
+{% if cookiecutter | host_bound_backends %}
+    def __init__(
+        self, name: str, config: workflow.ActivityConfig, host: SandboxHost | None = None
+    ) -> None:
+        super().__init__(name, config)
+        # The provider it was registered under (the activities' prefix).
+        self.provider = name
+        # How each sandbox operation is run (timeout, retries, routing): the
+        # workspace's own operations (workspace.py) are run the same way.
+        self.config = config
+        # The host the sandbox lives on (``config`` sends its operations
+        # there), handed on with its state; None when any worker reaches it.
+        self.host = host
+{%- else %}
+    def __init__(self, name: str, config: workflow.ActivityConfig) -> None:
+        super().__init__(name, config)
+        # The provider it was registered under (the activities' prefix).
+        self.provider = name
+        # How each sandbox operation is run (timeout, retries): the
+        # workspace's own operations (workspace.py) are run the same way.
+        self.config = config
+{%- endif %}
+        # The session's activities, without the SDK's wrapper (the runner
+        # gets the wrapper): in workflow code that wrapper turns any failure
+        # of a stop or a shutdown into a RuntimeError, which would fail the
+        # workflow task for ever.
+        self.inner: TemporalSandboxSession | None = None
+        # The state an earlier run of the chain handed on, until this run
+        # has resumed the session.
+        self.handed_on: SandboxSessionState | None = None
+
+    def _wrap_session(
+        self, inner: BaseSandboxSession, *, instrumentation: Instrumentation | None = None
+    ) -> SandboxSession:
+        assert isinstance(inner, TemporalSandboxSession)
+        self.inner = inner
+        return _LastingSession(
+            inner, instrumentation=instrumentation, dependencies=self._resolve_dependencies()
+        )
+
+    async def delete(self, session: Any) -> Any:
+        """Left to ``remove()``."""
+        return session
+
+    def carried_state(self) -> dict[str, Any]:
+        """The session's state, for the next run of the chain ({} for none)."""
+        state = self.inner.state if self.inner is not None else self.handed_on
+        return dict(self.serialize_session_state(state)) if state is not None else {}
+
+    def state_from(self, carried: Carried) -> SandboxSessionState | None:
+        """The session state an earlier run of the chain handed on (None
+        when it handed on none: a conversation that released its sandbox)."""
+        if not carried.session_state:
+            return None
+        self.handed_on = self.deserialize_session_state(carried.session_state)
+        return self.handed_on
+
+    def next_state(self) -> SandboxSessionState | None:
+        """The state the next ``Runner.run`` resumes the session from: the
+        one handed on, or the session of this run's last prompt (None: the
+        runner creates a sandbox)."""
+        if self.inner is not None:
+            self.handed_on, self.inner = self.inner.state, None
+        return self.handed_on
+
+    @property
+    def holds(self) -> bool:
+        """Whether there is a sandbox to remove."""
+        return self.inner is not None or self.handed_on is not None
+
+    async def remove(self) -> None:
+        """Stop the sandbox and delete it, as the runner would have. A run
+        that ends before it resumed the sandbox it was handed (cancelled
+        during the resume, say) resumes it to remove it."""
+        if self.inner is None and self.handed_on is not None:
+            await self.resume(self.handed_on)
+        inner, self.inner, self.handed_on = self.inner, None, None
+        if inner is None:
+            return
+        await inner.stop()
+        await inner.shutdown()
+        await TemporalSandboxClient.delete(self, inner)

@@ -1,0 +1,155 @@
+"""The worker's health, over HTTP, for a readiness and a liveness probe.
+
+With ``HEALTH_BIND_ADDRESS`` set (``0.0.0.0:8080``, say) the worker answers
+
+- ``GET /readyz``: 200 once it polls its task queues (the SDK has checked the
+  namespace and started its pollers), 503 before that and from the moment it
+  begins to drain (Ctrl+C, SIGTERM) until it exits;
+- ``GET /livez``: 200 while its event loop turns, 503 once the loop has been
+  blocked for longer than ``LIVENESS_BOUND``: a worker in that state neither
+  polls nor heartbeats its model calls, and only a restart helps.
+
+Its own address, not the metrics port: the Prometheus endpoint is served by
+the Temporal SDK's Rust runtime, which adds no routes and keeps answering
+while the Python event loop is stuck, so it cannot say whether the worker
+lives. This server runs in a thread of its own and reads a time stamp that the
+event loop renews every ``TICK``: it answers even while the loop is blocked,
+and says so. Unset, the worker serves no health endpoint.
+
+Whoever reaches the port, it holds (http_guard.py): a request has
+ARRIVAL_DEADLINE seconds to arrive (408), a request with a body is refused
+unread (413, 411, 400), over MOST_CONNECTIONS at once a connection gets 503;
+each refusal is one line in the worker's log. A probe is never logged.
+"""
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from datetime import timedelta
+
+from sandbox_agent_runtime.http_guard import GuardedHandler, GuardedServer
+
+READY_PATH = "/readyz"
+LIVE_PATH = "/livez"
+
+# How long the event loop may go without turning before the worker is not
+# live. Far above any step the loop takes in a healthy worker (starting
+# thousands of runs keeps it busy for a few hundred ms at a time).
+LIVENESS_BOUND = timedelta(seconds=10)
+
+# How often the event loop renews its time stamp.
+TICK = timedelta(seconds=1)
+
+# How long a probe's request has to arrive (http_guard.py): a probe sends it
+# at once (and the kubelet gives up after a second); a client that does not
+# holds a thread of the worker no longer than this.
+ARRIVAL_DEADLINE = 10.0
+
+# The most connections it serves at once (a kubelet probes one at a time).
+MOST_CONNECTIONS = 16
+
+log = logging.getLogger("health")
+
+
+class HealthUnavailable(Exception):
+    """The worker cannot serve on ``HEALTH_BIND_ADDRESS`` (its port is taken, say)."""
+
+
+class HealthServer:
+    """The health endpoint, serving from a thread until ``close()``.
+
+    ``ready`` says whether the worker polls and is not draining; the server
+    asks it at each request (from its own thread: it must only read)."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        liveness_bound: timedelta = LIVENESS_BOUND,
+    ) -> None:
+        self.ready: Callable[[], bool] = lambda: False
+        self._bound = liveness_bound.total_seconds()
+        self._last_turn = time.monotonic()
+        try:
+            self._server = GuardedServer(
+                address,
+                self._handler(),
+                log=log,
+                most_connections=MOST_CONNECTIONS,
+                deadline=ARRIVAL_DEADLINE,
+                largest_body=0,
+            )
+        except OSError as e:
+            raise HealthUnavailable(
+                f"Cannot serve the health endpoint on {address[0]}:{address[1]} "
+                f"(HEALTH_BIND_ADDRESS): {e.strerror or e}"
+            ) from e
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="health", daemon=True
+        )
+        self._thread.start()
+
+    def turned(self) -> None:
+        """The event loop has just turned (the ticker calls this)."""
+        self._last_turn = time.monotonic()
+
+    def blocked_for(self) -> float:
+        """Seconds since the event loop last turned."""
+        return time.monotonic() - self._last_turn
+
+    def answer(self, path: str) -> tuple[int, str]:
+        if path == READY_PATH:
+            return (200, "ready\n") if self.ready() else (503, "not ready\n")
+        if path == LIVE_PATH:
+            blocked = self.blocked_for()
+            if blocked > self._bound:
+                return 503, f"event loop blocked for {blocked:.0f} s\n"
+            return 200, "live\n"
+        return 404, f"not found: try {READY_PATH} or {LIVE_PATH}\n"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[GuardedHandler]:
+        health = self
+
+        class Handler(GuardedHandler):
+            def do_GET(self) -> None:
+                status, text = health.answer(self.path.partition("?")[0])
+                body = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler
+
+
+@asynccontextmanager
+async def serving_health(
+    address: tuple[str, int] | None, liveness_bound: timedelta = LIVENESS_BOUND
+) -> AsyncIterator[HealthServer | None]:
+    """The health endpoint on ``address`` (None: no endpoint) while the block
+    runs, with the running event loop renewing its time stamp."""
+    if address is None:
+        yield None
+        return
+    health = HealthServer(address, liveness_bound)
+
+    async def tick() -> None:
+        while True:
+            health.turned()
+            await asyncio.sleep(TICK.total_seconds())
+
+    ticker = asyncio.create_task(tick())
+    try:
+        yield health
+    finally:
+        ticker.cancel()
+        with suppress(asyncio.CancelledError):
+            await ticker
+        health.close()

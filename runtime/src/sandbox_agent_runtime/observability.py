@@ -1,0 +1,357 @@
+{% set bound = cookiecutter | host_bound_backends -%}
+"""What the service tells its operators: metrics, each run's usage, traces.
+
+- Metrics. With ``PROMETHEUS_BIND_ADDRESS=host:port`` set, the worker serves
+  ``http://host:port/metrics``: Temporal's own ``temporal_*`` metrics and the
+  service's ``agent_*`` ones named below. The workflow counts model calls,
+  tokens and runs through ``workflow.metric_meter()``, whose counters do
+  nothing while a run replays: a worker that replays a run (after a restart,
+  or to rebuild its cache) counts nothing twice. Sandbox operations are
+  counted on the worker, once per attempt, by provider and outcome{{ " (and host)" if bound }}.
+- Usage. Every run keeps its chain's total of model calls and tokens in its
+  memo (key ``usage``), updated after each model call and handed on when the
+  run continues as new: the Web UI and ``temporal workflow describe`` show
+  it, and the starter prints it after the answer.
+- Traces. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set (and the ``traces`` extra
+  installed), the worker exports OpenTelemetry spans of its workflows, its
+  activities and the agent's own spans. The Agents SDK's export to OpenAI is
+  unchanged.
+"""
+
+import asyncio
+from dataclasses import dataclass, field
+{%- if cookiecutter.approval != "none" %}
+from datetime import timedelta
+{%- endif %}
+from typing import Any
+
+from agents import RunContextWrapper, RunHooks
+from agents.agent import Agent
+from agents.items import ModelResponse
+from temporalio import activity, workflow
+from temporalio.client import Plugin
+from temporalio.exceptions import CancelledError, FailureError, is_cancelled_exception
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+{% if bound %}
+from sandbox_agent_runtime.affinity import host_queue
+{%- endif %}
+{%- if cookiecutter.approval != "none" %}
+from sandbox_agent_runtime.approvals import Decision
+{%- endif %}
+from sandbox_agent_runtime.shared import (
+{%- if bound %}
+    CHOOSING_THE_HOST,
+    HOST_HEADER,
+{%- endif %}
+    sandbox_operation,
+    tool_of,
+)
+
+# The service's own metrics (counters), next to Temporal's temporal_* ones.
+MODEL_CALLS = "agent_model_calls"
+INPUT_TOKENS = "agent_input_tokens"
+OUTPUT_TOKENS = "agent_output_tokens"
+{%- if bound %}
+# Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
+# "error"), host (the host the sandbox lives on, or "any": affinity.py).
+{%- else %}
+# Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
+# "error").
+{%- endif %}
+SANDBOX_OPERATIONS = "agent_sandbox_operations"
+{%- if cookiecutter.approval != "none" %}
+# Label: decision ("approved", "rejected", "timed_out"): requests for approval,
+# and the time each waited for its decision (a histogram, in ms).
+APPROVALS = "agent_approvals"
+APPROVAL_WAIT = "agent_approval_wait"
+{%- endif %}
+# Labels: tool (the agent's own tools: tools.py), outcome ("ok" or "error").
+TOOL_CALLS = "agent_tool_calls"
+# Label: outcome ("completed", "failed", "cancelled", or "continued_as_new"
+# for each run of a long chain that handed its work on).
+RUNS = "agent_runs"
+# Label: state ("waiting": answered, holding its sandbox; "released": its
+# sandbox removed, the workspace in a snapshot; "restored": a sandbox
+# restored from a snapshot; "ended"): each time a conversation enters it.
+SESSIONS = "agent_sessions"
+# Label: operation ("snapshot" or "restore"): the gzipped size of each
+# workspace snapshot (bytes), and how long each took (seconds); histograms.
+SNAPSHOT_BYTES = "agent_snapshot_bytes"
+SNAPSHOT_SECONDS = "agent_snapshot_seconds"
+{%- if bound %}
+# Labels: host, outcome ("failed": the run failed naming it; "recovered": the
+# run went on on another host from its last snapshot): each time a run took
+# its sandbox's host for gone (affinity.py).
+HOSTS_GONE = "agent_sandbox_hosts_gone"
+{%- endif %}
+# Their buckets: the SDK's defaults (50 to 10,000) fit milliseconds, not these.
+BUCKETS = {
+    SNAPSHOT_BYTES: [float(4**power * 1024) for power in range(1, 11)],
+    SNAPSHOT_SECONDS: [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
+}
+
+
+class TelemetryUnavailable(Exception):
+    """The worker cannot serve metrics or export traces as configured."""
+
+
+@dataclass
+class Usage:
+    """What a chain of runs has used of the model so far."""
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class UsageMeter(RunHooks[Any]):
+    """Counts each model call as the workflow receives its response: into
+    ``usage`` (the chain's total, which the workflow shows in the run's memo
+    as each prompt ends) and into the worker's metrics, which a replay leaves
+    alone."""
+
+    usage: Usage = field(default_factory=Usage)
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        self.usage.model_calls += 1
+        self.usage.input_tokens += response.usage.input_tokens
+        self.usage.output_tokens += response.usage.output_tokens
+        meter = workflow.metric_meter()
+        meter.create_counter(MODEL_CALLS, "Model calls the agent made").add(1)
+        meter.create_counter(INPUT_TOKENS, "Input tokens of the model calls").add(
+            response.usage.input_tokens
+        )
+        meter.create_counter(OUTPUT_TOKENS, "Output tokens of the model calls").add(
+            response.usage.output_tokens
+        )
+
+
+# The outcomes every worker reports from its start, at 0 (count_runs_from_zero):
+# an alert on increase() sees the first failure of a worker's life.
+RUN_OUTCOMES = ("completed", "failed")
+
+
+def count_runs_from_zero(
+    runtime: Runtime | None,
+    namespace: str,
+    task_queue: str,
+    workflow_type: str,
+    build_id: str | None,
+) -> None:
+    """Report agent_runs at 0 for each of RUN_OUTCOMES, with the labels the
+    workflow's own counter will carry (count_run()): a counter first seen at
+    1 has no increase, and its first failure would pass unseen by a rule
+    like ``increase(agent_runs{outcome="failed"}[15m]) > 0``."""
+    if runtime is None:
+        return
+    counter = runtime.metric_meter.create_counter(RUNS, "Runs of the workflow, by outcome")
+    for outcome in RUN_OUTCOMES:
+        labels = {
+            "namespace": namespace,
+            "task_queue": task_queue,
+            "workflow_type": workflow_type,
+            "outcome": outcome,
+        }
+        if build_id is not None:
+            labels["build_id"] = build_id
+        counter.add(0, labels)
+
+
+def count_run(outcome: str) -> None:
+    """Count one run of the workflow ending with ``outcome`` (replay-safe),
+    and the build it ran on: a versioned worker's (versioning.py), or an
+    unversioned one's ``build_id`` (worker.UNVERSIONED_BUILD), which the
+    workflow sees as its current version too. count_runs_from_zero() uses
+    the same ids, so its zero is the series this counter adds to."""
+    labels = {"outcome": outcome}
+    version = workflow.info().get_current_deployment_version()
+    if version is not None:
+        labels["build_id"] = version.build_id
+    workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(1, labels)
+
+
+{% if bound -%}
+def count_host_gone(host: str, outcome: str) -> None:
+    """Count a run taking its sandbox's ``host`` for gone (replay-safe)."""
+    workflow.metric_meter().create_counter(
+        HOSTS_GONE, "Runs that took their sandbox's host for gone, by host and outcome"
+    ).add(1, {"host": host, "outcome": outcome})
+
+
+{% endif -%}
+def count_session(state: str) -> None:
+    """Count one conversation entering ``state`` (replay-safe)."""
+    workflow.metric_meter().create_counter(SESSIONS, "Conversations entering a state").add(
+        1, {"state": state}
+    )
+
+
+{% if cookiecutter.approval != "none" -%}
+def count_approval(decision: Decision, waited: timedelta) -> None:
+    """Count one request for approval by how it was decided (approved,
+    rejected, timed_out) and how long it waited (replay-safe)."""
+    meter = workflow.metric_meter()
+    outcome = "approved" if decision.approve else "rejected"
+    if decision.timed_out:
+        outcome = "timed_out"
+    meter.create_counter(APPROVALS, "Requests for approval, by decision").add(
+        1, {"decision": outcome}
+    )
+    if waited:
+        meter.create_histogram_timedelta(
+            APPROVAL_WAIT, "How long a request waited for its decision", unit="ms"
+        ).record(waited, {"decision": outcome})
+
+
+{% endif -%}
+def run_outcome(error: BaseException) -> str | None:
+    """How a run that raised ``error`` ends, or None when the error fails
+    only the workflow task (Temporal retries it; the run goes on)."""
+    if isinstance(error, workflow.ContinueAsNewError):
+        return "continued_as_new"
+    if isinstance(error, asyncio.CancelledError | CancelledError) or is_cancelled_exception(error):
+        return "cancelled"
+    if isinstance(error, FailureError):
+        return "failed"
+    return None
+
+
+class SandboxOperationMeter(Interceptor):
+{%- if bound %}
+    """Counts every sandbox activity the worker runs (each attempt), by
+    provider, operation, outcome and the host the sandbox lives on: this
+    worker's ``host`` for an operation of a sandbox on its host, "any" for a sandbox any worker reaches (affinity.py); and every call of
+    one of the agent's tools, by tool and outcome."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _CountedActivity(next, self.host)
+{%- else %}
+    """Counts every sandbox activity the worker runs (each attempt), by
+    provider, operation and outcome; and every call of one of the agent's
+    tools, by tool and outcome."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _CountedActivity(next)
+{%- endif %}
+
+
+class _CountedActivity(ActivityInboundInterceptor):
+{%- if bound %}
+    def __init__(self, next: ActivityInboundInterceptor, host: str) -> None:
+        super().__init__(next)
+        self.host = host
+{% endif %}
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        name = info.activity_type
+        operation, tool = sandbox_operation(name), tool_of(name)
+{%- if bound %}
+        if tool is None and operation in (None, CHOOSING_THE_HOST):
+{%- else %}
+        if tool is None and operation is None:
+{%- endif %}
+            return await super().execute_activity(input)
+        outcome = "error"
+        try:
+            result = await super().execute_activity(input)
+            outcome = "ok"
+            return result
+        finally:
+            if tool is not None:
+                activity.metric_meter().create_counter(
+                    TOOL_CALLS, "Calls of the agent's own tools, by tool and outcome"
+                ).add(1, {"tool": tool, "outcome": outcome})
+            else:
+{%- if bound %}
+                # Through the host's queue, or offered on the run's own with
+                # this host's mark (affinity.HostFirst).
+                on_host = info.task_queue == host_queue(self.host) or HOST_HEADER in input.headers
+                self._count_operation(name, str(operation), outcome, on_host)
+
+    def _count_operation(self, name: str, operation: str, outcome: str, on_host: bool) -> None:
+        counter = activity.metric_meter().create_counter(
+            SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation, outcome and host"
+        )
+        counter.add(
+            1,
+            {
+                "provider": name.removesuffix(f"-{operation}"),
+                "operation": operation,
+                "outcome": outcome,
+                "host": self.host if on_host else "any",
+            },
+        )
+{%- else %}
+                self._count_operation(name, str(operation), outcome)
+
+    def _count_operation(self, name: str, operation: str, outcome: str) -> None:
+        counter = activity.metric_meter().create_counter(
+            SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation and outcome"
+        )
+        counter.add(
+            1,
+            {
+                "provider": name.removesuffix(f"-{operation}"),
+                "operation": operation,
+                "outcome": outcome,
+            },
+        )
+{%- endif %}
+
+
+def metrics_runtime(address: tuple[str, int] | None) -> Runtime | None:
+    """A Temporal runtime serving /metrics on ``address``
+    (``PROMETHEUS_BIND_ADDRESS``), or None for none. The worker's client must
+    be created on it."""
+    if address is None:
+        return None
+    bind = f"{address[0]}:{address[1]}"
+    try:
+        metrics = PrometheusConfig(bind_address=bind, histogram_bucket_overrides=BUCKETS)
+        return Runtime(telemetry=TelemetryConfig(metrics=metrics))
+    except Exception as e:
+        raise TelemetryUnavailable(
+            f"Cannot serve metrics on {bind} (PROMETHEUS_BIND_ADDRESS): {e}"
+        ) from e
+
+
+def tracing_plugins(endpoint: str | None) -> list[Plugin]:
+    """With an OTLP ``endpoint`` (``OTEL_EXPORTER_OTLP_ENDPOINT``, which the
+    exporter reads itself), send this process's spans there and return the
+    client plugin that traces workflows and activities; otherwise nothing."""
+    if endpoint is None:
+        return []
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as e:
+        raise TelemetryUnavailable(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set, but the traces extra is not installed: "
+            "install the project with its `traces` extra (uv sync --extra traces)."
+        ) from e
+    return [trace_to(BatchSpanProcessor(OTLPSpanExporter()))]
+
+
+def trace_to(processor: Any) -> Plugin:
+    """Make ``processor`` (an OpenTelemetry span processor) receive this
+    process's spans through a replay-safe tracer provider, and return the
+    client plugin that traces workflows and activities. The worker's agents
+    plugin must then be built with ``traced=True``, for the agent's spans."""
+    from opentelemetry import trace
+    from temporalio.contrib.opentelemetry import OpenTelemetryPlugin, create_tracer_provider
+
+    provider = create_tracer_provider()
+    provider.add_span_processor(processor)
+    trace.set_tracer_provider(provider)
+    return OpenTelemetryPlugin(add_temporal_spans=True)

@@ -1,0 +1,806 @@
+{%- set backends = cookiecutter | backends -%}
+{%- set bound = cookiecutter | host_bound_backends -%}
+{%- set approvals = cookiecutter.approval != "none" -%}
+"""The worker's settings and the starter's, read from the environment once, at start.
+
+Every environment variable the service reads itself is parsed here and
+nowhere else: ``worker_settings()`` into a frozen ``WorkerSettings``, which
+the worker hands down to whatever needs one of its values, and
+``starter_settings()`` into a ``StarterSettings``. A value the service
+cannot use stops it before it does anything else, with one line
+(``BadSetting``) naming the variable, the value and what is allowed.
+
+A variable left unset takes its default. Set to nothing (``NAME=``, a line of
+.env uncommented but not filled in) it is refused like any other bad value,
+not taken for unset: leave it out, or its line commented, for the default.
+The worker's credentials are checked here too: a missing one is named, and
+no credential's value is ever printed.
+
+Not here: the ``TEMPORAL_*`` connection settings, which Temporal's own
+envconfig reads (connection.py), and the variables each SDK reads for itself
+(``OPENAI_BASE_URL``, for one{% if "docker" in backends %}, ``DOCKER_TLS_VERIFY``{% endif %}, and the AWS
+credentials and ``AWS_ENDPOINT_URL`` of an S3 object store; its region,
+``AWS_REGION``, is read here, since the AWS SDK for Python does not).
+docs/operations.md lists every setting, its default and what it allows.
+"""
+
+{% if approvals -%}
+import base64
+import binascii
+{% endif -%}
+import ipaddress
+import os
+import re
+{%- if bound %}
+import socket
+{%- endif %}
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+{%- if approvals %}
+from pathlib import Path
+{%- endif %}
+from urllib.parse import urlsplit
+{% if approvals %}
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+{%- endif %}
+from temporalio.common import WorkerDeploymentVersion
+
+from sandbox_agent_runtime import encryption
+from sandbox_agent_runtime import object_store as stores
+{%- if approvals %}
+from sandbox_agent_runtime.approvers import DEFAULT_KEY_FILE, public_text
+{%- endif %}
+from sandbox_agent_runtime.display import without_credentials
+from sandbox_agent_runtime.shared import (
+    GIT_TIMEOUT,
+    MODEL_ACTIVITY_TIMEOUT,
+    SESSION_IDLE_TIMEOUT,
+    SESSION_LIFETIME,
+)
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS, WORKFLOW_EXECUTION_TIMEOUT
+
+# Runs one worker keeps in flight at once unless WORKER_RUNS_IN_FLIGHT says
+# otherwise: about 0.7 MiB of worker memory each. Memory and slots are not
+# what limits a worker: CPU is (one Python process), to start runs and to
+# heartbeat the model calls it waits on. Past this limit runs wait on the
+# task queue, which costs nothing (capacity.py). Past MOST_RUNS_IN_FLIGHT,
+# one worker's event loop is the limit, not its slots: run more workers.
+RUNS_IN_FLIGHT = 1_000
+MOST_RUNS_IN_FLIGHT = 100_000
+
+# Each command the agent runs is killed after this many seconds unless
+# SANDBOX_COMMAND_TIME_LIMIT_SECONDS says otherwise (bounded_sandbox.py); a
+# command that needs more than a day is a job for something else.
+COMMAND_TIME_LIMIT = 600
+LONGEST_COMMAND_TIME_LIMIT = 86_400
+
+# Each model call's timeout is at most an hour, and no longer than a run.
+LONGEST_MODEL_TIMEOUT = min(3600, int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()))
+
+# Each git process of the worker (workspace.py) is killed after GIT_TIMEOUT
+# unless GIT_TIMEOUT_MINUTES says otherwise: at most a day.
+LONGEST_GIT_TIMEOUT = 24 * 60
+
+# A conversation keeps its sandbox SESSION_IDLE_TIMEOUT after an answer and
+# waits for a follow-up SESSION_LIFETIME in all (workflow.py): each at most a
+# year, a bound on how long a conversation holds a sandbox or a snapshot.
+LONGEST_SESSION = 365 * 86_400
+
+# What Temporal accepts as a Worker Deployment's name and build id (both or
+# neither: versioning.py): no whitespace or control characters, and no "."
+# in a deployment name (the server joins the two with one).
+_DEPLOYMENT_NAME = re.compile(r"[^\s.]{1,255}")
+_BUILD_ID = re.compile(r"[^\s]{1,255}")
+{%- if bound %}
+
+# What a host id may be: it becomes part of a task queue's name (affinity.py).
+_HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+{%- endif %}
+{%- if "docker" in backends %}
+
+# Each run's container (backends/docker.py): the variables, their defaults
+# and bounds. Memory covers the workspace and /tmp too: both are in-memory
+# file systems, /tmp of DOCKER_TMP_SIZE.
+DOCKER_MEMORY = ("DOCKER_SANDBOX_MEMORY", "2g")
+DOCKER_CPUS = ("DOCKER_SANDBOX_CPUS", "1")
+DOCKER_PIDS = ("DOCKER_SANDBOX_PIDS", "256")
+DOCKER_WORKSPACE_SIZE = ("DOCKER_SANDBOX_WORKSPACE_SIZE", "1g")
+DOCKER_USER = ("DOCKER_SANDBOX_USER", "65534:65534")
+DOCKER_TMP_SIZE = 64 << 20
+_SIZE = re.compile(r"([0-9]{1,7})([kmg]?)b?", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_LARGEST_SIZE = 1 << 40  # 1 TiB
+_USER = re.compile(r"([0-9]{1,10})(?::([0-9]{1,10}))?")
+_LARGEST_ID = 2**32 - 2
+_YES_NO = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+{%- endif %}
+
+# Every variable the worker reads itself, besides its credentials.
+WORKER_VARIABLES = (
+    "WORKER_RUNS_IN_FLIGHT",
+    "SANDBOX_COMMAND_TIME_LIMIT_SECONDS",
+    "MODEL_ACTIVITY_TIMEOUT_SECONDS",
+    "HEALTH_BIND_ADDRESS",
+    "PROMETHEUS_BIND_ADDRESS",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "TEMPORAL_DEPLOYMENT_NAME",
+    "TEMPORAL_WORKER_BUILD_ID",
+    "OBJECT_STORE_URL",
+    "PAYLOAD_ENCRYPTION_KEYS",
+    "SESSION_IDLE_TIMEOUT",
+    "SESSION_LIFETIME",
+    "GIT_TIMEOUT_MINUTES",
+{%- if bound %}
+    "WORKER_HOST_ID",
+{%- endif %}
+{%- if approvals %}
+    "APPROVERS",
+{%- endif %}
+{%- if "docker" in backends %}
+    "DOCKER_ENGINE_SHARED",
+    DOCKER_MEMORY[0],
+    DOCKER_CPUS[0],
+    DOCKER_PIDS[0],
+    DOCKER_WORKSPACE_SIZE[0],
+    DOCKER_USER[0],
+{%- endif %}
+)
+# Every variable the starter reads itself.
+STARTER_VARIABLES = (
+    "TEMPORAL_UI_URL",
+    "OBJECT_STORE_URL",
+    "PAYLOAD_ENCRYPTION_KEYS",{{ '\n    "APPROVER_KEY_FILE",' if approvals }}
+)
+
+# The most of a bad value a message shows.
+_SHOWN = 80
+
+
+class BadSetting(ValueError):
+    """A setting the service cannot use; its message is one line naming the
+    variable, the value and what is allowed."""
+
+
+def shown(value: str) -> str:
+    """``value`` as a message shows it: quoted, escaped, and cut when long."""
+    if len(value) > _SHOWN:
+        return f"{value[:_SHOWN]!r}... ({len(value):,} characters)"
+    return repr(value)
+
+
+def refused(name: str, value: str, allowed: str, why: str = "") -> BadSetting:
+    """The line refusing ``name=value``: what is allowed, and (``why``) what
+    is wrong with the value when the allowed forms alone do not say."""
+    because = f" ({why})" if why else ""
+    return BadSetting(f"{name}={shown(value)} is not allowed: use {allowed}{because}.")
+
+
+def whole_number(
+    environ: Mapping[str, str], name: str, default: int, low: int, high: int, unit: str
+) -> int:
+    """``name`` as a whole number from ``low`` to ``high`` (ASCII digits, ``_``
+    between them allowed: 10_000), or ``default`` when it is unset."""
+    value = environ.get(name)
+    if value is None:
+        return default
+    text = value.strip()
+    if not re.fullmatch(r"[0-9]{1,15}(_[0-9]{3}){0,4}", text) or not low <= int(text) <= high:
+        raise refused(
+            name,
+            value,
+            f"a whole number of {unit} from {low} to {high}, or leave it unset for {default}",
+        )
+    return int(text)
+
+
+def address(
+    environ: Mapping[str, str], name: str, example: str, unset: str
+) -> tuple[str, int] | None:
+    """``name`` as (host, port), or None when it is unset."""
+    value = environ.get(name)
+    if value is None:
+        return None
+    host, _, port = value.strip().rpartition(":")
+    if (
+        not host
+        or not host.isprintable()
+        or any(c.isspace() for c in host)
+        or not re.fullmatch(r"[0-9]{1,5}", port)
+        or not 1 <= int(port) <= 65535
+    ):
+        raise refused(
+            name,
+            value,
+            f"host:port with a port from 1 to 65535, such as {example}, or leave it unset for {unset}",
+        )
+    return host, int(port)
+
+
+def web_address(
+    environ: Mapping[str, str], name: str, example: str, unset: str | None
+) -> str | None:
+    """``name`` as an http(s) URL with a host, or None when it is unset
+    (``unset`` says what that means; None: it is required, and
+    missing_credentials() has said so before)."""
+    value = environ.get(name)
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value.strip())
+        parts.port  # noqa: B018 (raises ValueError for a port that is not one)
+    except ValueError:
+        parts = urlsplit("")
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or not value.strip().isprintable()
+    ):
+        allowed = f"an http:// or https:// URL, such as {example}"
+        if unset:
+            allowed += f", or leave it unset for {unset}"
+        raise refused(name, without_credentials(value), allowed)
+    return value.strip()
+
+
+# ---------------------------------------------------------------- the worker
+
+
+# Any one of these sets of environment variables, each set and non-empty.
+Alternatives = tuple[tuple[str, ...], ...]
+
+
+def required_credentials() -> list[tuple[Alternatives, str]]:
+    """What the worker needs in its environment before it starts, and where
+    to get it. The OpenAI client wants a key even for another OpenAI-compatible
+    endpoint (OPENAI_BASE_URL); for one that ignores keys, any value will do.
+    Then each sandbox backend's credentials, and the variables forwarded to
+    the agent's sandbox."""
+    # Imported here, not at the top: the starter reads its own settings from
+    # this module and need not load the sandbox SDKs (seconds of start-up).
+    from sandbox_agent_runtime.backends import SANDBOX_BACKENDS
+
+    return [
+        ((("OPENAI_API_KEY",),), "https://platform.openai.com/api-keys"),
+        *(
+            (backend.REQUIRED_ENVIRONMENT, backend.CREDENTIALS_URL)
+            for backend in SANDBOX_BACKENDS.values()
+            if backend.REQUIRED_ENVIRONMENT
+        ),
+        *((((name,),), "forwarded to the agent's sandbox") for name in SANDBOX_SECRETS),
+    ]
+
+
+def missing_credentials(environ: Mapping[str, str]) -> str | None:
+    """One line naming the credentials the worker lacks (never their
+    values), or None."""
+    missing = [
+        f"{' or '.join(' with '.join(names) for names in alternatives)} ({where})"
+        for alternatives, where in required_credentials()
+        if not any(all(environ.get(name, "").strip() for name in names) for names in alternatives)
+    ]
+    if not missing:
+        return None
+    return f"Missing credentials: set {'; '.join(missing)}. See .env.example."
+{%- if "docker" in backends %}
+
+
+@dataclass(frozen=True)
+class DockerLimits:
+    """The bounds on each sandbox container (backends/docker.py)."""
+
+    memory: int  # bytes, swap included (no swap)
+    cpus: float
+    pids: int
+    workspace_size: int  # bytes
+    uid: int
+    gid: int
+    # /tmp, where the SDK keeps its helper scripts: not a setting.
+    tmp_size: int = DOCKER_TMP_SIZE
+{%- endif %}
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Everything the worker takes from its environment, parsed."""
+
+    # WORKER_RUNS_IN_FLIGHT: the runs it keeps in flight (capacity.py).
+    runs_in_flight: int
+    # SANDBOX_COMMAND_TIME_LIMIT_SECONDS: the longest one command may run.
+    command_time_limit: int
+    # MODEL_ACTIVITY_TIMEOUT_SECONDS: each model call's timeout.
+    model_activity_timeout: timedelta
+    # HEALTH_BIND_ADDRESS: where it answers probes (health.py); None: nowhere.
+    health_address: tuple[str, int] | None
+    # PROMETHEUS_BIND_ADDRESS: where it serves /metrics; None: nowhere.
+    metrics_address: tuple[str, int] | None
+    # OTEL_EXPORTER_OTLP_ENDPOINT: where it sends traces; None: nowhere.
+    traces_endpoint: str | None
+    # TEMPORAL_DEPLOYMENT_NAME and TEMPORAL_WORKER_BUILD_ID: the Worker
+    # Deployment Version it polls as (versioning.py); None: unversioned.
+    version: WorkerDeploymentVersion | None
+    # OBJECT_STORE_URL: where large payloads go (object_store.py); None:
+    # nowhere, every payload in history.
+    object_store: stores.ObjectStore | None
+    # PAYLOAD_ENCRYPTION_KEYS: the keys payloads are encrypted and decrypted
+    # with (encryption.py); None: payloads in plain text.
+    keys: encryption.Keys | None
+    # SESSION_IDLE_TIMEOUT: how long a conversation keeps its sandbox after an
+    # answer before it snapshots the workspace and releases the sandbox.
+    session_idle_timeout: timedelta
+    # SESSION_LIFETIME: how long a conversation waits for a follow-up before
+    # it ends; never shorter than the idle timeout.
+    session_lifetime: timedelta
+    # GIT_TIMEOUT_MINUTES: the longest one of its git processes (a --repo's
+    # clone) may run before it is killed (workspace.py).
+    git_timeout: timedelta
+{%- if bound %}
+    # WORKER_HOST_ID, or the host name: the host its sandboxes are bound to
+    # (affinity.py).
+    host_id: str
+{%- endif %}
+{%- if approvals %}
+    # APPROVERS: whose signed decisions count, public key (base64) -> name.
+    approvers: Mapping[str, str]
+{%- endif %}
+{%- if "docker" in backends %}
+    # DOCKER_ENGINE_SHARED: every worker reaches the same Docker engine.
+    docker_engine_shared: bool
+    # DOCKER_SANDBOX_*: each container's bounds.
+    docker_limits: DockerLimits
+    # Where the engine is, as messages name it: DOCKER_HOST, or the default
+    # socket, as the docker SDK finds it (the SDK reads DOCKER_HOST itself,
+    # and takes it empty for unset).
+    docker_host: str
+{%- endif %}
+{%- if "cloudflare" in backends %}
+    # CLOUDFLARE_SANDBOX_WORKER_URL: the team's Sandbox Service Worker
+    # (backends/cloudflare.py), one of the worker's credentials.
+    cloudflare_worker_url: str
+{%- endif %}
+
+
+def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
+    """The worker's settings; ``BadSetting`` for the first one it cannot use,
+    the missing credentials first of all."""
+    problem = missing_credentials(environ)
+    if problem:
+        raise BadSetting(problem)
+    idle_timeout, lifetime = session_times(environ)
+    return WorkerSettings(
+        runs_in_flight=whole_number(
+            environ, "WORKER_RUNS_IN_FLIGHT", RUNS_IN_FLIGHT, 1, MOST_RUNS_IN_FLIGHT, "runs"
+        ),
+        command_time_limit=whole_number(
+            environ,
+            "SANDBOX_COMMAND_TIME_LIMIT_SECONDS",
+            COMMAND_TIME_LIMIT,
+            1,
+            LONGEST_COMMAND_TIME_LIMIT,
+            "seconds",
+        ),
+        model_activity_timeout=timedelta(
+            seconds=whole_number(
+                environ,
+                "MODEL_ACTIVITY_TIMEOUT_SECONDS",
+                int(MODEL_ACTIVITY_TIMEOUT.total_seconds()),
+                1,
+                LONGEST_MODEL_TIMEOUT,
+                "seconds",
+            )
+        ),
+        health_address=address(
+            environ, "HEALTH_BIND_ADDRESS", "0.0.0.0:8080", "no health endpoint"
+        ),
+        metrics_address=address(environ, "PROMETHEUS_BIND_ADDRESS", "0.0.0.0:9464", "no metrics"),
+        traces_endpoint=web_address(
+            environ, "OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318", "no traces"
+        ),
+        version=worker_version(environ),
+        object_store=object_store(environ),
+        keys=encryption_keys(environ),
+        session_idle_timeout=idle_timeout,
+        session_lifetime=lifetime,
+        git_timeout=timedelta(
+            minutes=whole_number(
+                environ,
+                "GIT_TIMEOUT_MINUTES",
+                int(GIT_TIMEOUT.total_seconds()) // 60,
+                1,
+                LONGEST_GIT_TIMEOUT,
+                "minutes",
+            )
+        ),
+{%- if bound %}
+        host_id=host_id(environ),
+{%- endif %}
+{%- if approvals %}
+        approvers=approvers(environ),
+{%- endif %}
+{%- if "docker" in backends %}
+        docker_engine_shared=docker_engine_shared(environ),
+        docker_limits=docker_limits(environ),
+        docker_host=environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock",
+{%- endif %}
+{%- if "cloudflare" in backends %}
+        cloudflare_worker_url=web_address(
+            environ,
+            "CLOUDFLARE_SANDBOX_WORKER_URL",
+            "https://sandbox.<your-subdomain>.workers.dev",
+            None,
+        )
+        or "",
+{%- endif %}
+    )
+
+
+def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:
+    """The object store ``OBJECT_STORE_URL`` names, or None when it is unset.
+    An S3 store's region is ``AWS_REGION``, else ``AWS_DEFAULT_REGION`` (the
+    only one of the two the AWS SDK for Python reads itself)."""
+    value = environ.get("OBJECT_STORE_URL")
+    if value is None:
+        return None
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or None
+    try:
+        return stores.parse(value, region)
+    except stores.NotAStore as e:
+        raise refused(
+            "OBJECT_STORE_URL", without_credentials(value), stores.ALLOWED, str(e)
+        ) from None
+
+
+def encryption_keys(environ: Mapping[str, str]) -> encryption.Keys | None:
+    """The keys ``PAYLOAD_ENCRYPTION_KEYS`` holds, or None when it is unset
+    (its message names the entry that is wrong, never a key)."""
+    try:
+        return encryption.keys_from(environ)
+    except encryption.BadKeys as e:
+        raise BadSetting(str(e)) from None
+
+
+def session_times(environ: Mapping[str, str]) -> tuple[timedelta, timedelta]:
+    """``SESSION_IDLE_TIMEOUT`` and ``SESSION_LIFETIME``, whole seconds each.
+    The lifetime may not be shorter than the idle timeout: a conversation
+    releases its sandbox while it waits, never after it has ended. Of the two,
+    the one refused is the one set (the lifetime, when both are)."""
+    idle = whole_number(
+        environ,
+        "SESSION_IDLE_TIMEOUT",
+        int(SESSION_IDLE_TIMEOUT.total_seconds()),
+        1,
+        LONGEST_SESSION,
+        "seconds",
+    )
+    lifetime = whole_number(
+        environ,
+        "SESSION_LIFETIME",
+        int(SESSION_LIFETIME.total_seconds()),
+        1,
+        LONGEST_SESSION,
+        "seconds",
+    )
+    if lifetime < idle:
+        if "SESSION_LIFETIME" in environ:
+            raise refused(
+                "SESSION_LIFETIME",
+                environ["SESSION_LIFETIME"],
+                f"a whole number of seconds no smaller than SESSION_IDLE_TIMEOUT ({idle})",
+                "a conversation must not end before it would release its sandbox",
+            )
+        raise refused(
+            "SESSION_IDLE_TIMEOUT",
+            environ["SESSION_IDLE_TIMEOUT"],
+            f"a whole number of seconds no larger than SESSION_LIFETIME ({lifetime}), "
+            "or set SESSION_LIFETIME longer",
+            "a conversation must not end before it would release its sandbox",
+        )
+    return timedelta(seconds=idle), timedelta(seconds=lifetime)
+
+
+def worker_version(environ: Mapping[str, str]) -> WorkerDeploymentVersion | None:
+    """The Worker Deployment Version the worker polls as, or None when
+    versioning is off (neither variable set)."""
+    name = environ.get("TEMPORAL_DEPLOYMENT_NAME")
+    build = environ.get("TEMPORAL_WORKER_BUILD_ID")
+    if name is None and build is None:
+        return None
+    if name is None or build is None:
+        given, missing = (
+            ("TEMPORAL_DEPLOYMENT_NAME", "TEMPORAL_WORKER_BUILD_ID")
+            if build is None
+            else ("TEMPORAL_WORKER_BUILD_ID", "TEMPORAL_DEPLOYMENT_NAME")
+        )
+        raise BadSetting(
+            f"{given}={shown(environ[given])} is set but {missing} is not: set both "
+            "(a versioned worker: docs/versioning.md) or neither (versioning off)."
+        )
+    if not _DEPLOYMENT_NAME.fullmatch(name):
+        raise refused("TEMPORAL_DEPLOYMENT_NAME", name, "1 to 255 characters, no spaces or dots")
+    if not _BUILD_ID.fullmatch(build):
+        raise refused("TEMPORAL_WORKER_BUILD_ID", build, "1 to 255 characters, no spaces")
+    return WorkerDeploymentVersion(deployment_name=name, build_id=build)
+{%- if bound %}
+
+
+def host_id(environ: Mapping[str, str]) -> str:
+    """This worker's host: ``WORKER_HOST_ID``, or else the host name."""
+    allowed = "1 to 200 letters, digits, '.', '_' or '-', starting with a letter or a digit"
+    configured = environ.get("WORKER_HOST_ID")
+    if configured is not None:
+        if not _HOST_ID.fullmatch(configured):
+            raise refused("WORKER_HOST_ID", configured, allowed)
+        return configured
+    name = socket.gethostname()
+    if not _HOST_ID.fullmatch(name):
+        raise BadSetting(
+            f"The host name {shown(name)} cannot name this worker's host: set WORKER_HOST_ID to {allowed}."
+        )
+    return name
+{%- endif %}
+{%- if approvals %}
+
+
+def approvers(environ: Mapping[str, str]) -> dict[str, str]:
+    """The approvers ``APPROVERS`` names, as public key -> name, each
+    NAME=KEY with a name and an Ed25519 public key."""
+    value = environ.get("APPROVERS", "")
+    if not value.strip():
+        raise BadSetting(
+            f"APPROVERS={shown(value)} names nobody who could approve a request: make a key with "
+            "`{{ cookiecutter.project_slug }}-starter --new-approver-key NAME` and set "
+            "APPROVERS=NAME=<the public key it prints> (docs/approvals.md)."
+        )
+    trusted: dict[str, str] = {}
+    for item in (part.strip() for part in value.split(",")):
+        name, _, key = item.partition("=")
+        try:
+            if not name.strip() or not key:
+                raise ValueError(item)
+            public = Ed25519PublicKey.from_public_bytes(
+                base64.b64decode(key.strip(), validate=True)
+            )
+        except (binascii.Error, ValueError):
+            raise BadSetting(
+                f"APPROVERS: {shown(item)} is not NAME=PUBLIC_KEY with an Ed25519 public key (44 "
+                "characters of base64); allowed: comma-separated NAME=PUBLIC_KEY, as "
+                "--new-approver-key prints them."
+            ) from None
+        trusted[public_text(public)] = name.strip()
+    return trusted
+
+{%- endif %}
+{%- if "docker" in backends %}
+
+
+def docker_engine_shared(environ: Mapping[str, str]) -> bool:
+    """Whether every worker reaches the same Docker engine (``DOCKER_ENGINE_SHARED``)."""
+    value = environ.get("DOCKER_ENGINE_SHARED")
+    if value is None:
+        return False
+    if value.strip().lower() not in _YES_NO:
+        raise refused(
+            "DOCKER_ENGINE_SHARED",
+            value,
+            "true when every worker reaches the same Docker engine, false when each host has "
+            "its own (or leave it unset for false)",
+        )
+    return _YES_NO[value.strip().lower()]
+
+
+def _size(environ: Mapping[str, str], variable: tuple[str, str], smallest: int) -> int:
+    name, default = variable
+    value = environ.get(name, default)
+    found = _SIZE.fullmatch(value.strip())
+    size = int(found.group(1)) * _UNITS[found.group(2).lower()] if found else 0
+    if not smallest <= size <= _LARGEST_SIZE:
+        raise refused(
+            name,
+            value,
+            f"a size from {smallest >> 20}m to 1024g (a whole number with k, m or g), "
+            f"or leave it unset for {default}",
+        )
+    return size
+
+
+def docker_limits(environ: Mapping[str, str]) -> DockerLimits:
+    """The bounds on each sandbox container, from ``DOCKER_SANDBOX_*``."""
+    memory = _size(environ, DOCKER_MEMORY, 128 << 20)
+    workspace_size = _size(environ, DOCKER_WORKSPACE_SIZE, 1 << 20)
+    if workspace_size + DOCKER_TMP_SIZE >= memory:
+        name, default = DOCKER_WORKSPACE_SIZE
+        raise BadSetting(
+            f"{name}={shown(environ.get(name, default))} leaves no room in "
+            f"{DOCKER_MEMORY[0]}={shown(environ.get(DOCKER_MEMORY[0], DOCKER_MEMORY[1]))}: the "
+            f"workspace and /tmp ({DOCKER_TMP_SIZE >> 20}m) are kept in the container's memory; "
+            "give it more memory, or the workspace less."
+        )
+    name, default = DOCKER_CPUS
+    cpus = environ.get(name, default)
+    if (
+        not re.fullmatch(r"[0-9]{1,4}(\.[0-9]{1,3})?", cpus.strip())
+        or not 0.01 <= float(cpus) <= 1024
+    ):
+        raise refused(
+            name,
+            cpus,
+            f"a number of CPUs from 0.01 to 1024, or leave it unset for {default}",
+        )
+    name, default = DOCKER_PIDS
+    pids = whole_number(
+        environ, name, int(default), 16, 1_000_000, "processes (the sandbox's own tools need a few)"
+    )
+    name, default = DOCKER_USER
+    user = environ.get(name, default)
+    found = _USER.fullmatch(user.strip())
+    uid = int(found.group(1)) if found else -1
+    gid = int(found.group(2) or uid) if found else -1
+    if not (0 <= uid <= _LARGEST_ID and 0 <= gid <= _LARGEST_ID):
+        raise refused(
+            name,
+            user,
+            f"a numeric UID or UID:GID from 0 to {_LARGEST_ID}, such as 65534:65534 (0 runs the "
+            f"agent's commands as root), or leave it unset for {default}",
+        )
+    return DockerLimits(memory, float(cpus), pids, workspace_size, uid, gid)
+{%- endif %}
+
+
+# --------------------------------------------------------------- the starter
+
+
+@dataclass(frozen=True)
+class StarterSettings:
+    """Everything the starter takes from its environment, parsed."""
+
+    # TEMPORAL_UI_URL: the base of the Web UI links it prints; None: the
+    # Temporal Cloud UI for a Cloud address, else the dev server's.
+    ui_url: str | None
+    # OBJECT_STORE_URL: the worker's object store, which the starter needs
+    # too (object_store.py); None: none.
+    object_store: stores.ObjectStore | None
+    # PAYLOAD_ENCRYPTION_KEYS: the worker's keys (encryption.py); None: none.
+    keys: encryption.Keys | None
+{%- if approvals %}
+    # APPROVER_KEY_FILE: the approver's private key (approvers.py).
+    approver_key_file: Path
+{%- endif %}
+
+
+def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings:
+    """The starter's settings; ``BadSetting`` for the first one it cannot use."""
+{%- if approvals %}
+    key_file = environ.get("APPROVER_KEY_FILE")
+    if key_file is not None and (not key_file.strip() or not key_file.isprintable()):
+        raise refused(
+            "APPROVER_KEY_FILE",
+            key_file,
+            f"the path of a file, or leave it unset for {DEFAULT_KEY_FILE}",
+        )
+{%- endif %}
+    return StarterSettings(
+        ui_url=web_address(
+            environ,
+            "TEMPORAL_UI_URL",
+            "https://temporal.example.com",
+            "links chosen by the address",
+        ),
+        object_store=object_store(environ),
+        keys=encryption_keys(environ),
+{%- if approvals %}
+        approver_key_file=Path(key_file or DEFAULT_KEY_FILE).expanduser(),
+{%- endif %}
+    )
+
+
+# ---------------------------------------------------------- the codec server
+
+# Where the codec server listens unless CODEC_SERVER_BIND_ADDRESS says.
+CODEC_SERVER_ADDRESS = ("127.0.0.1", 8081)
+# The Web UI origins a browser may call it from: the dev server's UI.
+CODEC_SERVER_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
+# Every variable the codec server reads itself.
+CODEC_SERVER_VARIABLES = (
+    "PAYLOAD_ENCRYPTION_KEYS",
+    "OBJECT_STORE_URL",
+    "CODEC_SERVER_BIND_ADDRESS",
+    "CODEC_SERVER_TOKEN",
+    "CODEC_SERVER_ALLOWED_ORIGINS",
+    "TEMPORAL_NAMESPACE",
+)
+_SHORTEST_TOKEN = 16
+
+
+@dataclass(frozen=True)
+class CodecServerSettings:
+    """Everything the codec server takes from its environment, parsed."""
+
+    # PAYLOAD_ENCRYPTION_KEYS: the workers' keys; required.
+    keys: encryption.Keys
+    # OBJECT_STORE_URL: where the payloads history refers to are kept.
+    object_store: stores.ObjectStore | None
+    # CODEC_SERVER_BIND_ADDRESS: where it listens.
+    address: tuple[str, int]
+    # CODEC_SERVER_TOKEN: the bearer token every request must carry; None:
+    # none (only on a loopback address).
+    token: str | None
+    # CODEC_SERVER_ALLOWED_ORIGINS: the origins a browser may call it from.
+    allowed_origins: tuple[str, ...]
+    # TEMPORAL_NAMESPACE: the one namespace it decodes for.
+    namespace: str
+
+
+def codec_server_settings(environ: Mapping[str, str] = os.environ) -> CodecServerSettings:
+    """The codec server's settings; ``BadSetting`` for the first one it cannot use."""
+    keys = encryption_keys(environ)
+    if keys is None:
+        raise BadSetting(
+            f"{encryption.KEYS_VARIABLE} is unset: the codec server decrypts with the workers' "
+            f"keys; set it as the workers have it ({encryption.ALLOWED})."
+        )
+    bind = address(environ, "CODEC_SERVER_BIND_ADDRESS", "127.0.0.1:8081", "127.0.0.1:8081")
+    bind = bind or CODEC_SERVER_ADDRESS
+    token = environ.get("CODEC_SERVER_TOKEN")
+    if token is not None and (
+        len(token) < _SHORTEST_TOKEN
+        or not token.isprintable()
+        or not token.isascii()
+        or " " in token
+    ):
+        raise BadSetting(
+            f"CODEC_SERVER_TOKEN is not allowed: use at least {_SHORTEST_TOKEN} printable ASCII "
+            'characters without spaces (make one with: python -c "import secrets; '
+            'print(secrets.token_urlsafe(32))").'
+        )
+    if token is None and not loopback(bind[0]):
+        raise BadSetting(
+            f"CODEC_SERVER_BIND_ADDRESS={shown(environ['CODEC_SERVER_BIND_ADDRESS'])} is not a "
+            "loopback address and CODEC_SERVER_TOKEN is unset: whoever reaches the port could "
+            "decrypt every run; set a token, or bind 127.0.0.1."
+        )
+    return CodecServerSettings(
+        keys=keys,
+        object_store=object_store(environ),
+        address=bind,
+        token=token,
+        allowed_origins=allowed_origins(environ),
+        namespace=environ.get("TEMPORAL_NAMESPACE") or "default",
+    )
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` names this host's loopback interface only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_origins(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """``CODEC_SERVER_ALLOWED_ORIGINS``: origins (scheme://host[:port], no
+    path, no ``*``), separated by commas; the dev server's UI when unset."""
+    value = environ.get("CODEC_SERVER_ALLOWED_ORIGINS")
+    if value is None:
+        return CODEC_SERVER_ORIGINS
+    origins = []
+    for origin in (part.strip() for part in value.split(",")):
+        parts = urlsplit(origin)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path
+            or parts.query
+            or parts.fragment
+            or not origin.isprintable()
+        ):
+            raise refused(
+                "CODEC_SERVER_ALLOWED_ORIGINS",
+                without_credentials(value),
+                "the Web UI's origins, such as https://cloud.temporal.io or "
+                "http://localhost:8233, separated by commas (no path, no '*')",
+                f"{without_credentials(origin)!r} is not one",
+            )
+        origins.append(origin)
+    return tuple(origins)

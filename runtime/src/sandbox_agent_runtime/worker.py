@@ -1,0 +1,488 @@
+{% set bound = cookiecutter | host_bound_backends -%}
+"""The worker: runs the agent's workflow, its model calls and its sandbox.
+
+    python -m sandbox_agent_runtime.worker
+
+{%- if bound %}
+It polls the service's task queue and, when a sandbox it creates lives on
+its host, that host's own queue too, where the operations of those sandboxes
+arrive (affinity.py); ``WORKER_HOST_ID`` names the host (the host name by
+default). Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
+``SHUTDOWN_GRACE`` (30 s) to finish, cancels what is left, and exits with
+status 0. Work it did not finish is not lost; Temporal hands it to the next
+worker on the same task queue, and the operations of a sandbox on this host
+to the next worker of this host. A worker that dies without warning (SIGKILL, a
+lost machine)
+{%- else %}
+It polls the service's task queue, where the runs, their model calls and
+their sandbox operations arrive. Ctrl+C (or SIGTERM) stops it: it stops
+polling, gives activities in flight ``SHUTDOWN_GRACE`` (30 s) to finish,
+cancels what is left, and exits with status 0. Work it did not finish is not
+lost; Temporal hands it to the next worker on the same task queue. A worker
+that dies without warning (SIGKILL, a lost machine)
+{%- endif %} is noticed when its model call misses a heartbeat
+(capacity.model_heartbeat_timeout(): 20 s at the default capacity) or its
+sandbox operation reaches its timeout. With ``HEALTH_BIND_ADDRESS`` set it
+answers a readiness and a liveness probe (health.py). With
+``OBJECT_STORE_URL`` set it keeps large payloads in that store, which must
+take them before the worker polls (object_store.py), and there the snapshots
+of conversations' workspaces too (workspace.py; SESSION_IDLE_TIMEOUT and
+SESSION_LIFETIME say how long a conversation holds its sandbox and waits).
+"""
+
+import argparse
+import asyncio
+import ctypes
+import pkgutil
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+{%- if bound %}
+from contextlib import AsyncExitStack
+{%- endif %}
+from datetime import timedelta
+from importlib import metadata
+from types import TracebackType
+from typing import Any, NoReturn
+
+from agents.models.interface import ModelProvider
+from agents.sandbox.session.sandbox_client import BaseSandboxClient
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.converter import ExternalStorage
+from temporalio.openai_agents import (
+    ModelActivityParameters,
+    OpenAIAgentsPlugin,
+)
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from sandbox_agent_runtime import {{ ", ".join((["affinity"] if bound else []) + (["approvers"] if cookiecutter.approval != "none" else []) + ["registry", "versioning"]) }}
+from sandbox_agent_runtime.backends import SANDBOX_BACKENDS, Backend
+from sandbox_agent_runtime.bounded_sandbox import BoundedSandboxClient
+from sandbox_agent_runtime.capacity import (
+    make_room_for_connections,
+    model_heartbeat_timeout,
+    model_provider,
+    worker_options,
+)
+from sandbox_agent_runtime.connection import ConnectionFailed, connect
+from sandbox_agent_runtime.encryption import codec_of
+from sandbox_agent_runtime.exits import exit_after
+from sandbox_agent_runtime.health import (
+    HealthServer,
+    HealthUnavailable,
+    serving_health,
+)
+from sandbox_agent_runtime.object_store import (
+    ObjectStoreUnreachable,
+    check_reachable,
+    data_converter,
+    worker_storage,
+)
+from sandbox_agent_runtime.observability import (
+    SandboxOperationMeter,
+    TelemetryUnavailable,
+    count_runs_from_zero,
+    metrics_runtime,
+    tracing_plugins,
+)
+from sandbox_agent_runtime.payloads import with_agent_payloads
+from sandbox_agent_runtime.settings import (
+    BadSetting,
+    WorkerSettings,
+    worker_settings,
+)
+from sandbox_agent_runtime.shared import TASK_QUEUE, WORKFLOW_TYPE
+from sandbox_agent_runtime.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.workspace import (
+    WorkspaceProvider,
+    snapshot_store,
+)
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
+
+SHUTDOWN_GRACE = timedelta(seconds=30)
+
+# The build an unversioned worker reports to Temporal (with its pollers, and
+# in each workflow task it completes). It routes nothing and does not change
+# when the code does: a versioned worker reports TEMPORAL_WORKER_BUILD_ID
+# (versioning.py). Left unset, the SDK would hash the bytecode of every loaded
+# module: with the Agents SDK some 1,800 modules, seconds of CPU at each start.
+DISTRIBUTION = {{ cookiecutter.project_slug | tojson }}
+UNVERSIONED_BUILD = f"{DISTRIBUTION}-{metadata.version(DISTRIBUTION)}"
+
+# The workflow sandbox loads the workflow's module afresh for each run it
+# starts, and every module of yours and the service's that it imports, unless
+# passed through. Each machinery module but workflow.py and registry.py is
+# passed through: imported once per worker, about 20 ms less CPU per run
+# (docs/benchmarks.md of the template). They hold nothing a run changes
+# (constants, dataclasses, functions) and their workflow code is proven by
+# the recorded histories (test_histories.py); workflow.py, registry.py and
+# your modules it imports (agent.py, tools.py, runs.py) stay under the
+# sandbox's checks.
+PASSED_THROUGH = tuple(
+    f"{__package__}.{module.name}"
+    for module in pkgutil.iter_modules(sys.modules[__package__].__path__)
+    if module.name not in ("workflow", "registry")
+)
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The workflow sandbox of the worker (and of tests' replayers)."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
+    )
+
+
+# A model call that keeps failing (the provider is down, the rate limit does
+# not lift) ends the run after about three minutes of retries instead of
+# backing off for ever. Errors the provider says retrying cannot fix (a bad
+# key: 401, a bad request: 400) are not retried at all, and a Retry-After
+# header from the provider overrides these intervals. Nor is an answer that
+# is not JSON (OPENAI_BASE_URL at a web page, a proxy that cuts answers
+# short): it fails the run at once, naming the parse error.
+MODEL_RETRY_POLICY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=8,
+    non_retryable_error_types=["JSONDecodeError"],
+)
+
+
+class BackendUnavailable(Exception):
+    """The worker cannot build the client of one of its sandbox backends."""
+
+
+def agents_plugin(
+    settings: WorkerSettings,
+    sandboxes: Mapping[str, BaseSandboxClient[Any]] | None = None,
+    model_provider: ModelProvider | None = None,
+    model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
+    traced: bool = False,
+) -> OpenAIAgentsPlugin:
+    """The plugin that runs model calls and sandbox operations as activities,
+    with the timeouts and limits of ``settings``.
+
+    The real worker builds each backend's client and uses the OpenAI model
+    provider; tests pass their own sandbox clients (by provider name) and a
+    scripted model provider. ``traced``: the agent's spans also go to
+    OpenTelemetry (observability.tracing_plugins() must have run).
+    """
+    if sandboxes is None:
+        sandboxes = {
+            provider: backend_client(provider, backend, settings)
+            for provider, backend in SANDBOX_BACKENDS.items()
+        }
+    plugin = OpenAIAgentsPlugin(
+        model_params=ModelActivityParameters(
+            start_to_close_timeout=settings.model_activity_timeout,
+            heartbeat_timeout=model_heartbeat_timeout(settings.runs_in_flight),
+            retry_policy=model_retry_policy,
+            # Model calls stay ordinary activities, so each one shows in the Web
+            # UI and the starter's progress, heartbeats, and is retried on its
+            # own (use_local_activity=True would trade that for a little speed).
+        ),
+        model_provider=model_provider,
+        # One set of sandbox activities per provider, each prefixed with the
+        # provider's name; the workflow picks the provider by that name. Each
+        # client cuts what it returns to a size Temporal can record, and bounds
+        # each command in time. Beside the SDK's operations, each provider
+        # places a run's inputs, collects its outputs, and snapshots and
+        # restores a conversation's workspace (workspace.py): in the object
+        # store{{ ", else on this host's disk for a sandbox bound to this host" if bound }}.
+        sandbox_clients=[
+            WorkspaceProvider(
+                provider,
+                BoundedSandboxClient(client, settings.command_time_limit),
+                has_store=settings.object_store is not None,
+{%- if bound %}
+                snapshots=snapshot_store(
+                    settings.object_store, host_bound(provider, settings), codec_of(settings.keys)
+                ),
+{%- else %}
+                # Remote sandboxes: snapshots in the object store, or none.
+                snapshots=snapshot_store(settings.object_store, False, codec_of(settings.keys)),
+{%- endif %}
+                idle_timeout=settings.session_idle_timeout,
+                lifetime=settings.session_lifetime,
+                git_timeout=settings.git_timeout,
+            )
+            for provider, client in sandboxes.items()
+        ],
+        # The only worker environment variables the sandbox may read.
+        resolvable_worker_env_vars=SANDBOX_SECRETS,
+        use_otel_instrumentation=traced,
+    )
+    # The plugin's data converter, reading model inputs cheaply (payloads.py).
+    plugin.data_converter = with_agent_payloads
+    return plugin
+
+
+{% if bound -%}
+def host_bound(provider: str, settings: WorkerSettings) -> bool:
+    """Whether ``provider``'s sandboxes live on this worker's host (its
+    backend says: backends/), so that without an object store their
+    snapshots can stay on this host's disk (workspace.snapshot_store())."""
+    return SANDBOX_BACKENDS[provider].host_bound(settings)
+
+
+{% endif -%}
+def backend_client(
+    provider: str, backend: Backend, settings: WorkerSettings
+) -> BaseSandboxClient[Any]:
+    """A backend's client, built before the worker connects, so a backend
+    that cannot be built stops the worker at once with one clear line."""
+    try:
+        return backend.sandbox_client(settings)
+    except Exception as e:
+        raise BackendUnavailable(
+            f"Cannot start the {provider!r} sandbox backend: {type(e).__name__}: {e}"
+        ) from e
+
+
+class ServiceWorker:
+{%- if bound %}
+    """The worker's pollers, started and stopped together: ``shared`` on
+    TASK_QUEUE (the runs, the model calls, the sandboxes any worker reaches)
+    and ``own`` on its host's queue (the operations of the sandboxes on this
+    host: affinity.py), None when no sandbox it creates lives on its host."""
+
+    def __init__(self, shared: Worker, own: Worker | None) -> None:
+        self.shared, self.own = shared, own
+        self._running = AsyncExitStack()
+        self._draining = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether every poller runs (the SDK checked the namespace and
+        started polling) and the worker has not begun to drain."""
+        pollers = [self.shared] if self.own is None else [self.shared, self.own]
+        return not self._draining and all(poller.is_running for poller in pollers)
+
+    async def __aenter__(self) -> "ServiceWorker":
+        if self.own is not None:
+            await self._running.enter_async_context(self.own)
+        await self._running.enter_async_context(self.shared)
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Not ready from here on (health.py): draining. The shared poller
+        # stops first, so no new run lands here while this host's sandbox
+        # operations finish.
+        self._draining = True
+        await self._running.__aexit__(kind, error, traceback)
+{%- else %}
+    """The worker's poller of TASK_QUEUE (the runs, the model calls, the
+    sandbox operations), and whether it is ready."""
+
+    def __init__(self, shared: Worker) -> None:
+        self.shared = shared
+        self._draining = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether it polls (the SDK checked the namespace and started
+        polling) and has not begun to drain."""
+        return not self._draining and self.shared.is_running
+
+    async def __aenter__(self) -> "ServiceWorker":
+        await self.shared.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Not ready from here on (health.py): draining.
+        self._draining = True
+        await self.shared.__aexit__(kind, error, traceback)
+{%- endif %}
+
+
+def build_worker(
+    client: Client,
+    settings: WorkerSettings,
+    *,
+    workflows: Sequence[type] = (SandboxAgentWorkflow,),
+    max_cached_workflows: int | None = None,
+    graceful_shutdown_timeout: timedelta = SHUTDOWN_GRACE,
+    identity: str | None = None,
+) -> ServiceWorker:
+    """A worker for this service's task queue and workflow, as ``settings``
+    say: {{ "on their host, " if bound }}polling as their Worker Deployment Version (or
+    unversioned), with room for their runs in flight (capacity.py). Tests
+    may run other ``workflows`` (the service's, changed), cache fewer runs,
+    give work in flight less time to finish at shutdown and name the worker."""
+    version = settings.version
+    options = worker_options(settings.runs_in_flight)
+    if max_cached_workflows is not None:
+        options["max_cached_workflows"] = max_cached_workflows
+{%- if bound %}
+    host = settings.host_id
+    host_bound = {
+        provider: backend.host_bound(settings) for provider, backend in SANDBOX_BACKENDS.items()
+    }
+    meter = SandboxOperationMeter(host)
+    identity = identity or affinity.worker_identity(host)
+    shared = Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=workflows,
+        workflow_runner=workflow_runner(),
+        activities=[*affinity.host_activities(host, host_bound), *registry.TOOL_ACTIVITIES],
+        # Outermost first: an operation for another host is refused before
+        # it is counted or run.
+        interceptors=[affinity.HostFirst(host), meter],
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        identity=identity,
+        **(
+            {"build_id": UNVERSIONED_BUILD}
+            if version is None
+            else {"deployment_config": versioning.deployment_config(version)}
+        ),
+        **options,
+    )
+    if not any(host_bound.values()):
+        return ServiceWorker(shared, None)
+    # The host's own queue carries only sandbox operations (the agents
+    # plugin registers them on every worker): as many at once as runs. It is
+    # never versioned: whichever build a run is on, its sandbox is on this
+    # host, so a chain that moves to a new build at continue-as-new still
+    # reaches its sandbox, through any worker of the host.
+    own = Worker(
+        client,
+        task_queue=affinity.host_queue(host),
+        build_id=UNVERSIONED_BUILD,
+        max_concurrent_activities=options["max_concurrent_activities"],
+        interceptors=[meter],
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        identity=identity,
+    )
+    return ServiceWorker(shared, own)
+{%- else %}
+    shared = Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=workflows,
+        workflow_runner=workflow_runner(),
+        activities=registry.TOOL_ACTIVITIES,
+        interceptors=[SandboxOperationMeter()],
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        identity=identity,
+        **(
+            {"build_id": UNVERSIONED_BUILD}
+            if version is None
+            else {"deployment_config": versioning.deployment_config(version)}
+        ),
+        **options,
+    )
+    return ServiceWorker(shared)
+{%- endif %}
+
+
+async def run_worker(settings: WorkerSettings) -> None:
+    # The health endpoint answers (live, not ready) while the worker starts.
+    async with serving_health(settings.health_address) as health:
+        # The object store takes payloads before the worker polls, and its
+        # client stays open for as long as the worker runs.
+        if settings.object_store is not None:
+            await check_reachable(settings.object_store)
+        async with worker_storage(settings.object_store) as storage:
+            await serve(settings, health, storage)
+
+
+async def serve(
+    settings: WorkerSettings, health: HealthServer | None, storage: ExternalStorage | None = None
+) -> None:
+    # Metrics and traces, when configured, are set up before the client.
+    runtime = metrics_runtime(settings.metrics_address)
+    tracing = tracing_plugins(settings.traces_endpoint)
+    runs = settings.runs_in_flight
+    plugin = agents_plugin(settings, model_provider=model_provider(runs), traced=bool(tracing))
+    client = await connect(
+        plugins=[plugin, *tracing],
+        runtime=runtime,
+        data_converter=data_converter(storage, codec=codec_of(settings.keys)),
+    )
+    build_id = settings.version.build_id if settings.version else UNVERSIONED_BUILD
+    count_runs_from_zero(runtime, client.namespace, TASK_QUEUE, WORKFLOW_TYPE, build_id)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with build_worker(client, settings) as worker:
+        if health is not None:
+            health.ready = lambda: worker.ready
+        providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
+{%- if bound %}
+        own = worker.own
+        host = f" and {own.task_queue!r} (sandboxes on host {settings.host_id!r})" if own else ""
+{%- endif %}
+        version = versioning.version_label(settings.version)
+        versioned = f" as version {version!r}" if version else ""
+        print(
+            f"Worker polling task queue {TASK_QUEUE!r}{{ "{host}" if bound }}{versioned} with sandbox "
+            f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}. "
+            f"Up to {runs} runs in flight. Ctrl+C to stop."
+        )
+        await stop.wait()
+        print("Stopping: letting work in flight finish...")
+    print("Worker stopped.")
+
+
+def hide_from_other_processes() -> bool:
+    """Mark the worker's process not dumpable (Linux: ``prctl(PR_SET_DUMPABLE,
+    0)``), so that the other processes of its user, the local sandbox's
+    commands among them, cannot read its memory or ``/proc/<pid>/environ``,
+    where OPENAI_API_KEY and the backends' keys are. Root, or any process with
+    CAP_SYS_PTRACE, still can: run the worker as a user of its own. It also
+    turns off core dumps of the worker. Returns whether it did."""
+    if not sys.platform.startswith("linux"):
+        return False
+    pr_set_dumpable = 4
+    return int(ctypes.CDLL(None).prctl(pr_set_dumpable, 0, 0, 0, 0)) == 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the worker until it is stopped; exit 1 with one line when it
+    cannot start."""
+    argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
+    hide_from_other_processes()
+    try:
+        # Every setting, and the credentials, before connecting: a mistake
+        # stops the worker here instead of failing its first run.
+        settings = worker_settings()
+{%- if cookiecutter.approval != "none" %}
+        approvers.trust(settings.approvers)
+{%- endif %}
+        make_room_for_connections(settings.runs_in_flight)
+    except BadSetting as e:
+        sys.exit(str(e))
+    try:
+        asyncio.run(run_worker(settings))
+    except (
+        BackendUnavailable,
+        ConnectionFailed,
+        ObjectStoreUnreachable,
+        TelemetryUnavailable,
+        HealthUnavailable,
+    ) as e:
+        sys.exit(str(e))
+
+
+def cli() -> NoReturn:
+    """The installed command: ``main()``, then exit with its status without
+    the interpreter's shutdown, which the Temporal SDK can crash (exits.py)."""
+    exit_after(main)
+
+
+if __name__ == "__main__":
+    cli()
