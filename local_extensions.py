@@ -425,17 +425,15 @@ def refusal(answers: Mapping[str, object], question: str | None = None) -> str:
 
 def unused_files(answers: Mapping[str, object]) -> list[str]:
     """The template's files (and directories) that a project with these
-    answers leaves out, relative to its root: the modules and tests of
-    backends not chosen (the project reads as if written for its backends
-    alone), tests of features not chosen, the approval code without
-    approvals, the recorded histories of the other kind, the Kubernetes
-    objects of the other shape, the license file of "none"."""
+    answers leaves out, relative to its root: the tests of backends not
+    chosen (the project reads as if written for its backends alone), tests
+    of features not chosen, the approval tests and docs without approvals,
+    the recorded histories of the other kind, the Kubernetes objects of the
+    other shape, the license file of "none"."""
     derived = derive(answers)
-    package = f"src/{answers['package_name']}"
     unused = []
     for backend in BACKENDS:
         if backend not in derived.backends:
-            unused.append(f"{package}/machinery/backends/{backend}.py")
             # A backend's own tests (tests/test_docker.py, say) go with it.
             if (PROJECT / "tests" / f"test_{backend}.py").exists():
                 unused.append(f"tests/test_{backend}.py")
@@ -460,7 +458,6 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     # remote sandbox's moves are tested in test_durability.py).
     if not derived.host_bound_backends:
         unused += [
-            f"{package}/machinery/affinity.py",
             "tests/test_affinity.py",
             "tests/test_affinity_processes.py",
             "tests/test_sessions_hosts.py",
@@ -468,8 +465,6 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     # Without approvals, no approval code at all.
     if answers["approval"] == "none":
         unused += [
-            f"{package}/machinery/approvals.py",
-            f"{package}/machinery/approvers.py",
             "tests/approver.py",
             "tests/test_approvals.py",
             "docs/approvals.md",
@@ -603,6 +598,64 @@ def provenance(root: Path = Path(__file__).parent) -> Provenance:
         return Provenance(version, "unknown", False)
 
 
+# The runtime library (sandbox_agent_runtime) lives beside the template, in
+# this directory of its repository; every project depends on it.
+RUNTIME_DIRECTORY = "runtime"
+# Copier's clones of a template (copier/_vcs.py: CLONE_PREFIX).
+COPIER_CLONE_PREFIX = "copier._vcs.clone."
+
+
+def _engine_clone(root: Path) -> bool:
+    """Whether ``root`` is a temporary clone an engine made of the template:
+    copier's (named for it), cookiecutter's (in its cookiecutters_dir), or
+    cruft's (a temporary directory of its own, cloned into)."""
+    if root.name.startswith(COPIER_CLONE_PREFIX):
+        return True
+    try:
+        from cookiecutter.config import get_user_config
+
+        if root.parent.resolve() == Path(get_user_config()["cookiecutters_dir"]).resolve():
+            return True
+    except Exception:  # no cookiecutter (copier alone), or an unreadable config
+        pass
+    import tempfile
+
+    return root.parent.resolve() == Path(tempfile.gettempdir()).resolve() and root.name.startswith("tmp")
+
+
+def runtime_source(root: Path = Path(__file__).parent) -> str:
+    """Where a project takes the runtime from, as a TOML inline table for
+    [tool.uv.sources]: the template's own commit. A template rendered in place
+    (a local checkout) gives its runtime directory; an engine's temporary
+    clone gives the repository it cloned: a directory when that is local (the
+    same bytes as rendering the checkout in place), else a git source at the
+    clone's commit, in the runtime's subdirectory."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=True)
+        return done.stdout.strip()
+
+    def path(directory: Path) -> str:
+        return "{ path = " + json.dumps(str((directory / RUNTIME_DIRECTORY).resolve())) + " }"
+
+    if not _engine_clone(root):
+        return path(root)
+    try:
+        origin = git("config", "--get", "remote.origin.url")
+        commit = git("rev-parse", "HEAD^" if git("log", "-1", "--format=%s") == COPIER_DRAFT_COMMIT else "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        return path(root)
+    local = Path(origin.removeprefix("file://")).expanduser()
+    if not re.match(r"^[a-z][a-z0-9+.-]*://|^[^/]+@[^/]+:", origin) or origin.startswith("file://"):
+        if local.is_dir():
+            return path(local)
+    url = origin.removesuffix("/").removesuffix(".git")
+    return (
+        "{ git = " + json.dumps(url) + ", rev = " + json.dumps(commit)
+        + ", subdirectory = " + json.dumps(RUNTIME_DIRECTORY) + " }"
+    )
+
+
 class DerivedAnswers(Extension):
     """One Jinja filter per fact, each applied to ``cookiecutter``."""
 
@@ -639,6 +692,8 @@ class DerivedAnswers(Extension):
         environment.globals["template_url"] = TEMPLATE_URL
         environment.globals["template_address"] = TEMPLATE_ADDRESS
         environment.globals["template_provenance"] = provenance
+        # Where the project takes the runtime from (pyproject.toml).
+        environment.globals["runtime_source"] = runtime_source
 
 
 class CookiecutterNamespace(ContextHook):

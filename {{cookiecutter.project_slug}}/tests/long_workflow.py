@@ -14,12 +14,12 @@ from agents import RunContextWrapper, TResponseInputItem
 from agents.agent import Agent
 from temporalio import workflow
 
-from {{ cookiecutter.package_name }}.machinery.chain import Carried, HistoryBudget
-from {{ cookiecutter.package_name }}.machinery.observability import Usage
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import WORKFLOW_TYPE
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
-from {{ cookiecutter.package_name }}.machinery.workspace import Snapshot
+from sandbox_agent_runtime.chain import Carried, HistoryBudget
+from sandbox_agent_runtime.observability import Usage
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.workspace import Snapshot
 
 
 @workflow.defn(name="LongSandboxAgentWorkflow")

@@ -27,7 +27,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 SCRIPTS = Path(sys.executable).parent
 {%- if not cookiecutter | remote_backends %}
 WORKER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")]
-WORKER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.machinery.worker"]
+WORKER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.worker"]
 {%- else %}
 # The real worker needs the remote sandbox, which tests cannot reach; this
 # runs the same worker with a local sandbox standing in for it.
@@ -35,7 +35,7 @@ WORKER = [sys.executable, "-m", "tests.stand_in_worker"]
 WORKER_MODULE = WORKER
 {%- endif %}
 STARTER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-starter")]
-STARTER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.machinery.starter"]
+STARTER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.starter"]
 CODEC_SERVER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-codec-server")]
 
 

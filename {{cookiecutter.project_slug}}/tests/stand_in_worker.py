@@ -5,17 +5,17 @@ real worker's."""
 
 import os
 
-from {{ cookiecutter.package_name }}.machinery import worker
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime import worker
+from sandbox_agent_runtime.backends import sandbox_backends
 
 from .support import SANDBOXES_FOR_TESTS
 
 if __name__ == "__main__":
     # The stand-ins need none of the remote backends' credentials: the
     # worker's check finds some, which no stand-in reads.
-    for backend in SANDBOX_BACKENDS.values():
+    for backend in sandbox_backends().values():
         for name in next(iter(backend.REQUIRED_ENVIRONMENT), ()):
             os.environ.setdefault(name, "read-by-no-stand-in")
-    for provider, backend in SANDBOX_BACKENDS.items():
+    for provider, backend in sandbox_backends().items():
         backend.sandbox_client = SANDBOXES_FOR_TESTS[provider]  # type: ignore[method-assign,assignment]
     worker.cli()

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 
-from {{ cookiecutter.package_name }}.machinery.run_request import (
+from sandbox_agent_runtime.run_request import (
     OutputFile,
     Outputs,
     RunAnswer,
@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.machinery.run_request import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from {{ cookiecutter.package_name }}.machinery import archives
+    from sandbox_agent_runtime import archives
 
 # What the activity writes: as large as the test's input, and other bytes.
 OUTPUT_SIZE = 5_000_000

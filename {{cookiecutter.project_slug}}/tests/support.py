@@ -49,51 +49,52 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from {{ cookiecutter.package_name }}.agent import MODEL
-from {{ cookiecutter.package_name }}.machinery import worker
+from sandbox_agent_runtime import worker
 {% if cookiecutter | host_bound_backends -%}
-from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
+from sandbox_agent_runtime.affinity import host_queue
 {% endif -%}
 {% if "local" in cookiecutter | backends -%}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS, Backend, local
+from sandbox_agent_runtime.backends import sandbox_backends, Backend, local
 {% else -%}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS, Backend
+from sandbox_agent_runtime.backends import sandbox_backends, Backend
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.object_store import data_converter
-from {{ cookiecutter.package_name }}.machinery.observability import metrics_runtime
-from {{ cookiecutter.package_name }}.machinery.payloads import AgentPayloadConverter
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer
-from {{ cookiecutter.package_name }}.machinery.settings import (
+from sandbox_agent_runtime.object_store import data_converter
+from sandbox_agent_runtime.observability import metrics_runtime
+from sandbox_agent_runtime.payloads import AgentPayloadConverter
+from sandbox_agent_runtime.run_request import RunAnswer
+from sandbox_agent_runtime.settings import (
     StarterSettings,
     WorkerSettings,
     required_credentials,
     starter_settings,
     worker_settings,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + (["CHOOSING_THE_HOST", "HOST_HEADER", "NOT_THIS_HOST"] if cookiecutter | host_bound_backends else []) + ["MODEL_ACTIVITIES", "TASK_QUEUE"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
+from sandbox_agent_runtime.shared import (
+    {%- for constant in ((cookiecutter | providers | map("first",
+) | list) + (["CHOOSING_THE_HOST", "HOST_HEADER", "NOT_THIS_HOST"] if cookiecutter | host_bound_backends else []) + ["MODEL_ACTIVITIES", "TASK_QUEUE"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
     tool_of,
 )
 {%- if cookiecutter | host_bound_backends %}
-from {{ cookiecutter.package_name }}.machinery.starter import (
+from sandbox_agent_runtime.starter import (
     LOCAL_ACTIVITY_MARKER,
     chain_run,
     continued_as,
     start,
 )
 {%- else %}
-from {{ cookiecutter.package_name }}.machinery.starter import chain_run, continued_as, start
+from sandbox_agent_runtime.starter import chain_run, continued_as, start
 {%- endif %}
-from {{ cookiecutter.package_name }}.machinery.worker import (
+from sandbox_agent_runtime.worker import (
     MODEL_RETRY_POLICY,
     SHUTDOWN_GRACE,
     ServiceWorker,
     agents_plugin,
     build_worker,
 )
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 {% if cookiecutter.approval != "none" %}
 from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT
@@ -230,7 +231,7 @@ def sandboxes_for_tests(
 
 def provider_of(backend: Backend) -> str:
     """The name the worker registers ``backend`` under."""
-    [provider] = [name for name, each in SANDBOX_BACKENDS.items() if each is backend]
+    [provider] = [name for name, each in sandbox_backends().items() if each is backend]
     return provider
 
 
@@ -241,7 +242,7 @@ CREDENTIALS = {
     "OPENAI_API_KEY": "sk-test",
     **{
         name: "https://test.invalid" if name.endswith("_URL") else "test-key"
-        for backend in SANDBOX_BACKENDS.values()
+        for backend in sandbox_backends().values()
         for name in next(iter(backend.REQUIRED_ENVIRONMENT), ())
     },
     **{name: "test-value" for name in SANDBOX_SECRETS},
@@ -266,7 +267,7 @@ async def start_in(client: Client, backend: Backend, prompt: str) -> WorkflowHan
 {%- if cookiecutter | additional_backends %}
     return await start(client, prompt, provider=provider_of(backend))
 {%- else %}
-    assert backend is SANDBOX_BACKENDS[SANDBOX_PROVIDER]  # the service's only backend
+    assert backend is sandbox_backends()[SANDBOX_PROVIDER]  # the service's only backend
     return await start(client, prompt)
 {%- endif %}
 

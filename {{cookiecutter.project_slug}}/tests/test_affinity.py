@@ -23,12 +23,12 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }}.machinery import worker
-from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
+from sandbox_agent_runtime import worker
+from sandbox_agent_runtime.affinity import host_queue
+from sandbox_agent_runtime.backends import sandbox_backends
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.worker import ServiceWorker
 
 from .handovers import (
     ALL_STEPS,
@@ -61,7 +61,7 @@ pytestmark = [
 
 # A provider whose sandbox lives on the worker's host.
 BOUND_PROVIDER = next(
-    provider for provider, backend in SANDBOX_BACKENDS.items() if backend.host_bound(SETTINGS)
+    provider for provider, backend in sandbox_backends().items() if backend.host_bound(SETTINGS)
 )
 
 # The workspaces each host created, by host: what each host's disk holds.

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from sandbox_agent_runtime.affinity import host_queue
+from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.starter import start
 
 from .handovers import ALL_STEPS, STEPS, workspaces_used
 from .processes import WORKER, service, service_environment
@@ -34,7 +34,7 @@ RUNS_PER_WORKER = 2
 
 # A provider whose sandbox lives on the worker's host.
 BOUND_PROVIDER = next(
-    provider for provider, backend in SANDBOX_BACKENDS.items() if backend.host_bound(SETTINGS)
+    provider for provider, backend in sandbox_backends().items() if backend.host_bound(SETTINGS)
 )
 
 

@@ -6,7 +6,7 @@ from agents.models.default_models import get_default_model_settings
 from temporalio.client import Client
 
 from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS, MODEL, MODEL_SETTINGS
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from sandbox_agent_runtime.starter import start
 
 from .scripted_openai import scripted_openai_server
 from .support import openai_model, running_worker

@@ -6,12 +6,12 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery import chain
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime import chain
+from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.run_request import RunRequest
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import start
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import CompletedRun, activities, running_worker
@@ -88,4 +88,4 @@ async def test_worker_and_starter_use_the_same_task_queue_and_provider(
     ]
     [request] = await temporal_client.data_converter.decode(started.input.payloads, [RunRequest])
     assert request == RunRequest("Write a note, then read it back.", SANDBOX_PROVIDER)
-    assert request.provider in SANDBOX_BACKENDS
+    assert request.provider in sandbox_backends()

@@ -28,19 +28,20 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.machinery import starter
-from {{ cookiecutter.package_name }}.machinery.observability import APPROVAL_WAIT, APPROVALS
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer
-from {{ cookiecutter.package_name }}.machinery.shared import DECIDE, PENDING, SANDBOX_PROVIDER
-from {{ cookiecutter.package_name }}.machinery.starter import (
+from sandbox_agent_runtime import starter
+from sandbox_agent_runtime.observability import APPROVAL_WAIT, APPROVALS
+from sandbox_agent_runtime.run_request import RunAnswer
+from sandbox_agent_runtime.shared import DECIDE, PENDING
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
+from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     list_pending,
     start,
 )
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.worker import agents_plugin
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .approver import decide, run_id_of, signed
 from .handovers import start_as, workspaces_used
@@ -461,7 +462,7 @@ async def test_a_long_command_is_shown_whole_and_its_end_too(
 SELF_APPROVER = """
 import asyncio, sys
 from temporalio.client import Client
-from {{ cookiecutter.package_name }}.machinery import approvers
+from sandbox_agent_runtime import approvers
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 async def main(address, workflow_id, log):

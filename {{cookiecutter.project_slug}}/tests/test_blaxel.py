@@ -22,7 +22,7 @@ from blaxel.core.sandbox import SandboxAPIError, SandboxInstance
 from temporalio.client import Client
 from temporalio.openai_agents.sandbox._temporal_activity_models import CreateSessionArgs
 
-from {{ cookiecutter.package_name }}.machinery.backends import blaxel
+from sandbox_agent_runtime.backends import blaxel
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .processes import refusal_of_the_worker_command_without

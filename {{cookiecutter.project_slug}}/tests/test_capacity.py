@@ -17,20 +17,20 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
-from {{ cookiecutter.package_name }}.machinery import capacity
-from {{ cookiecutter.package_name }}.machinery.capacity import (
+from sandbox_agent_runtime import capacity
+from sandbox_agent_runtime.capacity import (
     HEARTBEATS_PER_SECOND,
     make_room_for_connections,
     model_heartbeat_timeout,
     model_provider,
     worker_options,
 )
-from {{ cookiecutter.package_name }}.machinery.settings import (
+from sandbox_agent_runtime.settings import (
     MOST_RUNS_IN_FLIGHT,
     RUNS_IN_FLIGHT,
     BadSetting,
 )
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from sandbox_agent_runtime.starter import start
 
 from .support import SETTINGS, running_worker, settings_with
 

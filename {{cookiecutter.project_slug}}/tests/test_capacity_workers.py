@@ -10,10 +10,10 @@ import pytest
 from benchmarks.capacity import measure
 
 {%- if cookiecutter | host_bound_backends %}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime.backends import sandbox_backends
 {%- endif %}
 {%- if cookiecutter | host_bound_backends %}
-from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 {%- endif %}
 
 from .support import {{ "SETTINGS, " if cookiecutter | host_bound_backends }}closed_address
@@ -40,7 +40,7 @@ async def test_two_workers_on_one_machine_each_take_runs_and_keep_their_sandboxe
     assert result.peak == RUNS
     assert [worker.held_at_peak for worker in result.workers] == [RUNS // 2, RUNS // 2]
 {%- if cookiecutter | host_bound_backends %}
-    if SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound(SETTINGS):
+    if sandbox_backends()[SANDBOX_PROVIDER].host_bound(SETTINGS):
         # Each run's sandbox operations all ran on one worker (an identity of
         # its own, "<pid>@<host>"), and both workers held sandboxes.
         identities = {f"{worker.pid}@{worker.name}" for worker in result.workers}

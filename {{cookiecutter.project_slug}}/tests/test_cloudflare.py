@@ -11,8 +11,8 @@ from agents.extensions.sandbox.cloudflare import CloudflareSandboxClient
 from agents.sandbox.errors import ConfigurationError
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery import worker
-from {{ cookiecutter.package_name }}.machinery.backends import cloudflare
+from sandbox_agent_runtime import worker
+from sandbox_agent_runtime.backends import cloudflare
 
 from .processes import refusal_of_the_worker_command_without
 from .support import (

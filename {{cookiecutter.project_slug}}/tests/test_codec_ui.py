@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.machinery.codec_server import Codec, CodecServer
-from {{ cookiecutter.package_name }}.machinery.encryption import EncryptionCodec, parse_keys
-from {{ cookiecutter.package_name }}.machinery.object_store import data_converter
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.settings import codec_server_settings
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from sandbox_agent_runtime.codec_server import Codec, CodecServer
+from sandbox_agent_runtime.encryption import EncryptionCodec, parse_keys
+from sandbox_agent_runtime.object_store import data_converter
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.settings import codec_server_settings
+from sandbox_agent_runtime.starter import start
 
 from .browser import chromium, headless_chromium
 from .scripted_model import ScriptedModel

@@ -15,8 +15,8 @@ import pytest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery import starter, worker
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime import starter, worker
+from sandbox_agent_runtime.backends import sandbox_backends
 
 from .processes import SCRIPTS, STARTER, WORKER, service, service_environment
 from .scripted_openai import scripted_openai_server
@@ -27,7 +27,7 @@ WRITE_THEN_READ = [
     "cat note.txt",
 ]
 # Every sandbox backend the worker builds a client for, by provider name.
-BACKENDS = list(SANDBOX_BACKENDS.items())
+BACKENDS = list(sandbox_backends().items())
 
 
 @pytest.mark.process
@@ -70,7 +70,7 @@ def test_console_scripts_are_installed_and_answer_help(
     [script] = entry_points(group="console_scripts", name=f"{{ cookiecutter.project_slug }}-{role}")
     # cli() runs main() and ends the process without the interpreter's
     # shutdown (exits.py); the tests call main() itself.
-    assert script.value == f"{{ cookiecutter.package_name }}.machinery.{role}:cli"
+    assert script.value == f"sandbox_agent_runtime.{role}:cli"
     assert (SCRIPTS / script.name).exists(), f"{script.name} is not installed: run `uv sync`"
     with pytest.raises(SystemExit) as exited:
         {"worker": worker, "starter": starter}[role].main(["--help"])

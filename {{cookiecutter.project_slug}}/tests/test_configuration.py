@@ -22,10 +22,10 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 import {{ cookiecutter.package_name }}
-from {{ cookiecutter.package_name }}.machinery import starter, worker
-from {{ cookiecutter.package_name }}.machinery.codec_server import EXIT_CANNOT_SERVE
-from {{ cookiecutter.package_name }}.machinery.display import without_credentials
-from {{ cookiecutter.package_name }}.machinery.settings import (
+from sandbox_agent_runtime import starter, worker
+from sandbox_agent_runtime.codec_server import EXIT_CANNOT_SERVE
+from sandbox_agent_runtime.display import without_credentials
+from sandbox_agent_runtime.settings import (
     LONGEST_GIT_TIMEOUT,
     LONGEST_MODEL_TIMEOUT,
     LONGEST_SESSION,
@@ -34,13 +34,9 @@ from {{ cookiecutter.package_name }}.machinery.settings import (
     BadSetting,
     missing_credentials,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import (
-    GIT_TIMEOUT,
-    SESSION_IDLE_TIMEOUT,
-    SESSION_LIFETIME,
-)
-from {{ cookiecutter.package_name }}.machinery.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.shared import GIT_TIMEOUT, SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
+from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 {% if approvals -%}
 from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.connection import (
+from sandbox_agent_runtime.connection import (
     TLS_FILE_VARIABLES,
     ConnectionFailed,
     connect,

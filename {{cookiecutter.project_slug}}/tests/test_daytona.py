@@ -16,8 +16,8 @@ from daytona import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from {{ cookiecutter.package_name }}.machinery.backends import daytona
-from {{ cookiecutter.package_name }}.machinery.settings import missing_credentials
+from sandbox_agent_runtime.backends import daytona
+from sandbox_agent_runtime.settings import missing_credentials
 
 from .support import (
     CREDENTIALS,

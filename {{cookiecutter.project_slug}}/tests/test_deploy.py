@@ -12,17 +12,17 @@ import pytest
 {% endif -%}
 from temporalio.envconfig import ClientConfig
 
-from {{ cookiecutter.package_name }}.machinery import health
+from sandbox_agent_runtime import health
 {%- if bound %}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime.backends import sandbox_backends
 {%- endif %}
-from {{ cookiecutter.package_name }}.machinery.settings import (
+from sandbox_agent_runtime.settings import (
     WORKER_VARIABLES,
     WorkerSettings,
     required_credentials,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.worker import SHUTDOWN_GRACE
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from sandbox_agent_runtime.worker import SHUTDOWN_GRACE
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 from .deploy import (
@@ -149,7 +149,7 @@ def test_each_pod_is_a_host_that_keeps_its_name{{ "_and_its_workspaces" if "loca
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # With the manifests' settings, a sandbox lives on the pod that made it...
-    assert any(backend.host_bound(parsed()) for backend in SANDBOX_BACKENDS.values())
+    assert any(backend.host_bound(parsed()) for backend in sandbox_backends().values())
     # ...so each pod is a host, a StatefulSet's: a pod keeps its name when it
     # restarts or is replaced.
     statefulset = documents(WORKER)[0]

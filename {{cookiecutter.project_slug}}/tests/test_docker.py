@@ -35,11 +35,11 @@ from agents.sandbox.session import SandboxSession
 from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from {{ cookiecutter.package_name }}.machinery import archives
-from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
-from {{ cookiecutter.package_name }}.machinery.archives import inputs_of
-from {{ cookiecutter.package_name }}.machinery.backends import docker
-from {{ cookiecutter.package_name }}.machinery.backends.docker import (
+from sandbox_agent_runtime import archives
+from sandbox_agent_runtime.affinity import host_queue
+from sandbox_agent_runtime.archives import inputs_of
+from sandbox_agent_runtime.backends import docker
+from sandbox_agent_runtime.backends.docker import (
     IMAGE,
     PROVIDER_LABEL,
     WORKFLOW_LABEL,
@@ -48,11 +48,12 @@ from {{ cookiecutter.package_name }}.machinery.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import RELEASED, FollowUp, RunRequest
-from {{ cookiecutter.package_name }}.machinery.settings import docker_limits
-from {{ cookiecutter.package_name }}.machinery.shared import END, FOLLOW_UP, TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.worker import ServiceWorker
+from sandbox_agent_runtime.run_request import RELEASED, FollowUp, RunRequest
+from sandbox_agent_runtime.settings import docker_limits
+from sandbox_agent_runtime.shared import END, FOLLOW_UP
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.worker import ServiceWorker
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .conversing import Conversing

@@ -15,18 +15,21 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
 {% if cookiecutter | remote_backends and cookiecutter | host_bound_backends -%}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime.backends import sandbox_backends
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.capacity import model_heartbeat_timeout
-from {{ cookiecutter.package_name }}.machinery.settings import RUNS_IN_FLIGHT
-from {{ cookiecutter.package_name }}.machinery.shared import (
-{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
+from sandbox_agent_runtime.capacity import model_heartbeat_timeout
+from sandbox_agent_runtime.settings import RUNS_IN_FLIGHT
+from sandbox_agent_runtime.shared import (
+    {%- for constant in ((cookiecutter | providers | selectattr("1",
+    "ne",
+    "local",
+) | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
     {{ constant }},
 {%- endfor %}
 )
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.worker import agents_plugin
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import SANDBOX_ACTIVITY_TIMEOUT
 
 {% if cookiecutter | remote_backends -%}
@@ -210,7 +213,7 @@ async def test_a_remote_sandbox_goes_on_on_another_host_when_its_creator_is_gone
 {%- else %}
     settings = SETTINGS
 {%- endif %}
-    assert not SANDBOX_BACKENDS[provider].host_bound(settings)
+    assert not sandbox_backends()[provider].host_bound(settings)
     run = await stalled_on(temporal_client, "host-a", provider, settings=settings)
     async with running_worker(
         temporal_client,

@@ -18,7 +18,7 @@ from e2b import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from {{ cookiecutter.package_name }}.machinery.backends import e2b
+from sandbox_agent_runtime.backends import e2b
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .support import (

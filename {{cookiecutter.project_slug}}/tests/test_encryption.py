@@ -28,8 +28,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.converter import DataConverter
 
-from {{ cookiecutter.package_name }}.machinery.codec_server import Codec, CodecServer
-from {{ cookiecutter.package_name }}.machinery.encryption import (
+from sandbox_agent_runtime.codec_server import Codec, CodecServer
+from sandbox_agent_runtime.encryption import (
     ENCODING,
     KEY_ID,
     BadKeys,
@@ -38,29 +38,24 @@ from {{ cookiecutter.package_name }}.machinery.encryption import (
     WrongKey,
     parse_keys,
 )
-from {{ cookiecutter.package_name }}.machinery.object_store import (
+from sandbox_agent_runtime.object_store import (
     DirectoryObjects,
     data_converter,
     external_storage,
     parse,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import RELEASED, RunRequest
-from {{ cookiecutter.package_name }}.machinery.settings import (
+from sandbox_agent_runtime.run_request import RELEASED, RunRequest
+from sandbox_agent_runtime.settings import (
     BadSetting,
     WorkerSettings,
     codec_server_settings,
     starter_settings,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import (
-    END,
-    RESTORE,
-    SANDBOX_PROVIDER,
-    STORE_THRESHOLD,
-    TASK_QUEUE,
-)
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
-from {{ cookiecutter.package_name }}.machinery.workspace import (
+from sandbox_agent_runtime.shared import END, RESTORE, STORE_THRESHOLD
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import start
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.workspace import (
     IN_STORE,
     SNAPSHOT_FORMAT,
     SnapshotStore,

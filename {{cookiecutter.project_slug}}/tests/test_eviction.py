@@ -20,10 +20,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.machinery.capacity import worker_options
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.capacity import worker_options
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.worker import agents_plugin
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import SETTINGS, running_worker, sandboxes_for_tests

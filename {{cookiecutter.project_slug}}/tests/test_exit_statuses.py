@@ -23,10 +23,10 @@ from collections import Counter
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery import starter
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import WORKFLOW_TYPE
-from {{ cookiecutter.package_name }}.machinery.starter import (
+from sandbox_agent_runtime import starter
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_INTERRUPTED,
     EXIT_NOT_COMPLETED,

@@ -10,10 +10,10 @@ from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER
-from {{ cookiecutter.package_name }}.machinery.starter import run, start
-from {{ cookiecutter.package_name }}.machinery.worker import MODEL_RETRY_POLICY
+from sandbox_agent_runtime.run_request import RunRequest
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
+from sandbox_agent_runtime.starter import run, start
+from sandbox_agent_runtime.worker import MODEL_RETRY_POLICY
 from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
 
 from .failing_sandbox import (

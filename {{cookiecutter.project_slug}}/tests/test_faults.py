@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.archives import repo_of
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.workspace import STALL_SECONDS
+from sandbox_agent_runtime.archives import repo_of
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.workspace import STALL_SECONDS
 
 from .faults import (
     cuttable_network,

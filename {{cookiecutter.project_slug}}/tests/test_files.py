@@ -8,11 +8,11 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.machinery.bounded_sandbox import CUT_MARK
-from {{ cookiecutter.package_name }}.machinery.shared import LONGEST_READ
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.bounded_sandbox import CUT_MARK
+from sandbox_agent_runtime.shared import LONGEST_READ
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.worker import agents_plugin
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import SETTINGS, activities, running_worker, sandboxes_for_tests

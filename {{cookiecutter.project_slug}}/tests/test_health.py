@@ -20,11 +20,11 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 
-from {{ cookiecutter.package_name }}.machinery import worker as service_worker
-from {{ cookiecutter.package_name }}.machinery.health import serving_health
-from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin, build_worker
+from sandbox_agent_runtime import worker as service_worker
+from sandbox_agent_runtime.health import serving_health
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.worker import agents_plugin, build_worker
 
 from .deploy import probe_paths
 from .processes import WORKER, service, service_environment

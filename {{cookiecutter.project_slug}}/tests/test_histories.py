@@ -37,17 +37,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from {{ cookiecutter.package_name }}.machinery.encryption import (
+from sandbox_agent_runtime.encryption import (
 {%- if cookiecutter | has_encrypted_history %}
     ENCODING,
 {%- endif %}
     EncryptionCodec,
     Keys,
 )
-from {{ cookiecutter.package_name }}.machinery.histories import record
-from {{ cookiecutter.package_name }}.machinery.object_store import data_converter
-from {{ cookiecutter.package_name }}.machinery.settings import encryption_keys
-from {{ cookiecutter.package_name }}.machinery.shared import (
+from sandbox_agent_runtime.histories import record
+from sandbox_agent_runtime.object_store import data_converter
+from sandbox_agent_runtime.settings import encryption_keys
+from sandbox_agent_runtime.shared import (
     COLLECT,
     END,
     FOLLOW_UP,
@@ -57,10 +57,10 @@ from {{ cookiecutter.package_name }}.machinery.shared import (
     sandbox_operation,
 )
 {%- if cookiecutter | has_encrypted_history %}
-from {{ cookiecutter.package_name }}.machinery.starter import LOCAL_ACTIVITY_MARKER
+from sandbox_agent_runtime.starter import LOCAL_ACTIVITY_MARKER
 {%- endif %}
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin, workflow_runner
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .long_workflow import NextBuildWorkflow
 from .support import SETTINGS, CompletedRun, sandboxes_for_tests

@@ -14,13 +14,10 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxSessionState
 from agents.sandbox.snapshot import NoopSnapshot
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import (
-    SANDBOX_PROVIDER,
-    TASK_QUEUE,
-    WORKFLOW_TYPE,
-)
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import start
 
 from .handovers import start_as
 from .long_workflow import LongSandboxAgentWorkflow

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery import codec_server, health
-from {{ cookiecutter.package_name }}.machinery.encryption import EncryptionCodec, parse_keys
+from sandbox_agent_runtime import codec_server, health
+from sandbox_agent_runtime.encryption import EncryptionCodec, parse_keys
 
 from .processes import CODEC_SERVER, WORKER, Service, service, service_environment
 from .scripted_openai import scripted_openai_server

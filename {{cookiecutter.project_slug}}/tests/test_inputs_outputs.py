@@ -37,39 +37,38 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import ResponseBuilders
 
-from {{ cookiecutter.package_name }}.machinery import archives
-from {{ cookiecutter.package_name }}.machinery.archives import (
+from sandbox_agent_runtime import archives
+from sandbox_agent_runtime.archives import (
     BadInput,
     inputs_of,
     pack_input,
     size_text,
     write_outputs,
 )
-from {{ cookiecutter.package_name }}.machinery.object_store import (
+from sandbox_agent_runtime.object_store import (
     ObjectStore,
     data_converter,
     parse,
     worker_storage,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import (
+from sandbox_agent_runtime.run_request import (
     Input,
     OutputFile,
     Outputs,
     RunAnswer,
     RunRequest,
 )
-from {{ cookiecutter.package_name }}.machinery.shared import (
+from sandbox_agent_runtime.shared import (
     COLLECT,
     INLINE_FILES_LIMIT,
     LONGEST_LISTING,
     MOST_FILES,
     MOST_SKIPPED,
     PLACE,
-    SANDBOX_PROVIDER,
     STORE_THRESHOLD,
-    TASK_QUEUE,
 )
-from {{ cookiecutter.package_name }}.machinery.starter import (
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_FILES_NOT_WRITTEN,
     EXIT_USAGE,
@@ -77,7 +76,7 @@ from {{ cookiecutter.package_name }}.machinery.starter import (
     run,
     start,
 )
-from {{ cookiecutter.package_name }}.machinery.workspace import clone_dir
+from sandbox_agent_runtime.workspace import clone_dir
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .conftest import BUCKET

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from sandbox_agent_runtime.starter import start
 
 from .failing_sandbox import FailingSandbox, deleted_sandbox
 from .scripted_model import ScriptedModel

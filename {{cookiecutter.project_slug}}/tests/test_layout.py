@@ -1,24 +1,28 @@
 """Whose room is whose: the README's file map is the package as it is, the
-team's modules say they are theirs, and imports go one way (the machinery
-takes the agent and its tools from machinery/registry.py alone)."""
+team's modules say they are theirs, the package holds only what is the
+service's own (the runtime is a dependency, sandbox_agent_runtime), and
+imports go one way: the runtime never imports the service."""
 
 import ast
 import re
 from pathlib import Path
 
+import sandbox_agent_runtime
+
 PROJECT = Path(__file__).resolve().parents[1]
 PACKAGE_NAME = "{{ cookiecutter.package_name }}"
 PACKAGE = PROJECT / "src" / PACKAGE_NAME
-MACHINERY = PACKAGE / "machinery"
-# The team's own modules, and the one module of the machinery that imports
-# those of them that build the agent.
+RUNTIME = Path(sandbox_agent_runtime.__file__).parent
+# The team's own modules.
 TEAMS = ("agent.py", "tools.py", "runs.py")
-REGISTRY = MACHINERY / "registry.py"
+# What carries the service's names: its description for the runtime, its
+# workflow type, and its commands.
+NAMED = ("service.py", "workflow.py", "worker.py", "starter.py", "codec_server.py", "histories.py")
 
 
 def file_map() -> set[str]:
     """The files the README's "Where things are" map names, relative to
-    the project (``src/<package>/machinery/workflow.py``, ``tests/``)."""
+    the project (``src/<package>/agent.py``, ``tests/``)."""
     readme = (PROJECT / "README.md").read_text()
     section = readme.split("## Where things are", 1)[1]
     block = re.search(r"```text\n(.*?)```", section, re.S)
@@ -56,19 +60,20 @@ def test_the_readme_maps_every_module_of_the_package_and_only_those() -> None:
         assert (PROJECT / directory).is_dir(), f"the README maps {directory}, which is not there"
 
 
-def test_the_teams_modules_say_they_are_theirs_and_the_machinery_says_what_it_is() -> None:
+def test_the_package_holds_the_teams_modules_and_its_names_and_nothing_of_the_runtime() -> None:
+    assert {path.name for path in PACKAGE.rglob("*.py")} == {"__init__.py", *TEAMS, *NAMED}
+
+
+def test_the_teams_modules_say_they_are_theirs_and_the_others_say_what_they_are() -> None:
     for name in TEAMS:
         docstring = ast.get_docstring(ast.parse((PACKAGE / name).read_text())) or ""
         assert "Yours to change." in docstring.splitlines()[0], name
-    for path in MACHINERY.rglob("*.py"):
-        if path.name != "__init__.py":
-            assert ast.get_docstring(ast.parse(path.read_text())), f"{path.name} says nothing"
-    package = ast.get_docstring(ast.parse((MACHINERY / "__init__.py").read_text())) or ""
-    assert "Rarely edited." in package
+    for name in NAMED:
+        assert ast.get_docstring(ast.parse((PACKAGE / name).read_text())), f"{name} says nothing"
 
 
-def imported_modules(path: Path) -> set[str]:
-    """The modules of the package that ``path`` imports, as dotted names."""
+def imported_modules(path: Path, top: str = PACKAGE_NAME) -> set[str]:
+    """The modules of the package ``top`` that ``path`` imports, as dotted names."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -76,20 +81,24 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.split(".")[0] == PACKAGE_NAME}
+    return {name for name in found if name.split(".")[0] == top}
 
 
-def test_the_machinery_takes_the_agent_and_its_tools_from_the_registry_alone() -> None:
+def test_the_runtime_never_imports_the_service() -> None:
+    for path in RUNTIME.rglob("*.py"):
+        assert not imported_modules(path), f"the runtime's {path.name} imports the service"
+
+
+def test_only_the_workflow_and_the_worker_take_the_agent_and_its_tools() -> None:
     builds_the_agent = {f"{PACKAGE_NAME}.agent", f"{PACKAGE_NAME}.tools"}
-    for path in MACHINERY.rglob("*.py"):
-        taken = imported_modules(path) & builds_the_agent
-        if path == REGISTRY:
-            assert taken == builds_the_agent
-        else:
-            assert not taken, f"{path.relative_to(PACKAGE)} imports {sorted(taken)}"
+    for name in NAMED:
+        taken = imported_modules(PACKAGE / name) & builds_the_agent
+        if name not in ("workflow.py", "worker.py"):
+            assert not taken, f"{name} imports {sorted(taken)}"
 
 
 def test_the_settings_a_team_chooses_import_nothing_of_the_service() -> None:
     # runs.py holds values that any part may read: it must not pull the
-    # machinery (or the Agents SDK) in with it.
+    # runtime (or the Agents SDK) in with it.
     assert imported_modules(PACKAGE / "runs.py") == set()
+    assert imported_modules(PACKAGE / "runs.py", "sandbox_agent_runtime") == set()

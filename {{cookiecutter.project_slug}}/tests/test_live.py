@@ -11,16 +11,16 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.settings import BadSetting, worker_settings
-from {{ cookiecutter.package_name }}.machinery.shared import TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.worker import (
+from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.settings import BadSetting, worker_settings
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from sandbox_agent_runtime.worker import (
     BackendUnavailable,
     agents_plugin,
     build_worker,
 )
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .support import {{ "approving_everything, " if cookiecutter.approval != "none" }}with_plugins
@@ -28,7 +28,7 @@ from .support import {{ "approving_everything, " if cookiecutter.approval != "no
 pytestmark = pytest.mark.live
 
 
-@pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))
+@pytest.mark.parametrize("provider", list(sandbox_backends()))
 async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     temporal_client: Client, provider: str
 ) -> None:

@@ -16,8 +16,8 @@ import pytest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
-from {{ cookiecutter.package_name }}.machinery.backends import local
+from sandbox_agent_runtime.affinity import host_queue
+from sandbox_agent_runtime.backends import local
 
 from . import deploy
 from .handovers import STEPS, stalled_on, workspaces_used

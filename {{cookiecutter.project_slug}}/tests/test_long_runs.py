@@ -19,17 +19,14 @@ from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
 
 {% if cookiecutter | host_bound_backends -%}
-from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime.affinity import host_queue
+from sandbox_agent_runtime.backends import sandbox_backends
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import (
-    LONGEST_OUTPUT,
-    SANDBOX_PROVIDER,
-    TASK_QUEUE,
-)
-from {{ cookiecutter.package_name }}.machinery.starter import attach
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import LONGEST_OUTPUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import attach
+from sandbox_agent_runtime.worker import agents_plugin
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .long_workflow import BudgetedSandboxAgentWorkflow, LongSandboxAgentWorkflow
@@ -131,7 +128,7 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
         for step in activities_in(run.history)
         if step.is_sandbox_operation
     }
-    bound = SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound(SETTINGS)
+    bound = sandbox_backends()[SANDBOX_PROVIDER].host_bound(SETTINGS)
     assert queues == {host_queue("long-runs-host") if bound else TASK_QUEUE}
 {%- else %}
     # Every run sent the sandbox's operations to the task queue, where any

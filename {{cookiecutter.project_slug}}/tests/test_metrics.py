@@ -20,9 +20,9 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Replayer
 
 {% if cookiecutter | host_bound_backends -%}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime.backends import sandbox_backends
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.observability import (
+from sandbox_agent_runtime.observability import (
     INPUT_TOKENS,
     MODEL_CALLS,
     OUTPUT_TOKENS,
@@ -31,11 +31,12 @@ from {{ cookiecutter.package_name }}.machinery.observability import (
     metrics_runtime,
     trace_to,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import SANDBOX_PROVIDER, TASK_QUEUE, USAGE_MEMO
-from {{ cookiecutter.package_name }}.machinery.starter import start, usage_line
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin, build_worker
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.shared import USAGE_MEMO
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import start, usage_line
+from sandbox_agent_runtime.worker import agents_plugin, build_worker
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .long_workflow import LongSandboxAgentWorkflow
@@ -106,7 +107,7 @@ async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_
         # One per sandbox activity, by provider, outcome and the host the
         # sandbox lives on: the worker's, or "any" for one any worker reaches.
         sandbox_steps = [step for step in await activities(handle) if step.is_sandbox_operation]
-        host = "host-a" if SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound(SETTINGS) else "any"
+        host = "host-a" if sandbox_backends()[SANDBOX_PROVIDER].host_bound(SETTINGS) else "any"
         counted = await metrics.total(
             SANDBOX_OPERATIONS, provider=SANDBOX_PROVIDER, outcome="ok", host=host
         )

@@ -31,7 +31,7 @@ from modal.exception import AuthError, InvalidError, NotFoundError, PermissionDe
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from {{ cookiecutter.package_name }}.machinery.backends import modal as modal_backend
+from sandbox_agent_runtime.backends import modal as modal_backend
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .processes import refusal_of_the_worker_command_without

@@ -42,11 +42,12 @@ import yaml
 from temporalio.client import Client, WorkflowFailureError
 
 {% if bound or approvals -%}
-from {{ cookiecutter.package_name }}.machinery import observability
+from sandbox_agent_runtime import observability
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import END, TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.shared import END
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from sandbox_agent_runtime.starter import start
 
 from .long_workflow import BudgetedSandboxAgentWorkflow, BuggyWorkflow
 from .processes import STARTER, WORKER, service, service_environment

@@ -33,9 +33,9 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.worker import Worker
 
-from {{ cookiecutter.package_name }}.machinery import archives
-from {{ cookiecutter.package_name }}.machinery.display import without_credentials
-from {{ cookiecutter.package_name }}.machinery.object_store import (
+from sandbox_agent_runtime import archives
+from sandbox_agent_runtime.display import without_credentials
+from sandbox_agent_runtime.object_store import (
     LARGEST_PAYLOAD,
     DirectoryObjects,
     ObjectStore,
@@ -46,10 +46,10 @@ from {{ cookiecutter.package_name }}.machinery.object_store import (
     parse,
     worker_storage,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
-from {{ cookiecutter.package_name }}.machinery.settings import BadSetting, starter_settings
-from {{ cookiecutter.package_name }}.machinery.shared import STORE_THRESHOLD, STORED_FILES_LIMIT
-from {{ cookiecutter.package_name }}.machinery.starter import EXIT_UNREACHABLE, EXIT_USAGE
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.settings import BadSetting, starter_settings
+from sandbox_agent_runtime.shared import STORE_THRESHOLD, STORED_FILES_LIMIT
+from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE
 
 from .conftest import BUCKET
 from .long_workflow import LongSandboxAgentWorkflow

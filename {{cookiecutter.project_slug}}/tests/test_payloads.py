@@ -11,9 +11,9 @@ from temporalio.client import Client
 from temporalio.openai_agents import OpenAIPayloadConverter
 from temporalio.openai_agents._invoke_model_activity import ActivityModelInput
 
-from {{ cookiecutter.package_name }}.machinery.payloads import AgentPayloadConverter
-from {{ cookiecutter.package_name }}.machinery.shared import MODEL_ACTIVITIES
-from {{ cookiecutter.package_name }}.machinery.worker import agents_plugin
+from sandbox_agent_runtime.payloads import AgentPayloadConverter
+from sandbox_agent_runtime.shared import MODEL_ACTIVITIES
+from sandbox_agent_runtime.worker import agents_plugin
 
 from .support import DATA_CONVERTER, SETTINGS, CompletedRun, sandboxes_for_tests, with_plugins
 

@@ -6,26 +6,22 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from {{ cookiecutter.package_name }}.machinery import starter
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.run_request import RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import (
-    SANDBOX_PROVIDER,
-    SANDBOX_PROVIDERS,
-    TASK_QUEUE,
-)
-from {{ cookiecutter.package_name }}.machinery.starter import attach, run, start
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime import starter
+from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.run_request import RunRequest
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, SANDBOX_PROVIDERS, TASK_QUEUE
+from sandbox_agent_runtime.starter import attach, run, start
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import STARTER_SETTINGS, activities, closed_address, running_worker, started_id
 
 
 def test_the_starter_offers_the_providers_the_worker_registers() -> None:
-    assert tuple(SANDBOX_BACKENDS) == SANDBOX_PROVIDERS
+    assert tuple(sandbox_backends()) == SANDBOX_PROVIDERS
 
 
-@pytest.mark.parametrize("provider", list(SANDBOX_BACKENDS))
+@pytest.mark.parametrize("provider", list(sandbox_backends()))
 async def test_each_registered_provider_runs_the_agent(
     temporal_client: Client, provider: str
 ) -> None:
@@ -69,14 +65,14 @@ async def test_an_unknown_provider_fails_the_run_with_a_clear_reason(
     assert cause.type == "UnknownSandboxProvider"
     assert cause.non_retryable
     assert "'nowhere'" in cause.message
-    for name in SANDBOX_BACKENDS:
+    for name in sandbox_backends():
         assert name in cause.message
 
 
 async def test_the_starter_runs_in_the_provider_it_is_given_and_attach_shows_it(
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    provider = list(SANDBOX_BACKENDS)[-1]
+    provider = list(sandbox_backends())[-1]
     async with running_worker(starter_env, ScriptedModel(["echo $((6 * 7))"])):
         assert await run(RunRequest("Multiply six by seven.", provider), STARTER_SETTINGS) == 0
         started = capsys.readouterr().out
@@ -102,5 +98,5 @@ def test_the_starter_refuses_an_unknown_provider_before_starting_a_run(
     err = capsys.readouterr().err
     assert refused.value.code == 3
     assert "argument --provider: invalid choice: 'nowhere'" in err
-    for name in SANDBOX_BACKENDS:
+    for name in sandbox_backends():
         assert repr(name) in err

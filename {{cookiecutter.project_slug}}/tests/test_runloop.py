@@ -21,7 +21,7 @@ from runloop_api_client import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from {{ cookiecutter.package_name }}.machinery.backends import runloop
+from sandbox_agent_runtime.backends import runloop
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .processes import refusal_of_the_worker_command_without

@@ -5,7 +5,7 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from sandbox_agent_runtime.starter import start
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 from .scripted_model import ScriptedModel

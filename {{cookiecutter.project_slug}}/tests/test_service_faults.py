@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.machinery.starter import (
+from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
     SERVICE_OUTAGE_LIMIT,

@@ -64,11 +64,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 {% if cookiecutter | host_bound_backends -%}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime.backends import sandbox_backends
 {% endif -%}
-from {{ cookiecutter.package_name }}.machinery.object_store import parse
-from {{ cookiecutter.package_name }}.machinery.observability import SESSIONS
-from {{ cookiecutter.package_name }}.machinery.run_request import (
+from sandbox_agent_runtime.object_store import parse
+from sandbox_agent_runtime.observability import SESSIONS
+from sandbox_agent_runtime.run_request import (
     ENDED,
     RELEASED,
     WAITING,
@@ -78,19 +78,18 @@ from {{ cookiecutter.package_name }}.machinery.run_request import (
     RunAnswer,
     RunRequest,
 )
-from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
-from {{ cookiecutter.package_name }}.machinery.shared import (
+from sandbox_agent_runtime.settings import WorkerSettings
+from sandbox_agent_runtime.shared import (
     CONVERSATION,
     END,
     FOLLOW_UP,
     RESTORE,
-    SANDBOX_PROVIDER,
     SESSION_MEMO,
     SNAPSHOT,
-    TASK_QUEUE,
     USAGE_MEMO,
 )
-from {{ cookiecutter.package_name }}.machinery.starter import start
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import start
 
 from .conversing import Conversing, user_messages
 from .failing_sandbox import watched
@@ -128,7 +127,7 @@ def session_settings(
     snapshot of theirs on its disk."""
     settings = replace(SETTINGS, session_idle_timeout=idle, session_lifetime=lifetime)
 {%- if cookiecutter | host_bound_backends %}
-    if SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound(settings):
+    if sandbox_backends()[SANDBOX_PROVIDER].host_bound(settings):
         return settings
 {%- endif %}
     return replace(settings, object_store=parse(f"file://{temp.parent}/store"))

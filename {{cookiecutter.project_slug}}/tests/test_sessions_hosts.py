@@ -65,25 +65,26 @@ from agents import ModelResponse
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from {{ cookiecutter.package_name }}.machinery.affinity import host_queue
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
-from {{ cookiecutter.package_name }}.machinery.object_store import (
+from sandbox_agent_runtime.affinity import host_queue
+from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.object_store import (
     ObjectStore,
     data_converter,
     external_storage,
     parse,
     worker_storage,
 )
-from {{ cookiecutter.package_name }}.machinery.run_request import (
+from sandbox_agent_runtime.run_request import (
     ENDED,
     RELEASED,
     RunAnswer,
     RunRequest,
 )
-from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
-from {{ cookiecutter.package_name }}.machinery.shared import END, RESTORE, SNAPSHOT, TASK_QUEUE
-from {{ cookiecutter.package_name }}.machinery.starter import start
-from {{ cookiecutter.package_name }}.machinery.workspace import IN_STORE, ON_HOST
+from sandbox_agent_runtime.settings import WorkerSettings
+from sandbox_agent_runtime.shared import END, RESTORE, SNAPSHOT
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.workspace import IN_STORE, ON_HOST
 
 from .conftest import BUCKET
 from .conversing import Conversing, user_messages
@@ -113,7 +114,7 @@ pytestmark = [
 
 # A provider whose sandbox lives on the worker's host.
 BOUND_PROVIDER = next(
-    provider for provider, backend in SANDBOX_BACKENDS.items() if backend.host_bound(SETTINGS)
+    provider for provider, backend in sandbox_backends().items() if backend.host_bound(SETTINGS)
 )
 
 # Long enough that no sandbox is released unless a test means it to be.

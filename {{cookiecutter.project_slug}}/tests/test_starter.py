@@ -17,20 +17,16 @@ from agents import ModelResponse
 from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from {{ cookiecutter.package_name }}.machinery import starter
+from sandbox_agent_runtime import starter
 {%- if cookiecutter | host_bound_backends %}
-from {{ cookiecutter.package_name }}.machinery.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime.backends import sandbox_backends
 {%- endif %}
-from {{ cookiecutter.package_name }}.machinery.chain import Carried
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import (
-    LONGEST_PROMPT,
-    SANDBOX_PROVIDER,
-    TASK_QUEUE,
-    WORKFLOW_TYPE,
-)
-from {{ cookiecutter.package_name }}.machinery.starter import attach, run, start, web_ui_link
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.chain import Carried
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import LONGEST_PROMPT, WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent_runtime.starter import attach, run, start, web_ui_link
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
 from .support import (
@@ -168,7 +164,7 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     assert steps[0] == f"sandbox  provider {SANDBOX_PROVIDER!r}"
 {%- if cookiecutter | host_bound_backends %}
     # Where the sandbox lives: on the worker's host, or anywhere (affinity.py).
-    if SANDBOX_BACKENDS[SANDBOX_PROVIDER].host_bound(SETTINGS):
+    if sandbox_backends()[SANDBOX_PROVIDER].host_bound(SETTINGS):
         assert steps[1] == "sandbox  on host 'this-host'"
     else:
         assert steps[1] == "sandbox  reachable from any worker"

@@ -12,9 +12,9 @@ from temporalio.client import Client
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 from {{ cookiecutter.package_name }} import tools
-from {{ cookiecutter.package_name }}.machinery.observability import TOOL_CALLS
-from {{ cookiecutter.package_name }}.machinery.shared import step_name, tool_of
-from {{ cookiecutter.package_name }}.machinery.starter import EXIT_COMPLETED, follow, start
+from sandbox_agent_runtime.observability import TOOL_CALLS
+from sandbox_agent_runtime.shared import step_name, tool_of
+from sandbox_agent_runtime.starter import EXIT_COMPLETED, follow, start
 
 from .scripted_model import tool_outputs
 from .support import {{ "STARTER_SETTINGS, " if cookiecutter.approval != "none" }}activities, metered_client, running_worker

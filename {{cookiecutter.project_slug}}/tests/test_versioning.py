@@ -22,8 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkerDeploymentVersion
 
-from {{ cookiecutter.package_name }}.machinery.observability import RUNS
-from {{ cookiecutter.package_name }}.machinery.starter import (
+from sandbox_agent_runtime.observability import RUNS
+from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     chain_run,
     follow,

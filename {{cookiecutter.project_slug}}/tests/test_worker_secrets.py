@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }}.machinery import worker
-from {{ cookiecutter.package_name }}.machinery.settings import WorkerSettings
-from {{ cookiecutter.package_name }}.machinery.worker import hide_from_other_processes
+from sandbox_agent_runtime import worker
+from sandbox_agent_runtime.settings import WorkerSettings
+from sandbox_agent_runtime.worker import hide_from_other_processes
 
 from .support import SETTINGS
 

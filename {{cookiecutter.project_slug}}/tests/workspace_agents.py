@@ -12,10 +12,10 @@ from agents.sandbox.manifest import Manifest
 from pydantic import BaseModel
 from temporalio import workflow
 
-from {{ cookiecutter.package_name }}.machinery.chain import Carried
-from {{ cookiecutter.package_name }}.machinery.run_request import RunAnswer, RunRequest
-from {{ cookiecutter.package_name }}.machinery.shared import WORKFLOW_TYPE
-from {{ cookiecutter.package_name }}.machinery.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.chain import Carried
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 # What the agent's own file holds.
 NOTES = b"notes the agent brings with it\n"

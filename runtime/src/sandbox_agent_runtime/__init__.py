@@ -1,8 +1,14 @@
-"""The service's machinery: what makes every run durable, bounded and
-observable (the workflow, the worker, the starter, the sandbox backends,
-chains, {{ "host affinity, " if cookiecutter | host_bound_backends }}limits, metrics, health, versioning{{ ", approvals" if cookiecutter.approval != "none" }}).
+"""The runtime of a durable sandbox-agent service: the workflow, worker,
+starter and codec server that run an OpenAI Agents SDK ``SandboxAgent`` on
+Temporal, every sandbox operation an activity against the sandbox backend a
+service chose (README.md).
 
-Rarely edited. Each module's first line says what it guarantees, and the
-project's tests prove it; the team's own modules are agent.py, tools.py
-and runs.py, one level up.
+A project describes itself as a ``Service`` and calls ``configure()``; its
+workflow type subclasses ``workflow.AgentWorkflow``; its commands call
+``worker.cli``, ``starter.cli``, ``codec_server.cli`` and ``histories.cli``.
+Importing this package imports neither Temporal nor the Agents SDK.
 """
+
+from sandbox_agent_runtime.service import Service, configure, current
+
+__all__ = ["Service", "configure", "current"]

@@ -7,9 +7,10 @@ whichever worker polls its task queue first: with workers on two hosts, a
 run's next command would land on a host that does not hold its sandbox, and
 the run would fail or, worse, go on without its files. So:
 
-1. Every worker polls ``TASK_QUEUE``, shared by every worker (runs, model
-   calls, sandboxes any worker can reach), and, when its sandboxes live on
-   its host, its host's own queue, ``host_queue(host)``, for them.
+1. Every worker polls the service's task queue (``Service.task_queue``),
+   shared by every worker (runs, model calls, sandboxes any worker can
+   reach), and, when its sandboxes live on its host, its host's own queue,
+   ``host_queue(host)``, for them.
 2. Before a run creates its sandbox it asks any worker, on the shared queue,
    where the sandbox will live (the ``<provider>-sandbox_host`` activity). The
    worker answers with its own host when the backend's sandboxes are bound to
@@ -62,12 +63,8 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from sandbox_agent_runtime.shared import (
-    CHOOSING_THE_HOST,
-    HOST_HEADER,
-    NOT_THIS_HOST,
-    TASK_QUEUE,
-)
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import CHOOSING_THE_HOST, HOST_HEADER, NOT_THIS_HOST
 
 # Asking a worker for its host is quick: it only reads its own name.
 _ASK = workflow.LocalActivityConfig(
@@ -88,7 +85,7 @@ class SandboxHost:
 
 def host_queue(host: str) -> str:
     """The task queue of ``host``'s workers, for the sandboxes they hold."""
-    return f"{TASK_QUEUE}@{host}"
+    return f"{current().task_queue}@{host}"
 
 
 def host_activities(host: str, host_bound: Mapping[str, bool]) -> Sequence[Any]:

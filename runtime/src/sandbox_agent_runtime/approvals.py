@@ -1,24 +1,21 @@
 """A person approves what the agent runs.
 
-{% if cookiecutter.approval == "commands_and_writes" -%}
-Every shell command the model asks for, every input to a running one, and
-every file edit (``apply_patch``) waits for a person's decision.
-{%- else -%}
-Every shell command the model asks for, and every input to a running one,
-waits for a person's decision.
-{%- endif %} The run stops
-before the call (the Agents SDK's tool approval: ``needs_approval``), lists
-it in the workflow's ``pending`` query and its current details (the Web UI
-shows them), and waits, durably: a worker that restarts meanwhile loses
-nothing. The ``decide`` update approves or rejects it (with a reason the
-model reads as the tool's result, so the agent can change course), or
-approves the tool for the rest of the run (``always``). A request nobody
-decides within ``APPROVAL_TIMEOUT`` is rejected, saying so, and the run goes
-on. The starter asks on a terminal, or prints the commands that decide:
+With approvals (a service's ``approval`` other than "none"), every shell
+command the model asks for and every input to a running one waits for a
+person's decision, and with "commands_and_writes" every file edit
+(``apply_patch``) too. The run stops before the call (the Agents SDK's tool
+approval: ``needs_approval``), lists it in the workflow's ``pending`` query
+and its current details (the Web UI shows them), and waits, durably: a
+worker that restarts meanwhile loses nothing. The ``decide`` update
+approves or rejects it (with a reason the model reads as the tool's result,
+so the agent can change course), or approves the tool for the rest of the
+run (``always``). A request nobody decides within the service's
+``approval_timeout`` is rejected, saying so, and the run goes on. The
+starter asks on a terminal, or prints the commands that decide:
 
-    {{ cookiecutter.project_slug }}-starter --pending WORKFLOW_ID
-    {{ cookiecutter.project_slug }}-starter --approve WORKFLOW_ID CALL_ID [--always]
-    {{ cookiecutter.project_slug }}-starter --reject WORKFLOW_ID CALL_ID --reason "..."
+    <service>-starter --pending WORKFLOW_ID
+    <service>-starter --approve WORKFLOW_ID CALL_ID [--always]
+    <service>-starter --reject WORKFLOW_ID CALL_ID --reason "..."
 
 What a person is shown is what runs: every argument of the call, whole,
 in a form no terminal interprets (display.py), made by the same reading of
@@ -34,18 +31,16 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-{% if cookiecutter.approval == "commands_and_writes" %}
+
 from agents.sandbox.capabilities.filesystem import FilesystemToolSet
-{%- endif %}
 from agents.sandbox.capabilities.shell import ShellToolSet
-{%- if cookiecutter.approval == "commands_and_writes" %}
 from agents.sandbox.capabilities.tools.apply_patch_tool import _parse_custom_tool_input
-{%- endif %}
 from agents.sandbox.capabilities.tools.shell_tool import WriteStdinArgs
 from pydantic import ValidationError
 
 from sandbox_agent_runtime import sandbox_tools
 from sandbox_agent_runtime.display import holds_hidden, visible
+from sandbox_agent_runtime.service import current
 
 
 @dataclass
@@ -71,7 +66,8 @@ class Decision:
     reason: str = ""
     # Approve this tool for the rest of the run.
     always: bool = False
-    # Nobody decided within APPROVAL_TIMEOUT (set by the workflow only).
+    # Nobody decided within the service's approval_timeout (set by the
+    # workflow only).
     timed_out: bool = False
     # The approver's public key and signature (base64): approvers.py.
     approver: str = ""
@@ -93,30 +89,28 @@ def wait_for_commands(tools: ShellToolSet) -> None:
     tools.exec_command.needs_approval = True
     if tools.write_stdin is not None:
         tools.write_stdin.needs_approval = True
-{%- if cookiecutter.approval == "commands_and_writes" %}
 
 
 def wait_for_writes(tools: FilesystemToolSet) -> None:
-    """The filesystem's edits, each waiting for a person (Filesystem's configure_tools)."""
+    """The filesystem's edits, each waiting for a person (Filesystem's
+    configure_tools; a service whose approval is "commands_and_writes")."""
     sandbox_tools.careful_filesystem(tools)
     tools.apply_patch.needs_approval = True
-{%- endif %}
 
 
 def detail_of(tool: str, arguments: str) -> str:
     """What a person needs to see to decide on a call of ``tool`` with
     ``arguments`` (the model's, as the SDK will run them): the command and
     every argument it runs with, the input to a running command, the files a
-    patch touches and its diff, or another tool's arguments. Whole, and in a
+    patch touches and its diff (a service whose approval is
+    "commands_and_writes"), or another tool's arguments. Whole, and in a
     form no terminal interprets (display.py)."""
     if tool == "exec_command":
         return shown_command(arguments)
     if tool == "write_stdin":
         return shown_input(arguments)
-{%- if cookiecutter.approval == "commands_and_writes" %}
-    if tool == "apply_patch":
+    if tool == "apply_patch" and current().approval == "commands_and_writes":
         return shown_patch(arguments)
-{%- endif %}
     return shown_call(arguments)
 
 
@@ -170,7 +164,6 @@ def shown_input(arguments: str) -> str:
     if holds_hidden(args.chars):
         shown.append(HIDDEN_NOTE)
     return "\n".join(shown)
-{%- if cookiecutter.approval == "commands_and_writes" %}
 
 
 # How each kind of edit is named.
@@ -196,7 +189,6 @@ def shown_patch(arguments: str) -> str:
     if holds_hidden(arguments):
         shown.append(HIDDEN_NOTE)
     return "\n".join(shown)
-{%- endif %}
 
 
 def shown_call(arguments: str) -> str:
@@ -224,7 +216,7 @@ def current_details(workflow_id: str, request: Request) -> str:
     if len(detail) > LONGEST_DETAILS:
         rest = (
             f"\n... and {len(detail) - LONGEST_DETAILS:,} more characters, not shown here: "
-            f"see all of it with `{{ cookiecutter.project_slug }}-starter --pending {workflow_id}` "
+            f"see all of it with `{current().command('starter')} --pending {workflow_id}` "
             "before you decide."
         )
         detail = detail[:LONGEST_DETAILS]

@@ -10,12 +10,9 @@ in flight (``WORKER_RUNS_IN_FLIGHT``, 1,000 unless set: settings.py), sets
 the limits that must agree, together:
 
 - activity slots: each run waiting on the model holds one, as does each
-{%- if cookiecutter | host_bound_backends %}
-  sandbox operation in progress; as many again on the worker's host queue,
-  for the operations of the sandboxes on its host (affinity.py);
-{%- else %}
-  sandbox operation in progress;
-{%- endif %}
+  sandbox operation in progress; when the service has a host-bound backend,
+  as many again on the worker's host queue, for the operations of the
+  sandboxes on its host (affinity.py);
 - cached workflows: twice as many, so that neither a run in flight nor one
   waiting for a slot is dropped from the cache and replayed at its next step
   (past that, runs are dropped safely and replayed: it costs CPU, see

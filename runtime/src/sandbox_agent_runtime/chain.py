@@ -43,11 +43,10 @@ from temporalio import workflow
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
 from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
-{% if cookiecutter | host_bound_backends -%}
 from sandbox_agent_runtime.affinity import SandboxHost
-{% endif -%}
 from sandbox_agent_runtime.bounded_sandbox import RefusesCutWriteBack
 from sandbox_agent_runtime.observability import Usage, UsageMeter
+from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 
 
@@ -74,14 +73,12 @@ class Carried:
     run: int = 1
     # The model calls and tokens the earlier runs of the chain used.
     usage: Usage = field(default_factory=Usage)
-{%- if cookiecutter | host_bound_backends %}
-    # The host the sandbox lives on, or None when any worker reaches it.
+    # The host the sandbox lives on, or None when any worker reaches it (or
+    # the service has no host-bound backend: affinity.py).
     host: SandboxHost | None = None
-{%- endif %}
-{%- if cookiecutter.approval != "none" %}
-    # The tools a person approved for the rest of the chain (approvals.py).
+    # The tools a person approved for the rest of the chain (with approvals:
+    # approvals.py).
     always_approved: list[str] = field(default_factory=list)
-{%- endif %}
     # What the workspace held once the run's inputs were placed (workspace.py's
     # Placed: the baseline of its outputs), or None when nothing was placed.
     placed: dict[str, Any] | None = None
@@ -147,20 +144,15 @@ class HistoryBudget(UsageMeter):
 
 
 def conversation_so_far(run_data: RunErrorDetails | RunResultBase) -> list[TResponseInputItem]:
-{%- if cookiecutter.approval != "none" %}
     """The input the next model call would have had, from a stopped run or
-    a finished one (without the records of calls that waited for a person's approval,
-    which are not the model's input: their outcome is)."""
+    a finished one (with approvals, without the records of calls that waited
+    for a person's approval, which are not the model's input: their outcome is)."""
+    approvals = current().approvals
     return ItemHelpers.input_to_new_input_list(run_data.input) + [
-        item.to_input_item() for item in run_data.new_items if item.type != "tool_approval_item"
+        item.to_input_item()
+        for item in run_data.new_items
+        if not (approvals and item.type == "tool_approval_item")
     ]
-{%- else %}
-    """The input the next model call would have had, from a stopped run or
-    a finished one."""
-    return ItemHelpers.input_to_new_input_list(run_data.input) + [
-        item.to_input_item() for item in run_data.new_items
-    ]
-{%- endif %}
 
 
 def _size(item: object) -> int:
@@ -285,7 +277,7 @@ class LastingSandboxClient(TemporalSandboxClient):
     calls ``remove()`` once, when the chain ends (with an answer, a failure
     or a cancellation).
     """
-{% if cookiecutter | host_bound_backends %}
+
     def __init__(
         self, name: str, config: workflow.ActivityConfig, host: SandboxHost | None = None
     ) -> None:
@@ -296,17 +288,9 @@ class LastingSandboxClient(TemporalSandboxClient):
         # workspace's own operations (workspace.py) are run the same way.
         self.config = config
         # The host the sandbox lives on (``config`` sends its operations
-        # there), handed on with its state; None when any worker reaches it.
+        # there), handed on with its state; None when any worker reaches it
+        # (always, for a service without a host-bound backend).
         self.host = host
-{%- else %}
-    def __init__(self, name: str, config: workflow.ActivityConfig) -> None:
-        super().__init__(name, config)
-        # The provider it was registered under (the activities' prefix).
-        self.provider = name
-        # How each sandbox operation is run (timeout, retries): the
-        # workspace's own operations (workspace.py) are run the same way.
-        self.config = config
-{%- endif %}
         # The session's activities, without the SDK's wrapper (the runner
         # gets the wrapper): in workflow code that wrapper turns any failure
         # of a stop or a shutdown into a RuntimeError, which would fail the

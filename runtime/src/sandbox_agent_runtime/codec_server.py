@@ -1,6 +1,6 @@
 """The codec server: the Web UI and the CLI show decrypted payloads to those allowed.
 
-    {{ cookiecutter.project_slug }}-codec-server    # on 127.0.0.1:8081 (CODEC_SERVER_BIND_ADDRESS)
+    <service>-codec-server    # on 127.0.0.1:8081 (CODEC_SERVER_BIND_ADDRESS)
 
 It speaks Temporal's remote codec protocol: ``POST .../decode`` and ``POST
 .../encode`` take and give ``{"payloads": [...]}`` (protobuf JSON), the

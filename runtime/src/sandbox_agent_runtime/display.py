@@ -12,13 +12,10 @@ the rest of a line out of sight, into its count (``⟨2,100 spaces⟩``). The
 brackets themselves are shown as names too, so a name in brackets is always
 one of these and never text the model wrote to look like one. Nothing is cut.
 
-{% if cookiecutter.approval != "none" -%}
-Every place that shows a request for approval (the starter's ``--pending``
-and its terminal prompt, its progress lines, the run's current details in
-the Web UI) shows what this module made of it.
-{%- else -%}
-The starter's progress lines show each command as this module made it.
-{%- endif %}
+With approvals, every place that shows a request for approval (the
+starter's ``--pending`` and its terminal prompt, its progress lines, the
+run's current details in the Web UI) shows what this module made of it;
+the starter's progress lines show each command as this module made it.
 
 A setting's value that may hold a credential (a URL, an address) is shown
 through ``without_credentials()``, in every process: a refused

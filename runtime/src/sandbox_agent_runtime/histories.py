@@ -1,8 +1,8 @@
 """Record runs of the agent's workflow, for the suite to replay before a deploy.
 
-    {{ cookiecutter.project_slug }}-record-histories                 # the 10 latest runs, into tests/histories/
-    {{ cookiecutter.project_slug }}-record-histories --limit 50 --out DIR
-    {{ cookiecutter.project_slug }}-record-histories --query 'ExecutionStatus = "Running"'
+    <service>-record-histories                 # the 10 latest runs, into tests/histories/
+    <service>-record-histories --limit 50 --out DIR
+    <service>-record-histories --query 'ExecutionStatus = "Running"'
 
 It connects as the starter does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 TEMPORAL_API_KEY, a profile: connection.py) and writes the history of each of

@@ -1,4 +1,3 @@
-{% set bound = cookiecutter | host_bound_backends -%}
 """What the service tells its operators: metrics, each run's usage, traces.
 
 - Metrics. With ``PROMETHEUS_BIND_ADDRESS=host:port`` set, the worker serves
@@ -7,7 +6,8 @@
   tokens and runs through ``workflow.metric_meter()``, whose counters do
   nothing while a run replays: a worker that replays a run (after a restart,
   or to rebuild its cache) counts nothing twice. Sandbox operations are
-  counted on the worker, once per attempt, by provider and outcome{{ " (and host)" if bound }}.
+  counted on the worker, once per attempt, by provider and outcome (and
+  host, when the service has a host-bound backend).
 - Usage. Every run keeps its chain's total of model calls and tokens in its
   memo (key ``usage``), updated after each model call and handed on when the
   run continues as new: the Web UI and ``temporal workflow describe`` show
@@ -20,9 +20,7 @@
 
 import asyncio
 from dataclasses import dataclass, field
-{%- if cookiecutter.approval != "none" %}
 from datetime import timedelta
-{%- endif %}
 from typing import Any
 
 from agents import RunContextWrapper, RunHooks
@@ -37,17 +35,13 @@ from temporalio.worker import (
     ExecuteActivityInput,
     Interceptor,
 )
-{% if bound %}
+
 from sandbox_agent_runtime.affinity import host_queue
-{%- endif %}
-{%- if cookiecutter.approval != "none" %}
 from sandbox_agent_runtime.approvals import Decision
-{%- endif %}
+from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import (
-{%- if bound %}
     CHOOSING_THE_HOST,
     HOST_HEADER,
-{%- endif %}
     sandbox_operation,
     tool_of,
 )
@@ -56,20 +50,15 @@ from sandbox_agent_runtime.shared import (
 MODEL_CALLS = "agent_model_calls"
 INPUT_TOKENS = "agent_input_tokens"
 OUTPUT_TOKENS = "agent_output_tokens"
-{%- if bound %}
 # Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
-# "error"), host (the host the sandbox lives on, or "any": affinity.py).
-{%- else %}
-# Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
-# "error").
-{%- endif %}
+# "error"), and, when the service has a host-bound backend, host (the host the
+# sandbox lives on, or "any": affinity.py).
 SANDBOX_OPERATIONS = "agent_sandbox_operations"
-{%- if cookiecutter.approval != "none" %}
-# Label: decision ("approved", "rejected", "timed_out"): requests for approval,
-# and the time each waited for its decision (a histogram, in ms).
+# With approvals. Label: decision ("approved", "rejected", "timed_out"):
+# requests for approval, and the time each waited for its decision (a
+# histogram, in ms).
 APPROVALS = "agent_approvals"
 APPROVAL_WAIT = "agent_approval_wait"
-{%- endif %}
 # Labels: tool (the agent's own tools: tools.py), outcome ("ok" or "error").
 TOOL_CALLS = "agent_tool_calls"
 # Label: outcome ("completed", "failed", "cancelled", or "continued_as_new"
@@ -83,12 +72,11 @@ SESSIONS = "agent_sessions"
 # workspace snapshot (bytes), and how long each took (seconds); histograms.
 SNAPSHOT_BYTES = "agent_snapshot_bytes"
 SNAPSHOT_SECONDS = "agent_snapshot_seconds"
-{%- if bound %}
-# Labels: host, outcome ("failed": the run failed naming it; "recovered": the
-# run went on on another host from its last snapshot): each time a run took
-# its sandbox's host for gone (affinity.py).
+# When the service has a host-bound backend. Labels: host, outcome ("failed":
+# the run failed naming it; "recovered": the run went on on another host from
+# its last snapshot): each time a run took its sandbox's host for gone
+# (affinity.py).
 HOSTS_GONE = "agent_sandbox_hosts_gone"
-{%- endif %}
 # Their buckets: the SDK's defaults (50 to 10,000) fit milliseconds, not these.
 BUCKETS = {
     SNAPSHOT_BYTES: [float(4**power * 1024) for power in range(1, 11)],
@@ -178,7 +166,6 @@ def count_run(outcome: str) -> None:
     workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(1, labels)
 
 
-{% if bound -%}
 def count_host_gone(host: str, outcome: str) -> None:
     """Count a run taking its sandbox's ``host`` for gone (replay-safe)."""
     workflow.metric_meter().create_counter(
@@ -186,7 +173,6 @@ def count_host_gone(host: str, outcome: str) -> None:
     ).add(1, {"host": host, "outcome": outcome})
 
 
-{% endif -%}
 def count_session(state: str) -> None:
     """Count one conversation entering ``state`` (replay-safe)."""
     workflow.metric_meter().create_counter(SESSIONS, "Conversations entering a state").add(
@@ -194,7 +180,6 @@ def count_session(state: str) -> None:
     )
 
 
-{% if cookiecutter.approval != "none" -%}
 def count_approval(decision: Decision, waited: timedelta) -> None:
     """Count one request for approval by how it was decided (approved,
     rejected, timed_out) and how long it waited (replay-safe)."""
@@ -211,7 +196,6 @@ def count_approval(decision: Decision, waited: timedelta) -> None:
         ).record(waited, {"decision": outcome})
 
 
-{% endif -%}
 def run_outcome(error: BaseException) -> str | None:
     """How a run that raised ``error`` ends, or None when the error fails
     only the workflow task (Temporal retries it; the run goes on)."""
@@ -225,42 +209,32 @@ def run_outcome(error: BaseException) -> str | None:
 
 
 class SandboxOperationMeter(Interceptor):
-{%- if bound %}
     """Counts every sandbox activity the worker runs (each attempt), by
-    provider, operation, outcome and the host the sandbox lives on: this
-    worker's ``host`` for an operation of a sandbox on its host, "any" for a sandbox any worker reaches (affinity.py); and every call of
-    one of the agent's tools, by tool and outcome."""
+    provider, operation and outcome, and, when the service has a host-bound
+    backend, the host the sandbox lives on: this worker's ``host`` for an
+    operation of a sandbox on its host, "any" for a sandbox any worker
+    reaches (affinity.py); and every call of one of the agent's tools, by
+    tool and outcome. ``host`` is the worker's host (None for a service
+    without a host-bound backend)."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str | None = None) -> None:
         self.host = host
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _CountedActivity(next, self.host)
-{%- else %}
-    """Counts every sandbox activity the worker runs (each attempt), by
-    provider, operation and outcome; and every call of one of the agent's
-    tools, by tool and outcome."""
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _CountedActivity(next)
-{%- endif %}
 
 
 class _CountedActivity(ActivityInboundInterceptor):
-{%- if bound %}
-    def __init__(self, next: ActivityInboundInterceptor, host: str) -> None:
+    def __init__(self, next: ActivityInboundInterceptor, host: str | None = None) -> None:
         super().__init__(next)
         self.host = host
-{% endif %}
+
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
         name = info.activity_type
         operation, tool = sandbox_operation(name), tool_of(name)
-{%- if bound %}
-        if tool is None and operation in (None, CHOOSING_THE_HOST):
-{%- else %}
-        if tool is None and operation is None:
-{%- endif %}
+        bound = current().host_bound
+        if tool is None and (operation is None or (bound and operation == CHOOSING_THE_HOST)):
             return await super().execute_activity(input)
         outcome = "error"
         try:
@@ -272,42 +246,32 @@ class _CountedActivity(ActivityInboundInterceptor):
                 activity.metric_meter().create_counter(
                     TOOL_CALLS, "Calls of the agent's own tools, by tool and outcome"
                 ).add(1, {"tool": tool, "outcome": outcome})
-            else:
-{%- if bound %}
+            elif bound:
                 # Through the host's queue, or offered on the run's own with
                 # this host's mark (affinity.HostFirst).
-                on_host = info.task_queue == host_queue(self.host) or HOST_HEADER in input.headers
+                on_host = self.host is not None and (
+                    info.task_queue == host_queue(self.host) or HOST_HEADER in input.headers
+                )
                 self._count_operation(name, str(operation), outcome, on_host)
-
-    def _count_operation(self, name: str, operation: str, outcome: str, on_host: bool) -> None:
-        counter = activity.metric_meter().create_counter(
-            SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation, outcome and host"
-        )
-        counter.add(
-            1,
-            {
-                "provider": name.removesuffix(f"-{operation}"),
-                "operation": operation,
-                "outcome": outcome,
-                "host": self.host if on_host else "any",
-            },
-        )
-{%- else %}
+            else:
                 self._count_operation(name, str(operation), outcome)
 
-    def _count_operation(self, name: str, operation: str, outcome: str) -> None:
-        counter = activity.metric_meter().create_counter(
-            SANDBOX_OPERATIONS, "Sandbox operations, by provider, operation and outcome"
-        )
-        counter.add(
-            1,
-            {
-                "provider": name.removesuffix(f"-{operation}"),
-                "operation": operation,
-                "outcome": outcome,
-            },
-        )
-{%- endif %}
+    def _count_operation(
+        self, name: str, operation: str, outcome: str, on_host: bool | None = None
+    ) -> None:
+        """Count one sandbox operation; ``on_host`` is None for a service
+        without a host-bound backend (no host label)."""
+        labels = {
+            "provider": name.removesuffix(f"-{operation}"),
+            "operation": operation,
+            "outcome": outcome,
+        }
+        if on_host is None:
+            description = "Sandbox operations, by provider, operation and outcome"
+        else:
+            description = "Sandbox operations, by provider, operation, outcome and host"
+            labels["host"] = self.host if on_host and self.host is not None else "any"
+        activity.metric_meter().create_counter(SANDBOX_OPERATIONS, description).add(1, labels)
 
 
 def metrics_runtime(address: tuple[str, int] | None) -> Runtime | None:

@@ -16,8 +16,6 @@ remove or retype one), or ship the change as a versioned deploy
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox_agent_runtime.shared import SANDBOX_PROVIDER
-
 
 @dataclass(frozen=True)
 class Input:
@@ -55,8 +53,9 @@ class RunRequest:
 
     # What to ask the agent.
     prompt: str
-    # The sandbox provider the run uses (one the worker registers).
-    provider: str = SANDBOX_PROVIDER
+    # The sandbox provider the run uses (one the worker registers); "" for
+    # the service's primary provider (``Service.sandbox_provider``).
+    provider: str = ""
     # Files and directories the workspace starts with, beside the agent's own
     # default_manifest (agent.py).
     inputs: list[Input] = field(default_factory=list)

@@ -9,7 +9,8 @@ them to ``Shell`` and ``Filesystem``):
   so a file the agent wrote would run before every command, unseen), and
   never another shell binary the model names. A call asking for another
   shell is refused; ``login`` is accepted and has no effect. So the command
-  {{ "a person approves (approvals.py)" if cookiecutter.approval != "none" else "the run's history shows" }} is all that runs.
+  the run's history shows (and, with approvals, the one a person approves:
+  approvals.py) is all that runs.
 - A call the model got wrong (arguments that are not JSON or not the tool's,
   an empty command, a working directory outside the workspace, a path that
   is not an image, a malformed patch) reaches the model as that tool's error,
@@ -20,9 +21,9 @@ them to ``Shell`` and ``Filesystem``):
   (``TOLD_WHEN_NOT_FOUND``, in the run's configuration). Failures of the
   sandbox itself (its activities) still end the run as before.
 
-``command_of()`` is the one reading of a command's arguments: {{ "the request a
-person approves is made from it" if cookiecutter.approval != "none" else "what the
-model is told of a bad call comes from it" }}, and the command that runs is too.
+``command_of()`` is the one reading of a command's arguments: what the model
+is told of a bad call comes from it (with approvals, so is the request a
+person approves), and the command that runs is too.
 """
 
 import json

@@ -1,21 +1,18 @@
-{% set extras = cookiecutter | additional_backends -%}
-{% set bound = cookiecutter | host_bound_backends -%}
 """The starter: asks the agent to do something, shows each step as it happens, and prints the answer.
 
-    {{ cookiecutter.project_slug }}-starter "Count the files in /etc"      # start, follow, print the answer
-    {{ cookiecutter.project_slug }}-starter --no-wait "Count the files"    # start, print id and link, exit
-    {{ cookiecutter.project_slug }}-starter --attach WORKFLOW_ID           # follow a run started earlier
-    {{ cookiecutter.project_slug }}-starter --prompt-file task.md          # the prompt from a file (- for stdin)
-    {{ cookiecutter.project_slug }}-starter --input data.csv --output out/ "Summarise data.csv into summary.txt"
-    {{ cookiecutter.project_slug }}-starter --repo https://github.com/org/repo@v1.2 --output out/ "Fix the typo"
-    {{ cookiecutter.project_slug }}-starter --attach WORKFLOW_ID --output out/  # a finished run's files
-    {{ cookiecutter.project_slug }}-starter --continue WORKFLOW_ID "Now plot it by month"  # a follow-up
-    {{ cookiecutter.project_slug }}-starter --end WORKFLOW_ID              # end a conversation, free its sandbox
-{%- if extras %}
-    {{ cookiecutter.project_slug }}-starter --provider NAME "Count the files"  # run in another sandbox provider
-{%- endif %}
+    <service>-starter "Count the files in /etc"      # start, follow, print the answer
+    <service>-starter --no-wait "Count the files"    # start, print id and link, exit
+    <service>-starter --attach WORKFLOW_ID           # follow a run started earlier
+    <service>-starter --prompt-file task.md          # the prompt from a file (- for stdin)
+    <service>-starter --input data.csv --output out/ "Summarise data.csv into summary.txt"
+    <service>-starter --repo https://github.com/org/repo@v1.2 --output out/ "Fix the typo"
+    <service>-starter --attach WORKFLOW_ID --output out/  # a finished run's files
+    <service>-starter --continue WORKFLOW_ID "Now plot it by month"  # a follow-up
+    <service>-starter --end WORKFLOW_ID              # end a conversation, free its sandbox
+    <service>-starter --provider NAME "Count the files"  # with several sandbox providers
 
-(``python -m sandbox_agent_runtime.starter`` is the same command.) It prints the
+(``<service>-starter`` is the command a project installs: the runtime's
+starter, for the service the project's package configures, service.py.) It prints the
 workflow id and a link to the run in the Temporal Web UI. The link starts with
 ``TEMPORAL_UI_URL`` when that is set; otherwise with https://cloud.temporal.io
 for a Temporal Cloud address, and with the dev server's http://localhost:8233
@@ -32,8 +29,9 @@ answers in JSON, printed as JSON. docs/inputs-and-outputs.md has the rest.
 After the answer, one line says what the run used of the model (calls,
 input and output tokens, across its chain), and one how to follow up.
 Progress is read from the run's history, so it shows what Temporal recorded:
-the sandbox provider the run uses{% if bound %} and the host its sandbox lives on (or that
-any worker reaches it){% endif %}, the build a versioned worker pinned it to, then one line per model turn and per
+the sandbox provider the run uses (and, when the service has a host-bound backend, the
+host its sandbox lives on, or that any worker reaches it), the build a versioned worker
+pinned it to, then one line per model turn and per
 sandbox operation (each shell command with the command itself, each snapshot
 and restore of the workspace), in the order the workflow scheduled them. A
 long run continues as new runs of the same workflow (same id, same sandbox);
@@ -43,7 +41,7 @@ first run of the chain.
 Every run the starter starts is a conversation (``RunRequest.follow_ups``):
 after its answer it waits for a follow-up in the same workspace, until it is
 ended or SESSION_LIFETIME (shared.py) passes without one, so it is started
-without a workflow execution timeout (MAX_TURNS bounds each prompt). The
+without a workflow execution timeout (the service's max_turns bounds each prompt). The
 starter follows it to its answer and exits. ``--continue ID "PROMPT"`` (with
 ``--input`` and ``--output`` as for a first prompt) sends the next prompt
 (the FOLLOW_UP update) and follows it, from the moment the run took it, to
@@ -59,11 +57,11 @@ While it follows a run, the starter rides out a restart of the Temporal
 service (SERVICE_OUTAGE_LIMIT); a service that stays gone ends it with one
 line, saying how to follow the run again.
 
-What it prints of a run (steps{{ ", requests for approval" if cookiecutter.approval != "none" }}, failures) goes through
+What it prints of a run (steps, failures and, with approvals, requests for approval) goes through
 display.py first, so no byte the model or a command chose reaches the
 terminal as a control sequence; the answer is printed as the model wrote it.
 
-Its exit status tells a script how the run ended: EXIT_STATUSES below says
+Its exit status tells a script how the run ended: exit_statuses() below says
 what each one means, and ``--help`` lists them.
 """
 
@@ -79,9 +77,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import quote
-{% if cookiecutter.approval != "none" %}
+
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-{%- endif %}
 from temporalio import exceptions
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import (
@@ -105,9 +102,8 @@ from temporalio.client import (
 )
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
-{% if cookiecutter.approval != "none" %}
+
 from sandbox_agent_runtime import approvers
-{%- endif %}
 from sandbox_agent_runtime.archives import (
     BadInput,
     inputs_of,
@@ -118,7 +114,8 @@ from sandbox_agent_runtime.archives import (
 )
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.display import (
-    {{ "safe_line,\n    " if cookiecutter.approval != "none" }}visible,
+    safe_line,
+    visible,
     without_credentials,
 )
 from sandbox_agent_runtime.encryption import (
@@ -145,45 +142,32 @@ from sandbox_agent_runtime.run_request import (
     RunAnswer,
     RunRequest,
 )
+from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import (
     BadSetting,
     StarterSettings,
     starter_settings,
 )
 from sandbox_agent_runtime.shared import (
-{%- if bound %}
     CHOOSING_THE_HOST,
-{%- endif %}
     COLLECT,
     CONVERSATION,
-{%- if cookiecutter.approval != "none" %}
     DECIDE,
-{%- endif %}
     END,
     FOLLOW_UP,
     LONGEST_PROMPT,
     MODEL_ACTIVITIES,
-{%- if bound %}
     NOT_THIS_HOST,
-{%- endif %}
-{%- if cookiecutter.approval != "none" %}
     PENDING,
-{%- endif %}
     PLACE,
     RESTORE,
-    SANDBOX_PROVIDER,
-{%- if extras %}
-    SANDBOX_PROVIDERS,
-{%- endif %}
     SESSION_MEMO,
     SNAPSHOT,
-    TASK_QUEUE,
     USAGE_MEMO,
     WORKFLOW_TYPE,
     sandbox_operation,
     step_name,
 )
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 DEFAULT_PROMPT = (
     "Write a file holding the first 20 Fibonacci numbers, one per line, "
@@ -198,36 +182,54 @@ EXIT_REFUSED = 4
 EXIT_UNDECRYPTABLE = 5
 EXIT_FILES_NOT_WRITTEN = 6
 
-# What each exit status means, for scripts; --help lists them.
-EXIT_STATUSES = {
-    EXIT_COMPLETED: "the run (or the follow-up) answered and its answer was printed (with --no-wait: "
-    "the run was started; with --end: the conversation ended, its sandbox removed)",
-    EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was terminated or cancelled",
-    EXIT_UNREACHABLE: "the Temporal service could not be reached, is misconfigured (TEMPORAL_*), "
-    "has no such namespace, or stopped answering (the run itself may go on); or the object store "
-    "(OBJECT_STORE_URL) does not answer or refuses it"{% if cookiecutter.approval != "none" %}
-    "; or no worker answered for the run within 10 s"{% endif %},
-    EXIT_USAGE: "bad usage: an unknown option{{ " or provider" if extras }}, a prompt that is empty, unreadable or too long, "
-    "an --input, --repo or --output it cannot use (docs/inputs-and-outputs.md), "
-    "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL, PAYLOAD_ENCRYPTION_KEYS{{ ", APPROVER_KEY_FILE" if cookiecutter.approval != "none" }}), "
-    "or no workflow with the id given to --attach, --continue or --end{{ " (or to --pending, --approve, --reject)" if cookiecutter.approval != "none" }}, "
-    "or one that is not this service's (neither its workflow type nor its task queue)"{% if cookiecutter.approval != "none" %}
-    "; a decision on a call that does not wait, in a run that has ended, or without the "
-    "approver's key"{% endif %},
-    EXIT_REFUSED: "refused: a follow-up (--continue) to a run that is still working on a prompt, "
-    "was started without follow-ups or has ended; or --end of a run that has ended or was "
-    "started without follow-ups",
-    EXIT_UNDECRYPTABLE: "the run's payloads do not decrypt: encrypted with a key that "
-    "PAYLOAD_ENCRYPTION_KEYS here does not hold, or another key under the same id",
-    EXIT_FILES_NOT_WRITTEN: "the run answered and its answer was printed, but not every file it "
-    "made reached --output DIR: some (or all) were refused there, each named on stderr, the rest "
-    "written; DIR could not be written; or the files did not travel (over the limit)",
-    EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
-    EXIT_BROKEN_PIPE: "its output went to a pipe that closed early (| head)",
-}
 
-# The starter's own command, as the user runs it, in the lines it prints.
-COMMAND = {{ (cookiecutter.project_slug ~ "-starter") | tojson }}
+def exit_statuses() -> dict[int, str]:
+    """What each exit status means, for scripts (--help lists them): the
+    service's own, with approvals and with several sandbox providers."""
+    with_approvals = current().approvals
+    several = len(current().providers) > 1
+    return {
+        EXIT_COMPLETED: "the run (or the follow-up) answered and its answer was printed (with "
+        "--no-wait: the run was started; with --end: the conversation ended, its sandbox removed)",
+        EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was "
+        "terminated or cancelled",
+        EXIT_UNREACHABLE: "the Temporal service could not be reached, is misconfigured "
+        "(TEMPORAL_*), has no such namespace, or stopped answering (the run itself may go on); "
+        "or the object store (OBJECT_STORE_URL) does not answer or refuses it"
+        + ("; or no worker answered for the run within 10 s" if with_approvals else ""),
+        EXIT_USAGE: "bad usage: an unknown option"
+        + (" or provider" if several else "")
+        + ", a prompt that is empty, unreadable or too long, "
+        "an --input, --repo or --output it cannot use (docs/inputs-and-outputs.md), "
+        "a setting it cannot use (TEMPORAL_UI_URL, OBJECT_STORE_URL, PAYLOAD_ENCRYPTION_KEYS"
+        + (", APPROVER_KEY_FILE" if with_approvals else "")
+        + "), or no workflow with the id given to --attach, --continue or --end"
+        + (" (or to --pending, --approve, --reject)" if with_approvals else "")
+        + ", or one that is not this service's (neither its workflow type nor its task queue)"
+        + (
+            "; a decision on a call that does not wait, in a run that has ended, or without the "
+            "approver's key"
+            if with_approvals
+            else ""
+        ),
+        EXIT_REFUSED: "refused: a follow-up (--continue) to a run that is still working on a "
+        "prompt, was started without follow-ups or has ended; or --end of a run that has ended "
+        "or was started without follow-ups",
+        EXIT_UNDECRYPTABLE: "the run's payloads do not decrypt: encrypted with a key that "
+        "PAYLOAD_ENCRYPTION_KEYS here does not hold, or another key under the same id",
+        EXIT_FILES_NOT_WRITTEN: "the run answered and its answer was printed, but not every file "
+        "it made reached --output DIR: some (or all) were refused there, each named on stderr, "
+        "the rest written; DIR could not be written; or the files did not travel (over the limit)",
+        EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
+        EXIT_BROKEN_PIPE: "its output went to a pipe that closed early (| head)",
+    }
+
+
+def starter_command() -> str:
+    """The starter's own command, as the user runs it ("<service>-starter"),
+    in the lines it prints."""
+    return current().command("starter")
+
 
 # Why a conversation refuses a follow-up or the end (the ApplicationError
 # type its FOLLOW_UP or END update's validator raises), and what to do
@@ -245,8 +247,8 @@ REFUSALS = {
 FOLLOW_UP_LINE = 'Follow up: {command} --continue {id} "..."   End: --end {id}'
 
 # How long the starter waits for a worker to answer a query (where a
-# conversation stands, what waits for a person){{ " or to take a decision (an update)" if cookiecutter.approval != "none" }}: a
-# run with no worker running answers neither.
+# conversation stands, what waits for a person) or, with approvals, to take a
+# decision (an update): a run with no worker running answers neither.
 WORKER_ANSWERS_WITHIN = timedelta(seconds=10)
 
 DEV_SERVER_UI = "http://localhost:8233"
@@ -338,22 +340,24 @@ async def start(
     client: Client,
     request: RunRequest | str,
     workflow_id: str | None = None,
-    provider: str = SANDBOX_PROVIDER,
+    provider: str = "",
 ) -> WorkflowHandle[Any, RunAnswer]:
     """Start one run of the agent on the worker's task queue: ``request``,
-    or a prompt alone (in a sandbox of ``provider``, no follow-ups). The
+    or a prompt alone (in a sandbox of ``provider``, by default the
+    service's primary provider; no follow-ups). The
     workflow is named, not imported: the starter needs only Temporal's
     client to start and follow a run. A conversation (``follow_ups``) has
     no execution timeout: it waits for follow-ups until it is ended or
-    SESSION_LIFETIME passes, and MAX_TURNS bounds each prompt."""
+    SESSION_LIFETIME passes, and the service's max_turns bounds each prompt."""
+    service = current()
     if isinstance(request, str):
-        request = RunRequest(prompt=request, provider=provider)
+        request = RunRequest(prompt=request, provider=provider or service.sandbox_provider)
     return await client.start_workflow(
         WORKFLOW_TYPE,
         request,
-        id=workflow_id or f"{TASK_QUEUE}-{uuid.uuid4()}",
-        task_queue=TASK_QUEUE,
-        execution_timeout=None if request.follow_ups else WORKFLOW_EXECUTION_TIMEOUT,
+        id=workflow_id or f"{service.task_queue}-{uuid.uuid4()}",
+        task_queue=service.task_queue,
+        execution_timeout=None if request.follow_ups else service.workflow_execution_timeout,
         result_type=RunAnswer,
     )
 
@@ -376,12 +380,11 @@ def _one_line(text: str) -> str:
     if len(line) > LONGEST_COMMAND_SHOWN:
         line = f"{line[:LONGEST_COMMAND_SHOWN]}... ({len(line) - LONGEST_COMMAND_SHOWN:,} more characters)"
     return line
-{%- if bound %}
 
 
-# The marker Temporal's core SDK records a local activity's result in.
+# The marker Temporal's core SDK records a local activity's result in (the
+# choice of a sandbox's host, when the service has a host-bound backend).
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
-{%- endif %}
 
 
 class Progress:
@@ -397,11 +400,12 @@ class Progress:
         self.prompts = 1
         self.turns = 0
         self.steps: dict[int, str] = {}
-{%- if bound %}
+        # Whether the service has a host-bound backend, whose runs choose a
+        # host for their sandbox and keep its operations there (affinity.py).
+        self.host_bound = current().host_bound
         # The steps a worker of another host refused (affinity.HostFirst),
         # which the run sends to their host's queue next: shown once.
         self.refused: list[str] = []
-{%- endif %}
         # The scheduled events of the steps that collect the run's outputs.
         self.collections: set[int] = set()
         # Whether the build the current run is pinned to was shown.
@@ -425,16 +429,16 @@ class Progress:
             arguments = await self._decode(event.workflow_execution_started_event_attributes.input)
             carried = arguments[1] if len(arguments) > 1 else None
             if isinstance(carried, dict):
-{%- if bound %}
                 line = f"run      {carried.get('run', '?')} of the chain, same sandbox"
+                if not self.host_bound:
+                    return line
                 host = carried.get("host")
                 return line + (f" on host {host['id']!r}" if isinstance(host, dict) else "")
-{%- else %}
-                return f"run      {carried.get('run', '?')} of the chain, same sandbox"
-{%- endif %}
             request = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
             self.conversation = self.conversation or bool(request.get("follow_ups"))
-            return f"sandbox  provider {request.get('provider', SANDBOX_PROVIDER)!r}"
+            # A request without a provider runs in the service's primary one.
+            provider = request.get("provider") or current().sandbox_provider
+            return f"sandbox  provider {provider!r}"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
             return "run      continues as new: its history is large"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
@@ -452,16 +456,12 @@ class Progress:
             step = await self._scheduled(event)
             if step is not None:
                 self.steps[event.event_id] = step
-{%- if bound %}
-                if step in self.refused:
+                if self.host_bound and step in self.refused:
                     self.refused.remove(step)
                     return None
-{%- endif %}
             return step
-{%- if bound %}
-        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+        if self.host_bound and event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
             return await self._host_chosen(event)
-{%- endif %}
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             completed = event.activity_task_completed_event_attributes
             if completed.scheduled_event_id in self.collections:
@@ -476,11 +476,9 @@ class Progress:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             failed = event.activity_task_failed_event_attributes
             step = self.steps.get(failed.scheduled_event_id, "a step")
-{%- if bound %}
-            if failed.failure.application_failure_info.type == NOT_THIS_HOST:
+            if self.host_bound and failed.failure.application_failure_info.type == NOT_THIS_HOST:
                 self.refused.append(step)
                 return None
-{%- endif %}
             return f"! {step}: failed: {_one_line(failed.failure.message)}"
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
             timed_out = event.activity_task_timed_out_event_attributes
@@ -550,11 +548,11 @@ class Progress:
         if step is None:
             return None
         return "sandbox  " + step.format(path=arguments.get("path", "a file"))
-{%- if bound %}
 
     async def _host_chosen(self, event: HistoryEvent) -> str | None:
         """Where the sandbox lives, from the marker of the local activity
-        that chose its host (affinity.choose_host)."""
+        that chose its host (affinity.choose_host), when the service has a
+        host-bound backend."""
         marker = event.marker_recorded_event_attributes
         data, result = marker.details.get("data"), marker.details.get("result")
         if marker.marker_name != LOCAL_ACTIVITY_MARKER or data is None or result is None:
@@ -566,7 +564,6 @@ class Progress:
         if isinstance(host, dict):
             return f"sandbox  on host {host.get('id')!r}"
         return "sandbox  reachable from any worker"
-{%- endif %}
 
     async def _decode(self, payloads: Payloads) -> list[Any]:
         try:
@@ -643,16 +640,15 @@ async def show_waits(following: Callable[[], WorkflowHandle[Any, RunAnswer]]) ->
             shown.add(key)
             print(
                 f"  waiting  {waited:.0f} s for a worker to take {step}: every worker on task "
-                f"queue {TASK_QUEUE!r} is busy, or none is running; the run waits, nothing is lost",
+                f"queue {current().task_queue!r} is busy, or none is running; the run waits, nothing is lost",
                 flush=True,
             )
 
 
-{% if cookiecutter.approval != "none" -%}
 async def follow(
     client: Client,
     handle: WorkflowHandle[Any, RunAnswer],
-    key_file: Path,
+    key_file: Path | None = None,
     output: Path | None = None,
     *,
     prompt: int | None = 1,
@@ -661,22 +657,9 @@ async def follow(
 ) -> int:
     """Print each step of the run, through every run of its chain, as it
     happens, then its answer, and write its files under ``output``; return
-    the exit status. A decision asked on the terminal is signed with the
-    approver's key in ``key_file``.
-{%- else -%}
-async def follow(
-    client: Client,
-    handle: WorkflowHandle[Any, RunAnswer],
-    output: Path | None = None,
-    *,
-    prompt: int | None = 1,
-    after: Callable[[HistoryEvent], bool] | None = None,
-    conversation: bool = False,
-) -> int:
-    """Print each step of the run, through every run of its chain, as it
-    happens, then its answer, and write its files under ``output``; return
-    the exit status.
-{%- endif %}
+    the exit status. With approvals, a decision asked on the terminal is
+    signed with the approver's key in ``key_file`` (None: the one
+    APPROVER_KEY_FILE names, settings.py); without, ``key_file`` is unused.
 
     A conversation (``conversation``, or a request with follow_ups) is
     followed until it has answered ``prompt``, not to its end, which may be
@@ -686,19 +669,19 @@ async def follow(
     progress = Progress(client, conversation)
     current: WorkflowHandle[Any, RunAnswer] | None = handle
     waits = asyncio.create_task(show_waits(lambda: current or handle))
-{%- if cookiecutter.approval != "none" %}
-    # Set on each event of the run's history: ask_for_decisions asks again soon.
+    # With approvals, set on each event of the run's history: ask_for_decisions asks again soon.
     moved = asyncio.Event()
-    asking = asyncio.create_task(ask_for_decisions(client, handle.id, key_file, moved))
-{%- endif %}
+    asking = (
+        asyncio.create_task(ask_for_decisions(client, handle.id, key_file, moved))
+        if approvals()
+        else None
+    )
     showing = after is None
     try:
         while current is not None:
             next_run = None
             async for event in history_of(current):
-{%- if cookiecutter.approval != "none" %}
                 moved.set()
-{%- endif %}
                 if showing:
                     line = await progress.describe(event)
                     if line is not None:
@@ -733,9 +716,8 @@ async def follow(
         raise
     finally:
         waits.cancel()
-{%- if cookiecutter.approval != "none" %}
-        asking.cancel()
-{%- endif %}
+        if asking is not None:
+            asking.cancel()
     return await show_answer(client, handle.id, answer, output, waiting)
 
 
@@ -763,7 +745,7 @@ async def latest_answer(client: Client, workflow_id: str) -> RunAnswer:
         raise Refused(
             f"no worker answered for workflow {workflow_id} within "
             f"{WORKER_ANSWERS_WITHIN.total_seconds():.0f} s: start one "
-            f"({{ cookiecutter.project_slug }}-worker) and ask again with --attach {workflow_id}",
+            f"({current().command('worker')}) and ask again with --attach {workflow_id}",
             EXIT_UNREACHABLE,
         ) from e
     except WorkflowQueryFailedError as e:
@@ -788,7 +770,7 @@ async def show_answer(
         print(str(answer.answer).rstrip("\n"))
     status = deliver(answer.outputs, output, workflow_id)
     if waiting:
-        print(FOLLOW_UP_LINE.format(command=COMMAND, id=workflow_id), flush=True)
+        print(FOLLOW_UP_LINE.format(command=starter_command(), id=workflow_id), flush=True)
     try:
         print(await answered(lambda: usage_line(client, workflow_id)), flush=True)
     except StoppedAnswering:
@@ -804,7 +786,10 @@ def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
         print(visible(line), flush=True)
     if output is None:
         if outputs.files or outputs.patch:
-            print(f"Fetch them with: {COMMAND} --attach {workflow_id} --output DIR", flush=True)
+            print(
+                f"Fetch them with: {starter_command()} --attach {workflow_id} --output DIR",
+                flush=True,
+            )
         return EXIT_COMPLETED
     if outputs.withheld:
         print(f"Nothing written to {output}: the files did not travel", file=sys.stderr)
@@ -836,7 +821,12 @@ async def usage_line(client: Client, workflow_id: str) -> str:
     )
 
 
-{% if cookiecutter.approval != "none" -%}
+def approvals() -> bool:
+    """Whether the service's runs wait for a person's approval: only then
+    does the starter offer, ask for and send decisions (what follows)."""
+    return current().approvals
+
+
 # When a followed run is asked for requests that wait for a person. A
 # request is made by a workflow task, which the run's history records: the
 # run is asked ASK_SOON after its history moves and, while it stays quiet (a
@@ -871,8 +861,10 @@ def request_lines(request: dict[str, Any]) -> list[str]:
 def decide_lines(workflow_id: str, call_id: str) -> list[str]:
     """The commands that decide a request later, or from elsewhere."""
     return [
-        safe_line(f"           approve: {COMMAND} --approve {workflow_id} {call_id}"),
-        safe_line(f'           reject:  {COMMAND} --reject {workflow_id} {call_id} --reason "..."'),
+        safe_line(f"           approve: {starter_command()} --approve {workflow_id} {call_id}"),
+        safe_line(
+            f'           reject:  {starter_command()} --reject {workflow_id} {call_id} --reason "..."'
+        ),
     ]
 
 
@@ -912,10 +904,19 @@ async def waiting_requests(client: Client, workflow_id: str) -> tuple[str, list[
             raise NoDecision(
                 f"no worker answered for workflow {workflow_id} within "
                 f"{WORKER_ANSWERS_WITHIN.total_seconds():.0f} s: start one "
-                f"({{ cookiecutter.project_slug }}-worker) and ask again.",
+                f"({current().command('worker')}) and ask again.",
                 EXIT_UNREACHABLE,
             ) from e
         raise
+
+
+def settings_key_file() -> Path:
+    """The approver's key file APPROVER_KEY_FILE names (settings.py);
+    ``NoDecision`` for a setting the starter cannot use."""
+    try:
+        return starter_settings().approver_key_file
+    except BadSetting as e:
+        raise NoDecision(str(e)) from e
 
 
 def signing_key(key_file: Path) -> Ed25519PrivateKey:
@@ -979,11 +980,12 @@ async def next_ask(moved: asyncio.Event, wait: timedelta) -> timedelta:
 
 
 async def ask_for_decisions(
-    client: Client, workflow_id: str, key_file: Path, moved: asyncio.Event
+    client: Client, workflow_id: str, key_file: Path | None, moved: asyncio.Event
 ) -> None:
     """While a run is followed: show each request that waits for a person
     and, on a terminal, ask for the decision and send it, signed with the
-    key in ``key_file``; elsewhere, print the commands that decide it."""
+    key in ``key_file`` (None: the one APPROVER_KEY_FILE names); elsewhere,
+    print the commands that decide it."""
     shown: set[str] = set()
     key: Ed25519PrivateKey | None = None
     # Asked again soon after the run's history moves (``moved``), seldom while it is quiet.
@@ -1015,7 +1017,7 @@ async def ask_for_decisions(
                 continue
             approve, reason, always = answer
             try:
-                key = key or signing_key(key_file)
+                key = key or signing_key(key_file or settings_key_file())
                 await send_decision(
                     client, workflow_id, run_id, request, approve, reason, always, key
                 )
@@ -1140,7 +1142,6 @@ def new_approver_key(name: str, path: Path) -> int:
     return EXIT_COMPLETED
 
 
-{% endif -%}
 async def connected(settings: StarterSettings) -> Client:
     """The starter's client of the Temporal service, with the object store's
     external storage when OBJECT_STORE_URL sets one: the store is checked
@@ -1152,6 +1153,12 @@ async def connected(settings: StarterSettings) -> Client:
     storage = external_storage(store) if store is not None else None
     converter = data_converter(storage, codec=codec_of(settings.keys))
     return await connect(runtime=quiet_runtime(), data_converter=converter)
+
+
+def key_file_of(settings: StarterSettings) -> Path | None:
+    """The approver's key file a followed run's decisions are signed with:
+    the settings' with approvals, None without."""
+    return settings.approver_key_file if approvals() else None
 
 
 async def run(
@@ -1177,11 +1184,10 @@ async def run(
     print(f"Started workflow {handle.id}")
     print(f"Web UI: {web_ui_link(client, handle.id, settings.ui_url)}", flush=True)
     if not wait:
-{%- if cookiecutter.approval != "none" %}
-        print(f"Requests for approval: {COMMAND} --pending {handle.id}")
-{%- endif %}
+        if approvals():
+            print(f"Requests for approval: {starter_command()} --pending {handle.id}")
         return EXIT_COMPLETED
-    return await follow(client, handle{{ ", settings.approver_key_file" if cookiecutter.approval != "none" }}, output)
+    return await follow(client, handle, key_file_of(settings), output)
 
 
 async def attach(workflow_id: str, settings: StarterSettings, output: Path | None = None) -> int:
@@ -1226,9 +1232,7 @@ async def attach(workflow_id: str, settings: StarterSettings, output: Path | Non
     return await follow(
         client,
         handle,
-{%- if cookiecutter.approval != "none" %}
-        settings.approver_key_file,
-{%- endif %}
+        key_file_of(settings),
         output,
         prompt=prompt if running else None,
         after=prompt_started(prompt) if running and prompt > 1 else None,
@@ -1256,7 +1260,7 @@ async def described(client: Client, workflow_id: str, option: str) -> WorkflowEx
             EXIT_USAGE,
         ) from e
     kind, queue = description.workflow_type, description.task_queue
-    if kind != WORKFLOW_TYPE and queue != TASK_QUEUE:
+    if kind != WORKFLOW_TYPE and queue != current().task_queue:
         raise Refused(
             f"{option} {workflow_id!r}: it is a {kind} (on task queue {queue!r}), not a run of "
             f"this service (a {WORKFLOW_TYPE}): {option} takes the id of one.",
@@ -1437,9 +1441,7 @@ async def continue_conversation(
     return await follow(
         client,
         chain_run(client, workflow_id, update.workflow_run_id),
-{%- if cookiecutter.approval != "none" %}
-        settings.approver_key_file,
-{%- endif %}
+        key_file_of(settings),
         output,
         prompt=number,
         after=update_taken(update.id),
@@ -1492,9 +1494,42 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def add_approval_arguments(
+    parser: argparse.ArgumentParser, mode: argparse._MutuallyExclusiveGroup
+) -> None:
+    """The options that list and decide requests for approval (with approvals)."""
+    mode.add_argument(
+        "--pending", metavar="WORKFLOW_ID", help="list the run's requests that wait for a person"
+    )
+    mode.add_argument(
+        "--approve",
+        nargs=2,
+        metavar=("WORKFLOW_ID", "CALL_ID"),
+        help="approve a call that waits for a person",
+    )
+    mode.add_argument(
+        "--reject", nargs=2, metavar=("WORKFLOW_ID", "CALL_ID"), help="reject a call that waits"
+    )
+    parser.add_argument("--reason", default="", help="with --reject: why (the agent reads it)")
+    parser.add_argument(
+        "--always", action="store_true", help="with --approve: that tool for the rest of the run"
+    )
+    mode.add_argument(
+        "--new-approver-key",
+        metavar="NAME",
+        help=f"make an approver's key pair (the private key in {approvers.KEY_FILE_VARIABLE}, "
+        f"default {approvers.DEFAULT_KEY_FILE}) and print the line for the workers' APPROVERS",
+    )
+
+
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    statuses = "".join(f"    {status:<5}{meaning}\n" for status, meaning in EXIT_STATUSES.items())
+    """The starter's arguments: the approval options only with approvals,
+    --provider only with several sandbox providers."""
+    service = current()
+    several = len(service.providers) > 1
+    statuses = "".join(f"    {status:<5}{meaning}\n" for status, meaning in exit_statuses().items())
     parser = _ArgumentParser(
+        prog=starter_command(),
         description=(__doc__ or "").partition("\n")[0],
         epilog=f"Exit status:\n\n{statuses}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -1529,30 +1564,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="WORKFLOW_ID",
         help="end a conversation: its run removes its sandbox and closes with its last answer",
     )
-{%- if cookiecutter.approval != "none" %}
-    mode.add_argument(
-        "--pending", metavar="WORKFLOW_ID", help="list the run's requests that wait for a person"
-    )
-    mode.add_argument(
-        "--approve",
-        nargs=2,
-        metavar=("WORKFLOW_ID", "CALL_ID"),
-        help="approve a call that waits for a person",
-    )
-    mode.add_argument(
-        "--reject", nargs=2, metavar=("WORKFLOW_ID", "CALL_ID"), help="reject a call that waits"
-    )
-    parser.add_argument("--reason", default="", help="with --reject: why (the agent reads it)")
-    parser.add_argument(
-        "--always", action="store_true", help="with --approve: that tool for the rest of the run"
-    )
-    mode.add_argument(
-        "--new-approver-key",
-        metavar="NAME",
-        help=f"make an approver's key pair (the private key in {approvers.KEY_FILE_VARIABLE}, "
-        f"default {approvers.DEFAULT_KEY_FILE}) and print the line for the workers' APPROVERS",
-    )
-{%- endif %}
+    if service.approvals:
+        add_approval_arguments(parser, mode)
     parser.add_argument(
         "--input",
         action="append",
@@ -1571,13 +1584,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="write every file the run created or changed under DIR (made if missing)",
     )
-{%- if extras %}
-    parser.add_argument(
-        "--provider",
-        choices=SANDBOX_PROVIDERS,
-        help=f"the sandbox provider the run uses (default: {SANDBOX_PROVIDER})",
-    )
-{%- endif %}
+    if several:
+        parser.add_argument(
+            "--provider",
+            choices=tuple(service.providers),
+            help=f"the sandbox provider the run uses (default: {service.sandbox_provider})",
+        )
     args = parser.parse_args(argv)
     if args.prompt is not None and args.prompt_file is not None:
         parser.error("give the prompt as an argument or with --prompt-file, not both")
@@ -1598,24 +1610,21 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         )
     if args.output is not None and args.output.exists() and not args.output.is_dir():
         parser.error(f"--output {args.output}: it exists and is not a directory")
-{%- if cookiecutter.approval != "none" %}
-    deciding = args.pending or args.approve or args.reject or args.new_approver_key
-    if deciding and (asked or args.input or args.repo or args.output):
-        parser.error(
-            "--pending, --approve, --reject and --new-approver-key take no prompt, "
-            "--input, --repo or --output"
-        )
-    if args.reason and not args.reject:
-        parser.error("--reason goes with --reject")
-    if args.always and not args.approve:
-        parser.error("--always goes with --approve")
-{%- endif %}
-{%- if extras %}
-    if (args.attach or args.follow_up or args.end) and args.provider is not None:
+    if service.approvals:
+        deciding = args.pending or args.approve or args.reject or args.new_approver_key
+        if deciding and (asked or args.input or args.repo or args.output):
+            parser.error(
+                "--pending, --approve, --reject and --new-approver-key take no prompt, "
+                "--input, --repo or --output"
+            )
+        if args.reason and not args.reject:
+            parser.error("--reason goes with --reject")
+        if args.always and not args.approve:
+            parser.error("--always goes with --approve")
+    if several and (args.attach or args.follow_up or args.end) and args.provider is not None:
         parser.error(
             "--provider goes with a new run: an existing one keeps the provider it started with"
         )
-{%- endif %}
     return args
 
 
@@ -1656,7 +1665,7 @@ def prompt_of(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Start or follow a run; exit with one of EXIT_STATUSES."""
+    """Start or follow a run; exit with one of exit_statuses()."""
     args = parse_arguments(argv)
     try:
         settings = starter_settings()
@@ -1670,10 +1679,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         elif args.end is not None:
             status = asyncio.run(end_conversation(args.end, settings))
-{%- if cookiecutter.approval != "none" %}
-        elif args.pending is not None:
+        elif approvals() and args.pending is not None:
             status = asyncio.run(list_pending(args.pending))
-        elif args.approve or args.reject:
+        elif approvals() and (args.approve or args.reject):
             workflow_id, call_id = args.approve or args.reject
             approve = bool(args.approve)
             reason = "" if approve else args.reason or "Rejected by a person."
@@ -1681,9 +1689,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             status = asyncio.run(
                 decide(workflow_id, call_id, approve, reason, args.always, key_file)
             )
-        elif args.new_approver_key is not None:
+        elif approvals() and args.new_approver_key is not None:
             status = new_approver_key(args.new_approver_key, settings.approver_key_file)
-{%- endif %}
         else:
             repo = repo_of(args.repo) if args.repo else None
             inputs = inputs_of(args.input, has_store=settings.object_store is not None)
@@ -1694,9 +1701,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             request = RunRequest(
                 prompt=prompt_of(args),
-{%- if extras %}
-                provider=args.provider or SANDBOX_PROVIDER,
-{%- endif %}
+                # --provider, with several providers; else the primary one.
+                provider=getattr(args, "provider", None) or current().sandbox_provider,
                 inputs=inputs,
                 repo=repo,
                 follow_ups=True,

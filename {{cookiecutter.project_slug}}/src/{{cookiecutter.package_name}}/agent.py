@@ -15,18 +15,18 @@ from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCom
 {%- if cookiecutter.approval == "commands_and_writes" %}
 
 from {{ cookiecutter.package_name }} import tools
-from {{ cookiecutter.package_name }}.machinery import approvals
+from sandbox_agent_runtime import approvals
 {%- elif cookiecutter.approval == "commands" %}
 
 from {{ cookiecutter.package_name }} import tools
-from {{ cookiecutter.package_name }}.machinery import approvals, sandbox_tools
+from sandbox_agent_runtime import approvals, sandbox_tools
 {%- else %}
 
 from {{ cookiecutter.package_name }} import tools
-from {{ cookiecutter.package_name }}.machinery import sandbox_tools
+from sandbox_agent_runtime import sandbox_tools
 {%- endif %}
-from {{ cookiecutter.package_name }}.machinery.agent_tools import agent_tool
-from {{ cookiecutter.package_name }}.machinery.shared import COMPACTION_THRESHOLD
+from sandbox_agent_runtime.agent_tools import agent_tool
+from sandbox_agent_runtime.shared import COMPACTION_THRESHOLD
 
 NAME = {{ cookiecutter.project_name | tojson }}
 

@@ -3,28 +3,30 @@
 Each module of this package is one backend, and every one offers the same
 interface (``Backend`` below): the client the worker registers, the options
 the workflow sends with every run, the credentials the worker needs, the
-errors no retry can fix and where the workspace lives. ``SANDBOX_BACKENDS``
-says which provider name the worker registers each one under; the worker and
-the workflow read it and know nothing else about where the sandbox lives.
+errors no retry can fix, where the workspace lives, whether its sandboxes
+live on the worker's host, and the options a service may give it.
+``sandbox_backends()`` says which provider name the worker registers each one
+under (the service's providers); the worker and the workflow read it and
+know nothing else about where the sandbox lives.
+
+A backend's module is imported only when a service registers it: each
+backend's SDK is an extra of the runtime (``sandbox-agent-runtime[daytona]``),
+which a service without that backend need not install.
+
+A backend's options (``Service.backend_options[<backend>]``) are checked
+against the keys its module's ``OPTIONS`` lists: any other key is refused
+(``BadOption``), in one line naming it and the keys allowed.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
 
-from sandbox_agent_runtime import shared
-{%- set names = cookiecutter | backends | sort %}
-{%- if (cookiecutter.package_name ~ names | join(", ")) | length <= 68 %}
-from sandbox_agent_runtime.backends import {{ names | join(", ") }}
-{%- else %}
-from sandbox_agent_runtime.backends import (
-{%- for name in names %}
-    {{ name }},
-{%- endfor %}
-)
-{%- endif %}
+from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -44,6 +46,9 @@ class Backend(Protocol):
     NON_RETRYABLE_ERRORS: tuple[str, ...]
     # Where the agent's workspace lives in the sandbox.
     WORKSPACE_ROOT: str
+    # Every option a service may give this backend, with its default (None:
+    # one the module derives from the service, its docstring says how).
+    OPTIONS: Mapping[str, Any]
 
     def sandbox_client(self, settings: WorkerSettings) -> BaseSandboxClient[Any]:
         """Build the client the worker registers, with the worker's
@@ -53,21 +58,65 @@ class Backend(Protocol):
     def sandbox_options(self) -> BaseSandboxClientOptions:
         """Options sent with each run (recorded in workflow history)."""
         ...
-{%- if cookiecutter | host_bound_backends %}
 
     def host_bound(self, settings: WorkerSettings) -> bool:
         """Whether a sandbox this worker creates lives on this worker's host
         (its disk, its Docker engine), so that every later operation of the
         run's sandbox must run there (affinity.py; runs on the worker only)."""
         ...
-{%- endif %}
+
+    def options(self) -> dict[str, Any]:
+        """The service's options for this backend over its defaults;
+        ``BadOption`` for a key it does not take."""
+        ...
 
 
-# Every sandbox provider the worker registers, by its name in shared.py, with
-# its backend. A run names the one it uses; SANDBOX_PROVIDER unless it says
-# otherwise.
-SANDBOX_BACKENDS: dict[str, Backend] = {
-{%- for constant, backend in cookiecutter | providers %}
-    shared.{{ constant }}: {{ backend }},
-{%- endfor %}
-}
+class BadOption(ValueError):
+    """A backend option the service gives that the backend does not take;
+    its message is one line naming the option and the ones allowed."""
+
+
+def backend_module(name: str) -> Backend:
+    """The module of the backend ``name`` (one of service.BACKENDS),
+    imported on first use."""
+    module = f"{__name__}.{name}"
+    # The builtin __import__ rather than importlib.import_module: in Temporal's
+    # workflow sandbox it is the sandbox's own, which passes this package's
+    # modules through (worker.py) instead of loading them afresh for the run.
+    __import__(module)
+    return cast(Backend, sys.modules[module])
+
+
+def sandbox_backends() -> dict[str, Backend]:
+    """Every sandbox provider the worker registers, by name, with its
+    backend, in the service's order: a run names the one it uses, the
+    service's first (``Service.sandbox_provider``) unless it says otherwise."""
+    return {provider: backend_module(name) for provider, name in current().providers.items()}
+
+
+def check_options() -> None:
+    """Refuse (``BadOption``) any option the service gives one of its
+    backends that the backend does not take: the worker checks at start,
+    before any run reads them."""
+    for name in current().backends:
+        backend_module(name).options()
+
+
+def options_of(backend: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The service's options for ``backend`` over ``defaults`` (every key
+    the backend takes); ``BadOption`` for any other key."""
+    given = current().options(backend)
+    for key in given:
+        if key not in defaults:
+            allowed = ", ".join(defaults) or "none"
+            raise BadOption(
+                f"backend_options[{backend!r}] has the option {key!r}, which the {backend} "
+                f"backend does not take: it takes {allowed}."
+            )
+    return {**defaults, **given}
+
+
+def run_timeout_seconds() -> int:
+    """The service's workflow execution timeout in whole seconds: the
+    default lifetime of a remote sandbox, which must outlive the run."""
+    return int(current().workflow_execution_timeout.total_seconds())

@@ -4,6 +4,9 @@ The worker needs ``DAYTONA_API_KEY`` (or ``DAYTONA_JWT_TOKEN`` with
 ``DAYTONA_ORGANIZATION_ID``); ``DAYTONA_API_URL`` and ``DAYTONA_TARGET`` are
 read too when set. The agent's commands run on Daytona's machines, never on
 the worker's.
+
+A service sets its options in ``Service.backend_options["daytona"]``: the
+keys ``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from agents.extensions.sandbox.daytona import (
     DaytonaSandboxClientOptions,
 )
 from temporalio import activity
+
+from sandbox_agent_runtime.backends import options_of
+from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -46,30 +52,41 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (Daytona's default).
 WORKSPACE_ROOT = DEFAULT_DAYTONA_WORKSPACE_ROOT
 
-# Minutes of inactivity after which Daytona stops a sandbox by itself. The
-# SDK's default (0) never stops it, so a run that dies before its teardown
-# would leave a paid sandbox running for good.
-AUTO_STOP_MINUTES = {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
+# Every option a service may give this backend, with its default.
+OPTIONS: dict[str, Any] = {
+    # Minutes of inactivity after which Daytona stops a sandbox by itself. The
+    # SDK's default (0) never stops it, so a run that dies before its teardown
+    # would leave a paid sandbox running for good.
+    "auto_stop_interval_minutes": 15,
+    # Seconds to wait for Daytona to create a sandbox.
+    "create_timeout_seconds": 60,
+    # At the end of a run, True stops the sandbox and keeps it (its disk is
+    # still billed); False deletes it.
+    "pause_on_exit": False,
+    # What every sandbox starts from: a container image or a Daytona snapshot
+    # (at most one of them; empty for Daytona's default).
+    "image": "",
+    "snapshot": "",
+}
 
-# Seconds to wait for Daytona to create a sandbox.
-CREATE_TIMEOUT_SECONDS = {{ cookiecutter.daytona_create_timeout_seconds | int }}
 
-# At the end of a run, True stops the sandbox and keeps it (its disk is still
-# billed); False deletes it.
-PAUSE_ON_EXIT = {{ "True" if cookiecutter.daytona_pause_on_exit else "False" }}
-
-# What every sandbox starts from: a container image or a Daytona snapshot (at
-# most one of them; None for Daytona's default).
-IMAGE: str | None = {{ cookiecutter.daytona_image | tojson if cookiecutter.daytona_image else "None" }}
-SNAPSHOT: str | None = {{ cookiecutter.daytona_snapshot | tojson if cookiecutter.daytona_snapshot else "None" }}
+def options() -> dict[str, Any]:
+    """The service's options for Daytona over ``OPTIONS``."""
+    return options_of("daytona", OPTIONS)
 
 
 # Labels on every sandbox, naming the run (its workflow id) and the sandbox
 # provider that made it, so an operator can find sandboxes that a run left
 # behind (docs/operations.md). The worker sets them from the activity that
 # creates the sandbox (or creates it again, when it was gone on resume).
-WORKFLOW_LABEL = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
-PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+def workflow_label() -> str:
+    """The label naming the run: "<service>.workflow-id"."""
+    return f"{current().name}.workflow-id"
+
+
+def provider_label() -> str:
+    """The label naming the sandbox provider: "<service>.sandbox-provider"."""
+    return f"{current().name}.sandbox-provider"
 
 
 class LabelledDaytonaSandboxClient(DaytonaSandboxClient):
@@ -80,8 +97,8 @@ class LabelledDaytonaSandboxClient(DaytonaSandboxClient):
         info = activity.info()
         params.labels = {
             **(params.labels or {}),
-            WORKFLOW_LABEL: info.workflow_id,
-            PROVIDER_LABEL: info.activity_type.rsplit("-sandbox_", 1)[0],
+            workflow_label(): info.workflow_id,
+            provider_label(): info.activity_type.rsplit("-sandbox_", 1)[0],
         }
         return params
 
@@ -95,18 +112,17 @@ def sandbox_client(settings: WorkerSettings) -> DaytonaSandboxClient:
 def sandbox_options() -> DaytonaSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
+    chosen = options()
     return DaytonaSandboxClientOptions(
-        auto_stop_interval=AUTO_STOP_MINUTES,
-        create_timeout=CREATE_TIMEOUT_SECONDS,
-        pause_on_exit=PAUSE_ON_EXIT,
-        image=IMAGE,
-        sandbox_snapshot_name=SNAPSHOT,
+        auto_stop_interval=int(chosen["auto_stop_interval_minutes"]),
+        create_timeout=int(chosen["create_timeout_seconds"]),
+        pause_on_exit=bool(chosen["pause_on_exit"]),
+        image=chosen["image"] or None,
+        sandbox_snapshot_name=chosen["snapshot"] or None,
     )
-{%- if cookiecutter | host_bound_backends %}
 
 
 def host_bound(settings: WorkerSettings) -> bool:
     """A Daytona sandbox is reached over the network from any worker: a run
     goes on on any worker, whichever created its sandbox (affinity.py)."""
     return False
-{%- endif %}

@@ -1,0 +1,17 @@
+"""The starter command ({{ cookiecutter.project_slug }}-starter): starts a run, follows it and prints
+its answer; `{{ cookiecutter.project_slug }}-starter --help` lists what else it does.
+
+    uv run {{ cookiecutter.project_slug }}-starter "Count the files in /etc"
+"""
+
+from typing import NoReturn
+
+from sandbox_agent_runtime import starter
+
+
+def cli() -> NoReturn:
+    starter.cli()
+
+
+if __name__ == "__main__":
+    cli()

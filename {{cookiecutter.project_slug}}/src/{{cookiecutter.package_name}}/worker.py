@@ -1,0 +1,22 @@
+"""The worker command ({{ cookiecutter.project_slug }}-worker): the runtime's worker, running this
+service's workflow and its tools' activities (tools.py).
+
+    uv run --env-file .env {{ cookiecutter.project_slug }}-worker
+
+Its settings are environment variables (docs/operations.md).
+"""
+
+from typing import NoReturn
+
+from sandbox_agent_runtime import worker
+
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
+
+def cli() -> NoReturn:
+    worker.cli(SandboxAgentWorkflow, ACTIVITIES)
+
+
+if __name__ == "__main__":
+    cli()
