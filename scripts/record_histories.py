@@ -40,10 +40,10 @@ RECORDING = """
 import asyncio, os, sys
 os.environ['OPENAI_AGENTS_DISABLE_TRACING'] = '1'
 from pathlib import Path
-from sandbox_agent.machinery.archives import inputs_of
-from sandbox_agent.machinery.histories import record
-from sandbox_agent.machinery.run_request import RunRequest
-from sandbox_agent.machinery.starter import start
+from sandbox_agent_runtime.archives import inputs_of
+from sandbox_agent_runtime.histories import record
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.starter import start
 from tests.scripted_model import ScriptedModel
 from tests.support import dev_server, running_worker
 
@@ -73,11 +73,11 @@ os.environ['OPENAI_AGENTS_DISABLE_TRACING'] = '1'
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from sandbox_agent.machinery.histories import record
-from sandbox_agent.machinery.object_store import parse
-from sandbox_agent.machinery.run_request import RELEASED, FollowUp, RunRequest
-from sandbox_agent.machinery.shared import END, FOLLOW_UP
-from sandbox_agent.machinery.starter import start
+from sandbox_agent_runtime.histories import record
+from sandbox_agent_runtime.object_store import parse
+from sandbox_agent_runtime.run_request import RELEASED, FollowUp, RunRequest
+from sandbox_agent_runtime.shared import END, FOLLOW_UP
+from sandbox_agent_runtime.starter import start
 from tests.conversing import Conversing
 from tests.support import SETTINGS, dev_server, running_worker
 from tests.test_sessions import answered, until
@@ -103,10 +103,10 @@ asyncio.run(main(Path(sys.argv[1])))
 # The conversation again, every payload and snapshot encrypted with the test
 # key the project's test_histories.py replays with.
 ENCRYPTING = CONVERSING.replace(
-    "from sandbox_agent.machinery.histories import record\n",
-    "from sandbox_agent.machinery.encryption import EncryptionCodec\n"
-    "from sandbox_agent.machinery.histories import record\n"
-    "from sandbox_agent.machinery.object_store import data_converter\n"
+    "from sandbox_agent_runtime.histories import record\n",
+    "from sandbox_agent_runtime.encryption import EncryptionCodec\n"
+    "from sandbox_agent_runtime.histories import record\n"
+    "from sandbox_agent_runtime.object_store import data_converter\n"
     "from tests.test_histories import TEST_KEYS\n"
     "from tests.test_object_store import client_with\n",
 ).replace(

@@ -75,10 +75,6 @@ class BakedProject:
     def package(self) -> Path:
         return self.path / "src" / str(self.context["package_name"])
 
-    @property
-    def machinery(self) -> Path:
-        return self.package / "machinery"
-
     def files(self) -> list[Path]:
         """The files the template rendered (not those an install or a test run adds)."""
         made_later = {".venv", ".pytest_cache", ".ruff_cache", ".mypy_cache", "__pycache__", "uv.lock", ".git"}

@@ -200,7 +200,7 @@ def test_copier_asks_a_local_project_only_the_questions_that_apply(
     asked = asked_questions(template, tmp_path / "out", monkeypatch, sandbox_backend="local")
     assert asked == EVERYONES
     assert len(asked) <= 17
-    assert (tmp_path / "out" / "src" / "sandbox_agent" / "machinery" / "backends" / "local.py").exists()
+    assert (tmp_path / "out" / "src" / "sandbox_agent" / "service.py").exists()
 
 
 @pytest.mark.parametrize(

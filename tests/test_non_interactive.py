@@ -26,7 +26,7 @@ def cookiecutter(tmp_path: Path) -> Cookiecutter:
 
 def shared(project: Path, package: str) -> str:
     package_dir = project / "src" / package
-    return (package_dir / "machinery" / "shared.py").read_text() + (package_dir / "runs.py").read_text()
+    return (package_dir / "service.py").read_text() + (package_dir / "runs.py").read_text()
 
 
 def test_no_input_takes_every_default(cookiecutter: Cookiecutter, tmp_path: Path) -> None:

@@ -55,7 +55,8 @@ def test_renders_without_template_residue(project: BakedProject) -> None:
 
 def test_mentions_only_the_chosen_backends(project: BakedProject) -> None:
     chosen = project.derived.backends
-    assert sorted(p.stem for p in (project.machinery / "backends").glob("*.py")) == sorted(["__init__", *chosen])
+    service = (project.package / "service.py").read_text()
+    assert re.findall(r'^        [A-Z0-9_]+: "(\w+)",$', service, re.M) == chosen
     for path in project.files():
         relative = path.relative_to(project.path)
         text = path.read_text()
@@ -85,14 +86,12 @@ HOST_IN_PROSE = re.compile(r"\bhosts?\b(?!:port)", re.IGNORECASE)
 
 def test_only_a_project_with_a_host_bound_backend_has_host_machinery(project: BakedProject) -> None:
     bound = bool(project.derived.host_bound_backends)
-    assert (project.machinery / "affinity.py").exists() == bound
     mentions = {
         str(path.relative_to(project.path)) for path in project.files() if HOST_MACHINERY.search(path.read_text())
     }
     if bound:
         # ... and keeps all of it: the routing, the worker's host queue, the setting.
-        package = f"src/{project.context['package_name']}/machinery"
-        assert {f"{package}/workflow.py", f"{package}/worker.py", ".env.example", "README.md"} <= mentions
+        assert {".env.example", "README.md"} <= mentions
         return
     assert not mentions, mentions
     # Its documents speak of remote sandboxes and workers, never of hosts.
@@ -132,7 +131,7 @@ def test_python_compiles_and_ruff_is_clean(project: BakedProject) -> None:
 
 
 def test_answers_reach_the_names_module(project: BakedProject) -> None:
-    shared = (project.machinery / "shared.py").read_text() + (project.package / "runs.py").read_text()
+    shared = (project.package / "service.py").read_text() + (project.package / "runs.py").read_text()
     context = project.context
     assert f'TASK_QUEUE = "{context["task_queue"]}"' in shared
     assert f'SANDBOX_PROVIDER = "{context["sandbox_provider_name"]}"' in shared
@@ -195,7 +194,6 @@ def test_keeps_tests_only_for_the_chosen_features(project: BakedProject) -> None
 def test_renders_approval_code_only_when_a_person_approves(project: BakedProject) -> None:
     approval = project.context["approval"]
     kept = {
-        "approvals.py": (project.machinery / "approvals.py").exists(),
         "test_approvals.py": (project.path / "tests" / "test_approvals.py").exists(),
         "docs/approvals.md": (project.path / "docs" / "approvals.md").exists(),
     }
@@ -277,14 +275,14 @@ def test_options_of_backends_not_chosen_leave_no_trace(bake) -> None:
     texts = "\n".join(path.read_text() for path in project.files())
     assert "unused template!" not in texts
     assert "not checked" not in texts
-    assert '"python:3.12-slim"' in (project.machinery / "backends" / "daytona.py").read_text()
+    assert '"image": "python:3.12-slim",' in (project.package / "service.py").read_text()
 
 
 @pytest.mark.parametrize(("approval", "run"), [("none", 3600), ("commands", 86400)])
 def test_an_e2b_sandbox_lives_as_long_as_the_longest_run_by_default(bake, approval, run) -> None:
     project: BakedProject = bake({"sandbox_backend": "e2b", "approval": approval})
-    e2b = (project.machinery / "backends" / "e2b.py").read_text()
-    assert f"SANDBOX_LIFETIME_SECONDS = {run}\n" in e2b
+    service = (project.package / "service.py").read_text()
+    assert f'"timeout_seconds": {run},\n' in service
     assert f"timedelta(seconds={run})" in (project.package / "runs.py").read_text()
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from local_extensions import CHOICES
 
-from .baked import BakedProject, tool
+from .baked import TEMPLATE, BakedProject, tool
 
 
 def test_dockerfile_passes_hadolint(project: BakedProject) -> None:
@@ -53,7 +53,7 @@ def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProjec
         "pyproject.toml",
         "uv.lock",
         "README.md",
-        f"src/{project.context['package_name']}/machinery/worker.py",
+        f"src/{project.context['package_name']}/worker.py",
     ]:
         assert not ignored(needed), needed
     if (project.path / "LICENSE").exists():
@@ -198,8 +198,10 @@ def seconds(duration: str) -> float:
 
 
 def shutdown_grace(project: BakedProject) -> float:
-    """SHUTDOWN_GRACE of the rendered worker.py, in seconds."""
+    """SHUTDOWN_GRACE of the runtime's worker.py, in seconds."""
     [grace] = re.findall(
-        r"^SHUTDOWN_GRACE = timedelta\(seconds=(\d+)\)$", (project.machinery / "worker.py").read_text(), re.M
+        r"^SHUTDOWN_GRACE = timedelta\(seconds=(\d+)\)$",
+        (TEMPLATE / "runtime" / "src" / "sandbox_agent_runtime" / "worker.py").read_text(),
+        re.M,
     )
     return float(grace)

@@ -322,13 +322,12 @@ def test_copier_update_brings_a_newer_tag_and_a_backend_added_later_keeping_hand
 
     # Later, the same worker takes a second backend: its files come in, its
     # questions are answered (here by their defaults) and recorded.
-    docker = project / "src" / "sandbox_agent" / "machinery" / "backends" / "docker.py"
+    docker = project / "tests" / "test_docker.py"
     assert not docker.exists()
     copier("update", "--data", "additional_sandbox_backends=docker", cwd=project)
 
     assert docker.exists()
-    assert (project / "tests" / "test_docker.py").exists()
-    assert 'DOCKER_PROVIDER = "docker"' in (project / "src" / "sandbox_agent" / "machinery" / "shared.py").read_text()
+    assert 'DOCKER_PROVIDER = "docker"' in (project / "src" / "sandbox_agent" / "service.py").read_text()
     answers = answers_of(project)
     assert (answers["additional_sandbox_backends"], answers["docker_network"]) == ("docker", "none")
     assert (project / "README.md").read_text().endswith("Owned by the platform team.\n")

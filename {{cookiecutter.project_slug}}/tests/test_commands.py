@@ -70,7 +70,7 @@ def test_console_scripts_are_installed_and_answer_help(
     [script] = entry_points(group="console_scripts", name=f"{{ cookiecutter.project_slug }}-{role}")
     # cli() runs main() and ends the process without the interpreter's
     # shutdown (exits.py); the tests call main() itself.
-    assert script.value == f"sandbox_agent_runtime.{role}:cli"
+    assert script.value == f"{{ cookiecutter.package_name }}.{role}:cli"
     assert (SCRIPTS / script.name).exists(), f"{script.name} is not installed: run `uv sync`"
     with pytest.raises(SystemExit) as exited:
         {"worker": worker, "starter": starter}[role].main(["--help"])

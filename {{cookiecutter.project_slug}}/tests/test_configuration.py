@@ -21,6 +21,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
+import sandbox_agent_runtime
+
 import {{ cookiecutter.package_name }}
 from sandbox_agent_runtime import starter, worker
 from sandbox_agent_runtime.codec_server import EXIT_CANNOT_SERVE
@@ -422,13 +424,15 @@ def reads_the_environment(path: Path) -> bool:
 
 
 def test_the_environment_is_read_in_settings_and_in_the_connection_alone() -> None:
-    package = Path({{ cookiecutter.package_name }}.__file__).parent
+    runtime = Path(sandbox_agent_runtime.__file__).parent
     readers = {
-        str(path.relative_to(package))
-        for path in sorted(package.rglob("*.py"))
+        str(path.relative_to(runtime))
+        for path in sorted(runtime.rglob("*.py"))
         if reads_the_environment(path)
     }
-    assert readers == {"machinery/settings.py", "machinery/connection.py"}
+    assert readers == {"settings.py", "connection.py"}
+    service = Path({{ cookiecutter.package_name }}.__file__).parent
+    assert not [path.name for path in service.rglob("*.py") if reads_the_environment(path)]
 
 
 def test_the_configuration_guide_lists_every_setting_with_the_bounds_the_code_has(

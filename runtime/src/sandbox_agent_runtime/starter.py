@@ -11,9 +11,10 @@
     <service>-starter --end WORKFLOW_ID              # end a conversation, free its sandbox
     <service>-starter --provider NAME "Count the files"  # with several sandbox providers
 
-(``<service>-starter`` is the command a project installs: the runtime's
-starter, for the service the project's package configures, service.py.) It prints the
-workflow id and a link to the run in the Temporal Web UI. The link starts with
+(``<service>-starter`` is the command a project installs, and ``python -m
+<package>.starter`` the same: the runtime's starter, for the service the
+project's package configures, service.py.) It prints the workflow id and a
+link to the run in the Temporal Web UI. The link starts with
 ``TEMPORAL_UI_URL`` when that is set; otherwise with https://cloud.temporal.io
 for a Temporal Cloud address, and with the dev server's http://localhost:8233
 for anything else.

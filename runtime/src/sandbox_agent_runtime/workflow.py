@@ -1,29 +1,30 @@
-{% set bound = cookiecutter | host_bound_backends -%}
-{% set modules = (["affinity"] if bound else []) + (["approvals"] if cookiecutter.approval != "none" else []) -%}
 """A ``SandboxAgent`` whose every sandbox operation is a Temporal activity.
 
 The agent gets a machine to work on: a shell to run commands in and a
 filesystem to read and write. The plugin turns each of those operations
 (creating the session, each command, each read and write, the teardown) into
-an activity against the sandbox provider the worker registered under
-``SANDBOX_PROVIDER``. Four consequences:
+an activity against the sandbox provider the run names (the service's
+primary one unless it names another), as the worker registered it. Four
+consequences:
 
 1. Each sandbox operation is retried on its own and shows up in the workflow's
    history, so a flaky command is a retried activity, not a lost run.
 2. The sandbox session's state is recorded with the workflow, so a worker that
    restarts part-way through a run resumes against the same session.
-{%- if bound %}
 3. A sandbox that lives on one host (a local workspace, a container on the
-   host's own engine) gets every operation on that host, however many
-   workers share the task queue (affinity.py).
-{%- else %}
-3. The sandbox is a remote service's, reached over the network: any worker
-   on the task queue runs its next operation, so a run whose worker is gone
-   goes on on another, in the same sandbox.
-{%- endif %}
+   host's own engine: a service with a host-bound backend) gets every
+   operation on that host, however many workers share the task queue
+   (affinity.py). A remote service's sandbox, reached over the network, gets
+   its next operation from any worker on the task queue, so a run whose
+   worker is gone goes on on another, in the same sandbox.
 4. A long run becomes a chain of runs under one workflow id (chain.py): each
    continues as new before its history grows large, handing the next the
    conversation and the same sandbox, so no run meets Temporal's size limits.
+
+``AgentWorkflow`` is the workflow's code without its type: a project defines
+the type (``@workflow.defn(name=WORKFLOW_TYPE)``) as a subclass that gives
+its agent (``agent()``) and whose ``@workflow.run`` method calls
+``run_agent()``. Its handlers and its ``@workflow.init`` are inherited.
 
 Workflow code must be deterministic: everything that touches the outside world
 (the model, the sandbox) happens in activities, never here.
@@ -37,9 +38,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agents import AgentsException, MaxTurnsExceeded, Runner
-{%- if cookiecutter.approval != "none" %}
 from agents.items import ToolApprovalItem
-{%- endif %}
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.manifest import Environment, Manifest
@@ -49,10 +48,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
 from temporalio.openai_agents import AgentsWorkflowError, TemporalWorkerEnvValue
-{% if modules %}
-from sandbox_agent_runtime import {{ modules | join(", ") }}
-{%- endif %}
-{%- if cookiecutter.approval != "none" %}
+
+from sandbox_agent_runtime import affinity, approvals
 from sandbox_agent_runtime.approvals import (
     Approvals,
     Decision,
@@ -60,9 +57,8 @@ from sandbox_agent_runtime.approvals import (
     Request,
     UnknownRequest,
 )
-{%- endif %}
 from sandbox_agent_runtime.archives import size_text
-from sandbox_agent_runtime.backends import SANDBOX_BACKENDS
+from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.chain import (
     Carried,
     HistoryBudget,
@@ -74,17 +70,12 @@ from sandbox_agent_runtime.chain import (
 )
 from sandbox_agent_runtime.observability import (
     Usage,
-{%- if cookiecutter.approval != "none" %}
     count_approval,
-{%- endif %}
-{%- if bound %}
     count_host_gone,
-{%- endif %}
     count_run,
     count_session,
     run_outcome,
 )
-from sandbox_agent_runtime.registry import sandbox_agent
 from sandbox_agent_runtime.run_request import (
     ENDED,
     RELEASED,
@@ -97,45 +88,36 @@ from sandbox_agent_runtime.run_request import (
     RunRequest,
 )
 from sandbox_agent_runtime.sandbox_tools import TOLD_WHEN_NOT_FOUND
-{%- if cookiecutter.approval != "none" %}
+from sandbox_agent_runtime.service import current
 
-# The approvers this worker trusts are set at its start (approvers.trust());
-# the workflow's update validator reads them from this one module, shared with
-# the workflow sandbox instead of imported afresh in it (cryptography cannot
-# be). Imported by its full name: `from <package> import approvers` would
-# import it afresh, as a part of the package the sandbox imported afresh.
+# With approvals, the approvers this worker trusts are set at its start
+# (approvers.trust()); the workflow's update validator reads them from this one
+# module, shared with the workflow sandbox instead of imported afresh in it
+# (cryptography cannot be). Imported by its full name: `from <package> import
+# approvers` would import it afresh, as a part of the package the sandbox
+# imported afresh.
 with workflow.unsafe.imports_passed_through():
     import sandbox_agent_runtime.approvers as approvers
-{%- endif %}
 from sandbox_agent_runtime.shared import (
     COLLECT,
     CONVERSATION,
-{%- if cookiecutter.approval != "none" %}
     DECIDE,
-{%- endif %}
     END,
     FOLLOW_UP,
     FORGET,
     HISTORY_BUDGET,
     LONGEST_PROMPT,
-{%- if cookiecutter.approval != "none" %}
     PENDING,
-{%- endif %}
     PLACE,
     RESTORE,
-{%- if bound %}
     SANDBOX_HOST_WAIT,
-{%- endif %}
     SESSION_MEMO,
     SNAPSHOT,
     USAGE_MEMO,
-    WORKFLOW_TYPE,
     step_name,
 )
 from sandbox_agent_runtime.workspace import (
-{%- if bound %}
     IN_STORE,
-{%- endif %}
     CollectArgs,
     ForgetArgs,
     PlaceArgs,
@@ -145,53 +127,50 @@ from sandbox_agent_runtime.workspace import (
     Snapshot,
     SnapshotArgs,
 )
-from {{ cookiecutter.package_name }}.runs import (
-{%- if cookiecutter.approval != "none" %}
-    APPROVAL_TIMEOUT,
-{%- endif %}
-    MAX_TURNS,
-    SANDBOX_ACTIVITY_TIMEOUT,
-    SANDBOX_SECRETS,
-)
 
-# A sandbox operation that keeps failing ends the run after a few attempts
-# (about 15 seconds of back-off) instead of backing off for ever. An error
-# that no retry can fix (one the SDK marks so, or one of a backend's
-# NON_RETRYABLE_ERRORS: a rejected key, an unknown template) ends it at once.
-SANDBOX_RETRY_POLICY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
-    non_retryable_error_types=[
-        error for backend in SANDBOX_BACKENDS.values() for error in backend.NON_RETRYABLE_ERRORS
-    ],
-)
+
+def sandbox_retry_policy() -> RetryPolicy:
+    """How a sandbox operation is retried. One that keeps failing ends the
+    run after a few attempts (about 15 seconds of back-off) instead of
+    backing off for ever. An error that no retry can fix (one the SDK marks
+    so, or one of a backend's NON_RETRYABLE_ERRORS: a rejected key, an
+    unknown template) ends it at once."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=5,
+        non_retryable_error_types=[
+            error
+            for backend in sandbox_backends().values()
+            for error in backend.NON_RETRYABLE_ERRORS
+        ],
+    )
 
 
 # On a versioned worker (versioning.py) a run stays on the build it started
 # on (the worker's default behaviour, PINNED: a workflow that names one fails
 # on an unversioned worker), so a deploy never replays new code into it; the
 # next run of its chain starts on the current build (continue_as_new below).
-@workflow.defn(name=WORKFLOW_TYPE)
-class SandboxAgentWorkflow:
-    # The most model turns a run may take, across its whole chain.
-    max_turns = MAX_TURNS
-{%- if bound %}
+class AgentWorkflow:
+    """The agent's workflow, without its type: a project's subclass, under
+    ``@workflow.defn(name=WORKFLOW_TYPE)``, gives its agent (``agent()``)
+    and defines its ``@workflow.run`` method as a call of ``run_agent()``."""
+
+    # The most model turns a run may take, across its whole chain (None: the
+    # service's max_turns).
+    max_turns: int | None = None
     # How long an operation of a sandbox on a host waits for that host's
-    # workers before the host is taken for gone.
-    host_wait = SANDBOX_HOST_WAIT
-{%- endif %}
-{%- if cookiecutter.approval != "none" %}
-    # How long a call waits for a person's decision (approvals.py).
-    approval_timeout = APPROVAL_TIMEOUT
-{%- endif %}
+    # workers before the host is taken for gone (a service with a host-bound
+    # backend).
+    host_wait: timedelta = SANDBOX_HOST_WAIT
+    # How long a call waits for a person's decision (with approvals:
+    # approvals.py; None: the service's approval_timeout).
+    approval_timeout: timedelta | None = None
 
     @workflow.init
     def __init__(self, request: RunRequest, carried: Carried | None = None) -> None:
-{%- if cookiecutter.approval != "none" %}
         self.approvals = Approvals()
-{%- endif %}
         # The chain's model calls and tokens (and what the memo shows of
         # them: _show_usage), and which run of it this is.
         self.usage = Usage()
@@ -224,11 +203,22 @@ class SandboxAgentWorkflow:
         if carried is not None:
             self.state = carried_state(carried)
 
-    @workflow.run
-    async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+    def turns_allowed(self) -> int:
+        """The most model turns a run may take: ``max_turns``, or the service's."""
+        return self.max_turns if self.max_turns is not None else current().max_turns
+
+    def approval_wait(self) -> timedelta:
+        """How long a call waits for a person: ``approval_timeout``, or the
+        service's."""
+        if self.approval_timeout is not None:
+            return self.approval_timeout
+        return current().approval_timeout
+
+    async def run_agent(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
         """Run the agent on ``request`` (its prompt, in a workspace of its
         provider holding its inputs); a run that continues an earlier one of
-        its chain gets what that one ``carried`` as well (no client may)."""
+        its chain gets what that one ``carried`` as well (no client may). The
+        subclass's ``@workflow.run`` method returns what this returns."""
         try:
             answer = await self._run(request, carried)
         except BaseException as e:
@@ -241,34 +231,37 @@ class SandboxAgentWorkflow:
 
     async def _run(self, request: RunRequest, carried: Carried | None) -> RunAnswer:
         request = run_request(request)
+        # A request naming no provider uses the service's primary one.
+        provider = request.provider or current().sandbox_provider
+        request = dataclasses.replace(request, provider=provider)
         self.follow_ups = request.follow_ups
-        provider = request.provider
         if carried is not None and workflow.info().continued_run_id is None:
             # Only a run that continued as new from an earlier run of its
             # chain (same workflow id: Temporal sets continued_run_id, no
             # client can) is handed state. A client's own would choose the
-            # sandbox to resume and remove{{ ", and the tools approved" if cookiecutter.approval != "none" }}.
+            # sandbox to resume and remove, and (with approvals) the tools
+            # approved.
             raise ApplicationError(
                 "This run was started with carried state (the second argument), which only "
                 "the run it continues from may hand it: start a run with a RunRequest only.",
                 type="ForgedCarriedState",
                 non_retryable=True,
             )
-        if provider not in SANDBOX_BACKENDS:
+        backends = sandbox_backends()
+        if provider not in backends:
             raise ApplicationError(
                 f"Unknown sandbox provider {provider!r}: "
-                f"this service registers {', '.join(SANDBOX_BACKENDS)}.",
+                f"this service registers {', '.join(backends)}.",
                 type="UnknownSandboxProvider",
                 non_retryable=True,
             )
-{%- if bound %}
-        # The host the sandbox lives on, if it is bound to one: chosen once
-        # per chain, before the sandbox is created, then handed on with it.
-        host = carried.host if carried else await affinity.choose_host(provider)
+        # With a host-bound backend, the host the sandbox lives on, if it is
+        # bound to one: chosen once per chain, before the sandbox is
+        # created, then handed on with it.
+        host: affinity.SandboxHost | None = None
+        if current().host_bound:
+            host = carried.host if carried else await affinity.choose_host(provider)
         self.sandbox = self._sandbox(provider, host)
-{%- else %}
-        self.sandbox = self._sandbox(provider)
-{%- endif %}
         if carried is not None:
             self._carry_on(carried)
         try:
@@ -286,12 +279,10 @@ class SandboxAgentWorkflow:
                 non_retryable=True,
             ) from e
         except (ActivityError, AgentsWorkflowError) as e:
-{%- if bound %}
-            gone = affinity.host_gone(e)
+            gone = affinity.host_gone(e) if current().host_bound else None
             if gone is not None and self.sandbox.host is not None:
                 count_host_gone(self.sandbox.host.id, "failed")
                 raise affinity.host_gone_failure(self.sandbox.host, gone, self.host_wait) from e
-{%- endif %}
             # A model call or a sandbox operation failed for good: say which,
             # and why, in the failure the starter and the Web UI show.
             failed = e if isinstance(e, ActivityError) else e.__cause__
@@ -303,28 +294,20 @@ class SandboxAgentWorkflow:
                 non_retryable=True,
             ) from e
 
-{%- if bound %}
-
-    def _sandbox(self, provider: str, host: affinity.SandboxHost | None) -> LastingSandboxClient:
-        """A sandbox client for ``provider``, its operations sent to ``host``."""
-{%- else %}
-
-    def _sandbox(self, provider: str) -> LastingSandboxClient:
-        """A sandbox client for ``provider``."""
-{%- endif %}
+    def _sandbox(
+        self, provider: str, host: affinity.SandboxHost | None = None
+    ) -> LastingSandboxClient:
+        """A sandbox client for ``provider``, its operations sent to ``host``
+        (None: any worker, and always so without a host-bound backend)."""
         # Must match the name the worker registered the provider under.
         return LastingSandboxClient(
             provider,
             workflow.ActivityConfig(
-                start_to_close_timeout=SANDBOX_ACTIVITY_TIMEOUT,
-                retry_policy=SANDBOX_RETRY_POLICY,
-{%- if bound %}
+                start_to_close_timeout=current().sandbox_activity_timeout,
+                retry_policy=sandbox_retry_policy(),
                 **affinity.routed_to(host, self.host_wait),
-{%- endif %}
             ),
-{%- if bound %}
             host,
-{%- endif %}
         )
 
     async def _job(self, request: RunRequest, carried: Carried | None) -> RunAnswer:
@@ -378,7 +361,7 @@ class SandboxAgentWorkflow:
     ) -> RunAnswer:
         """Work on one prompt to its answer (its outputs collected): the
         request's, or a follow-up's, whose model input is ``conversation``."""
-        backend = SANDBOX_BACKENDS[request.provider]
+        backend = sandbox_backends()[request.provider]
         agent = self.agent()
         talking = request.follow_ups
         model_input: str | list[dict[str, Any]] = (
@@ -400,10 +383,9 @@ class SandboxAgentWorkflow:
         place = carried is None and (
             talking or bool(request.inputs or request.repo or agent.default_manifest)
         )
-{%- if cookiecutter.approval != "none" %}
-        if carried:
+        approving = current().approvals
+        if carried and approving:
             self.approvals.always = set(carried.always_approved)
-{%- endif %}
         while True:
             sandbox = self.sandbox
             run_config = RunConfig(
@@ -443,14 +425,14 @@ class SandboxAgentWorkflow:
                 result = await Runner.run(
                     agent,
                     model_input,  # type: ignore[arg-type]
-                    max_turns=self.max_turns - turns_before,
+                    max_turns=self.turns_allowed() - turns_before,
                     run_config=run_config,
                     hooks=budget,
                 )
-{%- if cookiecutter.approval != "none" %}
-                # Calls that wait for a person: decide each, then go on from
-                # there (the state holds the turns left; hooks are not in it).
-                while result.interruptions:
+                # With approvals, calls that wait for a person: decide each,
+                # then go on from there (the state holds the turns left;
+                # hooks are not in it).
+                while approving and result.interruptions:
                     self._show_usage()
                     state = result.to_state()
                     for item in result.interruptions:
@@ -460,17 +442,16 @@ class SandboxAgentWorkflow:
                         else:
                             state.reject(item, rejection_message=decision.reason)
                     result = await Runner.run(agent, state, run_config=run_config, hooks=budget)
-{%- endif %}
                 break
             except HistoryFull as full:
                 assert full.run_data is not None
                 await self._continue_prompt(request, full, carried, turns_before, budget, placed)
             except MaxTurnsExceeded as e:
                 await self._remove(e)
-                raise MaxTurnsExceeded(f"Max turns ({self.max_turns}) exceeded") from e
+                raise MaxTurnsExceeded(f"Max turns ({self.turns_allowed()}) exceeded") from e
             except BaseException as e:
-{%- if bound %}
-                again = await self._recovery(e, budget) if talking else None
+                bound = current().host_bound
+                again = await self._recovery(e, budget) if talking and bound else None
                 if again is not None:
                     # Redone in a fresh sandbox, from the latest snapshot
                     # (with the prompt's inputs, unless they were placed).
@@ -483,14 +464,7 @@ class SandboxAgentWorkflow:
                 # deployed: the run goes on then, in the same sandbox. Only an
                 # error that ends the run removes it, unless its host is gone
                 # (nothing can reach it).
-                if ends_the_run(e) and affinity.host_gone(e) is None:
-{%- else %}
-                # A bug in workflow code (a KeyError, say) fails only the
-                # workflow task, which Temporal retries until fixed code is
-                # deployed: the run goes on then, in the same sandbox. Only an
-                # error that ends the run removes it.
-                if ends_the_run(e):
-{%- endif %}
+                if ends_the_run(e) and not (bound and affinity.host_gone(e) is not None):
                     await self._remove(e)
                 raise
             finally:
@@ -570,12 +544,8 @@ class SandboxAgentWorkflow:
             turns=turns,
             run=run,
             usage=self.usage,
-{%- if bound %}
             host=self.sandbox.host,
-{%- endif %}
-{%- if cookiecutter.approval != "none" %}
             always_approved=sorted(self.approvals.always),
-{%- endif %}
             placed=placed,
             waiting=waiting,
             prompts=self.state.prompts,
@@ -693,14 +663,10 @@ class SandboxAgentWorkflow:
             return follow_up
         # Released: a fresh sandbox, restored from the snapshot (on any host
         # when the snapshot is in the object store).
-{%- if bound %}
         host = self.sandbox.host
-        if snapshot.where == IN_STORE:
+        if current().host_bound and snapshot.where == IN_STORE:
             host = await affinity.choose_host(self.sandbox.provider)
         self.sandbox = self._sandbox(self.sandbox.provider, host)
-{%- else %}
-        self.sandbox = self._sandbox(self.sandbox.provider)
-{%- endif %}
         self.restoring = snapshot
         self._enter(
             WORKING,
@@ -711,17 +677,13 @@ class SandboxAgentWorkflow:
 
     async def _release(self) -> None:
         """Remove an idle conversation's sandbox (its workspace is in a
-        snapshot).{% if bound %} A sandbox whose host is gone went with it:
-        there is nothing left to remove.{% endif %}"""
-{%- if bound %}
+        snapshot). A sandbox whose host is gone (a host-bound backend's) went
+        with it: there is nothing left to remove."""
         try:
             await self.sandbox.remove()
         except (ActivityError, AgentsWorkflowError) as e:
-            if affinity.host_gone(e) is None:
+            if not current().host_bound or affinity.host_gone(e) is None:
                 raise
-{%- else %}
-        await self.sandbox.remove()
-{%- endif %}
 
     async def _asked_before(self, deadline: datetime) -> bool:
         """Whether a follow-up, or the end, came before ``deadline``."""
@@ -820,12 +782,12 @@ class SandboxAgentWorkflow:
             result_type=Restored,
             **config,
         )
-{%- if bound %}
 
     async def _recovery(
         self, error: BaseException, budget: HistoryBudget
     ) -> list[dict[str, Any]] | None:
-        """After the host of a conversation's sandbox is gone mid-prompt: the
+        """After the host of a conversation's sandbox is gone mid-prompt (a
+        service with a host-bound backend): the
         model input to redo the prompt from, in a fresh sandbox on another
         host restored from the latest snapshot, telling the model what was
         lost. None when the snapshot is not in the object store (or there is
@@ -851,13 +813,15 @@ class SandboxAgentWorkflow:
             f"it, were lost: {lost}. Redo what the task still needs.]"
         )
         return [*self.redo, {"role": "user", "content": note}]
-{%- endif %}
 
-{%- if cookiecutter.approval != "none" %}
+    # ----------------------------------------------------------- approvals
 
     @workflow.query(name=PENDING)
     def pending(self) -> list[Request]:
-        """The calls waiting for a person, oldest first."""
+        """The calls waiting for a person, oldest first (none without
+        approvals)."""
+        if not current().approvals:
+            return []
         return list(self.approvals.pending.values())
 
     @workflow.update(name=DECIDE)
@@ -875,7 +839,14 @@ class SandboxAgentWorkflow:
     def only_a_person_on_a_waiting_call(self, decision: Decision) -> None:
         # Refused here, a decision is never written to history: one on an
         # unknown or decided call, and one that no approver signed over the
-        # request as it was shown (approvers.py). A replay never runs this.
+        # request as it was shown (approvers.py), and any decision when the
+        # service takes no approvals. A replay never runs this.
+        if not current().approvals:
+            raise ApplicationError(
+                'This service takes no approvals (its approval is "none"): nothing in '
+                "its runs waits for a decision.",
+                type="NoApprovals",
+            )
         self.approvals.check(decision)
         request = self.approvals.pending[decision.call_id]
         if decision.timed_out:
@@ -915,16 +886,15 @@ class SandboxAgentWorkflow:
         )
         try:
             await workflow.wait_condition(
-                lambda: call_id in self.approvals.decided, timeout=self.approval_timeout
+                lambda: call_id in self.approvals.decided, timeout=self.approval_wait()
             )
             decision = self.approvals.decided[call_id]
         except TimeoutError:
-            decision = approvals.timed_out(call_id, self.approval_timeout)
+            decision = approvals.timed_out(call_id, self.approval_wait())
             self.approvals.record(decision)
         workflow.set_current_details("")
         count_approval(decision, workflow.now() - asked)
         return decision
-{%- endif %}
 
     async def _placed(self, request: RunRequest, first_prompt: bool) -> dict[str, Any]:
         """Put the prompt's inputs (the first prompt's repository too) in the
@@ -978,10 +948,14 @@ class SandboxAgentWorkflow:
             return Outputs(commit=before.commit, withheld=f"they were not collected: {describe(e)}")
         return outputs
 
-    def agent(self) -> SandboxAgent[Any]:
-        """The agent of this run: agent.py's (a test's variant of this
-        workflow gives another, with files or an output_type of its own)."""
-        return sandbox_agent()
+    def agent(self) -> SandboxAgent[None]:
+        """The agent of this run: the subclass gives it (a project's, from
+        its agent.py; a test's variant gives another, with files or an
+        output_type of its own)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} gives no agent: a workflow built on AgentWorkflow "
+            "defines agent()"
+        )
 
     def run_hooks(self, usage: Usage) -> HistoryBudget:
         """The hooks of the agent's run: they count this run's turns and the
@@ -1023,7 +997,8 @@ def run_request(given: RunRequest | Any) -> RunRequest:
 def workspace_manifest(agent: SandboxAgent[Any], root: str, request: RunRequest | None) -> Manifest:
     """The run's manifest: the agent's own ``default_manifest`` (agent.py:
     its files, its environment), at the backend's workspace root, with the
-    names of the variables forwarded to the sandbox (SANDBOX_SECRETS: the
+    names of the variables forwarded to the sandbox (the service's
+    ``sandbox_secrets``: the
     worker resolves each one when the sandbox needs it, so no value travels
     with the run). An input named like one of the agent's entries, or a
     variable of the agent's named like a forwarded one, ends the run
@@ -1051,15 +1026,16 @@ def workspace_manifest(agent: SandboxAgent[Any], root: str, request: RunRequest 
             non_retryable=True,
         )
     variables = dict(own.environment.value)
-    forwarded = sorted(set(variables) & set(SANDBOX_SECRETS))
+    secrets = current().sandbox_secrets
+    forwarded = sorted(set(variables) & set(secrets))
     if forwarded:
         raise ApplicationError(
             f"The agent's default_manifest (agent.py) sets {forwarded[0]!r}, which the worker "
-            "forwards to the sandbox (SANDBOX_SECRETS in runs.py): keep it in one of them.",
+            "forwards to the sandbox (sandbox_secrets in service.py): keep it in one of them.",
             type="EnvironmentClash",
             non_retryable=True,
         )
-    variables.update({name: TemporalWorkerEnvValue(name=name) for name in SANDBOX_SECRETS})
+    variables.update({name: TemporalWorkerEnvValue(name=name) for name in secrets})
     return own.model_copy(
         update={"root": root, "environment": Environment(value=variables)}, deep=True
     )

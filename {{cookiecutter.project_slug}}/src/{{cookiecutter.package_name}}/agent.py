@@ -74,7 +74,7 @@ def sandbox_agent() -> SandboxAgent[None]:
             # Every command waits for a person (docs/approvals.md).
             Shell(configure_tools=approvals.wait_for_commands),
 {%- else %}
-            # Commands in a plain shell, mistakes told to the model (machinery/sandbox_tools.py).
+            # Commands in a plain shell, mistakes told to the model (sandbox_agent_runtime/sandbox_tools.py).
             Filesystem(configure_tools=sandbox_tools.careful_filesystem),
             Shell(configure_tools=sandbox_tools.plain_shell),
 {%- endif %}

@@ -4,7 +4,7 @@
 The workflow, the worker and the starter read these values; a change
 reaches every run started after the workers restart. The worker's own
 settings (capacity, limits, addresses) are environment variables instead
-(machinery/settings.py; docs/operations.md lists them).
+(sandbox_agent_runtime/settings.py; docs/operations.md lists them).
 """
 
 from datetime import timedelta
@@ -45,7 +45,7 @@ WORKFLOW_EXECUTION_TIMEOUT = timedelta(seconds={{ cookiecutter.workflow_executio
 SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_timeout_seconds | int }})
 {%- if cookiecutter.approval != "none" %}
 
-# The longest a request for approval waits for a person (machinery/approvals.py);
+# The longest a request for approval waits for a person (sandbox_agent_runtime/approvals.py);
 # then it is rejected, saying so, and the run goes on.
 APPROVAL_TIMEOUT = timedelta(seconds={{ cookiecutter.approval_timeout_seconds | int }})
 {%- endif %}

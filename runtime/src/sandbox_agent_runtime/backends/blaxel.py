@@ -9,13 +9,16 @@ a plain dataclass, which cannot travel with a run to the activity that
 creates its sandbox (the Temporal plugin sends options as a
 ``BaseSandboxClientOptions``). Each run sends ``BlaxelOptions`` instead, and
 the worker's client turns them into the SDK's options.
+
+A service sets its options in ``Service.backend_options["blaxel"]``: the keys
+``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agents.extensions.sandbox.blaxel import (
     DEFAULT_BLAXEL_WORKSPACE_ROOT,
@@ -28,6 +31,8 @@ from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_client import BaseSandboxClientOptions
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+
+from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -57,17 +62,34 @@ REFUSALS = frozenset({400, 401, 403, 404, 422})
 # Where the agent's workspace lives in the sandbox (the SDK's default).
 WORKSPACE_ROOT = DEFAULT_BLAXEL_WORKSPACE_ROOT
 
-# The image every sandbox starts from (None for Blaxel's base image) and the
-# region it runs in.
-IMAGE: str | None = {{ cookiecutter.blaxel_image | tojson if cookiecutter.blaxel_image else "None" }}
-REGION = {{ cookiecutter.blaxel_region | tojson }}
+# Every option a service may give this backend, with its default.
+OPTIONS: dict[str, Any] = {
+    # The image every sandbox starts from (empty for Blaxel's base image) and
+    # the region it runs in.
+    "image": "",
+    "region": "us-pdx-1",
+    # Seconds a sandbox may live (None: the service's
+    # workflow_execution_timeout). Blaxel deletes it then whatever happens to
+    # the run, so a crashed run cannot leave one behind (and billed) for
+    # longer. Blaxel counts it from the sandbox's creation, so it is at least
+    # the workflow execution timeout: a sandbox that Blaxel deletes mid-run
+    # takes the run's workspace with it.
+    "ttl_seconds": None,
+}
 
-# Seconds a sandbox may live. Blaxel deletes it then whatever happens to the
-# run, so a crashed run cannot leave one behind (and billed) for longer.
-# Blaxel counts it from the sandbox's creation, so it is at least
-# WORKFLOW_EXECUTION_TIMEOUT: a sandbox that Blaxel deletes mid-run takes the
-# run's workspace with it.
-SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.blaxel_ttl_seconds | int }}
+
+def options() -> dict[str, Any]:
+    """The service's options for Blaxel over ``OPTIONS``, the sandbox's
+    lifetime resolved."""
+    chosen = options_of("blaxel", OPTIONS)
+    if chosen["ttl_seconds"] is None:
+        chosen["ttl_seconds"] = run_timeout_seconds()
+    return chosen
+
+
+def sandbox_lifetime_seconds() -> int:
+    """Seconds a sandbox may live before Blaxel deletes it."""
+    return int(options()["ttl_seconds"])
 
 
 class BlaxelRefused(Exception):
@@ -156,7 +178,7 @@ async def still_there(name: str) -> None:
     if status == "not found" or status in GONE:
         raise BlaxelSandboxGone(
             f"Blaxel's sandbox {name} is {status}: the run's workspace is gone"
-            f" (Blaxel deletes a sandbox {SANDBOX_LIFETIME_SECONDS} s after its creation)"
+            f" (Blaxel deletes a sandbox {sandbox_lifetime_seconds()} s after its creation)"
         )
 
 
@@ -169,12 +191,15 @@ def sandbox_client(settings: WorkerSettings) -> BlaxelOptionsClient:
 def sandbox_options() -> BlaxelOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
-    return BlaxelOptions(image=IMAGE, region=REGION, ttl=f"{SANDBOX_LIFETIME_SECONDS}s")
-{%- if cookiecutter | host_bound_backends %}
+    chosen = options()
+    return BlaxelOptions(
+        image=chosen["image"] or None,
+        region=str(chosen["region"]),
+        ttl=f"{int(chosen['ttl_seconds'])}s",
+    )
 
 
 def host_bound(settings: WorkerSettings) -> bool:
     """A Blaxel sandbox is reached over the network from any worker: a run
     goes on on any worker, whichever created its sandbox (affinity.py)."""
     return False
-{%- endif %}

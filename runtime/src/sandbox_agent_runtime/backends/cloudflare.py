@@ -8,12 +8,12 @@ in workflow history), and the worker's client fills in the address when it
 creates a sandbox. What a sandbox runs on (its container image, its instance
 type) and how long an idle one lives are the Worker's own settings, in its
 Wrangler configuration. The agent's commands run on Cloudflare's machines,
-never on the worker's.
+never on the worker's. It takes no options (``OPTIONS``, below, is empty).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agents.extensions.sandbox.cloudflare import (
     CloudflareSandboxClient,
@@ -22,6 +22,8 @@ from agents.extensions.sandbox.cloudflare import (
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+
+from sandbox_agent_runtime.backends import options_of
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -47,6 +49,15 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = ("ConfigurationError",)
 # Where the agent's workspace lives in the sandbox: the only root the SDK
 # supports (its persistence is fixed to /workspace).
 WORKSPACE_ROOT = "/workspace"
+
+# Every option a service may give this backend: none (what a sandbox runs on
+# is the Sandbox Service Worker's configuration).
+OPTIONS: dict[str, Any] = {}
+
+
+def options() -> dict[str, Any]:
+    """The service's options for Cloudflare: none is taken."""
+    return options_of("cloudflare", OPTIONS)
 
 
 class WorkerAddressedCloudflareSandboxClient(CloudflareSandboxClient):
@@ -84,11 +95,9 @@ def sandbox_options() -> CloudflareSandboxClientOptions:
     in (WorkerAddressedCloudflareSandboxClient); the key stays in its
     environment."""
     return CloudflareSandboxClientOptions(worker_url="")
-{%- if cookiecutter | host_bound_backends %}
 
 
 def host_bound(settings: WorkerSettings) -> bool:
     """A Cloudflare sandbox is reached over the network from any worker: a
     run goes on on any worker, whichever created its sandbox (affinity.py)."""
     return False
-{%- endif %}

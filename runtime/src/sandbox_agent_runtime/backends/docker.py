@@ -1,7 +1,7 @@
 """The Docker backend: the agent's shell runs in a container on a Docker engine.
 
-Each run gets a fresh container, from ``IMAGE`` and on ``NETWORK_MODE``
-(below): the agent's commands run in it (``sh -lc``), its files stay in it,
+Each run gets a fresh container, from the service's image and on its
+network (``OPTIONS``, below): the agent's commands run in it (``sh -lc``), its files stay in it,
 and it is removed at the end of the run. Nothing the agent runs touches the
 worker's host, and the engine can be one you run yourself.
 
@@ -26,6 +26,9 @@ any worker (``host_bound()``, affinity.py).
 The ``docker`` package (the engine's Python SDK) is imported only where the
 worker builds its client: the workflow imports this module for its options,
 and Temporal's workflow sandbox refuses the SDK's HTTP modules.
+
+A service sets its options in ``Service.backend_options["docker"]``: the keys
+``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
+
+from sandbox_agent_runtime.backends import options_of
+from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -77,23 +83,43 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the container.
 WORKSPACE_ROOT = "/workspace"
 
-# The image every sandbox container starts from. Any image with a POSIX shell
-# and `tail` will do; the engine pulls it the first time if it can.
-IMAGE = {{ cookiecutter.docker_image | tojson }}
+# Every option a service may give this backend, with its default.
+OPTIONS: dict[str, Any] = {
+    # The image every sandbox container starts from. Any image with a POSIX
+    # shell and `tail` will do; the engine pulls it the first time if it can.
+    "image": "python:3.12-slim",
+    # The container's network. "none" gives it only a loopback interface, so
+    # nothing the agent runs can reach the network, the worker's or the
+    # internet. "bridge" is Docker's default network: the agent's commands can
+    # reach whatever the engine's host can (the internet, and services on the
+    # host's networks).
+    "network": "none",
+}
 
-# The container's network. "none" gives it only a loopback interface, so
-# nothing the agent runs can reach the network, the worker's or the internet.
-# None is Docker's default, the "bridge" network: the agent's commands can
-# reach whatever the engine's host can (the internet, and services on the
-# host's networks).
-NETWORK_MODE: Literal["none"] | None = {{ '"none"' if cookiecutter.docker_network == "none" else "None" }}
+
+def options() -> dict[str, Any]:
+    """The service's options for Docker over ``OPTIONS``."""
+    return options_of("docker", OPTIONS)
+
+
+def network_mode() -> Literal["none"] | None:
+    """The container's network as the SDK takes it: "none", or None for
+    Docker's default (the "bridge" network)."""
+    return "none" if options()["network"] == "none" else None
+
 
 # Labels on every sandbox container, naming the run (its workflow id) and the
 # sandbox provider that made it, so an operator can find containers that a
 # run left behind (see the README). The worker sets them from the activity
 # that creates the container.
-WORKFLOW_LABEL = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
-PROVIDER_LABEL = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+def workflow_label() -> str:
+    """The label naming the run: "<service>.workflow-id"."""
+    return f"{current().name}.workflow-id"
+
+
+def provider_label() -> str:
+    """The label naming the sandbox provider: "<service>.sandbox-provider"."""
+    return f"{current().name}.sandbox-provider"
 
 
 def container_bounds(limits: DockerLimits) -> dict[str, Any]:
@@ -200,8 +226,8 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
         info = activity.info()
         labels = {
             **options.labels,
-            WORKFLOW_LABEL: info.workflow_id,
-            PROVIDER_LABEL: info.activity_type.removesuffix("-sandbox_client_create"),
+            workflow_label(): info.workflow_id,
+            provider_label(): info.activity_type.removesuffix("-sandbox_client_create"),
         }
         try:
             session = await super().create(
@@ -253,9 +279,11 @@ def sandbox_client(settings: WorkerSettings) -> DockerSandboxClient:
             f"no Docker engine answers at {settings.docker_host} (set DOCKER_HOST to reach "
             f"another one): {e}"
         ) from e
-    engine.api.create_container = functools.partial(
-        contained, engine.api.create_container, settings.docker_limits
-    )
+    limits = settings.docker_limits
+    if limits is None:
+        # settings.worker_settings() reads them for every service with this backend.
+        raise ValueError("the worker's settings have no Docker limits (DOCKER_SANDBOX_*)")
+    engine.api.create_container = functools.partial(contained, engine.api.create_container, limits)
     return LabelledDockerSandboxClient(engine)
 
 
@@ -280,4 +308,4 @@ def contained(create: Any, limits: DockerLimits, *args: Any, **kwargs: Any) -> A
 def sandbox_options() -> DockerSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
-    return DockerSandboxClientOptions(image=IMAGE, network_mode=NETWORK_MODE)
+    return DockerSandboxClientOptions(image=str(options()["image"]), network_mode=network_mode())

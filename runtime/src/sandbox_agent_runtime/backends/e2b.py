@@ -2,6 +2,9 @@
 
 The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
 The agent's commands run on E2B's machines, never on the worker's.
+
+A service sets its options in ``Service.backend_options["e2b"]``: the keys
+``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from agents.sandbox.manifest import Manifest
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
+
+from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
+from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -41,31 +47,52 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (E2B's default).
 WORKSPACE_ROOT = "/workspace"
 
-# The kind of sandbox: "e2b" (a plain one) or "e2b_code_interpreter".
-SANDBOX_TYPE = {{ cookiecutter.e2b_sandbox_type | tojson }}
+# Every option a service may give this backend, with its default.
+OPTIONS: dict[str, Any] = {
+    # The kind of sandbox: "e2b" (a plain one) or "e2b_code_interpreter".
+    "sandbox_type": "e2b",
+    # The E2B template every sandbox starts from (empty for E2B's default).
+    "template": "",
+    # Seconds an E2B sandbox may live (None: the service's
+    # workflow_execution_timeout), and what E2B does then ("kill" ends it,
+    # "pause" keeps it paused). E2B enforces it even if the run's teardown
+    # never happens, so a crashed run cannot leave a sandbox running. E2B
+    # counts it from the sandbox's creation (a reconnection starts it again,
+    # use does not), so it is at least the workflow execution timeout: a
+    # sandbox that E2B ends mid-run takes the run's workspace with it.
+    "timeout_seconds": None,
+    "on_timeout": "kill",
+    # At the end of a run, True pauses the sandbox; False ends it.
+    "pause_on_exit": False,
+}
 
-# The E2B template every sandbox starts from (None for E2B's default).
-TEMPLATE: str | None = {{ cookiecutter.e2b_template | tojson if cookiecutter.e2b_template else "None" }}
 
-# Seconds an E2B sandbox may live, and what E2B does then ("kill" ends it,
-# "pause" keeps it paused). E2B enforces it even if the run's teardown never
-# happens, so a crashed run cannot leave a sandbox running. E2B counts it
-# from the sandbox's creation (a reconnection starts it again, use does not),
-# so it is at least WORKFLOW_EXECUTION_TIMEOUT: a sandbox that E2B ends
-# mid-run takes the run's workspace with it.
-SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.e2b_timeout_seconds | int }}
-ON_TIMEOUT: Literal["kill", "pause"] = {{ cookiecutter.e2b_on_timeout | tojson }}
+def options() -> dict[str, Any]:
+    """The service's options for E2B over ``OPTIONS``, the sandbox's
+    lifetime resolved."""
+    chosen = options_of("e2b", OPTIONS)
+    if chosen["timeout_seconds"] is None:
+        chosen["timeout_seconds"] = run_timeout_seconds()
+    return chosen
 
-# At the end of a run, True pauses the sandbox; False ends it.
-PAUSE_ON_EXIT = {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
+
+def sandbox_lifetime_seconds() -> int:
+    """Seconds an E2B sandbox may live before E2B ends it."""
+    return int(options()["timeout_seconds"])
 
 
 # Metadata on every sandbox, naming the run (its workflow id) and the
 # sandbox provider that made it, so an operator can find sandboxes that a run
 # left behind (docs/operations.md). The worker sets them from the activity
 # that creates the sandbox.
-WORKFLOW_METADATA = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
-PROVIDER_METADATA = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+def workflow_metadata() -> str:
+    """The metadata key naming the run: "<service>.workflow-id"."""
+    return f"{current().name}.workflow-id"
+
+
+def provider_metadata() -> str:
+    """The metadata key naming the sandbox provider: "<service>.sandbox-provider"."""
+    return f"{current().name}.sandbox-provider"
 
 
 class LabelledE2BSandboxClient(E2BSandboxClient):
@@ -82,8 +109,8 @@ class LabelledE2BSandboxClient(E2BSandboxClient):
         info = activity.info()
         metadata: dict[str, Any] = {
             **(options.metadata or {}),
-            WORKFLOW_METADATA: info.workflow_id,
-            PROVIDER_METADATA: info.activity_type.removesuffix("-sandbox_client_create"),
+            workflow_metadata(): info.workflow_id,
+            provider_metadata(): info.activity_type.removesuffix("-sandbox_client_create"),
         }
         return await super().create(
             snapshot=snapshot,
@@ -101,18 +128,18 @@ def sandbox_client(settings: WorkerSettings) -> E2BSandboxClient:
 def sandbox_options() -> E2BSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
+    chosen = options()
+    on_timeout: Literal["kill", "pause"] = chosen["on_timeout"]
     return E2BSandboxClientOptions(
-        sandbox_type=SANDBOX_TYPE,
-        template=TEMPLATE,
-        timeout=SANDBOX_LIFETIME_SECONDS,
-        on_timeout=ON_TIMEOUT,
-        pause_on_exit=PAUSE_ON_EXIT,
+        sandbox_type=str(chosen["sandbox_type"]),
+        template=chosen["template"] or None,
+        timeout=int(chosen["timeout_seconds"]),
+        on_timeout=on_timeout,
+        pause_on_exit=bool(chosen["pause_on_exit"]),
     )
-{%- if cookiecutter | host_bound_backends %}
 
 
 def host_bound(settings: WorkerSettings) -> bool:
     """An E2B sandbox is reached over the network from any worker: a run
     goes on on any worker, whichever created its sandbox (affinity.py)."""
     return False
-{%- endif %}

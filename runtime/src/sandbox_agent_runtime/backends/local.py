@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agents.sandbox.sandboxes.unix_local import (
     UnixLocalSandboxClient,
@@ -19,6 +19,8 @@ from agents.sandbox.sandboxes.unix_local import (
 )
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+
+from sandbox_agent_runtime.backends import options_of
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -38,6 +40,15 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = ("WorkspaceGone", "NotOurWorkspace")
 # The SDK's default root, which the local client turns into a fresh temporary
 # directory for each run (removed at the end of the run).
 WORKSPACE_ROOT = "/workspace"
+
+
+# Every option a service may give this backend: none.
+OPTIONS: dict[str, Any] = {}
+
+
+def options() -> dict[str, Any]:
+    """The service's options for the local backend: none is taken."""
+    return options_of("local", OPTIONS)
 
 
 # The names the SDK gives the workspaces it makes, in the temporary directory.

@@ -3,13 +3,17 @@
 The worker needs ``MODAL_TOKEN_ID`` and ``MODAL_TOKEN_SECRET`` (Modal reads
 them when it first talks to its API; a ``modal token`` profile on a laptop is
 not enough for the worker, which checks the variables at start). Every
-sandbox is created in one Modal app (``APP_NAME``): stopping that app ends
-them all. The agent's commands run on Modal's machines, never on the worker's.
+sandbox is created in one Modal app (its ``app_name`` option): stopping that
+app ends them all. The agent's commands run on Modal's machines, never on the
+worker's.
+
+A service sets its options in ``Service.backend_options["modal"]``: the keys
+``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agents.extensions.sandbox.modal import (
     ModalImageSelector,
@@ -20,6 +24,9 @@ from agents.sandbox.manifest import Manifest
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
+
+from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
+from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -48,27 +55,52 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (the SDK's default).
 WORKSPACE_ROOT = "/workspace"
 
-# The Modal app every sandbox is created in (Modal creates it when missing).
-APP_NAME = {{ cookiecutter.modal_app_name | tojson }}
+# Every option a service may give this backend, with its default.
+OPTIONS: dict[str, Any] = {
+    # The Modal app every sandbox is created in (Modal creates it when
+    # missing; None: the service's name).
+    "app_name": None,
+    # The container image every sandbox starts from (empty for the Agents
+    # SDK's default Python image).
+    "image": "",
+    # Seconds a Modal sandbox may live (None: the service's
+    # workflow_execution_timeout). Modal ends it then whatever happens to the
+    # run, so a crashed run cannot leave one running (and billed) for longer.
+    # Modal counts it from the sandbox's creation, so it is at least the
+    # workflow execution timeout: a sandbox that Modal ends mid-run takes the
+    # run's workspace with it.
+    "timeout_seconds": None,
+}
 
-# The container image every sandbox starts from (None for the Agents SDK's
-# default Python image).
-IMAGE: str | None = {{ cookiecutter.modal_image | tojson if cookiecutter.modal_image else "None" }}
 
-# Seconds a Modal sandbox may live. Modal ends it then whatever happens to the
-# run, so a crashed run cannot leave one running (and billed) for longer.
-# Modal counts it from the sandbox's creation, so it is at least
-# WORKFLOW_EXECUTION_TIMEOUT: a sandbox that Modal ends mid-run takes the
-# run's workspace with it.
-SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.modal_timeout_seconds | int }}
+def options() -> dict[str, Any]:
+    """The service's options for Modal over ``OPTIONS``, the app's name and
+    the sandbox's lifetime resolved."""
+    chosen = options_of("modal", OPTIONS)
+    if chosen["app_name"] is None:
+        chosen["app_name"] = current().name
+    if chosen["timeout_seconds"] is None:
+        chosen["timeout_seconds"] = run_timeout_seconds()
+    return chosen
+
+
+def sandbox_lifetime_seconds() -> int:
+    """Seconds a Modal sandbox may live before Modal ends it."""
+    return int(options()["timeout_seconds"])
 
 
 # Tags on every sandbox, naming the run (its workflow id) and the sandbox
 # provider that made it, so an operator can find sandboxes that a run left
 # behind (docs/operations.md). The worker sets them from the activity that
 # creates the sandbox.
-WORKFLOW_TAG = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
-PROVIDER_TAG = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+def workflow_tag() -> str:
+    """The tag naming the run: "<service>.workflow-id"."""
+    return f"{current().name}.workflow-id"
+
+
+def provider_tag() -> str:
+    """The tag naming the sandbox provider: "<service>.sandbox-provider"."""
+    return f"{current().name}.sandbox-provider"
 
 
 class TaggedModalSandboxClient(ModalSandboxClient):
@@ -85,8 +117,8 @@ class TaggedModalSandboxClient(ModalSandboxClient):
         # Runs inside the `<provider>-sandbox_client_create` activity.
         info = activity.info()
         tags = {
-            WORKFLOW_TAG: info.workflow_id,
-            PROVIDER_TAG: info.activity_type.removesuffix("-sandbox_client_create"),
+            workflow_tag(): info.workflow_id,
+            provider_tag(): info.activity_type.removesuffix("-sandbox_client_create"),
         }
         # The SDK's session keeps Modal's own handle of the sandbox.
         sandbox = getattr(session._inner, "_sandbox", None)
@@ -104,18 +136,20 @@ class TaggedModalSandboxClient(ModalSandboxClient):
 def sandbox_client(settings: WorkerSettings) -> ModalSandboxClient:
     """Build the client the worker registers (runs on the worker only); it
     takes none of the worker's settings."""
-    return TaggedModalSandboxClient(image=ModalImageSelector.from_tag(IMAGE) if IMAGE else None)
+    image = options()["image"]
+    return TaggedModalSandboxClient(image=ModalImageSelector.from_tag(image) if image else None)
 
 
 def sandbox_options() -> ModalSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
-    return ModalSandboxClientOptions(app_name=APP_NAME, timeout=SANDBOX_LIFETIME_SECONDS)
-{%- if cookiecutter | host_bound_backends %}
+    chosen = options()
+    return ModalSandboxClientOptions(
+        app_name=str(chosen["app_name"]), timeout=int(chosen["timeout_seconds"])
+    )
 
 
 def host_bound(settings: WorkerSettings) -> bool:
     """A Modal sandbox is reached over the network from any worker: a run
     goes on on any worker, whichever created its sandbox (affinity.py)."""
     return False
-{%- endif %}

@@ -3,11 +3,14 @@
 The worker needs ``RUNLOOP_API_KEY``; the client reads it (and
 ``RUNLOOP_BASE_URL`` when set) when the worker builds it. The agent's
 commands run on Runloop's machines, never on the worker's.
+
+A service sets its options in ``Service.backend_options["runloop"]``: the keys
+``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agents.extensions.sandbox.runloop import (
     DEFAULT_RUNLOOP_WORKSPACE_ROOT,
@@ -19,6 +22,9 @@ from agents.sandbox.manifest import Manifest
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
+
+from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
+from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -49,23 +55,47 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # home of Runloop's `user` account, under which a workspace must live).
 WORKSPACE_ROOT = DEFAULT_RUNLOOP_WORKSPACE_ROOT
 
-# The Runloop blueprint every devbox starts from (None for Runloop's default).
-BLUEPRINT: str | None = {{ cookiecutter.runloop_blueprint | tojson if cookiecutter.runloop_blueprint else "None" }}
+# Every option a service may give this backend, with its default.
+OPTIONS: dict[str, Any] = {
+    # The Runloop blueprint every devbox starts from (empty for Runloop's
+    # default).
+    "blueprint": "",
+    # Seconds a devbox may live (None: the service's
+    # workflow_execution_timeout). Runloop shuts it down then whatever happens
+    # to the run, so a crashed run cannot leave one running (and billed) for
+    # longer. Runloop counts it from the devbox's creation, so it is at least
+    # the workflow execution timeout: a devbox that Runloop shuts down mid-run
+    # takes the run's workspace with it.
+    "keep_alive_seconds": None,
+}
 
-# Seconds a devbox may live. Runloop shuts it down then whatever happens to
-# the run, so a crashed run cannot leave one running (and billed) for longer.
-# Runloop counts it from the devbox's creation, so it is at least
-# WORKFLOW_EXECUTION_TIMEOUT: a devbox that Runloop shuts down mid-run takes
-# the run's workspace with it.
-SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.runloop_keep_alive_seconds | int }}
+
+def options() -> dict[str, Any]:
+    """The service's options for Runloop over ``OPTIONS``, the devbox's
+    lifetime resolved."""
+    chosen = options_of("runloop", OPTIONS)
+    if chosen["keep_alive_seconds"] is None:
+        chosen["keep_alive_seconds"] = run_timeout_seconds()
+    return chosen
+
+
+def sandbox_lifetime_seconds() -> int:
+    """Seconds a devbox may live before Runloop shuts it down."""
+    return int(options()["keep_alive_seconds"])
 
 
 # Metadata on every devbox, naming the run (its workflow id) and the sandbox
 # provider that made it, so an operator can find devboxes that a run left
 # behind (docs/operations.md). The worker sets them from the activity that
 # creates the devbox.
-WORKFLOW_METADATA = {{ (cookiecutter.project_slug ~ ".workflow-id") | tojson }}
-PROVIDER_METADATA = {{ (cookiecutter.project_slug ~ ".sandbox-provider") | tojson }}
+def workflow_metadata() -> str:
+    """The metadata key naming the run: "<service>.workflow-id"."""
+    return f"{current().name}.workflow-id"
+
+
+def provider_metadata() -> str:
+    """The metadata key naming the sandbox provider: "<service>.sandbox-provider"."""
+    return f"{current().name}.sandbox-provider"
 
 
 class LabelledRunloopSandboxClient(RunloopSandboxClient):
@@ -83,8 +113,8 @@ class LabelledRunloopSandboxClient(RunloopSandboxClient):
         options = options or RunloopSandboxClientOptions()
         metadata = {
             **(options.metadata or {}),
-            WORKFLOW_METADATA: info.workflow_id,
-            PROVIDER_METADATA: info.activity_type.removesuffix("-sandbox_client_create"),
+            workflow_metadata(): info.workflow_id,
+            provider_metadata(): info.activity_type.removesuffix("-sandbox_client_create"),
         }
         return await super().create(
             snapshot=snapshot,
@@ -102,15 +132,16 @@ def sandbox_client(settings: WorkerSettings) -> RunloopSandboxClient:
 def sandbox_options() -> RunloopSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
+    chosen = options()
     return RunloopSandboxClientOptions(
-        blueprint_name=BLUEPRINT,
-        launch_parameters=RunloopLaunchParameters(keep_alive_time_seconds=SANDBOX_LIFETIME_SECONDS),
+        blueprint_name=chosen["blueprint"] or None,
+        launch_parameters=RunloopLaunchParameters(
+            keep_alive_time_seconds=int(chosen["keep_alive_seconds"])
+        ),
     )
-{%- if cookiecutter | host_bound_backends %}
 
 
 def host_bound(settings: WorkerSettings) -> bool:
     """A Runloop devbox is reached over the network from any worker: a run
     goes on on any worker, whichever created its devbox (affinity.py)."""
     return False
-{%- endif %}

@@ -4,14 +4,19 @@ The worker needs ``VERCEL_OIDC_TOKEN`` (a project's OIDC token: it names its
 project and team), or ``VERCEL_TOKEN`` with ``VERCEL_PROJECT_ID`` and
 ``VERCEL_TEAM_ID``; Vercel's SDK reads them when a sandbox is created. The
 agent's commands run on Vercel's machines, never on the worker's.
+
+A service sets its options in ``Service.backend_options["vercel"]``: the keys
+``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agents.extensions.sandbox.vercel import VercelSandboxClient, VercelSandboxClientOptions
 from agents.extensions.sandbox.vercel.sandbox import DEFAULT_VERCEL_WORKSPACE_ROOT
+
+from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -44,15 +49,35 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # working directory of Vercel's sandbox image).
 WORKSPACE_ROOT = DEFAULT_VERCEL_WORKSPACE_ROOT
 
-# The runtime image every sandbox starts from.
-RUNTIME: Literal["node22", "python3.13"] = {{ cookiecutter.vercel_runtime | tojson }}
+# The longest Vercel lets a sandbox live (Pro and Enterprise; 45 minutes on Hobby).
+LONGEST_LIFETIME_SECONDS = 18_000
 
-# Seconds a Vercel sandbox may live. Vercel stops it then whatever happens to
-# the run, so a crashed run cannot leave one running (and billed) for longer.
-# Vercel counts it from the sandbox's creation, so it is at least
-# WORKFLOW_EXECUTION_TIMEOUT: a sandbox that Vercel stops mid-run takes the
-# run's workspace with it.
-SANDBOX_LIFETIME_SECONDS = {{ cookiecutter.vercel_timeout_seconds | int }}
+# Every option a service may give this backend, with its default.
+OPTIONS: dict[str, Any] = {
+    # The runtime image every sandbox starts from: "node22" or "python3.13".
+    "runtime": "node22",
+    # Seconds a Vercel sandbox may live (None: the service's
+    # workflow_execution_timeout, at most LONGEST_LIFETIME_SECONDS). Vercel
+    # stops it then whatever happens to the run, so a crashed run cannot
+    # leave one running (and billed) for longer. Vercel counts it from the
+    # sandbox's creation, so it is at least the workflow execution timeout:
+    # a sandbox that Vercel stops mid-run takes the run's workspace with it.
+    "timeout_seconds": None,
+}
+
+
+def options() -> dict[str, Any]:
+    """The service's options for Vercel over ``OPTIONS``, the sandbox's
+    lifetime resolved."""
+    chosen = options_of("vercel", OPTIONS)
+    if chosen["timeout_seconds"] is None:
+        chosen["timeout_seconds"] = min(run_timeout_seconds(), LONGEST_LIFETIME_SECONDS)
+    return chosen
+
+
+def sandbox_lifetime_seconds() -> int:
+    """Seconds a Vercel sandbox may live before Vercel stops it."""
+    return int(options()["timeout_seconds"])
 
 
 def sandbox_client(settings: WorkerSettings) -> VercelSandboxClient:
@@ -65,12 +90,14 @@ def sandbox_client(settings: WorkerSettings) -> VercelSandboxClient:
 def sandbox_options() -> VercelSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
-    return VercelSandboxClientOptions(runtime=RUNTIME, timeout_ms=SANDBOX_LIFETIME_SECONDS * 1000)
-{%- if cookiecutter | host_bound_backends %}
+    chosen = options()
+    runtime: Literal["node22", "python3.13"] = chosen["runtime"]
+    return VercelSandboxClientOptions(
+        runtime=runtime, timeout_ms=int(chosen["timeout_seconds"]) * 1000
+    )
 
 
 def host_bound(settings: WorkerSettings) -> bool:
     """A Vercel sandbox is reached over the network from any worker: a run
     goes on on any worker, whichever created its sandbox (affinity.py)."""
     return False
-{%- endif %}
