@@ -27,6 +27,7 @@ cookiecutter's post-generation hook deletes them, copier never writes them.
 """
 
 import base64
+import functools
 import json
 import keyword
 import re
@@ -623,20 +624,20 @@ def _engine_clone(root: Path) -> bool:
     return root.parent.resolve() == Path(tempfile.gettempdir()).resolve() and root.name.startswith("tmp")
 
 
-def runtime_source(root: Path = Path(__file__).parent) -> str:
-    """Where a project takes the runtime from, as a TOML inline table for
-    [tool.uv.sources]: the template's own commit. A template rendered in place
-    (a local checkout) gives its runtime directory; an engine's temporary
-    clone gives the repository it cloned: a directory when that is local (the
-    same bytes as rendering the checkout in place), else a git source at the
-    clone's commit, in the runtime's subdirectory."""
+@functools.cache
+def runtime_origin(root: Path = Path(__file__).parent) -> dict[str, str]:
+    """Where a project takes the runtime from: the template's own commit. A
+    template rendered in place (a local checkout) gives its runtime directory
+    ({"path": ...}); an engine's temporary clone gives the repository it
+    cloned: a directory when that is local (the same bytes as rendering the
+    checkout in place), else {"git": url, "rev": commit, "subdirectory": ...}."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=True)
         return done.stdout.strip()
 
-    def path(directory: Path) -> str:
-        return "{ path = " + json.dumps(str((directory / RUNTIME_DIRECTORY).resolve())) + " }"
+    def path(directory: Path) -> dict[str, str]:
+        return {"path": str((directory / RUNTIME_DIRECTORY).resolve())}
 
     if not _engine_clone(root):
         return path(root)
@@ -645,15 +646,22 @@ def runtime_source(root: Path = Path(__file__).parent) -> str:
         commit = git("rev-parse", "HEAD^" if git("log", "-1", "--format=%s") == COPIER_DRAFT_COMMIT else "HEAD")
     except (OSError, subprocess.SubprocessError):
         return path(root)
+    remote = re.match(r"^[a-z][a-z0-9+.-]*://|^[^/]+@[^/]+:", origin) and not origin.startswith("file://")
     local = Path(origin.removeprefix("file://")).expanduser()
-    if not re.match(r"^[a-z][a-z0-9+.-]*://|^[^/]+@[^/]+:", origin) or origin.startswith("file://"):
-        if local.is_dir():
-            return path(local)
+    if not remote and local.is_dir():
+        return path(local)
     url = origin.removesuffix("/").removesuffix(".git")
-    return (
-        "{ git = " + json.dumps(url) + ", rev = " + json.dumps(commit)
-        + ", subdirectory = " + json.dumps(RUNTIME_DIRECTORY) + " }"
-    )
+    return {"git": url, "rev": commit, "subdirectory": RUNTIME_DIRECTORY}
+
+
+def runtime_source() -> str:
+    """runtime_origin() as pyproject.toml's [tool.uv.sources] entry (TOML)."""
+    return "{ " + ", ".join(f"{key} = {json.dumps(value)}" for key, value in runtime_origin().items()) + " }"
+
+
+def runtime_directory() -> str:
+    """The runtime's directory when a project takes it from one, else ""."""
+    return runtime_origin().get("path", "")
 
 
 class DerivedAnswers(Extension):
@@ -694,6 +702,7 @@ class DerivedAnswers(Extension):
         environment.globals["template_provenance"] = provenance
         # Where the project takes the runtime from (pyproject.toml).
         environment.globals["runtime_source"] = runtime_source
+        environment.globals["runtime_directory"] = runtime_directory
 
 
 class CookiecutterNamespace(ContextHook):

@@ -34,11 +34,19 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from sandbox_agent_runtime.service import current
+
 # The worker's approvers: comma-separated NAME=PUBLIC_KEY (base64).
 APPROVERS_VARIABLE = "APPROVERS"
 # The approver's private key, for the starter.
 KEY_FILE_VARIABLE = "APPROVER_KEY_FILE"
-DEFAULT_KEY_FILE = Path("~/.config/{{ cookiecutter.project_slug }}/approver.pem")
+
+
+def default_key_file() -> Path:
+    """Where the starter keeps the approver's private key unless
+    ``APPROVER_KEY_FILE`` says: ~/.config/<service>/approver.pem."""
+    return Path(f"~/.config/{current().name}/approver.pem")
+
 
 # The approvers this worker trusts: public key (base64) -> name.
 _trusted: dict[str, str] = {}

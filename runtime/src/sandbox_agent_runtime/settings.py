@@ -1,6 +1,3 @@
-{%- set backends = cookiecutter | backends -%}
-{%- set bound = cookiecutter | host_bound_backends -%}
-{%- set approvals = cookiecutter.approval != "none" -%}
 """The worker's settings and the starter's, read from the environment once, at start.
 
 Every environment variable the service reads itself is parsed here and
@@ -10,6 +7,10 @@ the worker hands down to whatever needs one of its values, and
 cannot use stops it before it does anything else, with one line
 (``BadSetting``) naming the variable, the value and what is allowed.
 
+Which variables the worker reads depends on its service (service.py): those
+of approvals only with approvals, ``WORKER_HOST_ID`` only when the service
+has a host-bound backend, those of a backend only when the service has it.
+
 A variable left unset takes its default. Set to nothing (``NAME=``, a line of
 .env uncommented but not filled in) it is refused like any other bad value,
 not taken for unset: leave it out, or its line commented, for the default.
@@ -18,47 +19,39 @@ no credential's value is ever printed.
 
 Not here: the ``TEMPORAL_*`` connection settings, which Temporal's own
 envconfig reads (connection.py), and the variables each SDK reads for itself
-(``OPENAI_BASE_URL``, for one{% if "docker" in backends %}, ``DOCKER_TLS_VERIFY``{% endif %}, and the AWS
-credentials and ``AWS_ENDPOINT_URL`` of an S3 object store; its region,
-``AWS_REGION``, is read here, since the AWS SDK for Python does not).
+(``OPENAI_BASE_URL``, for one; ``DOCKER_TLS_VERIFY`` with the docker
+backend; and the AWS credentials and ``AWS_ENDPOINT_URL`` of an S3 object
+store; its region, ``AWS_REGION``, is read here, since the AWS SDK for Python
+does not).
 docs/operations.md lists every setting, its default and what it allows.
 """
 
-{% if approvals -%}
 import base64
 import binascii
-{% endif -%}
 import ipaddress
 import os
 import re
-{%- if bound %}
 import socket
-{%- endif %}
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-{%- if approvals %}
 from pathlib import Path
-{%- endif %}
 from urllib.parse import urlsplit
-{% if approvals %}
+
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-{%- endif %}
 from temporalio.common import WorkerDeploymentVersion
 
 from sandbox_agent_runtime import encryption
 from sandbox_agent_runtime import object_store as stores
-{%- if approvals %}
-from sandbox_agent_runtime.approvers import DEFAULT_KEY_FILE, public_text
-{%- endif %}
+from sandbox_agent_runtime.approvers import default_key_file, public_text
 from sandbox_agent_runtime.display import without_credentials
+from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import (
     GIT_TIMEOUT,
     MODEL_ACTIVITY_TIMEOUT,
     SESSION_IDLE_TIMEOUT,
     SESSION_LIFETIME,
 )
-from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS, WORKFLOW_EXECUTION_TIMEOUT
 
 # Runs one worker keeps in flight at once unless WORKER_RUNS_IN_FLIGHT says
 # otherwise: about 0.7 MiB of worker memory each. Memory and slots are not
@@ -75,8 +68,12 @@ MOST_RUNS_IN_FLIGHT = 100_000
 COMMAND_TIME_LIMIT = 600
 LONGEST_COMMAND_TIME_LIMIT = 86_400
 
-# Each model call's timeout is at most an hour, and no longer than a run.
-LONGEST_MODEL_TIMEOUT = min(3600, int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()))
+
+def longest_model_timeout() -> int:
+    """The longest MODEL_ACTIVITY_TIMEOUT_SECONDS allowed: an hour, and no
+    longer than the service's workflow execution timeout (a run)."""
+    return min(3600, int(current().workflow_execution_timeout.total_seconds()))
+
 
 # Each git process of the worker (workspace.py) is killed after GIT_TIMEOUT
 # unless GIT_TIMEOUT_MINUTES says otherwise: at most a day.
@@ -92,16 +89,14 @@ LONGEST_SESSION = 365 * 86_400
 # in a deployment name (the server joins the two with one).
 _DEPLOYMENT_NAME = re.compile(r"[^\s.]{1,255}")
 _BUILD_ID = re.compile(r"[^\s]{1,255}")
-{%- if bound %}
 
-# What a host id may be: it becomes part of a task queue's name (affinity.py).
+# What a host id may be (a service with a host-bound backend): it becomes
+# part of a task queue's name (affinity.py).
 _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-{%- endif %}
-{%- if "docker" in backends %}
 
-# Each run's container (backends/docker.py): the variables, their defaults
-# and bounds. Memory covers the workspace and /tmp too: both are in-memory
-# file systems, /tmp of DOCKER_TMP_SIZE.
+# Each run's container, with the docker backend (backends/docker.py): the
+# variables, their defaults and bounds. Memory covers the workspace and /tmp
+# too: both are in-memory file systems, /tmp of DOCKER_TMP_SIZE.
 DOCKER_MEMORY = ("DOCKER_SANDBOX_MEMORY", "2g")
 DOCKER_CPUS = ("DOCKER_SANDBOX_CPUS", "1")
 DOCKER_PIDS = ("DOCKER_SANDBOX_PIDS", "256")
@@ -114,44 +109,52 @@ _LARGEST_SIZE = 1 << 40  # 1 TiB
 _USER = re.compile(r"([0-9]{1,10})(?::([0-9]{1,10}))?")
 _LARGEST_ID = 2**32 - 2
 _YES_NO = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
-{%- endif %}
 
-# Every variable the worker reads itself, besides its credentials.
-WORKER_VARIABLES = (
-    "WORKER_RUNS_IN_FLIGHT",
-    "SANDBOX_COMMAND_TIME_LIMIT_SECONDS",
-    "MODEL_ACTIVITY_TIMEOUT_SECONDS",
-    "HEALTH_BIND_ADDRESS",
-    "PROMETHEUS_BIND_ADDRESS",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "TEMPORAL_DEPLOYMENT_NAME",
-    "TEMPORAL_WORKER_BUILD_ID",
-    "OBJECT_STORE_URL",
-    "PAYLOAD_ENCRYPTION_KEYS",
-    "SESSION_IDLE_TIMEOUT",
-    "SESSION_LIFETIME",
-    "GIT_TIMEOUT_MINUTES",
-{%- if bound %}
-    "WORKER_HOST_ID",
-{%- endif %}
-{%- if approvals %}
-    "APPROVERS",
-{%- endif %}
-{%- if "docker" in backends %}
-    "DOCKER_ENGINE_SHARED",
-    DOCKER_MEMORY[0],
-    DOCKER_CPUS[0],
-    DOCKER_PIDS[0],
-    DOCKER_WORKSPACE_SIZE[0],
-    DOCKER_USER[0],
-{%- endif %}
-)
-# Every variable the starter reads itself.
-STARTER_VARIABLES = (
-    "TEMPORAL_UI_URL",
-    "OBJECT_STORE_URL",
-    "PAYLOAD_ENCRYPTION_KEYS",{{ '\n    "APPROVER_KEY_FILE",' if approvals }}
-)
+
+def worker_variables() -> tuple[str, ...]:
+    """Every variable the worker of this service reads itself, besides its
+    credentials."""
+    service = current()
+    return (
+        "WORKER_RUNS_IN_FLIGHT",
+        "SANDBOX_COMMAND_TIME_LIMIT_SECONDS",
+        "MODEL_ACTIVITY_TIMEOUT_SECONDS",
+        "HEALTH_BIND_ADDRESS",
+        "PROMETHEUS_BIND_ADDRESS",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "TEMPORAL_DEPLOYMENT_NAME",
+        "TEMPORAL_WORKER_BUILD_ID",
+        "OBJECT_STORE_URL",
+        "PAYLOAD_ENCRYPTION_KEYS",
+        "SESSION_IDLE_TIMEOUT",
+        "SESSION_LIFETIME",
+        "GIT_TIMEOUT_MINUTES",
+        *(("WORKER_HOST_ID",) if service.host_bound else ()),
+        *(("APPROVERS",) if service.approvals else ()),
+        *(
+            (
+                "DOCKER_ENGINE_SHARED",
+                DOCKER_MEMORY[0],
+                DOCKER_CPUS[0],
+                DOCKER_PIDS[0],
+                DOCKER_WORKSPACE_SIZE[0],
+                DOCKER_USER[0],
+            )
+            if "docker" in service.backends
+            else ()
+        ),
+    )
+
+
+def starter_variables() -> tuple[str, ...]:
+    """Every variable the starter of this service reads itself."""
+    return (
+        "TEMPORAL_UI_URL",
+        "OBJECT_STORE_URL",
+        "PAYLOAD_ENCRYPTION_KEYS",
+        *(("APPROVER_KEY_FILE",) if current().approvals else ()),
+    )
+
 
 # The most of a bad value a message shows.
 _SHOWN = 80
@@ -258,16 +261,16 @@ def required_credentials() -> list[tuple[Alternatives, str]]:
     the agent's sandbox."""
     # Imported here, not at the top: the starter reads its own settings from
     # this module and need not load the sandbox SDKs (seconds of start-up).
-    from sandbox_agent_runtime.backends import SANDBOX_BACKENDS
+    from sandbox_agent_runtime.backends import sandbox_backends
 
     return [
         ((("OPENAI_API_KEY",),), "https://platform.openai.com/api-keys"),
         *(
             (backend.REQUIRED_ENVIRONMENT, backend.CREDENTIALS_URL)
-            for backend in SANDBOX_BACKENDS.values()
+            for backend in sandbox_backends().values()
             if backend.REQUIRED_ENVIRONMENT
         ),
-        *((((name,),), "forwarded to the agent's sandbox") for name in SANDBOX_SECRETS),
+        *((((name,),), "forwarded to the agent's sandbox") for name in current().sandbox_secrets),
     ]
 
 
@@ -282,12 +285,12 @@ def missing_credentials(environ: Mapping[str, str]) -> str | None:
     if not missing:
         return None
     return f"Missing credentials: set {'; '.join(missing)}. See .env.example."
-{%- if "docker" in backends %}
 
 
 @dataclass(frozen=True)
 class DockerLimits:
-    """The bounds on each sandbox container (backends/docker.py)."""
+    """The bounds on each sandbox container of the docker backend
+    (backends/docker.py)."""
 
     memory: int  # bytes, swap included (no swap)
     cpus: float
@@ -297,12 +300,13 @@ class DockerLimits:
     gid: int
     # /tmp, where the SDK keeps its helper scripts: not a setting.
     tmp_size: int = DOCKER_TMP_SIZE
-{%- endif %}
 
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """Everything the worker takes from its environment, parsed."""
+    """Everything the worker takes from its environment, parsed. The fields
+    after ``git_timeout`` are read only for a service that needs them (each
+    says when); otherwise they keep their defaults."""
 
     # WORKER_RUNS_IN_FLIGHT: the runs it keeps in flight (capacity.py).
     runs_in_flight: int
@@ -334,30 +338,25 @@ class WorkerSettings:
     # GIT_TIMEOUT_MINUTES: the longest one of its git processes (a --repo's
     # clone) may run before it is killed (workspace.py).
     git_timeout: timedelta
-{%- if bound %}
-    # WORKER_HOST_ID, or the host name: the host its sandboxes are bound to
-    # (affinity.py).
-    host_id: str
-{%- endif %}
-{%- if approvals %}
-    # APPROVERS: whose signed decisions count, public key (base64) -> name.
-    approvers: Mapping[str, str]
-{%- endif %}
-{%- if "docker" in backends %}
-    # DOCKER_ENGINE_SHARED: every worker reaches the same Docker engine.
-    docker_engine_shared: bool
-    # DOCKER_SANDBOX_*: each container's bounds.
-    docker_limits: DockerLimits
-    # Where the engine is, as messages name it: DOCKER_HOST, or the default
-    # socket, as the docker SDK finds it (the SDK reads DOCKER_HOST itself,
-    # and takes it empty for unset).
-    docker_host: str
-{%- endif %}
-{%- if "cloudflare" in backends %}
-    # CLOUDFLARE_SANDBOX_WORKER_URL: the team's Sandbox Service Worker
-    # (backends/cloudflare.py), one of the worker's credentials.
-    cloudflare_worker_url: str
-{%- endif %}
+    # With a host-bound backend: WORKER_HOST_ID, or the host name: the host
+    # its sandboxes are bound to (affinity.py).
+    host_id: str = ""
+    # With approvals: APPROVERS, whose signed decisions count, public key
+    # (base64) -> name.
+    approvers: Mapping[str, str] = field(default_factory=dict)
+    # With the docker backend: DOCKER_ENGINE_SHARED, every worker reaches the
+    # same Docker engine.
+    docker_engine_shared: bool = False
+    # With the docker backend: DOCKER_SANDBOX_*, each container's bounds.
+    docker_limits: DockerLimits | None = None
+    # With the docker backend: where the engine is, as messages name it:
+    # DOCKER_HOST, or the default socket, as the docker SDK finds it (the SDK
+    # reads DOCKER_HOST itself, and takes it empty for unset).
+    docker_host: str = ""
+    # With the cloudflare backend: CLOUDFLARE_SANDBOX_WORKER_URL, the team's
+    # Sandbox Service Worker (backends/cloudflare.py), one of the worker's
+    # credentials.
+    cloudflare_worker_url: str = ""
 
 
 def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -366,6 +365,8 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
     problem = missing_credentials(environ)
     if problem:
         raise BadSetting(problem)
+    service = current()
+    docker = "docker" in service.backends
     idle_timeout, lifetime = session_times(environ)
     return WorkerSettings(
         runs_in_flight=whole_number(
@@ -385,7 +386,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
                 "MODEL_ACTIVITY_TIMEOUT_SECONDS",
                 int(MODEL_ACTIVITY_TIMEOUT.total_seconds()),
                 1,
-                LONGEST_MODEL_TIMEOUT,
+                longest_model_timeout(),
                 "seconds",
             )
         ),
@@ -411,26 +412,23 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
                 "minutes",
             )
         ),
-{%- if bound %}
-        host_id=host_id(environ),
-{%- endif %}
-{%- if approvals %}
-        approvers=approvers(environ),
-{%- endif %}
-{%- if "docker" in backends %}
-        docker_engine_shared=docker_engine_shared(environ),
-        docker_limits=docker_limits(environ),
-        docker_host=environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock",
-{%- endif %}
-{%- if "cloudflare" in backends %}
-        cloudflare_worker_url=web_address(
-            environ,
-            "CLOUDFLARE_SANDBOX_WORKER_URL",
-            "https://sandbox.<your-subdomain>.workers.dev",
-            None,
+        # In this order: the first one refused is the one named.
+        host_id=host_id(environ) if service.host_bound else "",
+        approvers=approvers(environ) if service.approvals else {},
+        docker_engine_shared=docker_engine_shared(environ) if docker else False,
+        docker_limits=docker_limits(environ) if docker else None,
+        docker_host=(environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock") if docker else "",
+        cloudflare_worker_url=(
+            web_address(
+                environ,
+                "CLOUDFLARE_SANDBOX_WORKER_URL",
+                "https://sandbox.<your-subdomain>.workers.dev",
+                None,
+            )
+            or ""
         )
-        or "",
-{%- endif %}
+        if "cloudflare" in service.backends
+        else "",
     )
 
 
@@ -520,11 +518,11 @@ def worker_version(environ: Mapping[str, str]) -> WorkerDeploymentVersion | None
     if not _BUILD_ID.fullmatch(build):
         raise refused("TEMPORAL_WORKER_BUILD_ID", build, "1 to 255 characters, no spaces")
     return WorkerDeploymentVersion(deployment_name=name, build_id=build)
-{%- if bound %}
 
 
 def host_id(environ: Mapping[str, str]) -> str:
-    """This worker's host: ``WORKER_HOST_ID``, or else the host name."""
+    """This worker's host: ``WORKER_HOST_ID``, or else the host name (read
+    for a service with a host-bound backend)."""
     allowed = "1 to 200 letters, digits, '.', '_' or '-', starting with a letter or a digit"
     configured = environ.get("WORKER_HOST_ID")
     if configured is not None:
@@ -537,18 +535,17 @@ def host_id(environ: Mapping[str, str]) -> str:
             f"The host name {shown(name)} cannot name this worker's host: set WORKER_HOST_ID to {allowed}."
         )
     return name
-{%- endif %}
-{%- if approvals %}
 
 
 def approvers(environ: Mapping[str, str]) -> dict[str, str]:
     """The approvers ``APPROVERS`` names, as public key -> name, each
-    NAME=KEY with a name and an Ed25519 public key."""
+    NAME=KEY with a name and an Ed25519 public key (read for a service with
+    approvals)."""
     value = environ.get("APPROVERS", "")
     if not value.strip():
         raise BadSetting(
             f"APPROVERS={shown(value)} names nobody who could approve a request: make a key with "
-            "`{{ cookiecutter.project_slug }}-starter --new-approver-key NAME` and set "
+            f"`{current().command('starter')} --new-approver-key NAME` and set "
             "APPROVERS=NAME=<the public key it prints> (docs/approvals.md)."
         )
     trusted: dict[str, str] = {}
@@ -568,9 +565,6 @@ def approvers(environ: Mapping[str, str]) -> dict[str, str]:
             ) from None
         trusted[public_text(public)] = name.strip()
     return trusted
-
-{%- endif %}
-{%- if "docker" in backends %}
 
 
 def docker_engine_shared(environ: Mapping[str, str]) -> bool:
@@ -643,7 +637,6 @@ def docker_limits(environ: Mapping[str, str]) -> DockerLimits:
             f"agent's commands as root), or leave it unset for {default}",
         )
     return DockerLimits(memory, float(cpus), pids, workspace_size, uid, gid)
-{%- endif %}
 
 
 # --------------------------------------------------------------- the starter
@@ -661,23 +654,20 @@ class StarterSettings:
     object_store: stores.ObjectStore | None
     # PAYLOAD_ENCRYPTION_KEYS: the worker's keys (encryption.py); None: none.
     keys: encryption.Keys | None
-{%- if approvals %}
-    # APPROVER_KEY_FILE: the approver's private key (approvers.py).
+    # APPROVER_KEY_FILE: the approver's private key (approvers.py); read only
+    # with approvals (without, the default, which nothing reads).
     approver_key_file: Path
-{%- endif %}
 
 
 def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings:
     """The starter's settings; ``BadSetting`` for the first one it cannot use."""
-{%- if approvals %}
-    key_file = environ.get("APPROVER_KEY_FILE")
+    key_file = environ.get("APPROVER_KEY_FILE") if current().approvals else None
     if key_file is not None and (not key_file.strip() or not key_file.isprintable()):
         raise refused(
             "APPROVER_KEY_FILE",
             key_file,
-            f"the path of a file, or leave it unset for {DEFAULT_KEY_FILE}",
+            f"the path of a file, or leave it unset for {default_key_file()}",
         )
-{%- endif %}
     return StarterSettings(
         ui_url=web_address(
             environ,
@@ -687,9 +677,7 @@ def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings
         ),
         object_store=object_store(environ),
         keys=encryption_keys(environ),
-{%- if approvals %}
-        approver_key_file=Path(key_file or DEFAULT_KEY_FILE).expanduser(),
-{%- endif %}
+        approver_key_file=Path(key_file or default_key_file()).expanduser(),
     )
 
 

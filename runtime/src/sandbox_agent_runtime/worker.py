@@ -1,26 +1,19 @@
-{% set bound = cookiecutter | host_bound_backends -%}
 """The worker: runs the agent's workflow, its model calls and its sandbox.
 
-    python -m sandbox_agent_runtime.worker
+    <service>-worker
 
-{%- if bound %}
-It polls the service's task queue and, when a sandbox it creates lives on
-its host, that host's own queue too, where the operations of those sandboxes
-arrive (affinity.py); ``WORKER_HOST_ID`` names the host (the host name by
-default). Ctrl+C (or SIGTERM) stops it: it stops polling, gives activities in flight
+(the project's worker.py calls ``cli()`` with its workflow type and its tool
+activities). It polls the service's task queue, where the runs, their model
+calls and their sandbox operations arrive. When the service has a host-bound
+backend and a sandbox it creates lives on its host, it polls that host's own
+queue too, where the operations of those sandboxes arrive (affinity.py);
+``WORKER_HOST_ID`` names the host (the host name by default). Ctrl+C (or
+SIGTERM) stops it: it stops polling, gives activities in flight
 ``SHUTDOWN_GRACE`` (30 s) to finish, cancels what is left, and exits with
 status 0. Work it did not finish is not lost; Temporal hands it to the next
 worker on the same task queue, and the operations of a sandbox on this host
-to the next worker of this host. A worker that dies without warning (SIGKILL, a
-lost machine)
-{%- else %}
-It polls the service's task queue, where the runs, their model calls and
-their sandbox operations arrive. Ctrl+C (or SIGTERM) stops it: it stops
-polling, gives activities in flight ``SHUTDOWN_GRACE`` (30 s) to finish,
-cancels what is left, and exits with status 0. Work it did not finish is not
-lost; Temporal hands it to the next worker on the same task queue. A worker
-that dies without warning (SIGKILL, a lost machine)
-{%- endif %} is noticed when its model call misses a heartbeat
+to the next worker of this host. A worker that dies without warning (SIGKILL,
+a lost machine) is noticed when its model call misses a heartbeat
 (capacity.model_heartbeat_timeout(): 20 s at the default capacity) or its
 sandbox operation reaches its timeout. With ``HEALTH_BIND_ADDRESS`` set it
 answers a readiness and a liveness probe (health.py). With
@@ -36,11 +29,10 @@ import ctypes
 import pkgutil
 import signal
 import sys
-from collections.abc import Mapping, Sequence
-{%- if bound %}
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-{%- endif %}
 from datetime import timedelta
+from functools import cache
 from importlib import metadata
 from types import TracebackType
 from typing import Any, NoReturn
@@ -57,8 +49,8 @@ from temporalio.openai_agents import (
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from sandbox_agent_runtime import {{ ", ".join((["affinity"] if bound else []) + (["approvers"] if cookiecutter.approval != "none" else []) + ["registry", "versioning"]) }}
-from sandbox_agent_runtime.backends import SANDBOX_BACKENDS, Backend
+from sandbox_agent_runtime import affinity, approvers, versioning
+from sandbox_agent_runtime.backends import Backend, BadOption, check_options, sandbox_backends
 from sandbox_agent_runtime.bounded_sandbox import BoundedSandboxClient
 from sandbox_agent_runtime.capacity import (
     make_room_for_connections,
@@ -88,42 +80,59 @@ from sandbox_agent_runtime.observability import (
     tracing_plugins,
 )
 from sandbox_agent_runtime.payloads import with_agent_payloads
+from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import (
     BadSetting,
     WorkerSettings,
     worker_settings,
 )
-from sandbox_agent_runtime.shared import TASK_QUEUE, WORKFLOW_TYPE
-from sandbox_agent_runtime.workflow import SandboxAgentWorkflow
+from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.workspace import (
     WorkspaceProvider,
     snapshot_store,
 )
-from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 SHUTDOWN_GRACE = timedelta(seconds=30)
 
-# The build an unversioned worker reports to Temporal (with its pollers, and
-# in each workflow task it completes). It routes nothing and does not change
-# when the code does: a versioned worker reports TEMPORAL_WORKER_BUILD_ID
-# (versioning.py). Left unset, the SDK would hash the bytecode of every loaded
-# module: with the Agents SDK some 1,800 modules, seconds of CPU at each start.
-DISTRIBUTION = {{ cookiecutter.project_slug | tojson }}
-UNVERSIONED_BUILD = f"{DISTRIBUTION}-{metadata.version(DISTRIBUTION)}"
+# The team's tool activities (tools.py of the project), which the worker
+# registers beside the agents plugin's.
+ToolActivities = Sequence[Callable[..., Any]]
+
+
+def distribution() -> str:
+    """The service's distribution: the project, as installed (its name)."""
+    return current().name
+
+
+@cache
+def _build_of(name: str) -> str:
+    return f"{name}-{metadata.version(name)}"
+
+
+def unversioned_build() -> str:
+    """The build an unversioned worker reports to Temporal (with its pollers,
+    and in each workflow task it completes): "<service>-<its version>". It
+    routes nothing and does not change when the code does: a versioned worker
+    reports TEMPORAL_WORKER_BUILD_ID (versioning.py). Left unset, the SDK
+    would hash the bytecode of every loaded module: with the Agents SDK some
+    1,800 modules, seconds of CPU at each start."""
+    return _build_of(distribution())
+
 
 # The workflow sandbox loads the workflow's module afresh for each run it
-# starts, and every module of yours and the service's that it imports, unless
-# passed through. Each machinery module but workflow.py and registry.py is
-# passed through: imported once per worker, about 20 ms less CPU per run
+# starts, and every module of the project's and the runtime's that it
+# imports, unless passed through. Each module of the runtime but workflow.py
+# is passed through: imported once per worker, about 20 ms less CPU per run
 # (docs/benchmarks.md of the template). They hold nothing a run changes
-# (constants, dataclasses, functions) and their workflow code is proven by
-# the recorded histories (test_histories.py); workflow.py, registry.py and
-# your modules it imports (agent.py, tools.py, runs.py) stay under the
+# (constants, dataclasses, functions; the service, configured once per
+# process) and their workflow code is proven by the recorded histories
+# (test_histories.py); workflow.py and the project's modules the workflow
+# imports (its package: agent.py, tools.py, service.py) stay under the
 # sandbox's checks.
 PASSED_THROUGH = tuple(
     f"{__package__}.{module.name}"
     for module in pkgutil.iter_modules(sys.modules[__package__].__path__)
-    if module.name not in ("workflow", "registry")
+    if module.name != "workflow"
 )
 
 
@@ -172,7 +181,7 @@ def agents_plugin(
     if sandboxes is None:
         sandboxes = {
             provider: backend_client(provider, backend, settings)
-            for provider, backend in SANDBOX_BACKENDS.items()
+            for provider, backend in sandbox_backends().items()
         }
     plugin = OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
@@ -190,20 +199,19 @@ def agents_plugin(
         # each command in time. Beside the SDK's operations, each provider
         # places a run's inputs, collects its outputs, and snapshots and
         # restores a conversation's workspace (workspace.py): in the object
-        # store{{ ", else on this host's disk for a sandbox bound to this host" if bound }}.
+        # store, else (a service with a host-bound backend) on this host's
+        # disk for a sandbox bound to this host.
         sandbox_clients=[
             WorkspaceProvider(
                 provider,
                 BoundedSandboxClient(client, settings.command_time_limit),
                 has_store=settings.object_store is not None,
-{%- if bound %}
-                snapshots=snapshot_store(
-                    settings.object_store, host_bound(provider, settings), codec_of(settings.keys)
-                ),
-{%- else %}
                 # Remote sandboxes: snapshots in the object store, or none.
-                snapshots=snapshot_store(settings.object_store, False, codec_of(settings.keys)),
-{%- endif %}
+                snapshots=snapshot_store(
+                    settings.object_store,
+                    current().host_bound and host_bound(provider, settings),
+                    codec_of(settings.keys),
+                ),
                 idle_timeout=settings.session_idle_timeout,
                 lifetime=settings.session_lifetime,
                 git_timeout=settings.git_timeout,
@@ -211,7 +219,7 @@ def agents_plugin(
             for provider, client in sandboxes.items()
         ],
         # The only worker environment variables the sandbox may read.
-        resolvable_worker_env_vars=SANDBOX_SECRETS,
+        resolvable_worker_env_vars=current().sandbox_secrets,
         use_otel_instrumentation=traced,
     )
     # The plugin's data converter, reading model inputs cheaply (payloads.py).
@@ -219,15 +227,13 @@ def agents_plugin(
     return plugin
 
 
-{% if bound -%}
 def host_bound(provider: str, settings: WorkerSettings) -> bool:
     """Whether ``provider``'s sandboxes live on this worker's host (its
     backend says: backends/), so that without an object store their
     snapshots can stay on this host's disk (workspace.snapshot_store())."""
-    return SANDBOX_BACKENDS[provider].host_bound(settings)
+    return sandbox_backends()[provider].host_bound(settings)
 
 
-{% endif -%}
 def backend_client(
     provider: str, backend: Backend, settings: WorkerSettings
 ) -> BaseSandboxClient[Any]:
@@ -242,13 +248,14 @@ def backend_client(
 
 
 class ServiceWorker:
-{%- if bound %}
-    """The worker's pollers, started and stopped together: ``shared`` on
-    TASK_QUEUE (the runs, the model calls, the sandboxes any worker reaches)
-    and ``own`` on its host's queue (the operations of the sandboxes on this
-    host: affinity.py), None when no sandbox it creates lives on its host."""
+    """The worker's pollers, started and stopped together, and whether they
+    are ready: ``shared`` on the service's task queue (the runs, the model
+    calls, the sandboxes any worker reaches) and ``own`` on its host's queue
+    (the operations of the sandboxes on this host: affinity.py), None when no
+    sandbox it creates lives on its host (always, for a service without a
+    host-bound backend)."""
 
-    def __init__(self, shared: Worker, own: Worker | None) -> None:
+    def __init__(self, shared: Worker, own: Worker | None = None) -> None:
         self.shared, self.own = shared, own
         self._running = AsyncExitStack()
         self._draining = False
@@ -277,74 +284,65 @@ class ServiceWorker:
         # operations finish.
         self._draining = True
         await self._running.__aexit__(kind, error, traceback)
-{%- else %}
-    """The worker's poller of TASK_QUEUE (the runs, the model calls, the
-    sandbox operations), and whether it is ready."""
-
-    def __init__(self, shared: Worker) -> None:
-        self.shared = shared
-        self._draining = False
-
-    @property
-    def ready(self) -> bool:
-        """Whether it polls (the SDK checked the namespace and started
-        polling) and has not begun to drain."""
-        return not self._draining and self.shared.is_running
-
-    async def __aenter__(self) -> "ServiceWorker":
-        await self.shared.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        # Not ready from here on (health.py): draining.
-        self._draining = True
-        await self.shared.__aexit__(kind, error, traceback)
-{%- endif %}
 
 
 def build_worker(
     client: Client,
     settings: WorkerSettings,
     *,
-    workflows: Sequence[type] = (SandboxAgentWorkflow,),
+    workflows: Sequence[type],
+    tool_activities: ToolActivities,
     max_cached_workflows: int | None = None,
     graceful_shutdown_timeout: timedelta = SHUTDOWN_GRACE,
     identity: str | None = None,
 ) -> ServiceWorker:
-    """A worker for this service's task queue and workflow, as ``settings``
-    say: {{ "on their host, " if bound }}polling as their Worker Deployment Version (or
-    unversioned), with room for their runs in flight (capacity.py). Tests
-    may run other ``workflows`` (the service's, changed), cache fewer runs,
-    give work in flight less time to finish at shutdown and name the worker."""
+    """A worker for this service's task queue running ``workflows`` (the
+    service's workflow type; tests may run others) and ``tool_activities``,
+    as ``settings`` say: on their host (a service with a host-bound backend),
+    polling as their Worker Deployment Version (or unversioned), with room
+    for their runs in flight (capacity.py). Tests may cache fewer runs, give
+    work in flight less time to finish at shutdown and name the worker."""
     version = settings.version
     options = worker_options(settings.runs_in_flight)
     if max_cached_workflows is not None:
         options["max_cached_workflows"] = max_cached_workflows
-{%- if bound %}
+    if not current().host_bound:
+        shared = Worker(
+            client,
+            task_queue=current().task_queue,
+            workflows=workflows,
+            workflow_runner=workflow_runner(),
+            activities=tool_activities,
+            interceptors=[SandboxOperationMeter()],
+            graceful_shutdown_timeout=graceful_shutdown_timeout,
+            identity=identity,
+            **(
+                {"build_id": unversioned_build()}
+                if version is None
+                else {"deployment_config": versioning.deployment_config(version)}
+            ),
+            **options,
+        )
+        return ServiceWorker(shared)
     host = settings.host_id
     host_bound = {
-        provider: backend.host_bound(settings) for provider, backend in SANDBOX_BACKENDS.items()
+        provider: backend.host_bound(settings) for provider, backend in sandbox_backends().items()
     }
     meter = SandboxOperationMeter(host)
     identity = identity or affinity.worker_identity(host)
     shared = Worker(
         client,
-        task_queue=TASK_QUEUE,
+        task_queue=current().task_queue,
         workflows=workflows,
         workflow_runner=workflow_runner(),
-        activities=[*affinity.host_activities(host, host_bound), *registry.TOOL_ACTIVITIES],
+        activities=[*affinity.host_activities(host, host_bound), *tool_activities],
         # Outermost first: an operation for another host is refused before
         # it is counted or run.
         interceptors=[affinity.HostFirst(host), meter],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
         **(
-            {"build_id": UNVERSIONED_BUILD}
+            {"build_id": unversioned_build()}
             if version is None
             else {"deployment_config": versioning.deployment_config(version)}
         ),
@@ -360,35 +358,20 @@ def build_worker(
     own = Worker(
         client,
         task_queue=affinity.host_queue(host),
-        build_id=UNVERSIONED_BUILD,
+        build_id=unversioned_build(),
         max_concurrent_activities=options["max_concurrent_activities"],
         interceptors=[meter],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
     )
     return ServiceWorker(shared, own)
-{%- else %}
-    shared = Worker(
-        client,
-        task_queue=TASK_QUEUE,
-        workflows=workflows,
-        workflow_runner=workflow_runner(),
-        activities=registry.TOOL_ACTIVITIES,
-        interceptors=[SandboxOperationMeter()],
-        graceful_shutdown_timeout=graceful_shutdown_timeout,
-        identity=identity,
-        **(
-            {"build_id": UNVERSIONED_BUILD}
-            if version is None
-            else {"deployment_config": versioning.deployment_config(version)}
-        ),
-        **options,
-    )
-    return ServiceWorker(shared)
-{%- endif %}
 
 
-async def run_worker(settings: WorkerSettings) -> None:
+async def run_worker(
+    settings: WorkerSettings, workflow: type, tool_activities: ToolActivities
+) -> None:
+    """Run the worker of ``workflow`` and ``tool_activities`` until it is
+    stopped (SIGINT, SIGTERM)."""
     # The health endpoint answers (live, not ready) while the worker starts.
     async with serving_health(settings.health_address) as health:
         # The object store takes payloads before the worker polls, and its
@@ -396,11 +379,15 @@ async def run_worker(settings: WorkerSettings) -> None:
         if settings.object_store is not None:
             await check_reachable(settings.object_store)
         async with worker_storage(settings.object_store) as storage:
-            await serve(settings, health, storage)
+            await serve(settings, health, storage, workflow, tool_activities)
 
 
 async def serve(
-    settings: WorkerSettings, health: HealthServer | None, storage: ExternalStorage | None = None
+    settings: WorkerSettings,
+    health: HealthServer | None,
+    storage: ExternalStorage | None,
+    workflow: type,
+    tool_activities: ToolActivities,
 ) -> None:
     # Metrics and traces, when configured, are set up before the client.
     runtime = metrics_runtime(settings.metrics_address)
@@ -412,25 +399,28 @@ async def serve(
         runtime=runtime,
         data_converter=data_converter(storage, codec=codec_of(settings.keys)),
     )
-    build_id = settings.version.build_id if settings.version else UNVERSIONED_BUILD
-    count_runs_from_zero(runtime, client.namespace, TASK_QUEUE, WORKFLOW_TYPE, build_id)
+    build_id = settings.version.build_id if settings.version else unversioned_build()
+    task_queue = current().task_queue
+    count_runs_from_zero(runtime, client.namespace, task_queue, WORKFLOW_TYPE, build_id)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with build_worker(client, settings) as worker:
+    async with build_worker(
+        client, settings, workflows=(workflow,), tool_activities=tool_activities
+    ) as worker:
         if health is not None:
             health.ready = lambda: worker.ready
-        providers = ", ".join(repr(provider) for provider in SANDBOX_BACKENDS)
-{%- if bound %}
+        registered = sandbox_backends()
+        providers = ", ".join(repr(provider) for provider in registered)
+        # Only a service with a host-bound backend has a host queue.
         own = worker.own
         host = f" and {own.task_queue!r} (sandboxes on host {settings.host_id!r})" if own else ""
-{%- endif %}
         version = versioning.version_label(settings.version)
         versioned = f" as version {version!r}" if version else ""
         print(
-            f"Worker polling task queue {TASK_QUEUE!r}{{ "{host}" if bound }}{versioned} with sandbox "
-            f"{'providers' if len(SANDBOX_BACKENDS) > 1 else 'provider'} {providers}. "
+            f"Worker polling task queue {task_queue!r}{host}{versioned} with sandbox "
+            f"{'providers' if len(registered) > 1 else 'provider'} {providers}. "
             f"Up to {runs} runs in flight. Ctrl+C to stop."
         )
         await stop.wait()
@@ -451,23 +441,26 @@ def hide_from_other_processes() -> bool:
     return int(ctypes.CDLL(None).prctl(pr_set_dumpable, 0, 0, 0, 0)) == 0
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Run the worker until it is stopped; exit 1 with one line when it
-    cannot start."""
+def main(
+    workflow: type, tool_activities: ToolActivities, argv: Sequence[str] | None = None
+) -> None:
+    """Run the worker of ``workflow`` (the service's workflow type) and
+    ``tool_activities`` (the team's tools) until it is stopped; exit 1 with
+    one line when it cannot start."""
     argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
     hide_from_other_processes()
     try:
         # Every setting, and the credentials, before connecting: a mistake
         # stops the worker here instead of failing its first run.
         settings = worker_settings()
-{%- if cookiecutter.approval != "none" %}
-        approvers.trust(settings.approvers)
-{%- endif %}
+        check_options()
+        if current().approvals:
+            approvers.trust(settings.approvers)
         make_room_for_connections(settings.runs_in_flight)
-    except BadSetting as e:
+    except (BadSetting, BadOption) as e:
         sys.exit(str(e))
     try:
-        asyncio.run(run_worker(settings))
+        asyncio.run(run_worker(settings, workflow, tool_activities))
     except (
         BackendUnavailable,
         ConnectionFailed,
@@ -478,11 +471,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(str(e))
 
 
-def cli() -> NoReturn:
-    """The installed command: ``main()``, then exit with its status without
-    the interpreter's shutdown, which the Temporal SDK can crash (exits.py)."""
-    exit_after(main)
-
-
-if __name__ == "__main__":
-    cli()
+def cli(workflow: type, tool_activities: ToolActivities) -> NoReturn:
+    """The project's installed command (its worker.py calls it with its
+    workflow type and its tool activities): ``main()``, then exit with its
+    status without the interpreter's shutdown, which the Temporal SDK can
+    crash (exits.py)."""
+    exit_after(lambda: main(workflow, tool_activities))

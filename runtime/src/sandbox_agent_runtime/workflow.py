@@ -953,8 +953,8 @@ class AgentWorkflow:
         its agent.py; a test's variant gives another, with files or an
         output_type of its own)."""
         raise NotImplementedError(
-            f"{type(self).__name__} gives no agent: a workflow built on AgentWorkflow "
-            "defines agent()"
+            f"{type(self).__name__} gives no agent: a subclass of AgentWorkflow defines "
+            "agent() (a project's workflow.py)"
         )
 
     def run_hooks(self, usage: Usage) -> HistoryBudget:

@@ -118,6 +118,7 @@ from sandbox_agent_runtime.object_store import (
 )
 from sandbox_agent_runtime.observability import SNAPSHOT_BYTES, SNAPSHOT_SECONDS
 from sandbox_agent_runtime.run_request import Input, Outputs, Repo
+from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import (
     COLLECT,
     FORGET,
@@ -163,7 +164,7 @@ def clones() -> Path:
     """Where the worker keeps its clones of the runs' repositories, one per
     repository and commit: the collect step diffs against it. (A function:
     the workflow imports this module, and may not ask for a directory.)"""
-    return Path(tempfile.gettempdir()) / "{{ cookiecutter.package_name }}-clones"
+    return Path(tempfile.gettempdir()) / f"{current().name}-clones"
 
 
 # An operation's argument and result (WorkspaceProvider's ``scoped``).
@@ -297,8 +298,9 @@ def snapshot_context(workflow_id: str, key: str, format: int) -> bytes:
 
 
 def snapshots_on_host() -> Path:
-    """Where a worker without an object store keeps its host's snapshots."""
-    return Path(tempfile.gettempdir()) / "{{ cookiecutter.package_name }}-snapshots"
+    """Where a worker without an object store keeps its host's snapshots
+    (one directory per service)."""
+    return Path(tempfile.gettempdir()) / f"{current().name}-snapshots"
 
 
 def snapshot_store(
