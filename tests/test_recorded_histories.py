@@ -1,7 +1,8 @@
 """The histories every generated project ships (tests/histories/, recorded by
-scripts/record_histories.py) guard its workflow: a one-line change to the
-workflow's steps fails the generated suite, naming the file that no longer
-replays, in a project with a host-bound backend and in one with remote
+scripts/record_histories.py) guard the runtime it runs: a one-line change to
+the runtime workflow's steps, taken by a project as a runtime upgrade (its
+[tool.uv.sources] pointed at the changed runtime, `uv sync`), fails the
+project's suite, naming the file that no longer replays, in a project with a host-bound backend and in one with remote
 backends alone (each ships the histories its own workflow makes). Every
 combination's own suite replays them unchanged (test_generated_suites.py),
 whatever the provider's name."""
@@ -10,7 +11,7 @@ import shutil
 
 import pytest
 
-from .baked import BakedProject
+from .baked import TEMPLATE, BakedProject
 
 
 @pytest.mark.slow
@@ -22,17 +23,23 @@ from .baked import BakedProject
         pytest.param({"sandbox_backend": "e2b"}, "remote-scripted-chain", id="remote-only"),
     ],
 )
-def test_a_one_line_change_to_the_workflows_steps_fails_the_generated_replay_test(
+def test_a_one_line_change_to_the_runtimes_workflow_fails_the_generated_replay_test(
     bake, tmp_path, answers, kind
 ) -> None:
     project = bake(answers)
-    changed = BakedProject(tmp_path / project.path.name, project.context)
-    shutil.copytree(project.path, changed.path, ignore=shutil.ignore_patterns(".venv"))
-    workflow = changed.machinery / "workflow.py"
-    anchor = "        if provider not in SANDBOX_BACKENDS:\n"
+    runtime = tmp_path / "runtime"
+    shutil.copytree(TEMPLATE / "runtime", runtime, ignore=shutil.ignore_patterns("__pycache__", ".venv"))
+    workflow = runtime / "src" / "sandbox_agent_runtime" / "workflow.py"
+    anchor = "        if provider not in backends:\n"
     text = workflow.read_text()
     assert anchor in text
     workflow.write_text(text.replace(anchor, "        await workflow.sleep(0.01)\n" + anchor))
+    changed = BakedProject(tmp_path / project.path.name, project.context)
+    shutil.copytree(project.path, changed.path, ignore=shutil.ignore_patterns(".venv"))
+    pyproject = changed.path / "pyproject.toml"
+    source = 'sandbox-agent-runtime = { path = "%s" }' % (TEMPLATE / "runtime")
+    assert source in pyproject.read_text()
+    pyproject.write_text(pyproject.read_text().replace(source, 'sandbox-agent-runtime = { path = "%s" }' % runtime))
     installed = changed.install()
     assert installed.returncode == 0, installed.stderr
 

@@ -18,8 +18,9 @@ from sandbox_agent_runtime.chain import Carried, HistoryBudget
 from sandbox_agent_runtime.observability import Usage
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from sandbox_agent_runtime.workspace import Snapshot
+
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 
 @workflow.defn(name="LongSandboxAgentWorkflow")

@@ -5,8 +5,9 @@ agent.py sets others), in every request the worker sends."""
 from agents.models.default_models import get_default_model_settings
 from temporalio.client import Client
 
-from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS, MODEL, MODEL_SETTINGS
 from sandbox_agent_runtime.starter import start
+
+from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS, MODEL, MODEL_SETTINGS
 
 from .scripted_openai import scripted_openai_server
 from .support import openai_model, running_worker

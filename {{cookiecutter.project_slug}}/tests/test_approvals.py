@@ -32,7 +32,6 @@ from sandbox_agent_runtime import starter
 from sandbox_agent_runtime.observability import APPROVAL_WAIT, APPROVALS
 from sandbox_agent_runtime.run_request import RunAnswer
 from sandbox_agent_runtime.shared import DECIDE, PENDING
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
@@ -41,6 +40,8 @@ from sandbox_agent_runtime.starter import (
     start,
 )
 from sandbox_agent_runtime.worker import agents_plugin
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .approver import decide, run_id_of, signed

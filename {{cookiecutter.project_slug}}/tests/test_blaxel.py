@@ -23,6 +23,7 @@ from temporalio.client import Client
 from temporalio.openai_agents.sandbox._temporal_activity_models import CreateSessionArgs
 
 from sandbox_agent_runtime.backends import blaxel
+
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .processes import refusal_of_the_worker_command_without

@@ -22,8 +22,6 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 import sandbox_agent_runtime
-
-import {{ cookiecutter.package_name }}
 from sandbox_agent_runtime import starter, worker
 from sandbox_agent_runtime.codec_server import EXIT_CANNOT_SERVE
 from sandbox_agent_runtime.display import without_credentials
@@ -38,6 +36,8 @@ from sandbox_agent_runtime.settings import (
 )
 from sandbox_agent_runtime.shared import GIT_TIMEOUT, SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
 from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
+
+import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 {% if approvals -%}

@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime.backends import e2b
+
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .support import (

@@ -52,15 +52,16 @@ from sandbox_agent_runtime.settings import (
     starter_settings,
 )
 from sandbox_agent_runtime.shared import END, RESTORE, STORE_THRESHOLD
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from sandbox_agent_runtime.starter import start
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from sandbox_agent_runtime.workspace import (
     IN_STORE,
     SNAPSHOT_FORMAT,
     SnapshotStore,
     snapshot_context,
 )
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .conversing import Conversing
 from .failing_sandbox import watched

@@ -23,6 +23,7 @@ from temporalio.worker import Replayer
 from sandbox_agent_runtime.capacity import worker_options
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.worker import agents_plugin
+
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel

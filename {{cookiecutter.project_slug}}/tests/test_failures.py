@@ -11,9 +11,10 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
 from sandbox_agent_runtime.run_request import RunRequest
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 from sandbox_agent_runtime.starter import run, start
 from sandbox_agent_runtime.worker import MODEL_RETRY_POLICY
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
 
 from .failing_sandbox import (

@@ -12,6 +12,7 @@ from sandbox_agent_runtime.bounded_sandbox import CUT_MARK
 from sandbox_agent_runtime.shared import LONGEST_READ
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.worker import agents_plugin
+
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel

@@ -22,9 +22,10 @@ from temporalio.openai_agents.testing import TestModelProvider
 
 from sandbox_agent_runtime import worker as service_worker
 from sandbox_agent_runtime.health import serving_health
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.worker import agents_plugin, build_worker
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 from .deploy import probe_paths
 from .processes import WORKER, service, service_environment

@@ -16,8 +16,9 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from sandbox_agent_runtime.starter import start
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 from .handovers import start_as
 from .long_workflow import LongSandboxAgentWorkflow

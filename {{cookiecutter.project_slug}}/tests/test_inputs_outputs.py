@@ -67,7 +67,6 @@ from sandbox_agent_runtime.shared import (
     PLACE,
     STORE_THRESHOLD,
 )
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_FILES_NOT_WRITTEN,
@@ -77,6 +76,8 @@ from sandbox_agent_runtime.starter import (
     start,
 )
 from sandbox_agent_runtime.workspace import clone_dir
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .conftest import BUCKET

@@ -14,12 +14,13 @@ from temporalio.client import Client
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.settings import BadSetting, worker_settings
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from sandbox_agent_runtime.worker import (
     BackendUnavailable,
     agents_plugin,
     build_worker,
 )
+
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 

@@ -9,8 +9,9 @@ from temporalio.exceptions import ApplicationError
 from sandbox_agent_runtime import starter
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunRequest
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, SANDBOX_PROVIDERS, TASK_QUEUE
 from sandbox_agent_runtime.starter import attach, run, start
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, SANDBOX_PROVIDERS, TASK_QUEUE
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel

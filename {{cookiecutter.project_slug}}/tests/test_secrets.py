@@ -6,6 +6,7 @@ import pytest
 from temporalio.client import Client
 
 from sandbox_agent_runtime.starter import start
+
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
 from .scripted_model import ScriptedModel

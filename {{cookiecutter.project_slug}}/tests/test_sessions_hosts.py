@@ -82,9 +82,10 @@ from sandbox_agent_runtime.run_request import (
 )
 from sandbox_agent_runtime.settings import WorkerSettings
 from sandbox_agent_runtime.shared import END, RESTORE, SNAPSHOT
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.workspace import IN_STORE, ON_HOST
+
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
 from .conftest import BUCKET
 from .conversing import Conversing, user_messages

@@ -11,10 +11,11 @@ from agents import ModelResponse
 from temporalio.client import Client
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
-from {{ cookiecutter.package_name }} import tools
 from sandbox_agent_runtime.observability import TOOL_CALLS
 from sandbox_agent_runtime.shared import step_name, tool_of
 from sandbox_agent_runtime.starter import EXIT_COMPLETED, follow, start
+
+from {{ cookiecutter.package_name }} import tools
 
 from .scripted_model import tool_outputs
 from .support import {{ "STARTER_SETTINGS, " if cookiecutter.approval != "none" }}activities, metered_client, running_worker

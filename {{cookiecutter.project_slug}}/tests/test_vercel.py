@@ -16,6 +16,7 @@ from vercel.sandbox import (
 
 from sandbox_agent_runtime.backends import vercel
 from sandbox_agent_runtime.settings import missing_credentials
+
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 from .processes import refusal_of_the_worker_command_without

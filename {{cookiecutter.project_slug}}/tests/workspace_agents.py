@@ -15,6 +15,7 @@ from temporalio import workflow
 from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 # What the agent's own file holds.

@@ -8,11 +8,12 @@ limits{{ ", approvals" if cookiecutter.approval != "none" }}) is the runtime's
 """
 
 from agents.sandbox import SandboxAgent
+from temporalio import workflow
+
 from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.workflow import AgentWorkflow
-from temporalio import workflow
 
 from {{ cookiecutter.package_name }}.agent import sandbox_agent
 
