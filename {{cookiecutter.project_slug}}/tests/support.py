@@ -48,15 +48,14 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from {{ cookiecutter.package_name }}.agent import MODEL
 from sandbox_agent_runtime import worker
 {% if cookiecutter | host_bound_backends -%}
 from sandbox_agent_runtime.affinity import host_queue
 {% endif -%}
 {% if "local" in cookiecutter | backends -%}
-from sandbox_agent_runtime.backends import sandbox_backends, Backend, local
+from sandbox_agent_runtime.backends import Backend, local, sandbox_backends
 {% else -%}
-from sandbox_agent_runtime.backends import sandbox_backends, Backend
+from sandbox_agent_runtime.backends import Backend, sandbox_backends
 {% endif -%}
 from sandbox_agent_runtime.object_store import data_converter
 from sandbox_agent_runtime.observability import metrics_runtime
@@ -70,8 +69,7 @@ from sandbox_agent_runtime.settings import (
     worker_settings,
 )
 from sandbox_agent_runtime.shared import (
-    {%- for constant in ((cookiecutter | providers | map("first",
-) | list) + (["CHOOSING_THE_HOST", "HOST_HEADER", "NOT_THIS_HOST"] if cookiecutter | host_bound_backends else []) + ["MODEL_ACTIVITIES", "TASK_QUEUE"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
+    {%- for constant in ((["CHOOSING_THE_HOST", "HOST_HEADER", "NOT_THIS_HOST"] if cookiecutter | host_bound_backends else []) + ["MODEL_ACTIVITIES"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
     {{ constant }},
 {%- endfor %}
     sandbox_operation,
@@ -94,8 +92,16 @@ from sandbox_agent_runtime.worker import (
     agents_plugin,
     build_worker,
 )
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
+from {{ cookiecutter.package_name }}.agent import MODEL
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
+from {{ cookiecutter.package_name }}.service import (
+{%- for constant in ((cookiecutter | providers | map("first") | list) + ["TASK_QUEUE"]) | sort %}
+    {{ constant }},
+{%- endfor %}
+)
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 {% if cookiecutter.approval != "none" %}
 from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT
 from .approver import command_request, signed
@@ -282,7 +288,7 @@ def refusal_without_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
                 monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
     with pytest.raises(SystemExit) as exited:
-        worker.main([])
+        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
     # A string exit code: Python prints it on stderr and exits with status 1.
     message = exited.value.code
     assert isinstance(message, str)
@@ -487,6 +493,7 @@ async def running_worker(
         plugged,
         settings,
         workflows=workflows,
+        tool_activities=ACTIVITIES,
         max_cached_workflows=max_cached_workflows,
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,

@@ -26,9 +26,12 @@ from temporalio.worker import Worker
 from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import sandbox_backends
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.worker import ServiceWorker
+
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .handovers import (
     ALL_STEPS,
@@ -145,7 +148,12 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
         ),
     )
     host_a = worker.build_worker(
-        plugged_a, settings_a, identity="worker-a", graceful_shutdown_timeout=timedelta(0)
+        plugged_a,
+        settings_a,
+        workflows=[SandboxAgentWorkflow],
+        tool_activities=ACTIVITIES,
+        identity="worker-a",
+        graceful_shutdown_timeout=timedelta(0),
     )
     assert host_a.own is not None
     async with host_a.own:

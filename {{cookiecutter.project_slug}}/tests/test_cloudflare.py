@@ -14,6 +14,9 @@ from temporalio.client import Client
 from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.backends import cloudflare
 
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
 from .processes import refusal_of_the_worker_command_without
 from .support import (
     CREDENTIALS,
@@ -50,7 +53,7 @@ def test_a_worker_with_a_bad_worker_address_stops_with_one_line(
     monkeypatch.setenv("CLOUDFLARE_SANDBOX_WORKER_URL", url)
     monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
     with pytest.raises(SystemExit) as exited:
-        worker.main([])
+        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
 
     message = exited.value.code
     assert isinstance(message, str)

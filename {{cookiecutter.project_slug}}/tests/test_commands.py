@@ -18,6 +18,10 @@ from temporalio.client import Client
 from sandbox_agent_runtime import starter, worker
 from sandbox_agent_runtime.backends import sandbox_backends
 
+from {{ cookiecutter.package_name }} import worker as service_worker
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
 from .processes import SCRIPTS, STARTER, WORKER, service, service_environment
 from .scripted_openai import scripted_openai_server
 from .support import CREDENTIALS, closed_address
@@ -73,7 +77,7 @@ def test_console_scripts_are_installed_and_answer_help(
     assert script.value == f"{{ cookiecutter.package_name }}.{role}:cli"
     assert (SCRIPTS / script.name).exists(), f"{script.name} is not installed: run `uv sync`"
     with pytest.raises(SystemExit) as exited:
-        {"worker": worker, "starter": starter}[role].main(["--help"])
+        {"worker": service_worker, "starter": starter}[role].main(["--help"])
 
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: ")
@@ -97,7 +101,7 @@ def test_the_worker_refuses_to_start_when_a_sandbox_backend_cannot_be_built(
     # have failed with a different message.
     monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())
     with pytest.raises(SystemExit) as refused:
-        worker.main([])
+        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
 
     assert str(refused.value.code) == (
         f"Cannot start the {provider!r} sandbox backend: RuntimeError: no credentials found"

@@ -27,18 +27,19 @@ from sandbox_agent_runtime.codec_server import EXIT_CANNOT_SERVE
 from sandbox_agent_runtime.display import without_credentials
 from sandbox_agent_runtime.settings import (
     LONGEST_GIT_TIMEOUT,
-    LONGEST_MODEL_TIMEOUT,
     LONGEST_SESSION,
-    STARTER_VARIABLES,
-    WORKER_VARIABLES,
     BadSetting,
+    longest_model_timeout,
     missing_credentials,
+    starter_variables,
+    worker_variables,
 )
 from sandbox_agent_runtime.shared import GIT_TIMEOUT, SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
 from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
 
 import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
 
 {% if approvals -%}
 from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT
@@ -71,7 +72,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "WORKER_RUNS_IN_FLIGHT": [*NUMBER, "100001"],
     "SANDBOX_COMMAND_TIME_LIMIT_SECONDS": [*NUMBER, "0", "86401"],
     "GIT_TIMEOUT_MINUTES": [*NUMBER, "0", str(LONGEST_GIT_TIMEOUT + 1)],
-    "MODEL_ACTIVITY_TIMEOUT_SECONDS": [*NUMBER, "0", str(LONGEST_MODEL_TIMEOUT + 1)],
+    "MODEL_ACTIVITY_TIMEOUT_SECONDS": [*NUMBER, "0", str(longest_model_timeout() + 1)],
     "HEALTH_BIND_ADDRESS": ADDRESS,
     "PROMETHEUS_BIND_ADDRESS": ADDRESS,
     "OTEL_EXPORTER_OTLP_ENDPOINT": [
@@ -132,12 +133,12 @@ VERSION_HALVES = {
 
 
 def test_every_variable_of_the_worker_is_tried_with_bad_values() -> None:
-    assert set(BAD_VALUES) == set(WORKER_VARIABLES)
+    assert set(BAD_VALUES) == set(worker_variables())
 
 
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker's credentials{{ " and approvers" if approvals }}, and none of its other variables."""
-    for name in WORKER_VARIABLES:
+    for name in worker_variables():
         monkeypatch.delenv(name, raising=False)
     for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
@@ -156,7 +157,7 @@ def refusal_of(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
         monkeypatch.setenv(*VERSION_HALVES[name])
     monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as exited:
-        worker.main([])
+        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
     # A string exit code: Python prints it on stderr and exits with status 1.
     message = exited.value.code
     assert isinstance(message, str), message
@@ -187,9 +188,9 @@ def test_a_bad_value_stops_the_worker_with_one_line_naming_it(
         ({"WORKER_RUNS_IN_FLIGHT": " 10_000 "}, "runs_in_flight", 10_000),
         ({"SANDBOX_COMMAND_TIME_LIMIT_SECONDS": "86400"}, "command_time_limit", 86_400),
         (
-            {"MODEL_ACTIVITY_TIMEOUT_SECONDS": str(LONGEST_MODEL_TIMEOUT)},
+            {"MODEL_ACTIVITY_TIMEOUT_SECONDS": str(longest_model_timeout())},
             "model_activity_timeout",
-            timedelta(seconds=LONGEST_MODEL_TIMEOUT),
+            timedelta(seconds=longest_model_timeout()),
         ),
         ({"HEALTH_BIND_ADDRESS": "0.0.0.0:8080"}, "health_address", ("0.0.0.0", 8080)),
         ({"PROMETHEUS_BIND_ADDRESS": "[::]:9464"}, "metrics_address", ("[::]", 9464)),
@@ -257,7 +258,7 @@ def test_a_lifetime_shorter_than_the_idle_timeout_is_refused_naming_both(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as exited:
-        worker.main([])
+        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
 
     message = exited.value.code
     assert isinstance(message, str), message
@@ -444,9 +445,9 @@ def test_the_configuration_guide_lists_every_setting_with_the_bounds_the_code_ha
         found.group(1): found.group(0)
         for found in re.finditer(r"^\| `([A-Z0-9_]+)` \|.*\|$", section, re.MULTILINE)
     }
-    assert set(rows) == {*WORKER_VARIABLES, *STARTER_VARIABLES}
+    assert set(rows) == {*worker_variables(), *starter_variables()}
     # Each number a refusal names (bounds, default) is in the setting's row.
-    for name in WORKER_VARIABLES:
+    for name in worker_variables():
         value = "" if name in VERSION_HALVES else "²"
         allowed = refusal_of(monkeypatch, name, value).partition("is not allowed: use ")[2]
         for number in re.findall(r"\d+(?:\.\d+)?", allowed):

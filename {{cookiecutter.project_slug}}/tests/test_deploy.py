@@ -17,13 +17,14 @@ from sandbox_agent_runtime import health
 from sandbox_agent_runtime.backends import sandbox_backends
 {%- endif %}
 from sandbox_agent_runtime.settings import (
-    WORKER_VARIABLES,
     WorkerSettings,
     required_credentials,
+    worker_variables,
 )
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from sandbox_agent_runtime.worker import SHUTDOWN_GRACE
+
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
 from .deploy import (
     BASE,
@@ -68,7 +69,7 @@ def mebibytes(quantity: str) -> float:
 
 
 def test_the_settings_are_ones_the_worker_reads() -> None:
-    read = set(WORKER_VARIABLES)
+    read = set(worker_variables())
     client_settings = {name for name in settings() if name.startswith("TEMPORAL_")}
     assert set(settings()) - client_settings <= read
     # What the Temporal client makes of the rest: the address and the

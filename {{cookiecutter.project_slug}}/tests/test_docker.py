@@ -51,10 +51,11 @@ from sandbox_agent_runtime.backends.docker import (
 from sandbox_agent_runtime.run_request import RELEASED, FollowUp, RunRequest
 from sandbox_agent_runtime.settings import docker_limits
 from sandbox_agent_runtime.shared import END, FOLLOW_UP
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.worker import ServiceWorker
+
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
 from .conversing import Conversing
 from .faults import figures

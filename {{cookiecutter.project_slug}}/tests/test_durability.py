@@ -19,18 +19,17 @@ from sandbox_agent_runtime.backends import sandbox_backends
 {% endif -%}
 from sandbox_agent_runtime.capacity import model_heartbeat_timeout
 from sandbox_agent_runtime.settings import RUNS_IN_FLIGHT
-from sandbox_agent_runtime.shared import (
-    {%- for constant in ((cookiecutter | providers | selectattr("1",
-    "ne",
-    "local",
-) | map("first") | list) + ["MODEL_ACTIVITY_TIMEOUT", "SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
+from sandbox_agent_runtime.shared import MODEL_ACTIVITY_TIMEOUT
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.worker import agents_plugin
+
+from {{ cookiecutter.package_name }}.runs import SANDBOX_ACTIVITY_TIMEOUT
+from {{ cookiecutter.package_name }}.service import (
+{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
     {{ constant }},
 {%- endfor %}
 )
-from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.worker import agents_plugin
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-from {{ cookiecutter.package_name }}.runs import SANDBOX_ACTIVITY_TIMEOUT
 
 {% if cookiecutter | remote_backends -%}
 from .handovers import (

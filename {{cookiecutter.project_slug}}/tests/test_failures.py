@@ -14,8 +14,8 @@ from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import run, start
 from sandbox_agent_runtime.worker import MODEL_RETRY_POLICY
 
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 
 from .failing_sandbox import (
     FailingSandbox,

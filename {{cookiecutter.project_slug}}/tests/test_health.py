@@ -26,6 +26,8 @@ from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.worker import agents_plugin, build_worker
 
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .deploy import probe_paths
 from .processes import WORKER, service, service_environment
@@ -74,7 +76,12 @@ async def test_ready_only_once_the_worker_polls_its_task_queue(temporal_client: 
     port = free_port()
     async with serving_health(("127.0.0.1", port)) as health:
         assert health is not None
-        worker = build_worker(with_plugins(temporal_client, plugin), SETTINGS)
+        worker = build_worker(
+            with_plugins(temporal_client, plugin),
+            SETTINGS,
+            workflows=[SandboxAgentWorkflow],
+            tool_activities=ACTIVITIES,
+        )
         health.ready = lambda: worker.ready
         # Built, not started: live, not ready. (Asserted once it runs: a
         # worker built and never run would stay registered with the SDK.)
@@ -167,7 +174,7 @@ def test_a_port_already_taken_stops_the_worker_with_one_line(
         port = taken.getsockname()[1]
         monkeypatch.setenv("HEALTH_BIND_ADDRESS", f"127.0.0.1:{port}")
         with pytest.raises(SystemExit) as exited:
-            service_worker.main([])
+            service_worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
     message = str(exited.value.code)
     assert "\n" not in message
     assert message.startswith(

@@ -77,8 +77,8 @@ from sandbox_agent_runtime.starter import (
 )
 from sandbox_agent_runtime.workspace import clone_dir
 
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 from .conftest import BUCKET
 from .handovers import StallsAfterTheFirstCommand

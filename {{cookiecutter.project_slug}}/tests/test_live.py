@@ -20,9 +20,10 @@ from sandbox_agent_runtime.worker import (
     build_worker,
 )
 
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .support import {{ "approving_everything, " if cookiecutter.approval != "none" }}with_plugins
 
@@ -44,7 +45,9 @@ async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     except BackendUnavailable as e:
         pytest.skip(str(e))
     client = with_plugins(temporal_client, plugin)
-    async with build_worker(client, settings){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
+    async with build_worker(
+        client, settings, workflows=[SandboxAgentWorkflow], tool_activities=ACTIVITIES
+    ){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
         done = await client.execute_workflow(
             SandboxAgentWorkflow.run,
             RunRequest(

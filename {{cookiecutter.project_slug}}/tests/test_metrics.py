@@ -34,6 +34,7 @@ from sandbox_agent_runtime.observability import (
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
 from sandbox_agent_runtime.starter import start, usage_line
 from sandbox_agent_runtime.worker import agents_plugin, build_worker
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
@@ -212,7 +213,13 @@ async def test_spans_of_the_workflow_its_activities_and_the_agent_are_exported_o
         tracing,
     )
     # No run stays in the worker's cache: each step replays the run so far.
-    async with build_worker(client, SETTINGS, max_cached_workflows=0):
+    async with build_worker(
+        client,
+        SETTINGS,
+        workflows=[SandboxAgentWorkflow],
+        tool_activities=ACTIVITIES,
+        max_cached_workflows=0,
+    ):
         handle = await start(client, "Say traced.")
 {%- if cookiecutter.approval != "none" %}
         # A person approves the command, asking the run nothing (a query

@@ -19,6 +19,9 @@ from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.settings import WorkerSettings
 from sandbox_agent_runtime.worker import hide_from_other_processes
 
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
 from .support import SETTINGS
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="prctl is Linux's")
@@ -78,5 +81,5 @@ def test_the_worker_hides_before_it_reads_a_credential_or_connects(
     monkeypatch.setattr(worker, "hide_from_other_processes", lambda: calls.append("hide"))
     monkeypatch.setattr(worker, "worker_settings", read)
     monkeypatch.setattr(worker, "run_worker", connected)
-    worker.main([])
+    worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
     assert calls == ["hide", "read", "connect"]

@@ -1519,7 +1519,7 @@ def add_approval_arguments(
         "--new-approver-key",
         metavar="NAME",
         help=f"make an approver's key pair (the private key in {approvers.KEY_FILE_VARIABLE}, "
-        f"default {approvers.DEFAULT_KEY_FILE}) and print the line for the workers' APPROVERS",
+        f"default {approvers.default_key_file()}) and print the line for the workers' APPROVERS",
     )
 
 

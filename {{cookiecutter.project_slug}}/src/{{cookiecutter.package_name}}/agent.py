@@ -14,8 +14,9 @@ from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCompactionPolicy
 {%- if cookiecutter.approval == "commands_and_writes" %}
 
-from {{ cookiecutter.package_name }} import tools
 from sandbox_agent_runtime import approvals
+
+from {{ cookiecutter.package_name }} import tools
 {%- elif cookiecutter.approval == "commands" %}
 
 from {{ cookiecutter.package_name }} import tools

@@ -6,6 +6,7 @@ service's workflow and its tools' activities (tools.py).
 Its settings are environment variables (docs/operations.md).
 """
 
+from collections.abc import Sequence
 from typing import NoReturn
 
 from sandbox_agent_runtime import worker
@@ -14,7 +15,13 @@ from {{ cookiecutter.package_name }}.tools import ACTIVITIES
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 
+def main(argv: Sequence[str] | None = None) -> None:
+    """The worker, with ``argv`` for its arguments (the tests call this)."""
+    worker.main(SandboxAgentWorkflow, ACTIVITIES, argv)
+
+
 def cli() -> NoReturn:
+    """The installed command: the worker, then exit with its status."""
     worker.cli(SandboxAgentWorkflow, ACTIVITIES)
 
 

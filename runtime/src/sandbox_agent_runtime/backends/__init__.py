@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
+from temporalio import workflow
 
 from sandbox_agent_runtime.service import current
 
@@ -80,10 +81,13 @@ def backend_module(name: str) -> Backend:
     """The module of the backend ``name`` (one of service.BACKENDS),
     imported on first use."""
     module = f"{__name__}.{name}"
-    # The builtin __import__ rather than importlib.import_module: in Temporal's
-    # workflow sandbox it is the sandbox's own, which passes this package's
-    # modules through (worker.py) instead of loading them afresh for the run.
-    __import__(module)
+    # Passed through: in Temporal's workflow sandbox (a worker's, or any
+    # replayer's, whatever its runner) the module is the worker's own, imported
+    # once, never loaded afresh in the middle of a run (which the sandbox
+    # warns of). It holds nothing a run changes.
+    # The builtin __import__ (importlib's would go around the sandbox's importer).
+    with workflow.unsafe.imports_passed_through():
+        __import__(module)
     return cast(Backend, sys.modules[module])
 
 
