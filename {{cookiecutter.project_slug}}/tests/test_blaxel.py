@@ -64,9 +64,9 @@ def test_the_options_travel_with_a_run_to_the_activity_that_creates_its_sandbox(
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= blaxel.SANDBOX_LIFETIME_SECONDS
+    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= blaxel.sandbox_lifetime_seconds()
     # Blaxel refuses a lifetime under 5 minutes.
-    assert blaxel.SANDBOX_LIFETIME_SECONDS >= 300
+    assert blaxel.sandbox_lifetime_seconds() >= 300
 
 
 async def test_each_run_s_options_reach_blaxel(monkeypatch: pytest.MonkeyPatch) -> None:

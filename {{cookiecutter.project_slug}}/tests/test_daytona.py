@@ -79,7 +79,7 @@ async def test_each_sandbox_carries_the_labels_of_its_run(
         await client.close()
 
     [params] = asked
-    assert params.labels == {daytona.WORKFLOW_LABEL: "run-1", daytona.PROVIDER_LABEL: provider}
+    assert params.labels == {daytona.workflow_label(): "run-1", daytona.provider_label(): provider}
 
 
 def test_a_worker_without_credentials_asks_for_a_daytona_key_or_token(

@@ -40,9 +40,6 @@ from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.archives import inputs_of
 from sandbox_agent_runtime.backends import docker
 from sandbox_agent_runtime.backends.docker import (
-    IMAGE,
-    PROVIDER_LABEL,
-    WORKFLOW_LABEL,
     WORKSPACE_ROOT,
     DockerEngineUnavailable,
     LabelledDockerSandboxClient,
@@ -85,6 +82,8 @@ from .test_sessions import answered, until
 # The name the worker registers the Docker backend under.
 PROVIDER = provider_of(docker)
 
+# The image the service's runs start from (service.py's backend_options).
+IMAGE = str(docker.options()["image"])
 # The image the tests build when the engine does not have IMAGE: busybox's
 # shell and tools, nothing else.
 TEST_IMAGE = "{{ cookiecutter.project_slug }}-tests:busybox"
@@ -182,7 +181,7 @@ def docker_worker(
 def containers_of(engine: Any, handle: WorkflowHandle[Any, Any]) -> list[Any]:
     """The containers labelled with this run, running or not."""
     return list(
-        engine.containers.list(all=True, filters={"label": f"{WORKFLOW_LABEL}={handle.id}"})
+        engine.containers.list(all=True, filters={"label": f"{docker.workflow_label()}={handle.id}"})
     )
 
 
@@ -322,8 +321,8 @@ async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
         model.go_on.set()
         answer = (await handle.result()).answer
 
-    assert container.labels[WORKFLOW_LABEL] == handle.id
-    assert container.labels[PROVIDER_LABEL] == PROVIDER
+    assert container.labels[docker.workflow_label()] == handle.id
+    assert container.labels[docker.provider_label()] == PROVIDER
     # The command ran in that container: a container's hostname is its short id.
     assert container.id[:12] in model.first_output
     assert "done" in answer

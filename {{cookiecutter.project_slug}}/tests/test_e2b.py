@@ -50,7 +50,7 @@ def test_e2b_client_and_options_come_from_the_answers() -> None:
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= e2b.SANDBOX_LIFETIME_SECONDS
+    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= e2b.sandbox_lifetime_seconds()
 
 
 async def test_each_sandbox_carries_the_metadata_of_its_run(
@@ -72,7 +72,7 @@ async def test_each_sandbox_carries_the_metadata_of_its_run(
     with pytest.raises(RuntimeError, match="out of reach"):
         await environment.run(e2b.sandbox_client(SETTINGS).create, options=e2b.sandbox_options())
 
-    assert asked["metadata"] == {e2b.WORKFLOW_METADATA: "run-1", e2b.PROVIDER_METADATA: provider}
+    assert asked["metadata"] == {e2b.workflow_metadata(): "run-1", e2b.provider_metadata(): provider}
 
 
 def test_a_worker_without_credentials_asks_for_an_e2b_key(

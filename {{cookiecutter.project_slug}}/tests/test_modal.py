@@ -64,7 +64,7 @@ def test_modal_client_and_options_come_from_the_answers() -> None:
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= modal_backend.SANDBOX_LIFETIME_SECONDS
+    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= modal_backend.sandbox_lifetime_seconds()
 
 
 async def test_each_sandbox_carries_the_tags_of_its_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,7 +80,7 @@ async def test_each_sandbox_carries_the_tags_of_its_run(monkeypatch: pytest.Monk
         session_id=session_id,
         manifest=Manifest(),
         snapshot=resolve_snapshot(None, str(session_id)),
-        app_name=modal_backend.APP_NAME,
+        app_name=str(modal_backend.options()["app_name"]),
     )
     created = ModalSandboxClient()._wrap_session(
         ModalSandboxSession.from_state(state, sandbox=sandbox)
@@ -101,7 +101,7 @@ async def test_each_sandbox_carries_the_tags_of_its_run(monkeypatch: pytest.Monk
     )
 
     assert session is created
-    assert tagged == {modal_backend.WORKFLOW_TAG: "run-1", modal_backend.PROVIDER_TAG: provider}
+    assert tagged == {modal_backend.workflow_tag(): "run-1", modal_backend.provider_tag(): provider}
 
 
 def test_a_worker_without_credentials_asks_for_a_modal_token(

@@ -11,7 +11,7 @@ from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import attach, run, start
 
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, SANDBOX_PROVIDERS, TASK_QUEUE
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, SERVICE, TASK_QUEUE
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel
@@ -19,7 +19,7 @@ from .support import STARTER_SETTINGS, activities, closed_address, running_worke
 
 
 def test_the_starter_offers_the_providers_the_worker_registers() -> None:
-    assert tuple(sandbox_backends()) == SANDBOX_PROVIDERS
+    assert tuple(sandbox_backends()) == tuple(SERVICE.providers)
 
 
 @pytest.mark.parametrize("provider", list(sandbox_backends()))

@@ -62,7 +62,7 @@ def test_runloop_client_and_options_come_from_the_answers(
 
 
 def test_a_devbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= runloop.SANDBOX_LIFETIME_SECONDS
+    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= runloop.sandbox_lifetime_seconds()
 
 
 async def test_each_devbox_carries_the_metadata_of_its_run(
@@ -90,10 +90,10 @@ async def test_each_devbox_carries_the_metadata_of_its_run(
         await client.close()
 
     assert asked["metadata"] == {
-        runloop.WORKFLOW_METADATA: "run-1",
-        runloop.PROVIDER_METADATA: provider,
+        runloop.workflow_metadata(): "run-1",
+        runloop.provider_metadata(): provider,
     }
-    assert asked["launch_parameters"]["keep_alive_time_seconds"] == runloop.SANDBOX_LIFETIME_SECONDS
+    assert asked["launch_parameters"]["keep_alive_time_seconds"] == runloop.sandbox_lifetime_seconds()
 
 
 def test_a_worker_without_credentials_asks_for_a_runloop_key(

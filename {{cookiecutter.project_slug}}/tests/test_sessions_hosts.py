@@ -128,8 +128,8 @@ HOST_WAIT = ImpatientSandboxAgentWorkflow.host_wait
 SNAPSHOT_STEP = f"{BOUND_PROVIDER}-{SNAPSHOT}"
 RESTORE_STEP = f"{BOUND_PROVIDER}-{RESTORE}"
 
-# The package's name, in the directory a host keeps its snapshots in.
-PACKAGE = "{{ cookiecutter.package_name }}"
+# The service the runtime runs: its name names its directories on a host.
+SERVICE_NAME = {{ cookiecutter.project_slug | tojson }}
 
 # The start of the note the model gets when a prompt is redone after a restore.
 LOST_NOTE = "[The host that held this workspace"
@@ -532,7 +532,7 @@ async def test_without_a_store_a_host_gone_ends_the_run_as_before(
     # The snapshot was taken on host A, kept there, and never restored.
     snapshots = await results_of(handle, SNAPSHOT_STEP)
     assert len(snapshots) == 2 and {each["where"] for each in snapshots} == {ON_HOST}
-    assert hosts.temp("host-a") / f"{PACKAGE}-snapshots" / snapshots[-1]["key"] in kept_on_a
+    assert hosts.temp("host-a") / f"{SERVICE_NAME}-snapshots" / snapshots[-1]["key"] in kept_on_a
     assert not any(path.exists() for path in kept_on_a)
     assert await ran_on(handle, RESTORE_STEP) == []
     assert all(not memo["restored"] for memo in await session_memos(handle))

@@ -43,7 +43,7 @@ def test_vercel_client_and_options_come_from_the_answers() -> None:
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= vercel.SANDBOX_LIFETIME_SECONDS
+    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= vercel.sandbox_lifetime_seconds()
 
 
 def test_a_worker_without_credentials_asks_for_a_vercel_token(
