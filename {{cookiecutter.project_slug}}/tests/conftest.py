@@ -190,8 +190,9 @@ async def completed_run(temporal_client: Client) -> CompletedRun:
     service's worker with a scripted model. The tests that only look at a
     finished run (its answer, history, options) share it: each run costs
     about half a second."""
-    from {{ cookiecutter.package_name }}.service import TASK_QUEUE
     from sandbox_agent_runtime.starter import start
+
+    from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
     from .scripted_model import ScriptedModel
     from .support import CompletedRun, running_worker

@@ -17,10 +17,11 @@ from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 {% if cookiecutter | host_bound_backends -%}
 from sandbox_agent_runtime.settings import WorkerSettings
 {% endif -%}
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from sandbox_agent_runtime.starter import start
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
 from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .scripted_model import ScriptedModel, tool_outputs
 from .support import RETRIED_AT_ONCE, {{ "SETTINGS, " if cookiecutter | host_bound_backends }}activities, running_worker

@@ -5,8 +5,9 @@ real worker's."""
 
 import os
 
-from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.backends import sandbox_backends
+
+from {{ cookiecutter.package_name }} import worker
 
 from .support import SANDBOXES_FOR_TESTS
 

@@ -6,12 +6,12 @@ every one of them takes runs."""
 import shutil
 
 import pytest
-
-from benchmarks.capacity import measure
-
 {%- if cookiecutter | host_bound_backends %}
+
 from sandbox_agent_runtime.backends import sandbox_backends
 {%- endif %}
+
+from benchmarks.capacity import measure
 {%- if cookiecutter | host_bound_backends %}
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 {%- endif %}

@@ -38,8 +38,8 @@ from sandbox_agent_runtime.shared import GIT_TIMEOUT, SESSION_IDLE_TIMEOUT, SESS
 from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
 
 import {{ cookiecutter.package_name }}
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 {% if approvals -%}
 from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT

@@ -181,7 +181,9 @@ def docker_worker(
 def containers_of(engine: Any, handle: WorkflowHandle[Any, Any]) -> list[Any]:
     """The containers labelled with this run, running or not."""
     return list(
-        engine.containers.list(all=True, filters={"label": f"{docker.workflow_label()}={handle.id}"})
+        engine.containers.list(
+            all=True, filters={"label": f"{docker.workflow_label()}={handle.id}"}
+        )
     )
 
 
@@ -626,6 +628,7 @@ def host_processes_in(container_ids: list[str]) -> list[int]:
 
 def test_each_limit_has_a_default_and_is_taken_from_the_workers_settings() -> None:
     defaults = SETTINGS.docker_limits
+    assert defaults is not None
     assert (defaults.memory, defaults.cpus, defaults.pids) == (2048 * MIB, 1.0, 256)
     assert (defaults.workspace_size, defaults.uid, defaults.gid) == (1024 * MIB, 65534, 65534)
     small = docker_limits({**SMALL_LIMITS, "DOCKER_SANDBOX_USER": "1000"})

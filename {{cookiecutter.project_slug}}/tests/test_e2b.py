@@ -72,7 +72,10 @@ async def test_each_sandbox_carries_the_metadata_of_its_run(
     with pytest.raises(RuntimeError, match="out of reach"):
         await environment.run(e2b.sandbox_client(SETTINGS).create, options=e2b.sandbox_options())
 
-    assert asked["metadata"] == {e2b.workflow_metadata(): "run-1", e2b.provider_metadata(): provider}
+    assert asked["metadata"] == {
+        e2b.workflow_metadata(): "run-1",
+        e2b.provider_metadata(): provider,
+    }
 
 
 def test_a_worker_without_credentials_asks_for_an_e2b_key(

@@ -60,6 +60,7 @@ from sandbox_agent_runtime.shared import (
 from sandbox_agent_runtime.starter import LOCAL_ACTIVITY_MARKER
 {%- endif %}
 from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
+
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .long_workflow import NextBuildWorkflow

@@ -45,9 +45,10 @@ async def test_the_real_agent_runs_a_command_in_a_real_sandbox(
     except BackendUnavailable as e:
         pytest.skip(str(e))
     client = with_plugins(temporal_client, plugin)
-    async with build_worker(
+    worker = build_worker(
         client, settings, workflows=[SandboxAgentWorkflow], tool_activities=ACTIVITIES
-    ){{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
+    )
+    async with worker{{ ", approving_everything(client)" if cookiecutter.approval != "none" }}:
         done = await client.execute_workflow(
             SandboxAgentWorkflow.run,
             RunRequest(

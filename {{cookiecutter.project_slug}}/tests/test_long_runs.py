@@ -24,10 +24,11 @@ from sandbox_agent_runtime.backends import sandbox_backends
 {% endif -%}
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import LONGEST_OUTPUT
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from sandbox_agent_runtime.starter import attach
 from sandbox_agent_runtime.worker import agents_plugin
+
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 from .long_workflow import BudgetedSandboxAgentWorkflow, LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel

@@ -33,12 +33,13 @@ from sandbox_agent_runtime.observability import (
 )
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import USAGE_MEMO
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
 from sandbox_agent_runtime.starter import start, usage_line
 from sandbox_agent_runtime.worker import agents_plugin, build_worker
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 from .long_workflow import LongSandboxAgentWorkflow
 from .scripted_model import ScriptedModel

@@ -46,8 +46,9 @@ from sandbox_agent_runtime import observability
 {% endif -%}
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import END
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from sandbox_agent_runtime.starter import start
+
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
 from .long_workflow import BudgetedSandboxAgentWorkflow, BuggyWorkflow
 from .processes import STARTER, WORKER, service, service_environment

@@ -93,7 +93,9 @@ async def test_each_devbox_carries_the_metadata_of_its_run(
         runloop.workflow_metadata(): "run-1",
         runloop.provider_metadata(): provider,
     }
-    assert asked["launch_parameters"]["keep_alive_time_seconds"] == runloop.sandbox_lifetime_seconds()
+    assert (
+        asked["launch_parameters"]["keep_alive_time_seconds"] == runloop.sandbox_lifetime_seconds()
+    )
 
 
 def test_a_worker_without_credentials_asks_for_a_runloop_key(

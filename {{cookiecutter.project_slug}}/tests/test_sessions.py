@@ -88,8 +88,9 @@ from sandbox_agent_runtime.shared import (
     SNAPSHOT,
     USAGE_MEMO,
 )
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from sandbox_agent_runtime.starter import start
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 from .conversing import Conversing, user_messages
 from .failing_sandbox import watched

@@ -15,19 +15,17 @@ from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCom
 {%- if cookiecutter.approval == "commands_and_writes" %}
 
 from sandbox_agent_runtime import approvals
-
-from {{ cookiecutter.package_name }} import tools
 {%- elif cookiecutter.approval == "commands" %}
 
-from {{ cookiecutter.package_name }} import tools
 from sandbox_agent_runtime import approvals, sandbox_tools
 {%- else %}
 
-from {{ cookiecutter.package_name }} import tools
 from sandbox_agent_runtime import sandbox_tools
 {%- endif %}
 from sandbox_agent_runtime.agent_tools import agent_tool
 from sandbox_agent_runtime.shared import COMPACTION_THRESHOLD
+
+from {{ cookiecutter.package_name }} import tools
 
 NAME = {{ cookiecutter.project_name | tojson }}
 

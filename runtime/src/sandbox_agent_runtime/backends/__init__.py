@@ -49,7 +49,7 @@ class Backend(Protocol):
     WORKSPACE_ROOT: str
     # Every option a service may give this backend, with its default (None:
     # one the module derives from the service, its docstring says how).
-    OPTIONS: Mapping[str, Any]
+    OPTIONS: dict[str, Any]
 
     def sandbox_client(self, settings: WorkerSettings) -> BaseSandboxClient[Any]:
         """Build the client the worker registers, with the worker's
