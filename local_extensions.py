@@ -120,7 +120,8 @@ Check = Callable[[str, object, Mapping[str, object]], str | None]
 
 # Each model call's timeout unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS
 # says otherwise: a setting of the running service, no longer a question
-# (shared.py renders it; settings.py reads the variable and checks it).
+# (the runtime's shared.py has it, settings.py reads the variable and checks
+# it; tests/test_render.py checks the two agree).
 DEFAULT_MODEL_ACTIVITY_TIMEOUT = 60
 
 # Top-level modules the generated service imports; a package with one of
@@ -621,7 +622,12 @@ def _engine_clone(root: Path) -> bool:
         pass
     import tempfile
 
-    return root.parent.resolve() == Path(tempfile.gettempdir()).resolve() and root.name.startswith("tmp")
+    temporary = Path(tempfile.gettempdir()).resolve()
+    root = root.resolve()
+    # cruft clones into a temporary directory of its own, or a directory in one.
+    return (root.parent == temporary and root.name.startswith("tmp")) or (
+        root.parent.parent == temporary and root.parent.name.startswith("tmp")
+    )
 
 
 @functools.cache

@@ -45,6 +45,10 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository's last commit, and these tests render the files as they are."""
     copy = tmp_path_factory.mktemp("copier") / "template"
     shutil.copytree(TEMPLATE, copy, ignore=NOT_TEMPLATE)
+    # The runtime a render takes is this checkout's, as cookiecutter's render
+    # of it takes (pyproject.toml's [tool.uv.sources] names the same directory).
+    shutil.rmtree(copy / "runtime")
+    (copy / "runtime").symlink_to(TEMPLATE / "runtime")
     return copy
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from local_extensions import BACKENDS, DEFAULT_MODEL_ACTIVITY_TIMEOUT
 
-from .baked import BakedProject, tool
+from .baked import TEMPLATE, BakedProject, tool
 from .combinations import COMBINATIONS
 
 BACKEND_WORDS = {
@@ -137,7 +137,9 @@ def test_answers_reach_the_names_module(project: BakedProject) -> None:
     assert f'SANDBOX_PROVIDER = "{context["sandbox_provider_name"]}"' in shared
     assert f"MAX_TURNS = {context['max_turns']}" in shared
     assert f"timedelta(seconds={context['sandbox_activity_timeout_seconds']})" in shared
-    assert f"timedelta(seconds={DEFAULT_MODEL_ACTIVITY_TIMEOUT})" in shared
+    # The template's rules and docs know the runtime's default model call timeout.
+    runtime_shared = (TEMPLATE / "runtime" / "src" / "sandbox_agent_runtime" / "shared.py").read_text()
+    assert f"MODEL_ACTIVITY_TIMEOUT = timedelta(seconds={DEFAULT_MODEL_ACTIVITY_TIMEOUT})" in runtime_shared
     assert f"timedelta(seconds={context['workflow_execution_timeout_seconds']})" in shared
     pyproject = project.text("pyproject.toml")
     assert f'requires-python = ">={context["python_version"]}"' in pyproject

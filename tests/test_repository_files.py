@@ -26,10 +26,18 @@ def test_dockerfile_caches_dependencies_runs_the_worker_unprivileged(project: Ba
     dockerfile = project.text("Dockerfile")
     lines = [line.strip() for line in dockerfile.splitlines()]
     python = project.context["python_version"]
+    runtime = tomllib.loads(project.text("pyproject.toml"))["tool"]["uv"]["sources"]["sandbox-agent-runtime"]
+    # A runtime taken from a directory comes in as the build's named context
+    # "runtime" (an empty stage unless given), mounted where uv.lock names it.
     assert [line for line in lines if line.startswith("FROM ")] == [
+        *(["FROM scratch AS runtime"] if "path" in runtime else []),
         f"FROM python:{python}-slim-bookworm AS build",
         f"FROM python:{python}-slim-bookworm",
     ]
+    if "path" in runtime:
+        assert f"docker build --build-context runtime={runtime['path']} " in dockerfile
+        mount = f"--mount=type=bind,from=runtime,target={runtime['path']} \\"
+        assert lines.count(mount) == 2
     # Dependencies from the lock in a layer of their own, before the source is copied.
     deps = lines.index("uv sync --locked --no-dev --no-install-project")
     assert deps < lines.index("COPY . /src") < lines.index("uv sync --locked --no-dev --no-editable")
@@ -83,7 +91,11 @@ def test_compose_runs_the_dev_server_and_the_worker(project: BakedProject) -> No
     # The dev server asks no one for credentials: only this machine may reach it.
     assert temporal["ports"] == ["127.0.0.1:7233:7233", "127.0.0.1:8233:8233"]
     worker = services["worker"]
-    assert worker["build"] == "."
+    runtime = tomllib.loads(project.text("pyproject.toml"))["tool"]["uv"]["sources"]["sandbox-agent-runtime"]
+    if "path" in runtime:
+        assert worker["build"] == {"context": ".", "additional_contexts": {"runtime": runtime["path"]}}
+    else:
+        assert worker["build"] == "."
     assert worker["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
     assert worker["depends_on"]["temporal"]["condition"] == "service_healthy"
     assert worker["env_file"] == [{"path": ".env", "required": False}]
