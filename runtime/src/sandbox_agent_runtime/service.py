@@ -29,7 +29,17 @@ APPROVALS: tuple[Approval, ...] = ("none", "commands", "commands_and_writes")
 
 # Every sandbox backend the runtime has (backends/), by the name a service
 # gives it.
-BACKENDS = ("local", "daytona", "e2b", "docker", "modal", "runloop", "vercel", "cloudflare", "blaxel")
+BACKENDS = (
+    "local",
+    "daytona",
+    "e2b",
+    "docker",
+    "modal",
+    "runloop",
+    "vercel",
+    "cloudflare",
+    "blaxel",
+)
 
 # The backends whose sandbox can live on the host of the worker that created
 # it (a local workspace; a container on the host's own Docker engine): a
