@@ -9,12 +9,14 @@ pre-commit's own validator, and the structure each file must have.
 import fnmatch
 import re
 import tomllib
+from pathlib import Path
 
+import pytest
 import yaml
 
 from local_extensions import CHOICES
 
-from .baked import TEMPLATE, BakedProject, tool
+from .baked import TEMPLATE, BakedProject, run, tool
 
 
 def test_dockerfile_passes_hadolint(project: BakedProject) -> None:
@@ -217,3 +219,35 @@ def shutdown_grace(project: BakedProject) -> float:
         re.M,
     )
     return float(grace)
+
+
+@pytest.mark.slow
+def test_the_images_installs_need_only_the_build_context_and_the_runtime(bake, tmp_path) -> None:
+    """The Dockerfile's two `uv sync --locked` steps, run as its build runs them
+    but offline (images cannot be pulled here, so the build itself is not):
+    over exactly what .dockerignore leaves of the project, with the runtime
+    where the build's named context mounts it (pyproject.toml's source)."""
+    project: BakedProject = bake({})
+    locked = project.run(tool("uv"), "lock", "--offline", "--no-python-downloads")
+    assert locked.returncode == 0, locked.stderr
+    patterns = [
+        line.strip() for line in project.text(".dockerignore").splitlines() if line.strip() and not line.startswith("#")
+    ]
+    context = tmp_path / "context"
+    for path in project.path.rglob("*"):
+        relative = path.relative_to(project.path).as_posix()
+        if path.is_file() and not any(
+            fnmatch.fnmatch(relative, p) or relative.startswith(p.rstrip("/") + "/") or f"/{p.strip('*/')}/" in f"/{relative}"
+            for p in patterns
+        ):
+            (context / relative).parent.mkdir(parents=True, exist_ok=True)
+            (context / relative).write_bytes(path.read_bytes())
+    assert (context / "uv.lock").exists() and not (context / "tests").exists()
+    runtime = tomllib.loads(project.text("pyproject.toml"))["tool"]["uv"]["sources"]["sandbox-agent-runtime"]
+    assert (Path(runtime["path"]) / "pyproject.toml").exists()
+    environment = {"UV_PROJECT_ENVIRONMENT": str(tmp_path / "venv"), "UV_PYTHON_DOWNLOADS": "never"}
+    for step in (["--no-install-project"], ["--no-editable"]):
+        synced = run(tool("uv"), "sync", "--locked", "--offline", "--no-dev", *step, cwd=context, **environment)
+        assert synced.returncode == 0, synced.stderr
+    worker = tmp_path / "venv" / "bin" / f"{project.context['project_slug']}-worker"
+    assert worker.exists()
