@@ -702,10 +702,13 @@ class EngineOfItsOwn:
         # Short: a unix socket's path has a limit of about 100 bytes.
         self.root = Path(tempfile.mkdtemp(prefix="dk", dir="/tmp"))
         self.address = f"unix://{self.root}/docker.sock"
+        # Not from the directory's name: mkdtemp's names may hold "_" where
+        # containerd refuses it ("dkabbv84__": its build fails at once).
+        self.namespace = f"tests-{uuid.uuid4().hex[:12]}"
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        namespace = f"tests-{self.root.name}"
+        namespace = self.namespace
         self.process = await asyncio.create_subprocess_exec(
             *("unshare", "--net", "dockerd"),
             *("--data-root", f"{self.root}/data", "--exec-root", f"{self.root}/exec"),
