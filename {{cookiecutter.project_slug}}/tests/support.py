@@ -33,6 +33,7 @@ from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import (
     Client,
     Plugin,
+    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowHistory,
@@ -108,10 +109,12 @@ from .approver import command_request, signed
 {%- endif %}
 from .scripted_model import ScriptedModel
 
-# The longest a test may keep its worker running. A run of the scripted agent
-# takes a second or two; one still open after this long is stuck (sent to a
-# task queue no worker polls, a step retried for ever, workflow code that
-# keeps failing), and the test fails saying which instead of hanging.
+# The longest a test's runs may go without progress (no event added to their
+# histories, none started or closed: run_time_limit). A run of the scripted
+# agent takes a second or two; one whose history stands still this long is
+# stuck (sent to a task queue no worker polls, a step retried for ever,
+# workflow code that keeps failing), and the test fails saying which instead
+# of hanging. A slow machine makes runs slower, not stuck.
 RUN_TIME_LIMIT = timedelta(seconds=30)
 
 # A model call cut off by its worker's stop is tried again after the model
@@ -578,10 +581,13 @@ async def approve_everything(client: Client) -> None:
 
 @asynccontextmanager
 async def run_time_limit(client: Client, task_queue: str, limit: timedelta) -> AsyncIterator[None]:
-    """Fail the test after ``limit``, or at once when one of its runs
-    waits on another task queue than ``task_queue`` (the worker's), saying
-    what each of its open runs waits for; then end those runs, so that none
-    runs into the next test."""
+    """Fail the test once its runs make no progress for ``limit`` (no event
+    added to an open run's history, no run started or closed), or at once
+    when one of its runs waits on another task queue than ``task_queue`` (the
+    worker's), saying what each of its open runs waits for; then end those
+    runs, so that none runs into the next test. Progress, not the clock: on
+    a loaded machine a test's runs take longer, and a run that is stuck is
+    told from one that is slow by its history standing still."""
     # Every run the test started, before this worker too (a test may start a
     # run before its worker, to show that it waits, or hand runs from one
     # worker to the next).
@@ -589,14 +595,17 @@ async def run_time_limit(client: Client, task_queue: str, limit: timedelta) -> A
     loop = asyncio.get_running_loop()
     started = loop.time()
     deadline = asyncio.timeout(limit.total_seconds())
-    watch = asyncio.create_task(expire_if_misrouted(client, task_queue, since, deadline))
+    watch = asyncio.create_task(watch_runs(client, task_queue, since, deadline, limit))
     try:
         async with deadline:
             yield
     except TimeoutError:
         if not deadline.expired():
             raise
-        lines = [f"Gave up after {loop.time() - started:.0f} s."]
+        lines = [
+            f"Gave up after {loop.time() - started:.0f} s, the last "
+            f"{limit.total_seconds():.0f} s without any run of the test making progress."
+        ]
         async for run in client.list_workflows(open_since(since)):
             handle = client.get_workflow_handle(run.id, run_id=run.run_id)
             lines.append(f"Run {run.id}: {await what_it_waits_for(handle, task_queue)}")
@@ -629,17 +638,33 @@ def open_since(since: datetime) -> str:
     return f'ExecutionStatus = "Running" AND StartTime >= "{since.isoformat()}"'
 
 
-async def expire_if_misrouted(
-    client: Client, task_queue: str, since: datetime, deadline: asyncio.Timeout
+async def watch_runs(
+    client: Client, task_queue: str, since: datetime, deadline: asyncio.Timeout, limit: timedelta
 ) -> None:
-    """No worker ever picks up a run sent to another task queue: expire the
-    deadline as soon as one is seen, instead of waiting it out."""
+    """Each second: move the deadline ``limit`` on while the test's runs make
+    progress (their histories grow, runs start or close), and expire it as
+    soon as a run is seen on another task queue, where no worker ever picks
+    it up, instead of waiting it out."""
+    loop = asyncio.get_running_loop()
+    progress: tuple[int, int, int] | None = None
     while True:
         await asyncio.sleep(1)
-        async for run in client.list_workflows(open_since(since)):
+        opened = closed = events = 0
+        async for run in client.list_workflows(f'StartTime >= "{since.isoformat()}"'):
+            if run.status != WorkflowExecutionStatus.RUNNING:
+                closed += 1
+                continue
             if run.task_queue != task_queue:
-                deadline.reschedule(asyncio.get_running_loop().time())
+                deadline.reschedule(loop.time())
                 return
+            opened += 1
+            with suppress(RPCError):
+                events += (
+                    await client.get_workflow_handle(run.id, run_id=run.run_id).describe()
+                ).history_length
+        if (opened, closed, events) != progress:
+            progress = (opened, closed, events)
+            deadline.reschedule(loop.time() + limit.total_seconds())
 
 
 async def what_it_waits_for(handle: WorkflowHandle[Any, Any], task_queue: str) -> str:
