@@ -91,6 +91,20 @@ def backend_module(name: str) -> Backend:
     return cast(Backend, sys.modules[module])
 
 
+def workflow_key() -> str:
+    """The key (a label, tag or metadata key, in each backend's own words)
+    that names the run, its workflow id, on every sandbox a backend creates:
+    "<service>.workflow-id". With ``provider_key()``, an operator finds the
+    sandboxes a run left behind (docs/operations.md)."""
+    return f"{current().name}.workflow-id"
+
+
+def provider_key() -> str:
+    """The key naming the sandbox provider that made a sandbox:
+    "<service>.sandbox-provider"."""
+    return f"{current().name}.sandbox-provider"
+
+
 def sandbox_backends() -> dict[str, Backend]:
     """Every sandbox provider the worker registers, by name, with its
     backend, in the service's order: a run names the one it uses, the

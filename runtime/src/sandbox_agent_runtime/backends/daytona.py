@@ -20,8 +20,7 @@ from agents.extensions.sandbox.daytona import (
 )
 from temporalio import activity
 
-from sandbox_agent_runtime.backends import options_of
-from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.backends import options_of, provider_key, workflow_key
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -79,14 +78,8 @@ def options() -> dict[str, Any]:
 # provider that made it, so an operator can find sandboxes that a run left
 # behind (docs/operations.md). The worker sets them from the activity that
 # creates the sandbox (or creates it again, when it was gone on resume).
-def workflow_label() -> str:
-    """The label naming the run: "<service>.workflow-id"."""
-    return f"{current().name}.workflow-id"
-
-
-def provider_label() -> str:
-    """The label naming the sandbox provider: "<service>.sandbox-provider"."""
-    return f"{current().name}.sandbox-provider"
+workflow_label = workflow_key
+provider_label = provider_key
 
 
 class LabelledDaytonaSandboxClient(DaytonaSandboxClient):

@@ -51,8 +51,7 @@ from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
-from sandbox_agent_runtime.backends import options_of
-from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.backends import options_of, provider_key, workflow_key
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -112,14 +111,8 @@ def network_mode() -> Literal["none"] | None:
 # sandbox provider that made it, so an operator can find containers that a
 # run left behind (see the README). The worker sets them from the activity
 # that creates the container.
-def workflow_label() -> str:
-    """The label naming the run: "<service>.workflow-id"."""
-    return f"{current().name}.workflow-id"
-
-
-def provider_label() -> str:
-    """The label naming the sandbox provider: "<service>.sandbox-provider"."""
-    return f"{current().name}.sandbox-provider"
+workflow_label = workflow_key
+provider_label = provider_key
 
 
 def container_bounds(limits: DockerLimits) -> dict[str, Any]:

@@ -17,8 +17,12 @@ from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
-from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
-from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.backends import (
+    options_of,
+    provider_key,
+    run_timeout_seconds,
+    workflow_key,
+)
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -85,14 +89,8 @@ def sandbox_lifetime_seconds() -> int:
 # sandbox provider that made it, so an operator can find sandboxes that a run
 # left behind (docs/operations.md). The worker sets them from the activity
 # that creates the sandbox.
-def workflow_metadata() -> str:
-    """The metadata key naming the run: "<service>.workflow-id"."""
-    return f"{current().name}.workflow-id"
-
-
-def provider_metadata() -> str:
-    """The metadata key naming the sandbox provider: "<service>.sandbox-provider"."""
-    return f"{current().name}.sandbox-provider"
+workflow_metadata = workflow_key
+provider_metadata = provider_key
 
 
 class LabelledE2BSandboxClient(E2BSandboxClient):

@@ -25,7 +25,12 @@ from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
-from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
+from sandbox_agent_runtime.backends import (
+    options_of,
+    provider_key,
+    run_timeout_seconds,
+    workflow_key,
+)
 from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
@@ -93,14 +98,8 @@ def sandbox_lifetime_seconds() -> int:
 # provider that made it, so an operator can find sandboxes that a run left
 # behind (docs/operations.md). The worker sets them from the activity that
 # creates the sandbox.
-def workflow_tag() -> str:
-    """The tag naming the run: "<service>.workflow-id"."""
-    return f"{current().name}.workflow-id"
-
-
-def provider_tag() -> str:
-    """The tag naming the sandbox provider: "<service>.sandbox-provider"."""
-    return f"{current().name}.sandbox-provider"
+workflow_tag = workflow_key
+provider_tag = provider_key
 
 
 class TaggedModalSandboxClient(ModalSandboxClient):
