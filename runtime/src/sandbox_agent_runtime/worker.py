@@ -30,7 +30,6 @@ import pkgutil
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
 from datetime import timedelta
 from functools import cache
 from importlib import metadata
@@ -253,25 +252,47 @@ class ServiceWorker:
     calls, the sandboxes any worker reaches) and ``own`` on its host's queue
     (the operations of the sandboxes on this host: affinity.py), None when no
     sandbox it creates lives on its host (always, for a service without a
-    host-bound backend)."""
+    host-bound backend).
+
+    As ``async with Worker`` does, a poller that fails while the block runs
+    stops the block (its task is cancelled) and its error is raised from the
+    block. Unlike it, a poller that fails while the worker stops never
+    cancels the code that stops it: the SDK's context manager (temporalio
+    1.35) counts the caller as stopping only once the stop is complete, so an
+    error raised as a poller stopped cancelled the caller's wait, and the
+    caller saw a bare CancelledError instead of the error. Here the stop
+    awaits every poller and raises the first poller's error, whole."""
 
     def __init__(self, shared: Worker, own: Worker | None = None) -> None:
         self.shared, self.own = shared, own
-        self._running = AsyncExitStack()
+        self._runs: list[asyncio.Task[None]] = []
+        self._block: asyncio.Task[Any] | None = None
         self._draining = False
+
+    @property
+    def pollers(self) -> list[Worker]:
+        """The pollers, in the order they start (they stop in reverse)."""
+        return [self.shared] if self.own is None else [self.own, self.shared]
 
     @property
     def ready(self) -> bool:
         """Whether every poller runs (the SDK checked the namespace and
         started polling) and the worker has not begun to drain."""
-        pollers = [self.shared] if self.own is None else [self.shared, self.own]
-        return not self._draining and all(poller.is_running for poller in pollers)
+        return not self._draining and all(poller.is_running for poller in self.pollers)
 
     async def __aenter__(self) -> "ServiceWorker":
-        if self.own is not None:
-            await self._running.enter_async_context(self.own)
-        await self._running.enter_async_context(self.shared)
+        self._block = asyncio.current_task()
+        for poller in self.pollers:
+            run = asyncio.create_task(poller.run())
+            run.add_done_callback(self._stop_the_block_on_failure)
+            self._runs.append(run)
         return self
+
+    def _stop_the_block_on_failure(self, run: "asyncio.Task[None]") -> None:
+        if self._draining or run.cancelled() or run.exception() is None:
+            return
+        if self._block is not None:
+            self._block.cancel()
 
     async def __aexit__(
         self,
@@ -283,7 +304,16 @@ class ServiceWorker:
         # stops first, so no new run lands here while this host's sandbox
         # operations finish.
         self._draining = True
-        await self._running.__aexit__(kind, error, traceback)
+        for poller, run in reversed(list(zip(self.pollers, self._runs, strict=True))):
+            # A poller that failed before it started never completes a stop:
+            # its run, done either way, is what is waited for.
+            stopping = asyncio.create_task(poller.shutdown())
+            await asyncio.wait([run])
+            stopping.cancel()
+        failures = [run.exception() for run in self._runs if not run.cancelled()]
+        failure = next((each for each in failures if each is not None), None)
+        if failure is not None and (kind is None or kind is asyncio.CancelledError):
+            raise failure
 
 
 def build_worker(
