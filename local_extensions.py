@@ -443,10 +443,6 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
         unused.append("tests/test_providers.py")
     if not derived.secret_env_vars:
         unused.append("tests/test_secrets.py")
-    # Only a service with a remote backend needs, for its process test, a
-    # worker with a local sandbox standing in for the remote one.
-    if not derived.remote_backends:
-        unused.append("tests/stand_in_worker.py")
     # On Kubernetes, a sandbox that lives on a worker's pod needs the pod's
     # name and volume back when it restarts: a StatefulSet. Remote sandboxes
     # need neither: a Deployment, or the worker controller's Deployments
@@ -462,12 +458,10 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
         unused += [
             "tests/test_affinity.py",
             "tests/test_affinity_processes.py",
-            "tests/test_sessions_hosts.py",
         ]
     # Without approvals, no approval code at all.
     if answers["approval"] == "none":
         unused += [
-            "tests/approver.py",
             "tests/test_approvals.py",
             "docs/approvals.md",
         ]

@@ -44,8 +44,9 @@ from sandbox_agent_runtime.archives import inputs_of
 from sandbox_agent_runtime.histories import record
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import start
-from tests.scripted_model import ScriptedModel
-from tests.support import dev_server, running_worker
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import dev_server, running_worker
+import tests.conftest  # registers the project with the tests' helpers
 
 async def main(out: Path) -> None:
     brief = out.parent / "brief.txt"
@@ -78,8 +79,9 @@ from sandbox_agent_runtime.object_store import parse
 from sandbox_agent_runtime.run_request import RELEASED, FollowUp, RunRequest
 from sandbox_agent_runtime.shared import END, FOLLOW_UP
 from sandbox_agent_runtime.starter import start
-from tests.conversing import Conversing
-from tests.support import SETTINGS, dev_server, running_worker
+import tests.conftest  # registers the project with the tests' helpers
+from sandbox_agent_runtime.testing.conversing import Conversing
+from sandbox_agent_runtime.testing.support import SETTINGS, dev_server, running_worker
 from tests.test_sessions import answered, until
 
 async def main(out: Path) -> None:

@@ -64,7 +64,7 @@ def smoke(*modules: str) -> Part:
 # faults). Longest first.
 PHASES: dict[str, list[list[Part]]] = {
     # The local backend's suite and long runs; the real worker command as a
-    # process; the service's faults (Temporal restarted and cut off, a model storm).
+    # process; a model, a sandbox step and a tool that fail.
     "local-defaults": [
         [
             part(
@@ -75,17 +75,11 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_affinity_processes",
                 "test_durability",
                 "test_failures",
-                "test_worker_secrets",
                 "test_tools",
                 "test_hostile_calls",
                 "test_capacity_workers",
                 "test_inputs_outputs",
                 "test_sessions",
-                "test_sessions_hosts",
-                "test_encryption",
-                "test_encryption_processes",
-                "test_codec_ui",
-                "test_hostile_requests",
             )
         ],
         [
@@ -93,11 +87,9 @@ PHASES: dict[str, list[list[Part]]] = {
                 "long",
                 "test_long_runs",
                 "test_versioning",
-                "test_eviction",
                 "test_inputs_outputs",
-                "test_sessions_hosts",
             ),
-            part("faults", "test_faults"),
+            part("faults", "test_failures", "test_local", "test_tools"),
             part("monitoring", "test_monitoring"),
         ],
     ],

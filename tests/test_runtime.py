@@ -1,17 +1,21 @@
 """The runtime (runtime/, the sandbox-agent-runtime package every project
 depends on) is plain Python, checked once here rather than in every render: no
-Jinja, ruff-clean with its own settings, and strictly typed with every
-backend's SDK installed (each backend's module type-checks against its SDK)."""
+Jinja, ruff-clean with its own settings, strictly typed with every backend's
+SDK installed (each backend's module type-checks against its SDK), and its
+own test suite (runtime/tests/) passes, against a stand-in project whose
+package is a default render's."""
 
 import re
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from .baked import TEMPLATE, run, tool
+from .baked import TEMPLATE, BakedProject, run, tool
 
 RUNTIME = TEMPLATE / "runtime"
+STAND_IN = RUNTIME / "tests" / "project"
 JINJA = re.compile(r"\{%|\{\{ *cookiecutter|cookiecutter\.")
 
 
@@ -42,3 +46,55 @@ def test_the_runtime_type_checks_strictly_with_every_backend(tmp_path: Path) -> 
     typed = run(tool("uv"), "run", "--no-sync", "mypy", "src", cwd=copy)
     assert typed.returncode == 0, typed.stdout + typed.stderr
     assert "Success: no issues found" in typed.stdout
+
+
+def test_the_runtime_tests_stand_in_project_is_a_default_render(bake) -> None:
+    """The project the runtime's suite runs against has a default render's
+    package, byte for byte, and its console scripts: what the runtime's tests
+    prove, they prove of the service a team gets."""
+    rendered: BakedProject = bake({})
+    package = rendered.path / "src" / "sandbox_agent"
+    theirs = {p.relative_to(package): p.read_bytes() for p in sorted(package.rglob("*.py"))}
+    ours_root = STAND_IN / "src" / "sandbox_agent"
+    ours = {p.relative_to(ours_root): p.read_bytes() for p in sorted(ours_root.rglob("*.py"))}
+    assert sorted(ours) == sorted(theirs), "copy src/sandbox_agent of a default render there"
+    differ = [str(name) for name in theirs if ours[name] != theirs[name]]
+    assert not differ, f"{differ} differ from a default render's: copy them from one"
+    scripts = tomllib.loads((rendered.path / "pyproject.toml").read_text())["project"]["scripts"]
+    stand_in = tomllib.loads((STAND_IN / "pyproject.toml").read_text())["project"]["scripts"]
+    assert stand_in == scripts
+
+
+# The runtime's suite in parts, as a generated project's CI runs its own: the
+# default selection with the process tests, then the long-run and the fault
+# tests side by side (the fault tests mostly wait out their faults).
+SUITE_PARTS = {
+    "default-and-processes": ("-m", "not live and not long and not faults and not monitoring"),
+    "long": ("-m", "long"),
+    "faults": ("-m", "faults"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("part", SUITE_PARTS)
+def test_the_runtimes_own_suite_passes(tmp_path: Path, part: str) -> None:
+    copy = tmp_path / "runtime"
+    shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(".venv", "__pycache__", "uv.lock"))
+    installed = run(tool("uv"), "sync", "--no-python-downloads", cwd=copy)
+    assert installed.returncode == 0, installed.stderr
+    tests = run(
+        tool("uv"),
+        "run",
+        "--no-sync",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *SUITE_PARTS[part],
+        cwd=copy,
+        timeout=1500,
+        OPENAI_API_KEY="",
+        OPENAI_BASE_URL="http://127.0.0.1:9",
+    )
+    assert tests.returncode == 0, tests.stdout[-20000:] + tests.stderr[-5000:]
+    assert " passed" in tests.stdout and " skipped" not in tests.stdout, tests.stdout[-3000:]

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
-from tests.processes import STARTER, WORKER, service, service_environment
-from tests.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 
 SPARSE = "truncate -s 1G sparse.bin"
 MANY = "mkdir many && (cd many && seq 1 30000 | xargs touch)"

@@ -43,10 +43,10 @@ BUILD_ID = "TEMPORAL_WORKER_BUILD_ID"
 
 # The tests' helpers (`python -m benchmarks.deploy` puts the project on
 # sys.path): the worker as a process, and the scripted model's server.
-from tests.handovers import STEPS
-from tests.processes import WORKER, service, service_environment
-from tests.scripted_openai import scripted_openai_server
-from tests.support import with_plugins
+from sandbox_agent_runtime.testing.handovers import STEPS
+from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import with_plugins
 
 DEPLOYMENT = "sandbox-agent"
 

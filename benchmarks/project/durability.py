@@ -53,8 +53,8 @@ from sandbox_agent.runs import MAX_TURNS
 # sys.path): the scripted model, and the sandbox the tests use, the service's
 # own local one or a local one standing in for a remote backend (the
 # benchmark runs offline).
-from tests.scripted_model import ScriptedModel
-from tests.support import SETTINGS, sandboxes_for_tests, with_plugins
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import SETTINGS, sandboxes_for_tests, with_plugins
 
 
 class TimedScriptedModel(ScriptedModel):

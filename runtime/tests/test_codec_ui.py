@@ -24,12 +24,17 @@ from sandbox_agent_runtime.object_store import data_converter
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.settings import codec_server_settings
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing.browser import chromium, headless_chromium
+from sandbox_agent_runtime.testing.object_stores import client_with
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
+    SETTINGS,
+    dev_server_options,
+    free_port,
+    running_worker,
+)
 
-from .browser import chromium, headless_chromium
-from .scripted_model import ScriptedModel
-from .support import SETTINGS, dev_server_options, free_port, running_worker
 from .test_encryption import TOKEN, A
-from .test_object_store import client_with
 
 PROMPT_MARK = "prompt-seen-in-the-browser-5e1a"
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_agent.service import SANDBOX_PROVIDER, TASK_QUEUE
+from sandbox_agent.workflow import SandboxAgentWorkflow
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -53,28 +55,29 @@ from sandbox_agent_runtime.settings import (
 )
 from sandbox_agent_runtime.shared import END, RESTORE, STORE_THRESHOLD
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.workspace import (
-    IN_STORE,
-    SNAPSHOT_FORMAT,
-    SnapshotStore,
-    snapshot_context,
-)
-
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .conversing import Conversing
-from .failing_sandbox import watched
-from .long_workflow import SnapshotsBeforeFormatsWorkflow
-from .scripted_model import ScriptedModel
-from .support import activities, running_worker, sandboxes_for_tests, settings_with
-from .test_object_store import client_with
-from .test_sessions import (
+from sandbox_agent_runtime.testing.conversing import (
+    Conversing,
     answered,
     conversation,
     follow_up,
     printed,
     until,
+)
+from sandbox_agent_runtime.testing.failing_sandbox import watched
+from sandbox_agent_runtime.testing.long_workflow import SnapshotsBeforeFormatsWorkflow
+from sandbox_agent_runtime.testing.object_stores import client_with
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
+    activities,
+    running_worker,
+    sandboxes_for_tests,
+    settings_with,
+)
+from sandbox_agent_runtime.workspace import (
+    IN_STORE,
+    SNAPSHOT_FORMAT,
+    SnapshotStore,
+    snapshot_context,
 )
 
 # Test keys: 32 bytes each, never used outside the tests.

@@ -14,11 +14,19 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from .processes import CODEC_SERVER, STARTER, WORKER, Service, service, service_environment
-from .scripted_openai import scripted_openai_server
-from .support import free_address, started_id
+from sandbox_agent_runtime.testing.object_stores import payloads_in
+from sandbox_agent_runtime.testing.processes import (
+    CODEC_SERVER,
+    STARTER,
+    WORKER,
+    Service,
+    service,
+    service_environment,
+)
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import free_address, started_id
+
 from .test_encryption import TOKEN, A, B
-from .test_object_store import payloads_in
 
 # What the run sees, none of which may be in its raw history.
 PROMPT_MARK = "prompt-mark-7f3e9"

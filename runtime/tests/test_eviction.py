@@ -16,18 +16,16 @@ from typing import Any
 
 import pytest
 from agents import ModelResponse
+from sandbox_agent.workflow import SandboxAgentWorkflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
 from sandbox_agent_runtime.capacity import worker_options
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import SETTINGS, running_worker, sandboxes_for_tests
 from sandbox_agent_runtime.worker import agents_plugin
-
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .scripted_model import ScriptedModel
-from .support import SETTINGS, running_worker, sandboxes_for_tests
 
 # Twelve runs, each replayed from its history after it was dropped: seconds.
 pytestmark = pytest.mark.long
@@ -86,10 +84,14 @@ async def test_more_runs_open_than_the_worker_caches_all_complete_and_replay(
             # The gate opens however this wait ends: a model call held past the
             # test holds the worker's shutdown, which then hung the test process
             # until pytest-timeout ended it (CI at 389e783, on a loaded machine).
+            # No clock of its own: the runs begin at the pace of their first
+            # workflow tasks (a run dropped from the cache while it asks for its
+            # host holds its task up to 8 s, the SDK's heartbeat of a local
+            # activity), and running_worker fails the test once they stop
+            # making progress.
             try:
-                async with asyncio.timeout(20):
-                    while not all([await has_begun(run) for run in runs]):
-                        await asyncio.sleep(0.2)
+                while not all([await has_begun(run) for run in runs]):
+                    await asyncio.sleep(0.2)
             finally:
                 model.gate.set()
             done = await asyncio.gather(*(run.result() for run in runs))

@@ -16,9 +16,7 @@ from temporalio.client import Client
 from sandbox_agent_runtime.archives import repo_of
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.workspace import STALL_SECONDS
-
-from .faults import (
+from sandbox_agent_runtime.testing.faults import (
     cuttable_network,
     figures,
     lines_of,
@@ -27,9 +25,15 @@ from .faults import (
     until,
     until_ran,
 )
-from .processes import WORKER, service, service_environment
-from .scripted_openai import scripted_openai_server
-from .support import activities, failure_of, restartable_dev_server, with_plugins
+from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import (
+    activities,
+    failure_of,
+    restartable_dev_server,
+    with_plugins,
+)
+from sandbox_agent_runtime.workspace import STALL_SECONDS
 
 pytestmark = pytest.mark.faults
 

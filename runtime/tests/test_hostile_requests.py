@@ -26,10 +26,16 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime import codec_server, health
 from sandbox_agent_runtime.encryption import EncryptionCodec, parse_keys
+from sandbox_agent_runtime.testing.processes import (
+    CODEC_SERVER,
+    WORKER,
+    Service,
+    service,
+    service_environment,
+)
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import closed_address, free_address
 
-from .processes import CODEC_SERVER, WORKER, Service, service, service_environment
-from .scripted_openai import scripted_openai_server
-from .support import closed_address, free_address
 from .test_encryption import TOKEN, A, payload_of, payloads_from, payloads_json, value_of
 
 pytestmark = [

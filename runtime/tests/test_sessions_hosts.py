@@ -62,6 +62,7 @@ from typing import Any
 
 import pytest
 from agents import ModelResponse
+from sandbox_agent.service import TASK_QUEUE
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
@@ -83,18 +84,29 @@ from sandbox_agent_runtime.run_request import (
 from sandbox_agent_runtime.settings import WorkerSettings
 from sandbox_agent_runtime.shared import END, RESTORE, SNAPSHOT
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.workspace import IN_STORE, ON_HOST
-
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
-
-from .conftest import BUCKET
-from .conversing import Conversing, user_messages
-from .handovers import workspaces_used
-from .long_workflow import ImpatientSandboxAgentWorkflow
-from .processes import service, service_environment
-from .scripted_model import steps_done
-from .scripted_openai import scripted_openai_server
-from .support import (
+from sandbox_agent_runtime.testing.conversing import (
+    Conversing,
+    answered,
+    follow_up,
+    printed,
+    session_memos,
+    until,
+    user_messages,
+)
+from sandbox_agent_runtime.testing.handovers import workspaces_used
+from sandbox_agent_runtime.testing.long_workflow import ImpatientSandboxAgentWorkflow
+from sandbox_agent_runtime.testing.object_stores import client_with, objects_in
+from sandbox_agent_runtime.testing.plugin import BUCKET
+from sandbox_agent_runtime.testing.processes import (
+    HOSTS,
+    on_host,
+    private_mounts,
+    service,
+    service_environment,
+)
+from sandbox_agent_runtime.testing.scripted_model import steps_done
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     RETRIED_AT_ONCE,
     SETTINGS,
@@ -103,9 +115,7 @@ from .support import (
     running_worker,
     with_plugins,
 )
-from .test_affinity_processes import on_host, private_mounts
-from .test_object_store import client_with, objects_in
-from .test_sessions import answered, follow_up, printed, session_memos, until
+from sandbox_agent_runtime.workspace import IN_STORE, ON_HOST
 
 # Workers here are stopped part-way through runs: see `collect_dropped_runs` (conftest.py).
 pytestmark = [
@@ -129,7 +139,7 @@ SNAPSHOT_STEP = f"{BOUND_PROVIDER}-{SNAPSHOT}"
 RESTORE_STEP = f"{BOUND_PROVIDER}-{RESTORE}"
 
 # The service the runtime runs: its name names its directories on a host.
-SERVICE_NAME = {{ cookiecutter.project_slug | tojson }}
+SERVICE_NAME = "sandbox-agent"
 
 # The start of the note the model gets when a prompt is redone after a restore.
 LOST_NOTE = "[The host that held this workspace"
@@ -542,7 +552,6 @@ async def test_without_a_store_a_host_gone_ends_the_run_as_before(
 
 # ----------------------------------------- a scale-down of two worker processes
 
-HOSTS = ("host-a", "host-b")
 CONVERSATIONS_PER_PHASE = 2
 
 

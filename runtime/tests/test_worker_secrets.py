@@ -14,15 +14,13 @@ import subprocess
 import sys
 
 import pytest
+from sandbox_agent.tools import ACTIVITIES
+from sandbox_agent.workflow import SandboxAgentWorkflow
 
 from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.settings import WorkerSettings
+from sandbox_agent_runtime.testing.support import SETTINGS
 from sandbox_agent_runtime.worker import hide_from_other_processes
-
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .support import SETTINGS
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="prctl is Linux's")
 

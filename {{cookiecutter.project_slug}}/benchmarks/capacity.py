@@ -318,7 +318,7 @@ FIRST_CALL_WAIT = 120.0
 async def measure(
     runs: int, limit: int | None, workers: int, model_wait: float, settle: float, temporal: str
 ) -> Result:
-    from tests.processes import WORKER_MODULE, service, service_environment
+    from sandbox_agent_runtime.testing.processes import WORKER_MODULE, service, service_environment
 
     async with (
         await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env,
@@ -479,7 +479,7 @@ async def steps_before_first_call(client: Client, workflow_id: str) -> list[str]
 async def sandbox_workers(client: Client, runs: int) -> dict[str, int]:
     """The workers (their identities) that ran the sandbox operations of each
     of the first ``runs`` runs: how many runs had them on each, or on several."""
-    from tests.support import activities
+    from sandbox_agent_runtime.testing.support import activities
 
     found: dict[str, int] = {}
     for i in range(runs):
@@ -620,6 +620,10 @@ def at_least_one(value: str) -> int:
 
 
 def main() -> None:
+    # The tests' helpers (sandbox_agent_runtime.testing) serve the project
+    # the tests' conftest.py registers.
+    import tests.conftest  # noqa: F401
+
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "--runs", type=at_least_one, nargs="+", default=[100, 1_000, 5_000], help="runs started"

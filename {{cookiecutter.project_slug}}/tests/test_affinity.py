@@ -27,22 +27,16 @@ from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.worker import ServiceWorker
-
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .handovers import (
+from sandbox_agent_runtime.testing.handovers import (
     ALL_STEPS,
     STEPS,
     StallsAfterTheFirstCommand,
     sandbox_workers,
     stalled_on,
 )
-from .long_workflow import ImpatientSandboxAgentWorkflow
-from .scripted_model import ScriptedModel
-from .support import (
+from sandbox_agent_runtime.testing.long_workflow import ImpatientSandboxAgentWorkflow
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     RETRIED_AT_ONCE,
     SETTINGS,
@@ -55,6 +49,11 @@ from .support import (
     sandboxes_for_tests,
     with_plugins,
 )
+from sandbox_agent_runtime.worker import ServiceWorker
+
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 # Workers here drop runs part-way: see `collect_dropped_runs` (conftest.py).
 pytestmark = [

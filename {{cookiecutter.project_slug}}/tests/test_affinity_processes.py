@@ -10,8 +10,6 @@ which worker ran each operation on which workspace."""
 
 import asyncio
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,15 +18,19 @@ from temporalio.client import Client
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.starter import start
-
-from .handovers import ALL_STEPS, STEPS, workspaces_used
-from .processes import WORKER, service, service_environment
-from .scripted_openai import scripted_openai_server
-from .support import SETTINGS, activities, with_plugins
+from sandbox_agent_runtime.testing.handovers import ALL_STEPS, STEPS, workspaces_used
+from sandbox_agent_runtime.testing.processes import (
+    HOSTS,
+    on_host,
+    private_mounts,
+    service,
+    service_environment,
+)
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import SETTINGS, activities, with_plugins
 
 pytestmark = pytest.mark.process
 
-HOSTS = ("host-a", "host-b")
 RUNS = 8
 RUNS_PER_WORKER = 2
 
@@ -36,28 +38,6 @@ RUNS_PER_WORKER = 2
 BOUND_PROVIDER = next(
     provider for provider, backend in sandbox_backends().items() if backend.host_bound(SETTINGS)
 )
-
-
-UNSHARE = ["unshare", "--mount", "--propagation", "private"]
-
-
-def private_mounts() -> bool:
-    """Whether this process may give a worker a mount namespace of its own."""
-    if shutil.which("unshare") is None:
-        return False
-    probe = [*UNSHARE, "true"]
-    return subprocess.run(probe, capture_output=True).returncode == 0
-
-
-def on_host(host: str, tmp: Path, isolated: bool) -> list[str]:
-    """The worker command on ``host``: with its own mount namespace, in which
-    every other host's TMPDIR is an empty directory, when ``isolated``."""
-    if not isolated:
-        return WORKER
-    others = [str(tmp / other) for other in HOSTS if other != host]
-    hide = " && ".join(f'mount -t tmpfs tmpfs "${index + 1}"' for index in range(len(others)))
-    script = f'{hide} && shift {len(others)} && exec "$@"'
-    return [*UNSHARE, "sh", "-c", script, "sh", *others, *WORKER]
 
 
 async def test_two_hosts_under_load_keep_every_run_on_the_host_of_its_sandbox(

@@ -6,11 +6,10 @@ from agents.models.default_models import get_default_model_settings
 from temporalio.client import Client
 
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import openai_model, running_worker
 
 from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS, MODEL, MODEL_SETTINGS
-
-from .scripted_openai import scripted_openai_server
-from .support import openai_model, running_worker
 
 
 async def test_every_request_carries_the_agents_instructions_model_and_settings(

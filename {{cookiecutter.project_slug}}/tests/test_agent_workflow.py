@@ -10,12 +10,11 @@ from sandbox_agent_runtime import chain
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import CompletedRun, activities, running_worker
 
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .scripted_model import ScriptedModel
-from .support import CompletedRun, activities, running_worker
 
 RUNNING = f"{SANDBOX_PROVIDER}-sandbox_session_running"
 COMMAND = f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"

@@ -39,17 +39,20 @@ from sandbox_agent_runtime.starter import (
     list_pending,
     start,
 )
-from sandbox_agent_runtime.worker import agents_plugin
-
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .approver import decide, run_id_of, signed
-from .handovers import start_as, workspaces_used
-from .long_workflow import ImpatientApprovalWorkflow, LongSandboxAgentWorkflow
-from .processes import STARTER, service, service_environment
-from .scripted_model import Call, KeepsInputs, ScriptedModel, tool_outputs
-from .support import (
+from sandbox_agent_runtime.testing.approver import decide, run_id_of, signed
+from sandbox_agent_runtime.testing.handovers import start_as, workspaces_used
+from sandbox_agent_runtime.testing.long_workflow import (
+    ImpatientApprovalWorkflow,
+    LongSandboxAgentWorkflow,
+)
+from sandbox_agent_runtime.testing.processes import STARTER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_model import (
+    Call,
+    KeepsInputs,
+    ScriptedModel,
+    tool_outputs,
+)
+from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     SETTINGS,
     STARTER_SETTINGS,
@@ -57,6 +60,10 @@ from .support import (
     running_worker,
     sandboxes_for_tests,
 )
+from sandbox_agent_runtime.worker import agents_plugin
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 # How long a test waits for a request to show.
 SHOWS_WITHIN = 15

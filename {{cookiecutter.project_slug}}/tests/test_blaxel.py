@@ -23,11 +23,8 @@ from temporalio.client import Client
 from temporalio.openai_agents.sandbox._temporal_activity_models import CreateSessionArgs
 
 from sandbox_agent_runtime.backends import blaxel
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
-from .processes import refusal_of_the_worker_command_without
-from .support import (
+from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
     CompletedRun,
@@ -36,6 +33,8 @@ from .support import (
     http_stand_in,
     refusal_without_credentials,
 )
+
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
 def test_blaxel_client_and_options_come_from_the_answers() -> None:

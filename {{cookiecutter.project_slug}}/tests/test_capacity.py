@@ -31,8 +31,7 @@ from sandbox_agent_runtime.settings import (
     BadSetting,
 )
 from sandbox_agent_runtime.starter import start
-
-from .support import SETTINGS, running_worker, settings_with
+from sandbox_agent_runtime.testing.support import SETTINGS, running_worker, settings_with
 
 
 def test_runs_in_flight_default_and_override() -> None:

@@ -6,17 +6,16 @@ every one of them takes runs."""
 import shutil
 
 import pytest
-{%- if cookiecutter | host_bound_backends %}
 
+{% if cookiecutter | host_bound_backends -%}
 from sandbox_agent_runtime.backends import sandbox_backends
-{%- endif %}
+{% endif -%}
+from sandbox_agent_runtime.testing.support import {{ "SETTINGS, " if cookiecutter | host_bound_backends }}closed_address
 
 from benchmarks.capacity import measure
 {%- if cookiecutter | host_bound_backends %}
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 {%- endif %}
-
-from .support import {{ "SETTINGS, " if cookiecutter | host_bound_backends }}closed_address
 
 pytestmark = pytest.mark.process
 

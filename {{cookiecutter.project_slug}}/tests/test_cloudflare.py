@@ -13,12 +13,8 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.backends import cloudflare
-
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .processes import refusal_of_the_worker_command_without
-from .support import (
+from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     CompletedRun,
     assert_scheduled_not_to_retry,
@@ -27,6 +23,9 @@ from .support import (
     refusal_without_credentials,
     settings_with,
 )
+
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 WORKER_URL = "https://sandbox.agents-team.workers.dev"
 

@@ -17,14 +17,19 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime import starter, worker
 from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.testing.processes import (
+    SCRIPTS,
+    STARTER,
+    WORKER,
+    service,
+    service_environment,
+)
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import CREDENTIALS, closed_address
 
 from {{ cookiecutter.package_name }} import worker as service_worker
 from {{ cookiecutter.package_name }}.tools import ACTIVITIES
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .processes import SCRIPTS, STARTER, WORKER, service, service_environment
-from .scripted_openai import scripted_openai_server
-from .support import CREDENTIALS, closed_address
 
 WRITE_THEN_READ = [
     "printf 'written before the kill\\n' > note.txt",

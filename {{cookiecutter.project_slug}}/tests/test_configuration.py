@@ -36,17 +36,17 @@ from sandbox_agent_runtime.settings import (
 )
 from sandbox_agent_runtime.shared import GIT_TIMEOUT, SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
 from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
-
-import {{ cookiecutter.package_name }}
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
 {% if approvals -%}
-from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT
+from sandbox_agent_runtime.testing.approver import ENVIRONMENT as APPROVER_ENVIRONMENT
 {% endif -%}
-from .processes import CODEC_SERVER, STARTER, WORKER, service_environment
-from .scripted_model import ScriptedModel
-from .support import (
+from sandbox_agent_runtime.testing.processes import (
+    CODEC_SERVER,
+    STARTER,
+    WORKER,
+    service_environment,
+)
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
     activities,
@@ -57,6 +57,10 @@ from .support import (
     sandboxes_for_tests,
     settings_with,
 )
+
+import {{ cookiecutter.package_name }}
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 HUGE = "9" * 20
 NUMBER = ["²", "", "-5", HUGE, "1.5", "soon"]
@@ -426,10 +430,12 @@ def reads_the_environment(path: Path) -> bool:
 
 def test_the_environment_is_read_in_settings_and_in_the_connection_alone() -> None:
     runtime = Path(sandbox_agent_runtime.__file__).parent
+    # The tests' helpers (sandbox_agent_runtime.testing) set up the
+    # environment of the processes they start: no service reads them.
     readers = {
         str(path.relative_to(runtime))
         for path in sorted(runtime.rglob("*.py"))
-        if reads_the_environment(path)
+        if "testing" not in path.relative_to(runtime).parts and reads_the_environment(path)
     }
     assert readers == {"settings.py", "connection.py"}
     service = Path({{ cookiecutter.package_name }}.__file__).parent

@@ -18,9 +18,8 @@ from sandbox_agent_runtime.connection import (
     ConnectionFailed,
     connect,
 )
-
-from .processes import PROJECT, STARTER, service_environment
-from .support import closed_address
+from sandbox_agent_runtime.testing.processes import PROJECT, STARTER, service_environment
+from sandbox_agent_runtime.testing.support import closed_address
 
 TEMPORAL_VARIABLES = (
     "TEMPORAL_ADDRESS",

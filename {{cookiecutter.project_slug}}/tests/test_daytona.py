@@ -18,8 +18,7 @@ from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime.backends import daytona
 from sandbox_agent_runtime.settings import missing_credentials
-
-from .support import (
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
     CompletedRun,

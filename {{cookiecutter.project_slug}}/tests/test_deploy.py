@@ -21,12 +21,7 @@ from sandbox_agent_runtime.settings import (
     required_credentials,
     worker_variables,
 )
-from sandbox_agent_runtime.worker import SHUTDOWN_GRACE
-
-from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
-
-from .deploy import (
+from sandbox_agent_runtime.testing.deploy import (
     BASE,
     WORKER,
 {%- if not bound %}
@@ -40,7 +35,11 @@ from .deploy import (
     the,
     worker_container,
 )
-from .support import settings_with
+from sandbox_agent_runtime.testing.support import settings_with
+from sandbox_agent_runtime.worker import SHUTDOWN_GRACE
+
+from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
 # Measured (the template's docs/capacity.md): worker memory idle, and per
 # run in flight, at 1,000 runs.

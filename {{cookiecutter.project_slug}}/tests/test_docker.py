@@ -49,17 +49,15 @@ from sandbox_agent_runtime.run_request import RELEASED, FollowUp, RunRequest
 from sandbox_agent_runtime.settings import docker_limits
 from sandbox_agent_runtime.shared import END, FOLLOW_UP
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.worker import ServiceWorker
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
-
-from .conversing import Conversing
-from .faults import figures
-from .handovers import STEPS, sandbox_workers, stalled_on
-from .long_workflow import ImpatientSandboxAgentWorkflow, LongSandboxAgentWorkflow
-from .scripted_model import ScriptedModel, steps_done, tool_outputs
-from .support import (
+from sandbox_agent_runtime.testing.conversing import Conversing, answered, until
+from sandbox_agent_runtime.testing.faults import figures
+from sandbox_agent_runtime.testing.handovers import STEPS, sandbox_workers, stalled_on
+from sandbox_agent_runtime.testing.long_workflow import (
+    ImpatientSandboxAgentWorkflow,
+    LongSandboxAgentWorkflow,
+)
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, steps_done, tool_outputs
+from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     SETTINGS,
     CompletedRun,
@@ -77,7 +75,10 @@ from .support import (
     runs_of_chain,
     start_in,
 )
-from .test_sessions import answered, until
+from sandbox_agent_runtime.worker import ServiceWorker
+
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
 # The name the worker registers the Docker backend under.
 PROVIDER = provider_of(docker)

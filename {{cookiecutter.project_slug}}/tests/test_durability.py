@@ -21,18 +21,8 @@ from sandbox_agent_runtime.capacity import model_heartbeat_timeout
 from sandbox_agent_runtime.settings import RUNS_IN_FLIGHT
 from sandbox_agent_runtime.shared import MODEL_ACTIVITY_TIMEOUT
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.worker import agents_plugin
-
-from {{ cookiecutter.package_name }}.runs import SANDBOX_ACTIVITY_TIMEOUT
-from {{ cookiecutter.package_name }}.service import (
-{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
-    {{ constant }},
-{%- endfor %}
-)
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
 {% if cookiecutter | remote_backends -%}
-from .handovers import (
+from sandbox_agent_runtime.testing.handovers import (
     ALL_STEPS,
     STEPS,
     StallsAfterTheFirstCommand,
@@ -42,11 +32,15 @@ from .handovers import (
     workspaces_used,
 )
 {% else -%}
-from .handovers import StallsAfterTheFirstCommand, start_as, workspaces_used
+from sandbox_agent_runtime.testing.handovers import (
+    StallsAfterTheFirstCommand,
+    start_as,
+    workspaces_used,
+)
 {% endif -%}
-from .long_workflow import BuggyWorkflow, FixedWorkflow
-from .scripted_model import ScriptedModel
-from .support import (
+from sandbox_agent_runtime.testing.long_workflow import BuggyWorkflow, FixedWorkflow
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     RETRIED_AT_ONCE,
     SETTINGS,
@@ -55,6 +49,15 @@ from .support import (
     running_worker,
     sandboxes_for_tests,
 )
+from sandbox_agent_runtime.worker import agents_plugin
+
+from {{ cookiecutter.package_name }}.runs import SANDBOX_ACTIVITY_TIMEOUT
+from {{ cookiecutter.package_name }}.service import (
+{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
+    {{ constant }},
+{%- endfor %}
+)
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 # Workers here drop runs part-way: see `collect_dropped_runs` (conftest.py).
 pytestmark = [

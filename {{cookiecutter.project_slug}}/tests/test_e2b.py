@@ -19,10 +19,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime.backends import e2b
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
-from .support import (
+from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     CompletedRun,
     assert_a_rejection_fails_the_run_at_once,
@@ -30,6 +27,8 @@ from .support import (
     provider_of,
     refusal_without_credentials,
 )
+
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
 def test_e2b_client_and_options_come_from_the_answers() -> None:

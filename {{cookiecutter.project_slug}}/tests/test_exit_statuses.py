@@ -36,8 +36,7 @@ from sandbox_agent_runtime.starter import (
     attach,
     start,
 )
-
-from .processes import (
+from sandbox_agent_runtime.testing.processes import (
     SCRIPTS,
     STARTER,
     STARTER_MODULE,
@@ -47,8 +46,8 @@ from .processes import (
     service,
     service_environment,
 )
-from .scripted_openai import scripted_openai_server
-from .support import (
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     STARTER_SETTINGS,
     CompletedRun,

@@ -12,21 +12,16 @@ from temporalio.common import RetryPolicy
 
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import run, start
-from sandbox_agent_runtime.worker import MODEL_RETRY_POLICY
-
-from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
-
-from .failing_sandbox import (
+from sandbox_agent_runtime.testing.failing_sandbox import (
     FailingSandbox,
     UndeletableSandbox,
     busy_sandbox,
     deleted_sandbox,
     unreachable_image,
 )
-from .scripted_model import ScriptedModel
-from .scripted_openai import scripted_openai_server
-from .support import (
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import (
     STARTER_SETTINGS,
     CompletedRun,
     activities,
@@ -34,6 +29,10 @@ from .support import (
     openai_model,
     running_worker,
 )
+from sandbox_agent_runtime.worker import MODEL_RETRY_POLICY
+
+from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
 
 
 def back_off(policy: RetryPolicy) -> timedelta:

@@ -11,12 +11,16 @@ from temporalio.worker import Replayer
 from sandbox_agent_runtime.bounded_sandbox import CUT_MARK
 from sandbox_agent_runtime.shared import LONGEST_READ
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
+    SETTINGS,
+    activities,
+    running_worker,
+    sandboxes_for_tests,
+)
 from sandbox_agent_runtime.worker import agents_plugin
 
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .scripted_model import ScriptedModel
-from .support import SETTINGS, activities, running_worker, sandboxes_for_tests
 
 # Files of 3 MB and 600 kB, written, read and replayed: seconds.
 pytestmark = pytest.mark.long

@@ -23,17 +23,11 @@ from temporalio.openai_agents.testing import TestModelProvider
 from sandbox_agent_runtime import worker as service_worker
 from sandbox_agent_runtime.health import serving_health
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.worker import agents_plugin, build_worker
-
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .deploy import probe_paths
-from .processes import WORKER, service, service_environment
-from .scripted_model import ScriptedModel
-from .scripted_openai import scripted_openai_server
-from .support import (
+from sandbox_agent_runtime.testing.deploy import probe_paths
+from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
     free_port,
@@ -41,6 +35,11 @@ from .support import (
     sandboxes_for_tests,
     with_plugins,
 )
+from sandbox_agent_runtime.worker import agents_plugin, build_worker
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 READY, LIVE = probe_paths()
 

@@ -59,12 +59,11 @@ from sandbox_agent_runtime.shared import (
 {%- if cookiecutter | has_encrypted_history %}
 from sandbox_agent_runtime.starter import LOCAL_ACTIVITY_MARKER
 {%- endif %}
+from sandbox_agent_runtime.testing.long_workflow import NextBuildWorkflow
+from sandbox_agent_runtime.testing.support import SETTINGS, CompletedRun, sandboxes_for_tests
 from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
 
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .long_workflow import NextBuildWorkflow
-from .support import SETTINGS, CompletedRun, sandboxes_for_tests
 
 PROJECT = Path(__file__).resolve().parents[1]
 HISTORIES = PROJECT / "tests" / "histories"
@@ -94,7 +93,7 @@ def load(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(path.name.partition(".")[0], json.loads(path.read_text()))
 
 
-async def replay(path: Path, workflow: type[SandboxAgentWorkflow] = SandboxAgentWorkflow) -> None:
+async def replay(path: Path, workflow: type = SandboxAgentWorkflow) -> None:
     """Replay the history in ``path`` against ``workflow``, as the worker
     would run it; a failure names the file and says what did not match."""
     replayer = Replayer(

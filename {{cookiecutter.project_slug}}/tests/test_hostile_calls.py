@@ -17,13 +17,17 @@ from temporalio.client import Client
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing.handovers import start_as
+from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow
+from sandbox_agent_runtime.testing.scripted_model import (
+    Call,
+    KeepsInputs,
+    ScriptedModel,
+    tool_outputs,
+)
+from sandbox_agent_runtime.testing.support import activities, failure_of, running_worker
 
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-
-from .handovers import start_as
-from .long_workflow import LongSandboxAgentWorkflow
-from .scripted_model import Call, KeepsInputs, ScriptedModel, tool_outputs
-from .support import activities, failure_of, running_worker
 
 
 async def test_a_file_the_agent_wrote_never_runs_before_a_command(temporal_client: Client) -> None:

@@ -75,17 +75,18 @@ from sandbox_agent_runtime.starter import (
     run,
     start,
 )
-from sandbox_agent_runtime.workspace import clone_dir
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-
-from .conftest import BUCKET
-from .handovers import StallsAfterTheFirstCommand
-from .processes import STARTER, WORKER, service, service_environment
-from .scripted_model import Call, ScriptedModel, steps_done, tool_outputs
-from .scripted_openai import scripted_openai_server
-from .support import (
+from sandbox_agent_runtime.testing.handovers import StallsAfterTheFirstCommand
+from sandbox_agent_runtime.testing.object_stores import client_with, objects_in, payloads_in
+from sandbox_agent_runtime.testing.plugin import BUCKET
+from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_model import (
+    Call,
+    ScriptedModel,
+    steps_done,
+    tool_outputs,
+)
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     RETRIED_AT_ONCE,
     SETTINGS,
@@ -96,8 +97,15 @@ from .support import (
     sandboxes_for_tests,
     started_id,
 )
-from .test_object_store import client_with, objects_in, payloads_in
-from .workspace_agents import NOTES, AgentWithFilesWorkflow, StructuredAnswerWorkflow
+from sandbox_agent_runtime.testing.workspace_agents import (
+    NOTES,
+    AgentWithFilesWorkflow,
+    StructuredAnswerWorkflow,
+)
+from sandbox_agent_runtime.workspace import clone_dir
+
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 # A table of 12 rows.
 ROWS = "".join(f"{row},x\n" for row in range(12))

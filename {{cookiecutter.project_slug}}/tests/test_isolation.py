@@ -9,10 +9,9 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from sandbox_agent_runtime.starter import start
-
-from .failing_sandbox import FailingSandbox, deleted_sandbox
-from .scripted_model import ScriptedModel
-from .support import running_worker
+from sandbox_agent_runtime.testing.failing_sandbox import FailingSandbox, deleted_sandbox
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import running_worker
 
 
 @dataclass

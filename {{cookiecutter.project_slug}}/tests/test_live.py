@@ -14,6 +14,7 @@ from temporalio.client import Client
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.settings import BadSetting, worker_settings
+from sandbox_agent_runtime.testing.support import {{ "approving_everything, " if cookiecutter.approval != "none" }}with_plugins
 from sandbox_agent_runtime.worker import (
     BackendUnavailable,
     agents_plugin,
@@ -24,8 +25,6 @@ from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 from {{ cookiecutter.package_name }}.tools import ACTIVITIES
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .support import {{ "approving_everything, " if cookiecutter.approval != "none" }}with_plugins
 
 pytestmark = pytest.mark.live
 

@@ -18,13 +18,12 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import local
-
-from . import deploy
-from .handovers import STEPS, stalled_on, workspaces_used
-from .processes import WORKER, service, service_environment
-from .scripted_model import ScriptedModel
-from .scripted_openai import scripted_openai_server
-from .support import (
+from sandbox_agent_runtime.testing import deploy
+from sandbox_agent_runtime.testing.handovers import STEPS, stalled_on, workspaces_used
+from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     SETTINGS,
     activities,

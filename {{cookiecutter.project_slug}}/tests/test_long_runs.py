@@ -25,15 +25,13 @@ from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import LONGEST_OUTPUT
 from sandbox_agent_runtime.starter import attach
-from sandbox_agent_runtime.worker import agents_plugin
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-
-from .long_workflow import BudgetedSandboxAgentWorkflow, LongSandboxAgentWorkflow
-from .scripted_model import ScriptedModel
-from .scripted_openai import scripted_openai_server
-from .support import (
+from sandbox_agent_runtime.testing.long_workflow import (
+    BudgetedSandboxAgentWorkflow,
+    LongSandboxAgentWorkflow,
+)
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     STARTER_SETTINGS,
     RunOfChain,
@@ -48,6 +46,10 @@ from .support import (
     runs_of_chain,
     sandboxes_for_tests,
 )
+from sandbox_agent_runtime.worker import agents_plugin
+
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 pytestmark = pytest.mark.long
 

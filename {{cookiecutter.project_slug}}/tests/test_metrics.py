@@ -34,16 +34,9 @@ from sandbox_agent_runtime.observability import (
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import start, usage_line
-from sandbox_agent_runtime.worker import agents_plugin, build_worker
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .long_workflow import LongSandboxAgentWorkflow
-from .scripted_model import ScriptedModel
-from .support import (
+from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     activities,
 {%- if cookiecutter.approval != "none" %}
@@ -59,6 +52,12 @@ from .support import (
     sandboxes_for_tests,
     with_plugins,
 )
+from sandbox_agent_runtime.worker import agents_plugin, build_worker
+
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 {% if not cookiecutter | host_bound_backends -%}
 # The labels Temporal's meter gives every metric an activity records.
@@ -142,7 +141,7 @@ async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_
 async def test_a_failing_sandbox_operation_is_counted_as_an_error_of_its_provider(
     temporal_client: Client,
 ) -> None:
-    from .failing_sandbox import FailingSandbox, busy_sandbox
+    from sandbox_agent_runtime.testing.failing_sandbox import FailingSandbox, busy_sandbox
 
     sandbox = FailingSandbox(command_errors=[busy_sandbox()])
     async with (

@@ -32,11 +32,8 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime.backends import modal as modal_backend
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
-from .processes import refusal_of_the_worker_command_without
-from .support import (
+from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
     CompletedRun,
@@ -46,6 +43,8 @@ from .support import (
     provider_of,
     refusal_without_credentials,
 )
+
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
 def test_modal_client_and_options_come_from_the_answers() -> None:

@@ -47,15 +47,14 @@ from sandbox_agent_runtime import observability
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import END
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing.conversing import answered, conversation
+from sandbox_agent_runtime.testing.long_workflow import BudgetedSandboxAgentWorkflow, BuggyWorkflow
+from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedModel
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import free_address, metered_client, running_worker
 
 from {{ cookiecutter.package_name }}.service import TASK_QUEUE
-
-from .long_workflow import BudgetedSandboxAgentWorkflow, BuggyWorkflow
-from .processes import STARTER, WORKER, service, service_environment
-from .scripted_model import Call, ScriptedModel
-from .scripted_openai import scripted_openai_server
-from .support import free_address, metered_client, running_worker
-from .test_sessions import answered, conversation
 
 pytestmark = pytest.mark.monitoring
 

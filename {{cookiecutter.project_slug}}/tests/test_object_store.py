@@ -20,17 +20,14 @@ import stat
 import subprocess
 import tarfile
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 import aioboto3
 import pytest
-from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
-from temporalio.converter import DataConverter
 from temporalio.worker import Worker
 
 from sandbox_agent_runtime import archives
@@ -50,14 +47,14 @@ from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.settings import BadSetting, starter_settings
 from sandbox_agent_runtime.shared import STORE_THRESHOLD, STORED_FILES_LIMIT
 from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE
-
-from .conftest import BUCKET
-from .long_workflow import LongSandboxAgentWorkflow
-from .processes import STARTER, WORKER, service, service_environment
-from .scripted_model import ScriptedModel
-from .scripted_openai import scripted_openai_server
-from .stored_payloads import StoredPayloadsWorkflow, transform
-from .support import (
+from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow
+from sandbox_agent_runtime.testing.object_stores import client_with, objects_in, payloads_in
+from sandbox_agent_runtime.testing.plugin import BUCKET
+from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.stored_payloads import StoredPayloadsWorkflow, transform
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     closed_address,
     running_worker,
@@ -65,6 +62,7 @@ from .support import (
     settings_with,
     started_id,
 )
+
 from .test_long_runs import start_long
 
 INPUT_SIZE = 5_000_000
@@ -78,54 +76,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
         return parse(f"file://{tmp_path}/object-store")
     request.getfixturevalue("s3_service")
     return parse(f"s3://{BUCKET}/test-{uuid.uuid4().hex[:8]}/runs", region="us-east-1")
-
-
-async def objects_in(store: ObjectStore) -> dict[str, bytes]:
-    """Every object of ``store``, by its key (below the directory, or with
-    the prefix)."""
-    if store.kind == "file":
-        assert store.directory is not None
-        return {
-            path.relative_to(store.directory).as_posix(): path.read_bytes()
-            for path in sorted(store.directory.rglob("*"))
-            if path.is_file()
-        }
-    found = {}
-    async with aioboto3.Session().client("s3") as s3:
-        pages = s3.get_paginator("list_objects_v2").paginate(
-            Bucket=store.bucket, Prefix=f"{store.prefix}/"
-        )
-        async for page in pages:
-            for item in page.get("Contents", []):
-                answer = await s3.get_object(Bucket=store.bucket, Key=item["Key"])
-                found[item["Key"]] = await answer["Body"].read()
-    return found
-
-
-def payloads_in(message: Message) -> Iterator[Payload]:
-    """Every Payload in ``message`` (a history event), however deep."""
-    if isinstance(message, Payload):
-        yield message
-        return
-    for field, value in message.ListFields():
-        if field.message_type is None:
-            continue
-        if isinstance(value, Message):
-            values = [value]
-        elif field.message_type.GetOptions().map_entry:
-            values = list(value.values())
-        else:
-            values = list(value)
-        for each in values:
-            if isinstance(each, Message):
-                yield from payloads_in(each)
-
-
-def client_with(client: Client, converter: DataConverter) -> Client:
-    """``client``'s connection with another data converter."""
-    config = client.config()
-    config["data_converter"] = converter
-    return Client(**config)
 
 
 async def test_payloads_over_the_threshold_go_to_the_store_by_run_and_come_back_whole(

@@ -13,9 +13,14 @@ from temporalio.openai_agents._invoke_model_activity import ActivityModelInput
 
 from sandbox_agent_runtime.payloads import AgentPayloadConverter
 from sandbox_agent_runtime.shared import MODEL_ACTIVITIES
+from sandbox_agent_runtime.testing.support import (
+    DATA_CONVERTER,
+    SETTINGS,
+    CompletedRun,
+    sandboxes_for_tests,
+    with_plugins,
+)
 from sandbox_agent_runtime.worker import agents_plugin
-
-from .support import DATA_CONVERTER, SETTINGS, CompletedRun, sandboxes_for_tests, with_plugins
 
 
 def plain(value: Any) -> Any:

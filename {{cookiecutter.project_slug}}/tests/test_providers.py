@@ -10,12 +10,17 @@ from sandbox_agent_runtime import starter
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import attach, run, start
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
+    STARTER_SETTINGS,
+    activities,
+    closed_address,
+    running_worker,
+    started_id,
+)
 
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, SERVICE, TASK_QUEUE
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .scripted_model import ScriptedModel
-from .support import STARTER_SETTINGS, activities, closed_address, running_worker, started_id
 
 
 def test_the_starter_offers_the_providers_the_worker_registers() -> None:

@@ -6,11 +6,10 @@ import pytest
 from temporalio.client import Client
 
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import running_worker
 
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
-
-from .scripted_model import ScriptedModel
-from .support import running_worker
 
 
 @pytest.mark.parametrize("name", SANDBOX_SECRETS)

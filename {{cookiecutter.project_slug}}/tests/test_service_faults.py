@@ -21,10 +21,16 @@ from sandbox_agent_runtime.starter import (
     EXIT_UNREACHABLE,
     SERVICE_OUTAGE_LIMIT,
 )
-
-from .processes import STARTER, STARTER_MODULE, WORKER, WORKER_MODULE, service, service_environment
-from .scripted_openai import scripted_openai_server
-from .support import CREDENTIALS, restartable_dev_server
+from sandbox_agent_runtime.testing.processes import (
+    STARTER,
+    STARTER_MODULE,
+    WORKER,
+    WORKER_MODULE,
+    service,
+    service_environment,
+)
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import CREDENTIALS, restartable_dev_server
 
 pytestmark = pytest.mark.process
 

@@ -46,7 +46,6 @@ import io
 import tarfile
 import tempfile
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -72,10 +71,7 @@ from sandbox_agent_runtime.run_request import (
     ENDED,
     RELEASED,
     WAITING,
-    WORKING,
     Conversation,
-    FollowUp,
-    RunAnswer,
     RunRequest,
 )
 from sandbox_agent_runtime.settings import WorkerSettings
@@ -89,20 +85,27 @@ from sandbox_agent_runtime.shared import (
     USAGE_MEMO,
 )
 from sandbox_agent_runtime.starter import start
-
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-
-from .conversing import Conversing, user_messages
-from .failing_sandbox import watched
-from .long_workflow import ContinuesBetweenPromptsWorkflow
-from .support import (
-    DATA_CONVERTER,
+from sandbox_agent_runtime.testing.conversing import (
+    Conversing,
+    answered,
+    conversation,
+    follow_up,
+    printed,
+    session_memos,
+    until,
+    user_messages,
+)
+from sandbox_agent_runtime.testing.failing_sandbox import watched
+from sandbox_agent_runtime.testing.long_workflow import ContinuesBetweenPromptsWorkflow
+from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     activities,
     metered_client,
     running_worker,
     sandboxes_for_tests,
 )
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 # Long enough that no sandbox is released unless a test means it to be.
 NEVER = timedelta(minutes=10)
@@ -145,46 +148,6 @@ def snapshots(temp: Path) -> list[Path]:
     return sorted(temp.parent.rglob("*.tar.gz"))
 
 
-async def conversation(client: Client, prompt: str) -> WorkflowHandle[Any, RunAnswer]:
-    """Start a conversation (a run with follow-ups), as the starter does."""
-    return await start(client, RunRequest(prompt, follow_ups=True))
-
-
-async def until(
-    handle: WorkflowHandle[Any, Any], reached: Callable[[Conversation], bool]
-) -> Conversation:
-    """The conversation's state (the CONVERSATION query) once ``reached``
-    holds; the worker's time limit fails the test if it never does."""
-    while True:
-        state: Conversation = await handle.query(CONVERSATION, result_type=Conversation)
-        if reached(state):
-            return state
-        await asyncio.sleep(0.05)
-
-
-async def answered(handle: WorkflowHandle[Any, Any], prompt: int) -> Conversation:
-    """The conversation's state once it has answered ``prompt``."""
-    return await until(handle, lambda state: state.answered >= prompt and state.state != WORKING)
-
-
-async def follow_up(handle: WorkflowHandle[Any, Any], prompt: str) -> int:
-    """Send a follow-up; the number the run gives its prompt."""
-    number: int = await handle.execute_update(FOLLOW_UP, FollowUp(prompt), result_type=int)
-    return number
-
-
-async def session_memos(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
-    """Each SESSION_MEMO the run wrote, in order, as its history records them."""
-    converter = DATA_CONVERTER.payload_converter
-    memos = []
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
-            fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
-            if SESSION_MEMO in fields:
-                memos.append(converter.from_payload(fields[SESSION_MEMO], dict))
-    return memos
-
-
 async def conversation_updates(handle: WorkflowHandle[Any, Any]) -> list[str]:
     """The FOLLOW_UP and END updates the run took, in order, as its history
     records them (a refused update is never written there)."""
@@ -208,13 +171,6 @@ def refused(error: pytest.ExceptionInfo[WorkflowUpdateFailedError]) -> str:
     cause = error.value.cause
     assert isinstance(cause, ApplicationError), cause
     return cause.type or ""
-
-
-def printed(answer: RunAnswer) -> list[str]:
-    """The lines the last command of the prompt printed (Conversing's answer)."""
-    text = str(answer.answer)
-    assert text.startswith("prompt "), text
-    return text.split(": ", 1)[1].splitlines()
 
 
 async def test_a_follow_up_works_in_the_same_workspace_and_conversation_and_the_usage_adds_up(

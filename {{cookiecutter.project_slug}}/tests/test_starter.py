@@ -25,12 +25,8 @@ from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import LONGEST_PROMPT, WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import attach, run, start, web_ui_link
-
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
-from .scripted_model import ScriptedModel
-from .support import (
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
     RUN_TIME_LIMIT,
     SETTINGS,
     STARTER_SETTINGS,
@@ -39,6 +35,9 @@ from .support import (
     running_worker,
     started_id,
 )
+
+from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
+from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 
 def test_the_starter_names_the_workflow_the_worker_registers_and_sends_what_it_takes() -> None:

@@ -14,11 +14,17 @@ from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 from sandbox_agent_runtime.observability import TOOL_CALLS
 from sandbox_agent_runtime.shared import step_name, tool_of
 from sandbox_agent_runtime.starter import EXIT_COMPLETED, follow, start
+from sandbox_agent_runtime.testing.scripted_model import tool_outputs
+from sandbox_agent_runtime.testing.support import (
+{%- if cookiecutter.approval != "none" %}
+    STARTER_SETTINGS,
+{%- endif %}
+    activities,
+    metered_client,
+    running_worker,
+)
 
 from {{ cookiecutter.package_name }} import tools
-
-from .scripted_model import tool_outputs
-from .support import {{ "STARTER_SETTINGS, " if cookiecutter.approval != "none" }}activities, metered_client, running_worker
 
 
 class AsksTheTime(TestModel):

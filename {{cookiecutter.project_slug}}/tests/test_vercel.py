@@ -16,11 +16,8 @@ from vercel.sandbox import (
 
 from sandbox_agent_runtime.backends import vercel
 from sandbox_agent_runtime.settings import missing_credentials
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
-from .processes import refusal_of_the_worker_command_without
-from .support import (
+from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
+from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
     CompletedRun,
@@ -28,6 +25,8 @@ from .support import (
     assert_scheduled_not_to_retry,
     refusal_without_credentials,
 )
+
+from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
 def test_vercel_client_and_options_come_from_the_answers() -> None:

@@ -29,11 +29,10 @@ from sandbox_agent_runtime.starter import (
     follow,
     start,
 )
-
-from .handovers import ALL_STEPS, STEPS, workspaces_used
-from .long_workflow import NEXT_BUILDS_STEP, NextBuildWorkflow
-from .scripted_model import ScriptedModel, steps_done
-from .support import (
+from sandbox_agent_runtime.testing.handovers import ALL_STEPS, STEPS, workspaces_used
+from sandbox_agent_runtime.testing.long_workflow import NEXT_BUILDS_STEP, NextBuildWorkflow
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, steps_done
+from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
 {%- if cookiecutter.approval != "none" %}
     STARTER_SETTINGS,

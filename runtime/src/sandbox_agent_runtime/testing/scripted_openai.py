@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .scripted_model import steps_done, tool_outputs
+from sandbox_agent_runtime.testing.scripted_model import steps_done, tool_outputs
 
 
 class ScriptedOpenAIServer:

@@ -10,7 +10,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from .support import free_address
+from sandbox_agent_runtime.testing.support import free_address
 
 
 class CuttableNetwork:

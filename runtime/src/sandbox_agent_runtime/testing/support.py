@@ -1,8 +1,18 @@
-{% set remote = cookiecutter | remote_backends -%}
 """Helpers that run the service's real worker with a scripted model, and
-read what a run's history records."""
+read what a run's history records.
+
+What they know of the service they read from ``sandbox_agent_runtime.current()``
+(its providers, its approvals, its hosts), and what only the project has (its
+workflow type, its tools, its model) from the registered ``Project``
+(``sandbox_agent_runtime.testing.use``), each when it is used. The module's
+constants that depend on them (``SETTINGS``, ``STARTER_SETTINGS``,
+``CREDENTIALS``, ``SANDBOXES_FOR_TESTS``) are computed at their first use,
+once."""
+
+from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import shutil
@@ -10,22 +20,18 @@ import socket
 import threading
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import {{ "AsyncExitStack, " if cookiecutter.approval != "none" }}asynccontextmanager, contextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from agents import Model, OpenAIResponsesModel
-{%- if remote %}
 from agents.sandbox.manifest import Manifest
-{%- endif %}
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
-{%- if remote %}
 from agents.sandbox.session import SandboxSession
-{%- endif %}
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
@@ -37,27 +43,19 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowHistory,
-{%- if cookiecutter.approval != "none" %}
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
-{%- endif %}
 )
 from temporalio.common import RetryPolicy, WorkerDeploymentVersion
-from temporalio.converter import DataConverter{{ ", PayloadConverter" if cookiecutter | host_bound_backends }}
+from temporalio.converter import DataConverter, PayloadConverter
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent_runtime import worker
-{% if cookiecutter | host_bound_backends -%}
+from sandbox_agent_runtime import current, worker
 from sandbox_agent_runtime.affinity import host_queue
-{% endif -%}
-{% if "local" in cookiecutter | backends -%}
 from sandbox_agent_runtime.backends import Backend, local, sandbox_backends
-{% else -%}
-from sandbox_agent_runtime.backends import Backend, sandbox_backends
-{% endif -%}
 from sandbox_agent_runtime.object_store import data_converter
 from sandbox_agent_runtime.observability import metrics_runtime
 from sandbox_agent_runtime.payloads import AgentPayloadConverter
@@ -70,22 +68,23 @@ from sandbox_agent_runtime.settings import (
     worker_settings,
 )
 from sandbox_agent_runtime.shared import (
-    {%- for constant in ((["CHOOSING_THE_HOST", "HOST_HEADER", "NOT_THIS_HOST"] if cookiecutter | host_bound_backends else []) + ["MODEL_ACTIVITIES"] + (["DECIDE", "PENDING"] if cookiecutter.approval != "none" else [])) | sort %}
-    {{ constant }},
-{%- endfor %}
+    CHOOSING_THE_HOST,
+    DECIDE,
+    HOST_HEADER,
+    MODEL_ACTIVITIES,
+    NOT_THIS_HOST,
+    PENDING,
     sandbox_operation,
     tool_of,
 )
-{%- if cookiecutter | host_bound_backends %}
 from sandbox_agent_runtime.starter import (
     LOCAL_ACTIVITY_MARKER,
     chain_run,
     continued_as,
     start,
 )
-{%- else %}
-from sandbox_agent_runtime.starter import chain_run, continued_as, start
-{%- endif %}
+from sandbox_agent_runtime.testing import project
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.worker import (
     MODEL_RETRY_POLICY,
     SHUTDOWN_GRACE,
@@ -93,21 +92,6 @@ from sandbox_agent_runtime.worker import (
     agents_plugin,
     build_worker,
 )
-
-from {{ cookiecutter.package_name }}.agent import MODEL
-from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
-from {{ cookiecutter.package_name }}.service import (
-{%- for constant in ((cookiecutter | providers | map("first") | list) + ["TASK_QUEUE"]) | sort %}
-    {{ constant }},
-{%- endfor %}
-)
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-{% if cookiecutter.approval != "none" %}
-from .approver import ENVIRONMENT as APPROVER_ENVIRONMENT
-from .approver import command_request, signed
-{%- endif %}
-from .scripted_model import ScriptedModel
 
 # The longest a test's runs may go without progress (no event added to their
 # histories, none started or closed: run_time_limit). A run of the scripted
@@ -122,7 +106,6 @@ RUN_TIME_LIMIT = timedelta(seconds=30)
 # has its next worker take the call again at once: the same attempts and
 # limits, without the wait.
 RETRIED_AT_ONCE = replace(MODEL_RETRY_POLICY, initial_interval=timedelta(milliseconds=10))
-{%- if remote %}
 
 
 class LocalStandIn(UnixLocalSandboxClient):
@@ -142,22 +125,16 @@ def local_stand_in(settings: WorkerSettings) -> BaseSandboxClient[Any]:
     """A local stand-in for a remote backend's sandbox (built, as the
     backend's client is, from the worker's settings, which it needs none of)."""
     return LocalStandIn(inherit_host_environment=False)
-{%- endif %}
 
 
 # The dev server fires a timer (a retry's back-off among them) up to a second
 # late by default: a test whose step fails five times would wait five
 # seconds whatever its back-off. Timers fire within 10 ms here.
 PRECISE_TIMERS = 'history.timerProcessorMaxTimeShift="10ms"'
-{%- if cookiecutter | host_bound_backends %}
 # It hands an activity to another task queue than its run's (a sandbox's
-# host's: affinity.py) about 100 ms late, polling its queue of such tasks 20
-# times a second by default; within a few ms here.
-{%- else %}
-# It hands on a task that no worker took with its workflow task about 100 ms
-# late, polling its queue of such tasks 20 times a second by default; within
-# a few ms here.
-{%- endif %}
+# host's: affinity.py), and a task that no worker took with its workflow
+# task, about 100 ms late, polling its queue of such tasks 20 times a second
+# by default; within a few ms here.
 PROMPT_DISPATCH = "history.transferProcessorMaxPollRPS=1000"
 
 
@@ -218,23 +195,26 @@ async def restartable_dev_server(database: Path) -> AsyncIterator[RestartableDev
         await server.stop()
 
 
-# Each provider's sandbox in tests: the service's own local sandbox for the
-# local backend (real commands in a real temp dir), a local stand-in for a
-# remote one.
-SANDBOXES_FOR_TESTS: dict[str, Callable[[WorkerSettings], BaseSandboxClient[Any]]] = {
-{%- for constant, backend in cookiecutter | providers %}
-    {{ constant }}: {{ "local.sandbox_client" if backend == "local" else "local_stand_in" }},
-{%- endfor %}
-}
+@functools.cache
+def _sandboxes_for_tests() -> dict[str, Callable[[WorkerSettings], BaseSandboxClient[Any]]]:
+    """Each provider's sandbox in tests (``SANDBOXES_FOR_TESTS``): the
+    service's own local sandbox for the local backend (real commands in a
+    real temp dir), a local stand-in for a remote one."""
+    return {
+        provider: local.sandbox_client if backend == "local" else local_stand_in
+        for provider, backend in current().providers.items()
+    }
 
 
 def sandboxes_for_tests(
-    sandbox: BaseSandboxClient[Any] | None = None, provider: str = SANDBOX_PROVIDER
+    sandbox: BaseSandboxClient[Any] | None = None, provider: str | None = None
 ) -> dict[str, BaseSandboxClient[Any]]:
-    """Every provider's sandbox in tests; ``sandbox``, if given, replaces ``provider``'s."""
-    sandboxes = {name: build(SETTINGS) for name, build in SANDBOXES_FOR_TESTS.items()}
+    """Every provider's sandbox in tests; ``sandbox``, if given, replaces
+    ``provider``'s (the service's default provider's unless named)."""
+    settings = _settings()
+    sandboxes = {name: build(settings) for name, build in _sandboxes_for_tests().items()}
     if sandbox is not None:
-        sandboxes[provider] = sandbox
+        sandboxes[provider or current().sandbox_provider] = sandbox
     return sandboxes
 
 
@@ -244,41 +224,81 @@ def provider_of(backend: Backend) -> str:
     return provider
 
 
-# A value for every credential the worker needs: the model's key, each
-# backend's (the first of its choices; an address, for a variable named
-# *_URL) and each forwarded secret.
-CREDENTIALS = {
-    "OPENAI_API_KEY": "sk-test",
-    **{
-        name: "https://test.invalid" if name.endswith("_URL") else "test-key"
-        for backend in sandbox_backends().values()
-        for name in next(iter(backend.REQUIRED_ENVIRONMENT), ())
-    },
-    **{name: "test-value" for name in SANDBOX_SECRETS},
-}
+@functools.cache
+def _credentials() -> dict[str, str]:
+    """A value for every credential the worker needs (``CREDENTIALS``): the
+    model's key, each backend's (the first of its choices; an address, for a
+    variable named *_URL) and each forwarded secret."""
+    return {
+        "OPENAI_API_KEY": "sk-test",
+        **{
+            name: "https://test.invalid" if name.endswith("_URL") else "test-key"
+            for backend in sandbox_backends().values()
+            for name in next(iter(backend.REQUIRED_ENVIRONMENT), ())
+        },
+        **{name: "test-value" for name in current().sandbox_secrets},
+    }
+
+
+def approver_environment() -> dict[str, str]:
+    """What a worker needs to trust the tests' approver, and a starter to sign
+    as it (approver.ENVIRONMENT), for a service with approvals; nothing for
+    one without (whose tests never load the approver)."""
+    if not current().approvals:
+        return {}
+    from sandbox_agent_runtime.testing.approver import ENVIRONMENT
+
+    return dict(ENVIRONMENT)
 
 
 def settings_with(environ: dict[str, str]) -> WorkerSettings:
     """The worker's settings from ``environ``, as its main() parses them,
-    with CREDENTIALS{{ " and the tests' approver" if cookiecutter.approval != "none" }}."""
-    return worker_settings({**CREDENTIALS{{ ", **APPROVER_ENVIRONMENT" if cookiecutter.approval != "none" }}, **environ})
+    with CREDENTIALS (and, for a service with approvals, the tests' approver)."""
+    return worker_settings({**_credentials(), **approver_environment(), **environ})
 
 
-# The worker's settings in tests: its defaults. A test that needs another
-# value passes ``replace(SETTINGS, ...)``.
-SETTINGS = settings_with({})
-# The starter's{{ ", signing as the tests' approver" if cookiecutter.approval != "none" }}.
-STARTER_SETTINGS: StarterSettings = starter_settings({{ "APPROVER_ENVIRONMENT" if cookiecutter.approval != "none" else "{}" }})
+@functools.cache
+def _settings() -> WorkerSettings:
+    """The worker's settings in tests (``SETTINGS``): its defaults. A test
+    that needs another value passes ``replace(SETTINGS, ...)``."""
+    return settings_with({})
+
+
+@functools.cache
+def _starter_settings() -> StarterSettings:
+    """The starter's settings in tests (``STARTER_SETTINGS``), signing as
+    the tests' approver for a service with approvals."""
+    return starter_settings(approver_environment())
+
+
+# The module's constants computed at their first use (from the configured
+# service), not at its import.
+_LAZY: dict[str, Callable[[], Any]] = {
+    "SETTINGS": _settings,
+    "STARTER_SETTINGS": _starter_settings,
+    "CREDENTIALS": _credentials,
+    "SANDBOXES_FOR_TESTS": _sandboxes_for_tests,
+}
+
+if TYPE_CHECKING:
+    SETTINGS: WorkerSettings
+    STARTER_SETTINGS: StarterSettings
+    CREDENTIALS: dict[str, str]
+    SANDBOXES_FOR_TESTS: dict[str, Callable[[WorkerSettings], BaseSandboxClient[Any]]]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 async def start_in(client: Client, backend: Backend, prompt: str) -> WorkflowHandle[Any, RunAnswer]:
     """Start a run of the agent in ``backend``'s sandbox, as the starter does."""
-{%- if cookiecutter | additional_backends %}
-    return await start(client, prompt, provider=provider_of(backend))
-{%- else %}
-    assert backend is sandbox_backends()[SANDBOX_PROVIDER]  # the service's only backend
+    if len(current().providers) > 1:
+        return await start(client, prompt, provider=provider_of(backend))
+    assert backend is sandbox_backends()[current().sandbox_provider]  # the only backend
     return await start(client, prompt)
-{%- endif %}
 
 
 def refusal_without_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
@@ -291,7 +311,7 @@ def refusal_without_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
                 monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
     with pytest.raises(SystemExit) as exited:
-        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
+        worker.main(project().workflow, project().tool_activities, [])
     # A string exit code: Python prints it on stderr and exits with status 1.
     message = exited.value.code
     assert isinstance(message, str)
@@ -458,31 +478,37 @@ async def running_worker(
     model: Model,
     sandbox: BaseSandboxClient[Any] | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
-    provider: str = SANDBOX_PROVIDER,
+    provider: str | None = None,
     time_limit: timedelta = RUN_TIME_LIMIT,
-{%- if cookiecutter | host_bound_backends %}
     host: str | None = None,
-{%- endif %}
     version: WorkerDeploymentVersion | None = None,
-{%- if cookiecutter.approval != "none" %}
     approve: bool = True,
-{%- endif %}
-    settings: WorkerSettings = SETTINGS,
-    workflows: Sequence[type] = (SandboxAgentWorkflow,),
+    settings: WorkerSettings | None = None,
+    workflows: Sequence[type] | None = None,
     max_cached_workflows: int | None = None,
     graceful_shutdown_timeout: timedelta = SHUTDOWN_GRACE,
     identity: str | None = None,
 ) -> AsyncIterator[tuple[Client, ServiceWorker]]:
     """Run the service's worker with a scripted model; yield a client whose
     data converter matches the worker's. Every provider has the tests' own
-    sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s.
-    The test fails if it is still waiting after ``time_limit``, with what each
-    open run waits for.{% if cookiecutter.approval != "none" %} Unless ``approve`` is false, a stand-in person
-    approves every call that waits for one (``approving_everything()``).{% endif %}"""
-{%- if cookiecutter | host_bound_backends %}
-    if host is not None:
+    sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s
+    (the service's default provider's unless named). The worker runs
+    ``workflows`` (the project's workflow type unless given), with
+    ``settings`` (SETTINGS unless given). The test fails if it is still
+    waiting after ``time_limit``, with what each open run waits for.
+
+    ``host``: the worker's host id (its settings' ``host_id``), for a service
+    whose sandboxes may live on a worker's host (``Service.host_bound``);
+    a service without one never reads it. For a service with approvals,
+    unless ``approve`` is false, a stand-in person approves every call that
+    waits for one (``approving_everything()``); a service without approvals
+    has none to give, and ignores ``approve``."""
+    service = current()
+    provider = provider or service.sandbox_provider
+    settings = _settings() if settings is None else settings
+    workflows = (project().workflow,) if workflows is None else workflows
+    if host is not None and service.host_bound:
         settings = replace(settings, host_id=host)
-{%- endif %}
     if version is not None:
         settings = replace(settings, version=version)
     plugin = agents_plugin(
@@ -496,16 +522,15 @@ async def running_worker(
         plugged,
         settings,
         workflows=workflows,
-        tool_activities=ACTIVITIES,
+        tool_activities=project().tool_activities,
         max_cached_workflows=max_cached_workflows,
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
     )
-{%- if cookiecutter.approval != "none" %}
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(worker)
-        await stack.enter_async_context(run_time_limit(plugged, TASK_QUEUE, time_limit))
-        if approve:
+        await stack.enter_async_context(run_time_limit(plugged, service.task_queue, time_limit))
+        if approve and service.approvals:
             await stack.enter_async_context(approving_everything(plugged))
         yield plugged, worker
 
@@ -532,13 +557,15 @@ async def approve_as_they_wait(handle: WorkflowHandle[Any, Any], commands: list[
     call_1, ...), each once the run waits for it (a timer of the wait starts),
     asking the run nothing: a query makes a worker that caches no run replay
     it, and the Temporal SDK then counts the metrics of its last step again."""
+    from sandbox_agent_runtime.testing import approver
+
     run_id = handle.first_execution_run_id or handle.run_id or ""
     for call, command in enumerate(commands):
         async with asyncio.timeout(20):
             while await timers_started(handle) <= call:
                 await asyncio.sleep(0.05)
-        request = command_request(f"call_{call}", command)
-        await handle.execute_update(DECIDE, signed(handle.id, run_id, request, True))
+        request = approver.command_request(f"call_{call}", command)
+        await handle.execute_update(DECIDE, approver.signed(handle.id, run_id, request, True))
 
 
 async def timers_started(handle: WorkflowHandle[Any, Any]) -> int:
@@ -552,6 +579,8 @@ async def timers_started(handle: WorkflowHandle[Any, Any]) -> int:
 
 
 async def approve_everything(client: Client) -> None:
+    from sandbox_agent_runtime.testing import approver
+
     since = this_test_started()
     while True:
         # A service that is down (a test restarts it): ask again.
@@ -570,13 +599,9 @@ async def approve_everything(client: Client) -> None:
                 ):
                     async with asyncio.timeout(2):
                         for request in await handle.query(PENDING, result_type=list):
-                            decision = signed(run.id, run.run_id, request, True)
+                            decision = approver.signed(run.id, run.run_id, request, True)
                             await handle.execute_update(DECIDE, decision)
         await asyncio.sleep(0.1)
-{%- else %}
-    async with worker, run_time_limit(plugged, TASK_QUEUE, time_limit):
-        yield plugged, worker
-{%- endif %}
 
 
 @asynccontextmanager
@@ -618,7 +643,7 @@ async def run_time_limit(client: Client, task_queue: str, limit: timedelta) -> A
         watch.cancel()
 
 
-# When the running test began (conftest.py's ``note_when_the_test_began``).
+# When the running test began (plugin.py's ``note_when_the_test_began``).
 _TEST_BEGAN = [datetime.now(UTC)]
 
 
@@ -693,7 +718,7 @@ async def what_it_waits_for(handle: WorkflowHandle[Any, Any], task_queue: str) -
 
 
 # The warning Python gives for each coroutine of a dropped run that the
-# garbage collector closes (see `collect_dropped_runs` in conftest.py):
+# garbage collector closes (see `collect_dropped_runs` in plugin.py):
 # expected, so filtered where runs are dropped on purpose.
 DROPPED_RUNS_CLOSED = (
     "ignore:Exception ignored in. <coroutine object:pytest.PytestUnraisableExceptionWarning"
@@ -702,7 +727,7 @@ DROPPED_RUNS_CLOSED = (
 
 @dataclass
 class CompletedRun:
-    """A finished run, as the ``completed_run`` fixture (conftest.py) leaves it."""
+    """A finished run, as the ``completed_run`` fixture (plugin.py) leaves it."""
 
     handle: WorkflowHandle[Any, RunAnswer]
     # The run's answer, its text (RunAnswer.answer).
@@ -724,9 +749,10 @@ class Activity:
     attempt: int = 0  # zero: it never started
     worker: str = ""
     failed: bool = False
-{%- if cookiecutter | host_bound_backends %}
     # The host it was offered for on the run's own queue (affinity.HostFirst),
-    # and whether a worker of another host refused it there.
+    # and whether a worker of another host refused it there: a service whose
+    # sandboxes may live on a worker's host (Service.host_bound) alone has
+    # either.
     host: str = ""
     refused: bool = False
 
@@ -735,18 +761,12 @@ class Activity:
         """The task queue it was for: that of the host it was offered for,
         or the one it was sent to."""
         return host_queue(self.host) if self.host else self.task_queue
-{%- endif %}
 
     @property
     def is_sandbox_operation(self) -> bool:
-{%- if cookiecutter | host_bound_backends %}
-        """An operation on the sandbox (not a model call, nor the question
-        of which host the sandbox will live on)."""
+        """An operation on the sandbox (not a model call, nor a tool's, nor
+        the question of which host the sandbox will live on)."""
         return sandbox_operation(self.name) not in (None, CHOOSING_THE_HOST)
-{%- else %}
-        """An operation on the sandbox (not a model call, nor a tool's)."""
-        return sandbox_operation(self.name) is not None
-{%- endif %}
 
     @property
     def is_model_call(self) -> bool:
@@ -771,11 +791,9 @@ def activities_in(history: WorkflowHistory) -> list[Activity]:
                 RetryPolicy.from_proto(attributes.retry_policy),
                 attributes.task_queue.name,
             )
-{%- if cookiecutter | host_bound_backends %}
             marked = attributes.header.fields.get(HOST_HEADER)
             if marked is not None:
                 scheduled[event.event_id].host = PayloadConverter.default.from_payloads([marked])[0]
-{%- endif %}
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = event.activity_task_started_event_attributes
             activity = scheduled[started.scheduled_event_id]
@@ -783,14 +801,11 @@ def activities_in(history: WorkflowHistory) -> list[Activity]:
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             failed = event.activity_task_failed_event_attributes
             scheduled[failed.scheduled_event_id].failed = True
-{%- if cookiecutter | host_bound_backends %}
             refusal = failed.failure.application_failure_info.type == NOT_THIS_HOST
             scheduled[failed.scheduled_event_id].refused = refusal
-{%- endif %}
     return list(scheduled.values())
 
 
-{% if cookiecutter | host_bound_backends -%}
 def local_activities_in(history: WorkflowHistory) -> list[str]:
     """The name of each local activity a run's history records (a marker
     each): the question of the sandbox's host (affinity.choose_host)."""
@@ -804,7 +819,6 @@ def local_activities_in(history: WorkflowHistory) -> list[str]:
     return names
 
 
-{% endif -%}
 async def activities(handle: WorkflowHandle[Any, Any]) -> list[Activity]:
     """Each activity of a run, in the order it was scheduled."""
     return activities_in(await handle.fetch_history())
@@ -835,7 +849,6 @@ class RunOfChain:
     history: WorkflowHistory
 
 
-{% if cookiecutter.approval != "none" -%}
 def approvals_in(runs: list[RunOfChain]) -> int:
     """The decisions a chain's runs took (each update accepted): after each,
     the agent's run resumes its sandbox once more."""
@@ -846,7 +859,6 @@ def approvals_in(runs: list[RunOfChain]) -> int:
     )
 
 
-{% endif -%}
 async def runs_of_chain(client: Client, workflow_id: str, first_run_id: str) -> list[RunOfChain]:
     """Every run of a finished workflow's chain, first to last."""
     runs = []
@@ -870,7 +882,7 @@ async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
 def openai_model(base_url: str) -> OpenAIResponsesModel:
     """The SDK's real default model, talking to a scripted server."""
     client = AsyncOpenAI(base_url=base_url, api_key="dummy", max_retries=0)
-    return OpenAIResponsesModel(MODEL, client)
+    return OpenAIResponsesModel(project().model, client)
 
 
 class Metrics:
@@ -894,7 +906,7 @@ class Metrics:
 
 
 @asynccontextmanager
-async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client, "Metrics"]]:
+async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client, Metrics]]:
     """A client on a runtime of its own that serves /metrics, as the worker's
     does with PROMETHEUS_BIND_ADDRESS set."""
     address = free_address()

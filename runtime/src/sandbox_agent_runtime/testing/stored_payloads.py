@@ -1,7 +1,7 @@
 """A workflow whose every payload is too large for history: its input (a
 RunRequest carrying an input archive of a few MB), its activity's input and
 result, and its result (a RunAnswer carrying an output archive as large).
-Registered on a real worker by tests/test_object_store.py, whose client and
+Registered on a real worker by the object store's tests, whose client and
 worker keep those payloads in the object store."""
 
 import hashlib

@@ -3,40 +3,122 @@
 Starting either costs seconds (importing the SDKs), so the tests that use
 these helpers are marked ``process`` and left out of a plain
 ``uv run pytest``; run them with ``uv run pytest -m process``.
+
+The commands (``WORKER``, ``STARTER``, ...) are the project's, computed at
+their first use from the configured service and the registered project
+(``sandbox_agent_runtime.testing.use``).
 """
+
+from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager{{ ", suppress" if cookiecutter.approval != "none" }}
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-{%- if cookiecutter.approval != "none" %}
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client
+from sandbox_agent_runtime import current
+from sandbox_agent_runtime.testing import project
 
-from . import approver
-from .support import approving_everything
-{%- endif %}
-
-PROJECT = Path(__file__).resolve().parents[1]
 # Where `uv sync` installs the console scripts.
 SCRIPTS = Path(sys.executable).parent
-{%- if not cookiecutter | remote_backends %}
-WORKER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")]
-WORKER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.worker"]
-{%- else %}
-# The real worker needs the remote sandbox, which tests cannot reach; this
-# runs the same worker with a local sandbox standing in for it.
-WORKER = [sys.executable, "-m", "tests.stand_in_worker"]
-WORKER_MODULE = WORKER
-{%- endif %}
-STARTER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-starter")]
-STARTER_MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}.starter"]
-CODEC_SERVER = [str(SCRIPTS / "{{ cookiecutter.project_slug }}-codec-server")]
+
+
+def _project_root() -> Path:
+    """The project's directory (``PROJECT``): where the commands run."""
+    return project().root
+
+
+def _worker() -> list[str]:
+    """The worker command (``WORKER``): the installed one of a service with
+    local sandboxes alone. The real worker of a service with a remote
+    backend needs the remote sandbox, which tests cannot reach; then it is
+    the same worker with a local sandbox standing in for each remote one
+    (stand_in_worker.py)."""
+    if all(backend == "local" for backend in current().backends):
+        return [str(SCRIPTS / current().command("worker"))]
+    return [
+        sys.executable,
+        "-m",
+        "sandbox_agent_runtime.testing.stand_in_worker",
+        project().package,
+    ]
+
+
+def _worker_module() -> list[str]:
+    """The worker as ``python -m <package>.worker`` (``WORKER_MODULE``), or
+    the stand-in worker (``WORKER``) of a service with a remote backend."""
+    if all(backend == "local" for backend in current().backends):
+        return [sys.executable, "-m", f"{project().package}.worker"]
+    return _worker()
+
+
+def _starter() -> list[str]:
+    return [str(SCRIPTS / current().command("starter"))]
+
+
+def _starter_module() -> list[str]:
+    return [sys.executable, "-m", f"{project().package}.starter"]
+
+
+def _codec_server() -> list[str]:
+    return [str(SCRIPTS / current().command("codec-server"))]
+
+
+_LAZY: dict[str, Callable[[], Any]] = {
+    "PROJECT": _project_root,
+    "WORKER": _worker,
+    "WORKER_MODULE": _worker_module,
+    "STARTER": _starter,
+    "STARTER_MODULE": _starter_module,
+    "CODEC_SERVER": _codec_server,
+}
+
+if TYPE_CHECKING:
+    PROJECT: Path
+    WORKER: list[str]
+    WORKER_MODULE: list[str]
+    STARTER: list[str]
+    STARTER_MODULE: list[str]
+    CODEC_SERVER: list[str]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# The hosts of the tests that run two worker processes as two hosts.
+HOSTS = ("host-a", "host-b")
+
+UNSHARE = ["unshare", "--mount", "--propagation", "private"]
+
+
+def private_mounts() -> bool:
+    """Whether this process may give a worker a mount namespace of its own."""
+    if shutil.which("unshare") is None:
+        return False
+    probe = [*UNSHARE, "true"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
+def on_host(host: str, tmp: Path, isolated: bool) -> list[str]:
+    """The worker command on ``host`` (one of HOSTS): with its own mount
+    namespace, in which every other host's TMPDIR (``tmp``/<host>) is an
+    empty directory, when ``isolated``."""
+    if not isolated:
+        return _worker()
+    others = [str(tmp / other) for other in HOSTS if other != host]
+    hide = " && ".join(f'mount -t tmpfs tmpfs "${index + 1}"' for index in range(len(others)))
+    script = f'{hide} && shift {len(others)} && exec "$@"'
+    return [*UNSHARE, "sh", "-c", script, "sh", *others, *_worker()]
 
 
 def service_environment(temporal_address: str, model_url: str) -> dict[str, str]:
@@ -53,10 +135,11 @@ def service_environment(temporal_address: str, model_url: str) -> dict[str, str]
         OPENAI_BASE_URL=model_url,
         OPENAI_API_KEY="dummy",
     )
-{%- if cookiecutter.approval != "none" %}
-    # The workers trust the tests' approver, and the starter signs as it.
-    environment.update(approver.ENVIRONMENT)
-{%- endif %}
+    if current().approvals:
+        from sandbox_agent_runtime.testing import approver
+
+        # The workers trust the tests' approver, and the starter signs as it.
+        environment.update(approver.ENVIRONMENT)
     return environment
 
 
@@ -72,7 +155,7 @@ def refusal_of_the_worker_command_without(missing: str, credentials: dict[str, s
     environment["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
     began = time.monotonic()
     done = subprocess.run(
-        [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")],
+        [str(SCRIPTS / current().command("worker"))],
         env=environment,
         capture_output=True,
         text=True,
@@ -130,13 +213,19 @@ async def service(command: list[str], environment: dict[str, str]) -> AsyncItera
         signal.signal(signal.SIGINT, signal.default_int_handler)
     process = await asyncio.create_subprocess_exec(
         *command,
-        cwd=PROJECT,
+        cwd=_project_root(),
         env=environment,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
     try:
-{%- if cookiecutter.approval != "none" %}
+        if not current().approvals:
+            yield Service(process)
+            return
+        from temporalio.client import Client
+
+        from sandbox_agent_runtime.testing.support import approving_everything
+
         # Beside every worker, a stand-in person approves each call that
         # waits for one (the tests of approvals start their own workers).
         client = None
@@ -149,9 +238,6 @@ async def service(command: list[str], environment: dict[str, str]) -> AsyncItera
                 yield Service(process)
         else:
             yield Service(process)
-{%- else %}
-        yield Service(process)
-{%- endif %}
     finally:
         if process.returncode is None:
             process.kill()

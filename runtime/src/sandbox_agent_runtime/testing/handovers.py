@@ -1,37 +1,61 @@
 """Runs handed from one worker to the next in one test process: a run left
 part-way by a worker that goes away, and what the run's history says each
-worker did."""
+worker did.
+
+``STEPS`` and ``ALL_STEPS`` depend on the service's turn budget
+(``Service.max_turns``): computed at their first use."""
+
+from __future__ import annotations
 
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import ModelResponse
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from sandbox_agent_runtime import current
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
-{% if cookiecutter | host_bound_backends -%}
 from sandbox_agent_runtime.settings import WorkerSettings
-{% endif -%}
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, tool_outputs
+from sandbox_agent_runtime.testing.support import RETRIED_AT_ONCE, activities, running_worker
 
-from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
-from .scripted_model import ScriptedModel, tool_outputs
-from .support import RETRIED_AT_ONCE, {{ "SETTINGS, " if cookiecutter | host_bound_backends }}activities, running_worker
+def _adding() -> int:
+    """Up to six steps, as many as the turn budget leaves room for (a turn
+    each, and one for the answer): each adds to a file the steps before
+    wrote, and the last prints it."""
+    return max(1, min(5, current().max_turns - 2))
 
-# Up to six steps, as many as the turn budget leaves room for (a turn each,
-# and one for the answer): each adds to a file the steps before wrote, and the
-# last prints it.
-ADDING = max(1, min(5, MAX_TURNS - 2))
-STEPS = [f"echo step-{step} >> steps.txt" for step in range(ADDING)] + ["cat steps.txt"]
-ALL_STEPS = "".join(f"step-{step}\n" for step in range(ADDING))
+
+def _steps() -> list[str]:
+    """The commands of a run handed over (``STEPS``)."""
+    return [f"echo step-{step} >> steps.txt" for step in range(_adding())] + ["cat steps.txt"]
+
+
+def _all_steps() -> str:
+    """What the last of STEPS prints (``ALL_STEPS``)."""
+    return "".join(f"step-{step}\n" for step in range(_adding()))
+
+
+_LAZY: dict[str, Callable[[], Any]] = {"STEPS": _steps, "ALL_STEPS": _all_steps}
+
+if TYPE_CHECKING:
+    STEPS: list[str]
+    ALL_STEPS: str
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class StallsAfterTheFirstCommand(ScriptedModel):
@@ -58,63 +82,52 @@ class StallsAfterTheFirstCommand(ScriptedModel):
 
 async def start_as(
     client: Client,
-    workflow_class: type[SandboxAgentWorkflow],
+    workflow_class: type[Any],
     provider: str,
     prompt: str = "Add to the file, then print it.",
 ) -> WorkflowHandle[Any, RunAnswer]:
     """Start a run of ``workflow_class`` (a test's variant of the service's
     workflow, registered under a name of its own) as the starter starts the
     service's own."""
-    if workflow_class is SandboxAgentWorkflow:
+    if workflow_class is project().workflow:
         return await start(client, prompt, provider=provider)
-    return await client.start_workflow(
+    service = current()
+    handle: WorkflowHandle[Any, RunAnswer] = await client.start_workflow(
         workflow_class.run,
         RunRequest(prompt, provider),
-        id=f"{TASK_QUEUE}-{uuid.uuid4()}",
-        task_queue=TASK_QUEUE,
-        execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+        id=f"{service.task_queue}-{uuid.uuid4()}",
+        task_queue=service.task_queue,
+        execution_timeout=service.workflow_execution_timeout,
     )
+    return handle
 
 
-{% if cookiecutter | host_bound_backends -%}
 async def stalled_on(
     client: Client,
     host: str,
     provider: str,
     sandbox: BaseSandboxClient[Any] | None = None,
-    workflow_class: type[SandboxAgentWorkflow] = SandboxAgentWorkflow,
-    settings: WorkerSettings = SETTINGS,
+    workflow_class: type[Any] | None = None,
+    settings: WorkerSettings | None = None,
 ) -> WorkflowHandle[Any, RunAnswer]:
-    """A run of STEPS left part-way by the worker of ``host`` (its worker
-    ``worker-of-<host>`` ran its first command, in a sandbox it created, then
-    stopped: both its queues), with the worker's ``settings``."""
-    model = StallsAfterTheFirstCommand(STEPS)
+    """A run of STEPS (of ``workflow_class``: the project's workflow type
+    unless given) left part-way by a worker that ran its first command, in a
+    sandbox it created, then stopped, with the worker's ``settings``.
+
+    For a service whose sandboxes may live on a worker's host
+    (``Service.host_bound``) that is the worker of ``host``
+    (``worker-of-<host>``, its host id ``host``), which stops both its
+    queues; for one without, ``host`` names the worker (its identity)."""
+    workflow_class = project().workflow if workflow_class is None else workflow_class
+    model = StallsAfterTheFirstCommand(_steps())
     async with running_worker(
         client,
         model,
         sandbox,
         provider=provider,
-        host=host,
+        host=host,  # running_worker reads it for a host-bound service alone
         settings=settings,
-        identity=f"worker-of-{host}",
-{%- else -%}
-async def stalled_on(
-    client: Client,
-    worker: str,
-    provider: str,
-    sandbox: BaseSandboxClient[Any] | None = None,
-    workflow_class: type[SandboxAgentWorkflow] = SandboxAgentWorkflow,
-) -> WorkflowHandle[Any, RunAnswer]:
-    """A run of STEPS left part-way by the worker ``worker``: it ran the
-    run's first command, in a sandbox it created, then stopped."""
-    model = StallsAfterTheFirstCommand(STEPS)
-    async with running_worker(
-        client,
-        model,
-        sandbox,
-        provider=provider,
-        identity=worker,
-{%- endif %}
+        identity=f"worker-of-{host}" if current().host_bound else host,
         workflows=[workflow_class],
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),
@@ -127,23 +140,16 @@ async def stalled_on(
 
 
 async def sandbox_workers(handle: WorkflowHandle[Any, RunAnswer]) -> tuple[set[str], set[str]]:
-{%- if cookiecutter | host_bound_backends %}
     """The workers that ran a run's sandbox operations (not those of another
     host that refused one: affinity.HostFirst), and the task queues the
     workflow sent them to (an operation no worker took among them), an
     operation offered on the run's own queue for a host counting as sent to
-    that host's queue."""
+    that host's queue (a service whose sandboxes are not bound to a host has
+    neither refusals nor such offers)."""
     steps = [step for step in await activities(handle) if step.is_sandbox_operation]
     assert steps
     ran = {step.worker for step in steps if step.attempt and not step.refused}
     return ran, {step.queue for step in steps}
-{%- else %}
-    """The workers that ran a run's sandbox operations, and the task queues
-    the workflow sent them to (an operation no worker took among them)."""
-    steps = [step for step in await activities(handle) if step.is_sandbox_operation]
-    assert steps
-    return {step.worker for step in steps if step.attempt}, {step.task_queue for step in steps}
-{%- endif %}
 
 
 async def workspaces_used(handle: WorkflowHandle[Any, RunAnswer]) -> set[str]:

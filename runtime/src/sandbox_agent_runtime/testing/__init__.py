@@ -1,0 +1,89 @@
+"""Helpers for a service's tests: its real worker with a scripted model, a
+Temporal dev server, the worker and the starter as processes, faults, and
+what a run's history records (sandbox-agent-runtime[testing]).
+
+A project's tests register the project once, in their conftest.py, before
+any test module is imported, and load the pytest plugin (plugin.py)::
+
+    pytest_plugins = ["sandbox_agent_runtime.testing.plugin"]
+
+    use(Project(root=..., package="support_agent", workflow=SandboxAgentWorkflow,
+                tool_activities=ACTIVITIES, model=MODEL))
+
+Every decision the helpers make about the service (its providers, its
+approvals, whether its sandboxes are bound to a host, its secrets) they
+read from the configured ``Service`` (``sandbox_agent_runtime.current()``);
+what only the project has (its workflow type, its tools, its model, its
+directory and its package) from this registration. Importing a helper
+module needs neither: each reads them when it is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project, as its tests describe it to the helpers."""
+
+    # Its directory: pyproject.toml, deploy/, tests/.
+    root: Path
+    # Its import package ("support_agent"): ``python -m <package>.worker``.
+    package: str
+    # Its workflow type (workflow.py's SandboxAgentWorkflow).
+    workflow: type
+    # Its tools' activities (tools.py's ACTIVITIES).
+    tool_activities: Sequence[Callable[..., Any]]
+    # The model its agent talks to (agent.py's MODEL).
+    model: str
+
+
+_registered: Project | None = None
+
+
+def use(project: Project) -> None:
+    """Make ``project`` the one the helpers serve (again with an equal one
+    changes nothing; with another, refuses: a test process tests one project)."""
+    global _registered
+    if _registered is not None and _registered != project:
+        raise RuntimeError(
+            f"the test helpers already serve the project {_registered.package!r}: "
+            "a test process tests one project"
+        )
+    _registered = project
+
+
+def project() -> Project:
+    """The project the helpers serve."""
+    if _registered is None:
+        raise RuntimeError(
+            "no project is registered for sandbox_agent_runtime.testing: call "
+            "sandbox_agent_runtime.testing.use(Project(...)) in the tests' conftest.py "
+            "(before the tests import the helpers' functions)"
+        )
+    return _registered
+
+
+def workflow_type(cls: type[Any], name: str) -> type[Any]:
+    """``cls``, a class a helper defines in a function (a subclass of the
+    project's workflow type, which is known only once the project is
+    registered), made a workflow type registered as ``name``: Temporal takes
+    none defined in a function (it finds a workflow type by its module and its
+    name), so ``cls`` and its methods are named as at module level, and its
+    ``run`` (undecorated) is made its run method, as ``@workflow.run`` would."""
+    from temporalio import workflow
+
+    cls.__qualname__ = cls.__name__
+    for attribute in vars(cls).values():
+        if callable(attribute) and hasattr(attribute, "__qualname__"):
+            attribute.__qualname__ = f"{cls.__name__}.{attribute.__name__}"
+    workflow.run(vars(cls)["run"])
+    defined: type[Any] = workflow.defn(name=name)(cls)
+    return defined
+
+
+__all__ = ["Project", "project", "use", "workflow_type"]

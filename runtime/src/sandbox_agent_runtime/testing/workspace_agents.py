@@ -1,0 +1,91 @@
+"""The service's workflow with another agent than agent.py's, as a team
+would write it there: one that brings files of its own (``default_manifest``)
+and one that answers in a structure (``output_type``). Everything else is the
+service's code; the tests of inputs and outputs register them on test workers.
+
+Each is a subclass of the project's workflow type (``Project.workflow``),
+defined at its first use, once per process (as long_workflow.py's)."""
+
+# No ``from __future__ import annotations``: Temporal compares the run
+# method's annotations with those of the base's __init__ (@workflow.init).
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from agents.sandbox import SandboxAgent
+from agents.sandbox.entries import File
+from agents.sandbox.manifest import Manifest
+from pydantic import BaseModel
+
+from sandbox_agent_runtime.chain import Carried
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from sandbox_agent_runtime.testing import project, workflow_type
+
+# What the agent's own file holds.
+NOTES = b"notes the agent brings with it\n"
+
+
+class Summary(BaseModel):
+    """What the structured agent answers with."""
+
+    rows: int
+    columns: list[str]
+
+
+def _define(base: Any) -> dict[str, type[Any]]:
+    """The variants of ``base``, the project's workflow type, by name."""
+
+    class AgentWithFilesWorkflow(base):  # type: ignore[misc]
+        """An agent whose workspace starts with ``notes.txt`` (its default_manifest)."""
+
+        def agent(self) -> SandboxAgent[Any]:
+            own = Manifest(entries={"notes.txt": File(content=NOTES)})
+            return replace(super().agent(), default_manifest=own)
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
+    class StructuredAnswerWorkflow(base):  # type: ignore[misc]
+        """An agent whose answer is a ``Summary`` (its output_type), registered
+        under the service's own workflow type, so the starter starts it."""
+
+        def agent(self) -> SandboxAgent[Any]:
+            return replace(super().agent(), output_type=Summary)
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
+    workflow_type(AgentWithFilesWorkflow, "AgentWithFilesWorkflow")
+    workflow_type(StructuredAnswerWorkflow, WORKFLOW_TYPE)
+    defined: dict[str, type[Any]] = {
+        "AgentWithFilesWorkflow": AgentWithFilesWorkflow,
+        "StructuredAnswerWorkflow": StructuredAnswerWorkflow,
+    }
+    return defined
+
+
+# The classes, once defined (at the first use of one of them).
+_defined: dict[str, type[Any]] = {}
+_NAMES = frozenset({"AgentWithFilesWorkflow", "StructuredAnswerWorkflow"})
+
+if TYPE_CHECKING:
+    from sandbox_agent_runtime.workflow import AgentWorkflow
+
+    class _Variant(AgentWorkflow):
+        """What the type checker knows of each class here: a subclass of
+        the project's workflow type, with its run method."""
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer: ...
+
+    AgentWithFilesWorkflow = _Variant
+    StructuredAnswerWorkflow = _Variant
+
+
+def __getattr__(name: str) -> type[Any]:
+    if name not in _NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _defined:
+        _defined.update(_define(project().workflow))
+    return _defined[name]

@@ -1,0 +1,17 @@
+"""The starter command (sandbox-agent-starter): starts a run, follows it and prints
+its answer; `sandbox-agent-starter --help` lists what else it does.
+
+    uv run sandbox-agent-starter "Count the files in /etc"
+"""
+
+from typing import NoReturn
+
+from sandbox_agent_runtime import starter
+
+
+def cli() -> NoReturn:
+    starter.cli()
+
+
+if __name__ == "__main__":
+    cli()
