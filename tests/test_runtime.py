@@ -1,9 +1,9 @@
 """The runtime (runtime/, the sandbox-agent-runtime package every project
 depends on) is plain Python, checked once here rather than in every render: no
 Jinja, ruff-clean with its own settings, strictly typed with every backend's
-SDK installed (each backend's module type-checks against its SDK), and its
-own test suite (runtime/tests/) passes, against a stand-in project whose
-package is a default render's."""
+SDK installed (each backend's module type-checks against its SDK; its tests
+too), and its own test suite (runtime/tests/) passes, against a stand-in
+project whose package is a default render's."""
 
 import re
 import shutil
@@ -43,7 +43,8 @@ def test_the_runtime_type_checks_strictly_with_every_backend(tmp_path: Path) -> 
     shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(".venv", "__pycache__", "uv.lock"))
     installed = run(tool("uv"), "sync", "--all-extras", "--no-python-downloads", cwd=copy)
     assert installed.returncode == 0, installed.stderr
-    typed = run(tool("uv"), "run", "--no-sync", "mypy", "src", cwd=copy)
+    # Its tests too, and the stand-in project they import (mypy_path).
+    typed = run(tool("uv"), "run", "--no-sync", "mypy", "src", "tests", cwd=copy)
     assert typed.returncode == 0, typed.stdout + typed.stderr
     assert "Success: no issues found" in typed.stdout
 

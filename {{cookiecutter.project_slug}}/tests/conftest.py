@@ -4,24 +4,30 @@ one finished run, the bounds on slow tests); its helpers
 (sandbox_agent_runtime.testing.*) are told here which project they test.
 
 Importing the project's package configures its service
-(sandbox_agent_runtime.current()), which the helpers read the rest from."""
+(sandbox_agent_runtime.current()), which the helpers read the rest from. It
+is imported when a test first needs the project, not here: the process that
+only hands tests out to the test processes (pytest-xdist's) loads this file
+too, and need not spend seconds importing the SDKs."""
 
 from pathlib import Path
 
 from sandbox_agent_runtime.testing import Project, use
 
-from {{ cookiecutter.package_name }}.agent import MODEL
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
 pytest_plugins = ["sandbox_agent_runtime.testing.plugin"]
 
-use(
-    Project(
+
+def this_project() -> Project:
+    from {{ cookiecutter.package_name }}.agent import MODEL
+    from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+    from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
+    return Project(
         root=Path(__file__).resolve().parents[1],
         package={{ cookiecutter.package_name | tojson }},
         workflow=SandboxAgentWorkflow,
         tool_activities=ACTIVITIES,
         model=MODEL,
     )
-)
+
+
+use(this_project)

@@ -7,8 +7,13 @@ any test module is imported, and load the pytest plugin (plugin.py)::
 
     pytest_plugins = ["sandbox_agent_runtime.testing.plugin"]
 
-    use(Project(root=..., package="support_agent", workflow=SandboxAgentWorkflow,
-                tool_activities=ACTIVITIES, model=MODEL))
+    def support_agent() -> Project:
+        from support_agent.workflow import SandboxAgentWorkflow
+        ...
+        return Project(root=..., package="support_agent", workflow=SandboxAgentWorkflow,
+                       tool_activities=ACTIVITIES, model=MODEL)
+
+    use(support_agent)
 
 Every decision the helpers make about the service (its providers, its
 approvals, whether its sandboxes are bound to a host, its secrets) they
@@ -24,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sandbox_agent_runtime import Service, current
 
 
 @dataclass(frozen=True)
@@ -42,16 +49,20 @@ class Project:
     model: str
 
 
-_registered: Project | None = None
+_registered: Project | Callable[[], Project] | None = None
 
 
-def use(project: Project) -> None:
-    """Make ``project`` the one the helpers serve (again with an equal one
-    changes nothing; with another, refuses: a test process tests one project)."""
+def use(project: Project | Callable[[], Project]) -> None:
+    """Make ``project`` the one the helpers serve: a Project, or a function
+    that makes it at its first use (so that the process that only hands
+    tests out to the test processes, pytest-xdist's, never imports the
+    project and its SDKs: seconds of every run of the suite). Again with the
+    same one changes nothing; with another, refuses: a test process tests
+    one project."""
     global _registered
-    if _registered is not None and _registered != project:
+    if _registered is not None and _registered is not project and _registered != project:
         raise RuntimeError(
-            f"the test helpers already serve the project {_registered.package!r}: "
+            f"the test helpers already serve the project {_describe(_registered)}: "
             "a test process tests one project"
         )
     _registered = project
@@ -59,13 +70,27 @@ def use(project: Project) -> None:
 
 def project() -> Project:
     """The project the helpers serve."""
+    global _registered
     if _registered is None:
         raise RuntimeError(
             "no project is registered for sandbox_agent_runtime.testing: call "
             "sandbox_agent_runtime.testing.use(Project(...)) in the tests' conftest.py "
             "(before the tests import the helpers' functions)"
         )
+    if not isinstance(_registered, Project):
+        _registered = _registered()
     return _registered
+
+
+def project_service() -> Service:
+    """The service of the project the helpers serve: making the project
+    imports its package, which configures the service (``current()``)."""
+    project()
+    return current()
+
+
+def _describe(registered: Project | Callable[[], Project]) -> str:
+    return repr(registered.package) if isinstance(registered, Project) else repr(registered)
 
 
 def workflow_type(cls: type[Any], name: str) -> type[Any]:
@@ -86,4 +111,4 @@ def workflow_type(cls: type[Any], name: str) -> type[Any]:
     return defined
 
 
-__all__ = ["Project", "project", "use", "workflow_type"]
+__all__ = ["Project", "project", "project_service", "use", "workflow_type"]

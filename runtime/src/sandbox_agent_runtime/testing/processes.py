@@ -23,8 +23,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_agent_runtime import current
-from sandbox_agent_runtime.testing import project
+from sandbox_agent_runtime.testing import project, project_service
 
 # Where `uv sync` installs the console scripts.
 SCRIPTS = Path(sys.executable).parent
@@ -41,8 +40,8 @@ def _worker() -> list[str]:
     backend needs the remote sandbox, which tests cannot reach; then it is
     the same worker with a local sandbox standing in for each remote one
     (stand_in_worker.py)."""
-    if all(backend == "local" for backend in current().backends):
-        return [str(SCRIPTS / current().command("worker"))]
+    if all(backend == "local" for backend in project_service().backends):
+        return [str(SCRIPTS / project_service().command("worker"))]
     return [
         sys.executable,
         "-m",
@@ -54,13 +53,13 @@ def _worker() -> list[str]:
 def _worker_module() -> list[str]:
     """The worker as ``python -m <package>.worker`` (``WORKER_MODULE``), or
     the stand-in worker (``WORKER``) of a service with a remote backend."""
-    if all(backend == "local" for backend in current().backends):
+    if all(backend == "local" for backend in project_service().backends):
         return [sys.executable, "-m", f"{project().package}.worker"]
     return _worker()
 
 
 def _starter() -> list[str]:
-    return [str(SCRIPTS / current().command("starter"))]
+    return [str(SCRIPTS / project_service().command("starter"))]
 
 
 def _starter_module() -> list[str]:
@@ -68,7 +67,7 @@ def _starter_module() -> list[str]:
 
 
 def _codec_server() -> list[str]:
-    return [str(SCRIPTS / current().command("codec-server"))]
+    return [str(SCRIPTS / project_service().command("codec-server"))]
 
 
 _LAZY: dict[str, Callable[[], Any]] = {
@@ -135,7 +134,7 @@ def service_environment(temporal_address: str, model_url: str) -> dict[str, str]
         OPENAI_BASE_URL=model_url,
         OPENAI_API_KEY="dummy",
     )
-    if current().approvals:
+    if project_service().approvals:
         from sandbox_agent_runtime.testing import approver
 
         # The workers trust the tests' approver, and the starter signs as it.
@@ -155,7 +154,7 @@ def refusal_of_the_worker_command_without(missing: str, credentials: dict[str, s
     environment["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
     began = time.monotonic()
     done = subprocess.run(
-        [str(SCRIPTS / current().command("worker"))],
+        [str(SCRIPTS / project_service().command("worker"))],
         env=environment,
         capture_output=True,
         text=True,
@@ -219,7 +218,7 @@ async def service(command: list[str], environment: dict[str, str]) -> AsyncItera
         stderr=asyncio.subprocess.STDOUT,
     )
     try:
-        if not current().approvals:
+        if not project_service().approvals:
             yield Service(process)
             return
         from temporalio.client import Client

@@ -1,7 +1,7 @@
 """Helpers that run the service's real worker with a scripted model, and
 read what a run's history records.
 
-What they know of the service they read from ``sandbox_agent_runtime.current()``
+What they know of the service they read from ``sandbox_agent_runtime.project_service()``
 (its providers, its approvals, its hosts), and what only the project has (its
 workflow type, its tools, its model) from the registered ``Project``
 (``sandbox_agent_runtime.testing.use``), each when it is used. The module's
@@ -53,7 +53,7 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent_runtime import current, worker
+from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import Backend, local, sandbox_backends
 from sandbox_agent_runtime.object_store import data_converter
@@ -83,7 +83,7 @@ from sandbox_agent_runtime.starter import (
     continued_as,
     start,
 )
-from sandbox_agent_runtime.testing import project
+from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.worker import (
     MODEL_RETRY_POLICY,
@@ -202,7 +202,7 @@ def _sandboxes_for_tests() -> dict[str, Callable[[WorkerSettings], BaseSandboxCl
     real temp dir), a local stand-in for a remote one."""
     return {
         provider: local.sandbox_client if backend == "local" else local_stand_in
-        for provider, backend in current().providers.items()
+        for provider, backend in project_service().providers.items()
     }
 
 
@@ -214,7 +214,7 @@ def sandboxes_for_tests(
     settings = _settings()
     sandboxes = {name: build(settings) for name, build in _sandboxes_for_tests().items()}
     if sandbox is not None:
-        sandboxes[provider or current().sandbox_provider] = sandbox
+        sandboxes[provider or project_service().sandbox_provider] = sandbox
     return sandboxes
 
 
@@ -236,7 +236,7 @@ def _credentials() -> dict[str, str]:
             for backend in sandbox_backends().values()
             for name in next(iter(backend.REQUIRED_ENVIRONMENT), ())
         },
-        **{name: "test-value" for name in current().sandbox_secrets},
+        **{name: "test-value" for name in project_service().sandbox_secrets},
     }
 
 
@@ -244,7 +244,7 @@ def approver_environment() -> dict[str, str]:
     """What a worker needs to trust the tests' approver, and a starter to sign
     as it (approver.ENVIRONMENT), for a service with approvals; nothing for
     one without (whose tests never load the approver)."""
-    if not current().approvals:
+    if not project_service().approvals:
         return {}
     from sandbox_agent_runtime.testing.approver import ENVIRONMENT
 
@@ -295,9 +295,9 @@ def __getattr__(name: str) -> Any:
 
 async def start_in(client: Client, backend: Backend, prompt: str) -> WorkflowHandle[Any, RunAnswer]:
     """Start a run of the agent in ``backend``'s sandbox, as the starter does."""
-    if len(current().providers) > 1:
+    if len(project_service().providers) > 1:
         return await start(client, prompt, provider=provider_of(backend))
-    assert backend is sandbox_backends()[current().sandbox_provider]  # the only backend
+    assert backend is sandbox_backends()[project_service().sandbox_provider]  # the only backend
     return await start(client, prompt)
 
 
@@ -503,7 +503,7 @@ async def running_worker(
     unless ``approve`` is false, a stand-in person approves every call that
     waits for one (``approving_everything()``); a service without approvals
     has none to give, and ignores ``approve``."""
-    service = current()
+    service = project_service()
     provider = provider or service.sandbox_provider
     settings = _settings() if settings is None else settings
     workflows = (project().workflow,) if workflows is None else workflows
