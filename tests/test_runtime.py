@@ -16,6 +16,8 @@ from .baked import TEMPLATE, BakedProject, run, tool
 
 RUNTIME = TEMPLATE / "runtime"
 STAND_IN = RUNTIME / "tests" / "project"
+# What working in runtime/ leaves there, which git ignores.
+LOCAL_STATE = {".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 JINJA = re.compile(r"\{%|\{\{ *cookiecutter|cookiecutter\.")
 
 
@@ -23,7 +25,7 @@ def test_the_runtime_holds_no_jinja() -> None:
     found = [
         str(path.relative_to(RUNTIME))
         for path in RUNTIME.rglob("*")
-        if path.is_file() and ".venv" not in path.parts and "__pycache__" not in path.parts
+        if path.is_file() and not LOCAL_STATE.intersection(path.parts)
         if JINJA.search(path.read_text(errors="replace"))
     ]
     assert not found, found
@@ -40,7 +42,7 @@ def test_the_runtime_is_ruff_clean() -> None:
 def test_the_runtime_type_checks_strictly_with_every_backend(tmp_path: Path) -> None:
     # A copy: the checkout keeps no virtualenv or lock of the runtime's.
     copy = tmp_path / "runtime"
-    shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(".venv", "__pycache__", "uv.lock"))
+    shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(*LOCAL_STATE, "uv.lock"))
     installed = run(tool("uv"), "sync", "--all-extras", "--no-python-downloads", cwd=copy)
     assert installed.returncode == 0, installed.stderr
     # Its tests too, and the stand-in project they import (mypy_path).
@@ -80,7 +82,7 @@ SUITE_PARTS = {
 @pytest.mark.parametrize("part", SUITE_PARTS)
 def test_the_runtimes_own_suite_passes(tmp_path: Path, part: str) -> None:
     copy = tmp_path / "runtime"
-    shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(".venv", "__pycache__", "uv.lock"))
+    shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(*LOCAL_STATE, "uv.lock"))
     installed = run(tool("uv"), "sync", "--no-python-downloads", cwd=copy)
     assert installed.returncode == 0, installed.stderr
     tests = run(
