@@ -83,7 +83,7 @@ SUITE_PARTS = {
 def test_the_runtimes_own_suite_passes(tmp_path: Path, part: str) -> None:
     copy = tmp_path / "runtime"
     shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(*LOCAL_STATE, "uv.lock"))
-    installed = run(tool("uv"), "sync", "--no-python-downloads", cwd=copy)
+    installed = run(tool("uv"), "sync", "--all-packages", "--no-python-downloads", cwd=copy)
     assert installed.returncode == 0, installed.stderr
     tests = run(
         tool("uv"),

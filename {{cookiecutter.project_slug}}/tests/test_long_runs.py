@@ -46,7 +46,7 @@ from sandbox_agent_runtime.testing.support import (
     runs_of_chain,
     sandboxes_for_tests,
 )
-from sandbox_agent_runtime.worker import agents_plugin
+from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
 
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
@@ -150,9 +150,12 @@ async def test_every_run_of_a_chain_replays_without_nondeterminism(
     long_chain: tuple[str, list[RunOfChain]],
 ) -> None:
     _, runs = long_chain
+    # The worker's workflow sandbox (workflow_runner()), which passes the
+    # runtime through, its tests' workflows included.
     replayer = Replayer(
         workflows=[LongSandboxAgentWorkflow],
         plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+        workflow_runner=workflow_runner(),
     )
     for run in runs:
         replayed = await replayer.replay_workflow(run.history, raise_on_replay_failure=False)

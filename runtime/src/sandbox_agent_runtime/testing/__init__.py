@@ -75,7 +75,9 @@ def project() -> Project:
         raise RuntimeError(
             "no project is registered for sandbox_agent_runtime.testing: call "
             "sandbox_agent_runtime.testing.use(Project(...)) in the tests' conftest.py "
-            "(before the tests import the helpers' functions)"
+            "(before the tests import the helpers' functions); in a workflow sandbox, "
+            "give the worker or replayer worker.workflow_runner(), which passes the "
+            "runtime through"
         )
     if not isinstance(_registered, Project):
         _registered = _registered()
