@@ -85,9 +85,12 @@ def project() -> Project:
 
 
 def project_service() -> Service:
-    """The service of the project the helpers serve: making the project
-    imports its package, which configures the service (``current()``)."""
-    project()
+    """The configured service (``current()``), the registered project made
+    first if there is one: making it imports its package, which configures
+    the service. A process that registers none (the stand-in worker, started
+    with the package's name) has configured the service by importing it."""
+    if _registered is not None:
+        project()
     return current()
 
 

@@ -50,8 +50,9 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Path:
     if name in _LAZY:
-        # Making the project imports its package, which configures the service.
-        project()
+        # The project made first, if one is registered: making it imports
+        # its package, which configures the service.
+        project_service()
         return _LAZY[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -25,6 +25,7 @@ import gc
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,30 @@ def note_when_the_test_began() -> None:
     from sandbox_agent_runtime.testing.support import note_test_began
 
     note_test_began()
+
+
+@pytest.fixture(autouse=True)
+async def no_run_outlives_its_test(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Every run a test left open (a conversation it never ended, a run it
+    did not wait for) is terminated as the test ends. The tests of a process
+    share one dev server and the service's task queue: the next test's
+    worker would take such a run up, with other keys or settings, and fail
+    on it (a runtime suite's worker logged an encrypted run of an earlier
+    test it could not decode)."""
+    yield
+    if "temporal_client" not in request.fixturenames:
+        return
+    from temporalio.service import RPCError
+
+    from sandbox_agent_runtime.testing.support import open_since, this_test_started
+
+    client: Client = request.getfixturevalue("temporal_client")
+    async for run in client.list_workflows(open_since(this_test_started())):
+        # One that closed meanwhile is refused: nothing left to end.
+        with suppress(RPCError):
+            await client.get_workflow_handle(run.id, run_id=run.run_id).terminate(
+                reason="its test ended"
+            )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
