@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandbox_agent_runtime import Service, current
 
@@ -116,4 +116,42 @@ def workflow_type(cls: type[Any], name: str) -> type[Any]:
     return defined
 
 
-__all__ = ["Project", "project", "project_service", "use", "workflow_type"]
+def defined_at_first_use(
+    names: frozenset[str], define: Callable[[type[Any]], dict[str, type[Any]]]
+) -> Callable[[str], type[Any]]:
+    """A module's ``__getattr__`` for workflow types that subclass the
+    project's (``Project.workflow``, known only once the project is
+    registered): ``define`` makes them all at the first use of one of
+    ``names``, once per process; any other name is not there."""
+    defined: dict[str, type[Any]] = {}
+
+    def __getattr__(name: str) -> type[Any]:
+        if name not in names:
+            raise AttributeError(f"no attribute {name!r}")
+        if not defined:
+            defined.update(define(project().workflow))
+        return defined[name]
+
+    return __getattr__
+
+
+if TYPE_CHECKING:
+    from sandbox_agent_runtime.chain import Carried
+    from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+    from sandbox_agent_runtime.workflow import AgentWorkflow
+
+    class WorkflowVariant(AgentWorkflow):
+        """What the type checker knows of a workflow type defined at first
+        use: a subclass of the project's workflow type, with its run method."""
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer: ...
+
+
+__all__ = [
+    "Project",
+    "defined_at_first_use",
+    "project",
+    "project_service",
+    "use",
+    "workflow_type",
+]

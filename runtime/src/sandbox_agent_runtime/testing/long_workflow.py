@@ -28,7 +28,7 @@ from sandbox_agent_runtime.chain import Carried, HistoryBudget
 from sandbox_agent_runtime.observability import Usage
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.testing import project, workflow_type
+from sandbox_agent_runtime.testing import defined_at_first_use, workflow_type
 from sandbox_agent_runtime.workspace import Snapshot
 
 # A step the next build adds before the agent.
@@ -171,47 +171,33 @@ def _define(base: Any) -> dict[str, type[Any]]:
     return defined
 
 
-# The classes, once defined (at the first use of one of them).
-_defined: dict[str, type[Any]] = {}
-
 if TYPE_CHECKING:
-    from sandbox_agent_runtime.workflow import AgentWorkflow
+    from sandbox_agent_runtime.testing import WorkflowVariant
 
-    class _Variant(AgentWorkflow):
-        """What the type checker knows of each class here: a subclass of
-        the project's workflow type, with its run method."""
-
-        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer: ...
-
-    LongSandboxAgentWorkflow = _Variant
-    BudgetedSandboxAgentWorkflow = _Variant
-    ImpatientSandboxAgentWorkflow = _Variant
-    ContinuesBetweenPromptsWorkflow = _Variant
-    SnapshotsBeforeFormatsWorkflow = _Variant
-    BuggyWorkflow = _Variant
-    FixedWorkflow = _Variant
-    NextBuildWorkflow = _Variant
-    ImpatientApprovalWorkflow = _Variant
+    LongSandboxAgentWorkflow = WorkflowVariant
+    BudgetedSandboxAgentWorkflow = WorkflowVariant
+    ImpatientSandboxAgentWorkflow = WorkflowVariant
+    ContinuesBetweenPromptsWorkflow = WorkflowVariant
+    SnapshotsBeforeFormatsWorkflow = WorkflowVariant
+    BuggyWorkflow = WorkflowVariant
+    FixedWorkflow = WorkflowVariant
+    NextBuildWorkflow = WorkflowVariant
+    ImpatientApprovalWorkflow = WorkflowVariant
 
 
-_NAMES = frozenset(
-    {
-        "LongSandboxAgentWorkflow",
-        "BudgetedSandboxAgentWorkflow",
-        "ImpatientSandboxAgentWorkflow",
-        "ContinuesBetweenPromptsWorkflow",
-        "SnapshotsBeforeFormatsWorkflow",
-        "BuggyWorkflow",
-        "FixedWorkflow",
-        "NextBuildWorkflow",
-        "ImpatientApprovalWorkflow",
-    }
+__getattr__ = defined_at_first_use(
+    frozenset(
+        {
+            "LongSandboxAgentWorkflow",
+            "BudgetedSandboxAgentWorkflow",
+            "ImpatientSandboxAgentWorkflow",
+            "ContinuesBetweenPromptsWorkflow",
+            "SnapshotsBeforeFormatsWorkflow",
+            "BuggyWorkflow",
+            "FixedWorkflow",
+            "NextBuildWorkflow",
+            "ImpatientApprovalWorkflow",
+        }
+    ),
+    _define,
 )
-
-
-def __getattr__(name: str) -> type[Any]:
-    if name not in _NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if not _defined:
-        _defined.update(_define(project().workflow))
-    return _defined[name]

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.testing import project, workflow_type
+from sandbox_agent_runtime.testing import defined_at_first_use, workflow_type
 
 # What the agent's own file holds.
 NOTES = b"notes the agent brings with it\n"
@@ -66,26 +66,19 @@ def _define(base: Any) -> dict[str, type[Any]]:
     return defined
 
 
-# The classes, once defined (at the first use of one of them).
-_defined: dict[str, type[Any]] = {}
-_NAMES = frozenset({"AgentWithFilesWorkflow", "StructuredAnswerWorkflow"})
-
 if TYPE_CHECKING:
-    from sandbox_agent_runtime.workflow import AgentWorkflow
+    from sandbox_agent_runtime.testing import WorkflowVariant
 
-    class _Variant(AgentWorkflow):
-        """What the type checker knows of each class here: a subclass of
-        the project's workflow type, with its run method."""
-
-        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer: ...
-
-    AgentWithFilesWorkflow = _Variant
-    StructuredAnswerWorkflow = _Variant
+    AgentWithFilesWorkflow = WorkflowVariant
+    StructuredAnswerWorkflow = WorkflowVariant
 
 
-def __getattr__(name: str) -> type[Any]:
-    if name not in _NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if not _defined:
-        _defined.update(_define(project().workflow))
-    return _defined[name]
+__getattr__ = defined_at_first_use(
+    frozenset(
+        {
+            "AgentWithFilesWorkflow",
+            "StructuredAnswerWorkflow",
+        }
+    ),
+    _define,
+)
