@@ -407,7 +407,18 @@ async def test_a_conversation_without_a_follow_up_for_its_lifetime_ends_by_itsel
 async def test_a_follow_up_or_end_while_a_prompt_is_worked_on_is_refused(
     temporal_client: Client, temp: Path
 ) -> None:
-    model = Conversing([["sleep 2 && echo slept"], ["sleep 2 && echo slept again"]])
+    # Each prompt's command waits (30 s at most) for a file the test makes
+    # once it has sent what must be refused: a prompt is worked on for as
+    # long as the test needs, however slow the machine (with a 2 s sleep in
+    # their place, the updates once came after the prompt was answered).
+    first, second = temp.parent / "first-may-end", temp.parent / "second-may-end"
+
+    def waiting_for(gate: Path) -> str:
+        return f'for _ in $(seq 600); do [ -e "{gate}" ] && break; sleep 0.05; done'
+
+    model = Conversing(
+        [[f"{waiting_for(first)} && echo slept"], [f"{waiting_for(second)} && echo slept again"]]
+    )
     async with running_worker(temporal_client, model, settings=session_settings(temp)) as (
         client,
         _,
@@ -418,21 +429,23 @@ async def test_a_follow_up_or_end_while_a_prompt_is_worked_on_is_refused(
             await follow_up(handle, "Are you done?")
         with pytest.raises(WorkflowUpdateFailedError) as ending:
             await handle.execute_update(END)
+        first.touch()
 
         await answered(handle, 1)
         with pytest.raises(WorkflowUpdateFailedError) as empty:
             await follow_up(handle, " ")
         assert await follow_up(handle, "Sleep again.") == 2
         # Taken, not yet answered: the next one is refused too.
-        with pytest.raises(WorkflowUpdateFailedError) as second:
+        with pytest.raises(WorkflowUpdateFailedError) as second_prompt:
             await follow_up(handle, "And again?")
+        second.touch()
         second_answer = await answered(handle, 2)
         await handle.execute_update(END)
         result = await handle.result()
 
-    assert refused(working) == refused(ending) == refused(second) == "StillWorking"
+    assert refused(working) == refused(ending) == refused(second_prompt) == "StillWorking"
     assert "still working on prompt 1" in str(working.value.cause)
-    assert "still working on prompt 2" in str(second.value.cause)
+    assert "still working on prompt 2" in str(second_prompt.value.cause)
     assert refused(empty) == "BadFollowUp"
     assert result == second_answer.answer and result is not None
     assert printed(result) == ["slept again"]
