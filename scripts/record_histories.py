@@ -109,8 +109,8 @@ ENCRYPTING = CONVERSING.replace(
     "from sandbox_agent_runtime.encryption import EncryptionCodec\n"
     "from sandbox_agent_runtime.histories import record\n"
     "from sandbox_agent_runtime.object_store import data_converter\n"
-    "from tests.test_histories import TEST_KEYS\n"
-    "from tests.test_object_store import client_with\n",
+    "from sandbox_agent_runtime.testing.object_stores import client_with\n"
+    "from tests.test_histories import TEST_KEYS\n",
 ).replace(
     "    async with dev_server() as server:\n",
     "    settings = replace(settings, keys=TEST_KEYS)\n"

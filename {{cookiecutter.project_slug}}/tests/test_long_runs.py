@@ -14,7 +14,7 @@ from datetime import timedelta
 from functools import partial
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
 
@@ -22,12 +22,13 @@ from temporalio.worker import Replayer
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import sandbox_backends
 {% endif -%}
-from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import LONGEST_OUTPUT
 from sandbox_agent_runtime.starter import attach
 from sandbox_agent_runtime.testing.long_workflow import (
     BudgetedSandboxAgentWorkflow,
     LongSandboxAgentWorkflow,
+    start_long,
 )
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
@@ -62,20 +63,6 @@ STEP = "seq 1 400"
 # About 60 kB: a chain of a few runs in a few dozen steps.
 BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
 TEN_MB = 10_000_000
-
-
-async def start_long(
-    client: Client, prompt: str
-) -> WorkflowHandle[LongSandboxAgentWorkflow, RunAnswer]:
-    """Start a run of the service's workflow with a turn budget of 1,000, as
-    the starter starts one."""
-    return await client.start_workflow(
-        LongSandboxAgentWorkflow.run,
-        RunRequest(prompt),
-        id=f"{TASK_QUEUE}-long-{uuid.uuid4()}",
-        task_queue=TASK_QUEUE,
-        execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
-    )
 
 
 def operations(runs: Sequence[RunOfChain], operation: str) -> int:

@@ -22,7 +22,7 @@ from temporalio.converter import DataConverter
 from temporalio.openai_agents import OpenAIPayloadConverter
 
 # Not exported by the plugin; if it moves, the worker fails at import and
-# tests/test_payloads.py says so.
+# runtime/tests/test_payloads.py says so.
 from temporalio.openai_agents._invoke_model_activity import ActivityModelInput
 
 

@@ -7,7 +7,8 @@ as a next build might change it, and rejecting a request for approval
 nobody answers in 1 s (for a service with approvals). Everything else is
 the service's code: registered on a test worker, it continues as new,
 carries the conversation and the sandbox, and cuts outputs exactly as the
-service does.
+service does. ``start_long`` starts a run of the first, as the starter
+starts one.
 
 Each is a subclass of the project's workflow type (``Project.workflow``),
 defined at its first use (``from ...long_workflow import
@@ -17,18 +18,20 @@ here, this package being passed through it (worker.PASSED_THROUGH)."""
 
 # No ``from __future__ import annotations``: Temporal compares the run
 # method's annotations with those of the base's __init__ (@workflow.init).
+import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agents import RunContextWrapper, TResponseInputItem
 from agents.agent import Agent
 from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle
 
 from sandbox_agent_runtime.chain import Carried, HistoryBudget
 from sandbox_agent_runtime.observability import Usage
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.testing import defined_at_first_use, workflow_type
+from sandbox_agent_runtime.testing import defined_at_first_use, project_service, workflow_type
 from sandbox_agent_runtime.workspace import Snapshot
 
 # A step the next build adds before the agent.
@@ -201,3 +204,21 @@ __getattr__ = defined_at_first_use(
     ),
     _define,
 )
+
+
+async def start_long(
+    client: Client, prompt: str
+) -> "WorkflowHandle[LongSandboxAgentWorkflow, RunAnswer]":
+    """Start a run of the service's workflow with a turn budget of 1,000
+    (LongSandboxAgentWorkflow), as the starter starts one: on the service's
+    task queue, with its workflow execution timeout."""
+    service = project_service()
+    long_workflow = __getattr__("LongSandboxAgentWorkflow")
+    handle: WorkflowHandle[LongSandboxAgentWorkflow, RunAnswer] = await client.start_workflow(
+        long_workflow.run,
+        RunRequest(prompt),
+        id=f"{service.task_queue}-long-{uuid.uuid4()}",
+        task_queue=service.task_queue,
+        execution_timeout=service.workflow_execution_timeout,
+    )
+    return handle

@@ -11,6 +11,7 @@ from temporalio.worker import Replayer
 from sandbox_agent_runtime.bounded_sandbox import CUT_MARK
 from sandbox_agent_runtime.shared import LONGEST_READ
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
     SETTINGS,
@@ -19,8 +20,6 @@ from sandbox_agent_runtime.testing.support import (
     sandboxes_for_tests,
 )
 from sandbox_agent_runtime.worker import agents_plugin
-
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 # Files of 3 MB and 600 kB, written, read and replayed: seconds.
 pytestmark = pytest.mark.long
@@ -56,7 +55,7 @@ async def test_a_file_read_cut_is_not_written_back_and_the_agent_is_told_why(
     # The notes of the cut reads live in the workflow: a worker that did
     # not see the read (one that replays the run) refuses the same write.
     replayer = Replayer(
-        workflows=[SandboxAgentWorkflow],
+        workflows=[project().workflow],
         plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     )
     await replayer.replay_workflow(await handle.fetch_history())

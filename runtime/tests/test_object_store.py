@@ -1,7 +1,7 @@
 """Payloads too large for history go to the object store (OBJECT_STORE_URL), named by their run, and come back whole.
 
 Both kinds of store, for real: a directory (``file://``) and an S3 API
-(``s3://``: moto's server mode on loopback, ``s3_service`` in conftest.py),
+(``s3://``: moto's server mode on loopback, the testing plugin's ``s3_service``),
 with a real dev server and a real worker. A workflow whose input, activity
 input and result and result each weigh megabytes runs through them: every
 one of those payloads is in the store under the run's workflow id and run
@@ -47,7 +47,7 @@ from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.settings import BadSetting, starter_settings
 from sandbox_agent_runtime.shared import STORE_THRESHOLD, STORED_FILES_LIMIT
 from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE
-from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow
+from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow, start_long
 from sandbox_agent_runtime.testing.object_stores import client_with, objects_in, payloads_in
 from sandbox_agent_runtime.testing.plugin import BUCKET
 from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
@@ -62,8 +62,6 @@ from sandbox_agent_runtime.testing.support import (
     settings_with,
     started_id,
 )
-
-from .test_long_runs import start_long
 
 INPUT_SIZE = 5_000_000
 
@@ -196,12 +194,12 @@ async def test_a_5_mb_input_and_a_5_mb_output_go_through_the_store_with_the_comm
 async def test_a_300_step_chain_keeps_every_large_payload_in_the_store(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """The 300-step chain of test_long_runs.py with a store: each model call
-    carries the whole conversation (hundreds of kB), and none of them, nor
-    any other payload, is in history: each run's history holds references
-    alone past STORE_THRESHOLD, and the answer comes back whole. (Its
-    histories with and without the store, side by side: the template's
-    benchmarks/project/long_runs.py.)"""
+    """The 300-step chain of a project's tests/test_long_runs.py with a
+    store: each model call carries the whole conversation (hundreds of kB),
+    and none of them, nor any other payload, is in history: each run's
+    history holds references alone past STORE_THRESHOLD, and the answer
+    comes back whole. (Its histories with and without the store, side by
+    side: the template's benchmarks/project/long_runs.py.)"""
     store = parse(f"file://{tmp_path}/objects")
     commands = ["echo written-at-step-1 > first.txt", *["seq 1 400"] * 298, "cat first.txt"]
     async with worker_storage(store) as storage:
