@@ -166,10 +166,6 @@ def one_of(answer: str, value: object, answers: Mapping[str, object]) -> str | N
     return None if value in CHOICES[answer] else f"choose one of {', '.join(CHOICES[answer])}"
 
 
-def yes_or_no(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
-    return None if isinstance(value, bool) else "use yes or no (true or false)"
-
-
 def short_package_name(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
     if len(str(value)) <= LONGEST_PACKAGE_NAME:
         return None
@@ -217,24 +213,19 @@ def outlasts_the_approval_wait(answer: str, value: object, answers: Mapping[str,
     return f"a run waits up to approval_timeout_seconds ({wait}) for each approval: give it longer than that"
 
 
-# The providers' names as people write them, for the backends whose answers
-# are checked against a run (a sandbox lifetime).
-PROVIDER_NAMES = {"e2b": "E2B", "modal": "Modal", "runloop": "Runloop", "vercel": "Vercel", "blaxel": "Blaxel"}
+# The longest a sandbox of these backends may live (each provider's limit;
+# the highest value of the lifetime option in the runtime's
+# backends/<backend>.py): the provider ends it then, workspace and all, so a
+# run of a service with one of them lasts no longer.
+LONGEST_SANDBOX = {"e2b": 86_400, "modal": 86_400, "runloop": 172_800, "vercel": 18_000}
 
 
-# E2B, Modal, Runloop, Vercel and Blaxel count a sandbox's lifetime from its
-# creation; use does not extend it (for E2B only a reconnection does: a new worker's, or the next
-# run of a chain's). A sandbox that its provider ends mid-run takes the run's
-# workspace with it.
-def outlives_the_run(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
-    run = int(str(answers["workflow_execution_timeout_seconds"]))
-    if int(str(value)) >= run:
-        return None
-    return (
-        f"a run may last workflow_execution_timeout_seconds ({run}), and "
-        f"{PROVIDER_NAMES[answer.split('_')[0]]} ends the sandbox, "
-        f"workspace and all, at this lifetime: use at least {run}, or shorten the run"
-    )
+def within_the_sandboxes_life(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
+    for backend in generated_backends(answers):
+        longest = LONGEST_SANDBOX.get(backend)
+        if longest is not None and int(str(value)) > longest:
+            return f"{backend} ends a sandbox, workspace and all, after {longest} seconds at most: use at most {longest}"
+    return None
 
 
 def additional_backends(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
@@ -263,20 +254,12 @@ def env_var_names(answer: str, value: object, answers: Mapping[str, object]) -> 
     return "name each variable once" if len(set(names)) != len(names) else None
 
 
-def image_or_snapshot(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
-    if not (answers["daytona_image"] and value):
-        return None
-    return "a sandbox starts from an image or from a snapshot, not both; leave daytona_image or daytona_snapshot empty"
-
-
-IMAGE = "an image reference such as 'python:3.12-slim' (letters, digits and . _ / : @ -)"
-NAME = "letters, digits and . _ / : -"
-
 # (answer, check), checked in this order; the first broken rule is the one
 # reported. The comma-separated answers are judged by their items; an error
-# line still shows the answer as it was typed. A backend's own answers
-# (daytona_*, e2b_*, docker_*, modal_*, runloop_*, vercel_*, blaxel_*) are checked only when that backend is
-# generated: the others' are ignored.
+# line still shows the answer as it was typed. A backend's own settings
+# (image, template, snapshot, region, network, lifetime...) are no answers:
+# the runtime reads them from the worker's environment and checks them when
+# the worker starts.
 RULES: list[tuple[str, Check]] = [
     ("project_name", one_line(required=True)),
     ("description", one_line(required=False)),
@@ -336,49 +319,8 @@ RULES: list[tuple[str, Check]] = [
     ("approval_timeout_seconds", whole_number(1, 604_800, "seconds (1 week)")),
     ("workflow_execution_timeout_seconds", outlasts_the_approval_wait),
     ("additional_sandbox_backends", additional_backends),
+    ("workflow_execution_timeout_seconds", within_the_sandboxes_life),
     ("package_name", free_package_name),
-    ("daytona_image", matches(r"([a-z0-9][A-Za-z0-9._/:@-]*)?", f"{IMAGE}, or nothing", 255)),
-    ("daytona_snapshot", matches(r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?", f"a snapshot name ({NAME}), or nothing", 255)),
-    # 0 would be Daytona's "never stop": a sandbox whose run died before its
-    # teardown would run, and cost, for ever.
-    ("daytona_auto_stop_interval_minutes", whole_number(1, 43_200, "minutes (30 days; 0, never, is not offered)")),
-    ("daytona_create_timeout_seconds", whole_number(1, 3_600, "seconds (1 hour)")),
-    ("daytona_pause_on_exit", yes_or_no),
-    ("daytona_snapshot", image_or_snapshot),
-    ("e2b_template", matches(r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?", f"a template name or id ({NAME}), or nothing", 255)),
-    ("e2b_timeout_seconds", whole_number(60, 86_400, "seconds (1 day)")),
-    ("e2b_timeout_seconds", outlives_the_run),
-    ("e2b_pause_on_exit", yes_or_no),
-    ("e2b_sandbox_type", one_of),
-    ("e2b_on_timeout", one_of),
-    ("docker_image", matches(r"[a-z0-9][A-Za-z0-9._/:@-]*", IMAGE, 255)),
-    ("docker_network", one_of),
-    # Modal's own rule for app names.
-    (
-        "modal_app_name",
-        matches(
-            r"[A-Za-z0-9][A-Za-z0-9._-]*",
-            "letters, digits, dots, underscores and dashes, starting with a letter or digit, at most 63 characters",
-            63,
-        ),
-    ),
-    ("modal_image", matches(r"([a-z0-9][A-Za-z0-9._/:@-]*)?", f"{IMAGE}, or nothing", 255)),
-    # Modal ends any sandbox after 24 hours.
-    ("modal_timeout_seconds", whole_number(60, 86_400, "seconds (1 day, Modal's longest)")),
-    ("modal_timeout_seconds", outlives_the_run),
-    ("runloop_blueprint", matches(r"([A-Za-z0-9][A-Za-z0-9._/:-]*)?", f"a blueprint name ({NAME}), or nothing", 255)),
-    # Runloop shuts any devbox down after 48 hours.
-    ("runloop_keep_alive_seconds", whole_number(60, 172_800, "seconds (2 days, Runloop's longest)")),
-    ("runloop_keep_alive_seconds", outlives_the_run),
-    ("vercel_runtime", one_of),
-    # Vercel stops any sandbox after 5 hours (Pro and Enterprise; 45 minutes on Hobby).
-    ("vercel_timeout_seconds", whole_number(60, 18_000, "seconds (5 hours, Vercel's longest)")),
-    ("vercel_timeout_seconds", outlives_the_run),
-    ("blaxel_image", matches(r"([a-z0-9][A-Za-z0-9._/:@-]*)?", f"{IMAGE}, or nothing", 255)),
-    ("blaxel_region", matches(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", "a region name: lowercase letters and digits in dash-separated words, such as us-pdx-1", 63)),
-    # Blaxel's shortest lifetime is 5 minutes.
-    ("blaxel_ttl_seconds", whole_number(300, 31_536_000, "seconds (Blaxel's shortest is 5 minutes)")),
-    ("blaxel_ttl_seconds", outlives_the_run),
     ("sandbox_secret_env_vars", env_var_names),
 ]
 
@@ -387,9 +329,6 @@ def judged(answer: str, check: Check, answers: Mapping[str, object]) -> str:
     """The line saying how ``answers`` break this rule of ``answer``, or "".
     KeyError: an answer the rule reads has not been given."""
     value = answers[answer]
-    backend = answer.split("_")[0]
-    if backend in BACKENDS and backend not in generated_backends(answers):
-        return ""
     allowed = check(answer, value, answers)
     return f"{answer}={value!r} is not allowed: {allowed}." if allowed else ""
 
@@ -507,24 +446,14 @@ def history_kind(answers: Mapping[str, object]) -> str:
 def answers_json(answers: Mapping[str, object]) -> str:
     """The answers that made the project, in the order they are asked, as
     JSON: what cruft link and copier copy take to adopt a project made with
-    plain Cookiecutter (docs/updating.md). Another backend's answers
-    (daytona_*, ...) change nothing in it and are left out, as copier does;
-    the comma-separated ones are given as their items."""
-    generated = generated_backends(answers)
+    plain Cookiecutter (docs/updating.md). The comma-separated ones are given
+    as their items."""
     given = {
         **answers,
         "additional_sandbox_backends": ",".join(items(answers["additional_sandbox_backends"])),
         "sandbox_secret_env_vars": ",".join(items(answers["sandbox_secret_env_vars"])),
     }
-    return json.dumps(
-        {
-            question: given[question]
-            for question in QUESTIONS
-            if question.split("_")[0] not in BACKENDS or question.split("_")[0] in generated
-        },
-        indent=2,
-        ensure_ascii=False,
-    )
+    return json.dumps({question: given[question] for question in QUESTIONS}, indent=2, ensure_ascii=False)
 
 
 def python_versions(answers: Mapping[str, object]) -> list[str]:

@@ -45,25 +45,16 @@ COMBINATIONS = [
     pytest.param(
         {
             "sandbox_backend": "daytona",
-            "daytona_image": "python:3.12-slim",
-            "daytona_pause_on_exit": True,
-            "daytona_auto_stop_interval_minutes": 30,
-            "daytona_create_timeout_seconds": 120,
             "sandbox_secret_env_vars": "GITHUB_TOKEN,,",
         },
-        id="daytona-image-paused-one-secret",
+        id="daytona-one-secret",
     ),
     pytest.param(
         {
             "sandbox_backend": "e2b",
-            "e2b_sandbox_type": "e2b_code_interpreter",
-            "e2b_template": "my-team/agent-tools",
-            "e2b_timeout_seconds": 600,
             "workflow_execution_timeout_seconds": 600,
-            "e2b_on_timeout": "pause",
-            "e2b_pause_on_exit": True,
         },
-        id="e2b-code-interpreter-template-paused",
+        id="e2b-short-runs",
     ),
     pytest.param(
         {
@@ -79,31 +70,24 @@ COMBINATIONS = [
             "sandbox_backend": "local",
             "additional_sandbox_backends": " daytona , ",
             "sandbox_provider_name": "workstation",
-            "daytona_snapshot": "agent-tools",
             "python_version": "3.12",
         },
-        id="local-plus-daytona-snapshot-py312",
+        id="local-plus-daytona-py312",
     ),
     pytest.param(
         {
             "sandbox_backend": "e2b",
             "additional_sandbox_backends": "docker",
-            "docker_image": "busybox:1.37",
-            "docker_network": "bridge",
             "approval": "commands_and_writes",
         },
-        id="e2b-plus-docker-bridge",
+        id="e2b-plus-docker-writes-approved",
     ),
     pytest.param(
         {
             "sandbox_backend": "runloop",
             "additional_sandbox_backends": "modal",
-            "runloop_blueprint": "agent-tools",
-            "modal_app_name": "agents.prod",
-            "modal_image": "python:3.12-slim",
             "workflow_execution_timeout_seconds": 7200,
-            "runloop_keep_alive_seconds": 10800,
         },
-        id="runloop-plus-modal-blueprint-image",
+        id="runloop-plus-modal-two-hour-runs",
     ),
 ]

@@ -1,7 +1,8 @@
 """The same template through copier: copier.yml asks cookiecutter.json's
-questions, only those that apply to the chosen backends, checks each answer
-as it is given with the pre-generation hook's rules and message, and renders
-the project cookiecutter renders, byte for byte."""
+questions, only those that apply (approval_timeout_seconds only with
+approvals), checks each answer as it is given with the pre-generation hook's
+rules and message, and renders the project cookiecutter renders, byte for
+byte."""
 
 import json
 import re
@@ -138,9 +139,9 @@ def test_the_answers_file_is_copiers_alone(template: Path, tmp_path: Path, bake)
     copied = render_with_copier(template, tmp_path / "copied", {"sandbox_backend": "e2b"})
     recorded = yaml.safe_load((copied / ANSWERS_FILE).read_text())
     assert recorded["sandbox_backend"] == "e2b"
-    assert recorded["e2b_timeout_seconds"] == "3600"
-    # A question copier did not ask (another backend's) is not recorded.
-    assert "docker_image" not in recorded
+    assert recorded["workflow_execution_timeout_seconds"] == "3600"
+    # A question copier did not ask (the approval wait, without approvals) is not recorded.
+    assert "approval_timeout_seconds" not in recorded
     assert not (bake({"sandbox_backend": "e2b"}).path / ANSWERS_FILE).exists()
 
 
@@ -191,11 +192,19 @@ EVERYONES = [
     "author_name",
     "license",
 ]
-OWN_QUESTIONS = {
-    backend: [name for name in QUESTIONS if name.startswith(f"{backend}_")]
-    for backend in BACKENDS
-    if backend != "local"
-}
+# Cookiecutter asks every question of cookiecutter.json; copier all but
+# approval_timeout_seconds without approvals. A backend's own settings
+# (image, template, region, lifetime...) are the worker's environment
+# variables, never questions.
+WITH_APPROVALS = [name for name in QUESTIONS if name in EVERYONES or name == "approval_timeout_seconds"]
+
+
+def test_cookiecutter_asks_at_most_20_questions() -> None:
+    asked = [name for name in COOKIECUTTER_JSON if not name.startswith("_")]
+    assert asked == QUESTIONS == WITH_APPROVALS
+    assert len(asked) <= 20
+    # No backend has questions of its own.
+    assert not [name for name in asked if name.split("_")[0] in BACKENDS]
 
 
 def test_copier_asks_a_local_project_only_the_questions_that_apply(
@@ -208,23 +217,25 @@ def test_copier_asks_a_local_project_only_the_questions_that_apply(
 
 
 @pytest.mark.parametrize(
-    ("typed", "also_asked"),
+    ("typed", "expected"),
     [
-        *(pytest.param({"sandbox_backend": backend}, OWN_QUESTIONS[backend], id=backend) for backend in OWN_QUESTIONS),
+        *(
+            pytest.param({"sandbox_backend": backend}, EVERYONES, id=backend)
+            for backend in BACKENDS
+            if backend != "local"
+        ),
         pytest.param(
             {"sandbox_backend": "local", "additional_sandbox_backends": "docker", "approval": "commands"},
-            [*OWN_QUESTIONS["docker"], "approval_timeout_seconds"],
+            WITH_APPROVALS,
             id="local-plus-docker-approved",
         ),
     ],
 )
-def test_copier_asks_a_backends_questions_only_when_it_is_chosen(
-    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, typed: dict[str, object], also_asked: list[str]
+def test_copier_asks_every_backend_the_same_questions(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, typed: dict[str, object], expected: list[str]
 ) -> None:
-    asked = asked_questions(template, tmp_path / "out", monkeypatch, **typed)
-    assert sorted(asked) == sorted(EVERYONES + also_asked)
     # In cookiecutter.json's order.
-    assert asked == [name for name in QUESTIONS if name in asked]
+    assert asked_questions(template, tmp_path / "out", monkeypatch, **typed) == expected
 
 
 def test_copier_judges_a_rule_at_the_first_question_that_lets_it(

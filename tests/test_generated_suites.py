@@ -171,8 +171,8 @@ PHASES: dict[str, list[list[Part]]] = {
         # Its dashboard and alerts without a host-bound backend.
         [part("monitoring", "test_monitoring", only=True)],
     ],
-    # Docker beside a remote backend, on the bridge network; approvals of file edits.
-    "e2b-plus-docker-bridge": [
+    # Docker beside a remote backend; approvals of file edits.
+    "e2b-plus-docker-writes-approved": [
         [
             part(
                 DEFAULT,
@@ -187,14 +187,14 @@ PHASES: dict[str, list[list[Part]]] = {
         ],
     ],
     # Odd names and odd answers: they change what renders, not how it runs.
-    "local-plus-daytona-snapshot-py312": [
+    "local-plus-daytona-py312": [
         [smoke("test_local", "test_daytona", "test_providers", "test_affinity")],
         [part("long", "test_affinity", only=True, processes="0")],
     ],
     "local-custom-names-py312": [[smoke("test_local", "test_approvals")]],
-    "daytona-image-paused-one-secret": [[smoke("test_daytona", "test_secrets")]],
+    "daytona-one-secret": [[smoke("test_daytona", "test_secrets")]],
     "daytona-custom-provider-py313": [[smoke("test_daytona")]],
-    "e2b-code-interpreter-template-paused": [[smoke("test_e2b")]],
+    "e2b-short-runs": [[smoke("test_e2b")]],
     # Modal takes E2B's code paths: its own module, against a stand-in for
     # Modal's API, and its worker command without credentials.
     "modal-defaults": [[smoke("test_modal")], [part("process", "test_modal", only=True, processes="0")]],
@@ -203,9 +203,9 @@ PHASES: dict[str, list[list[Part]]] = {
     "vercel-defaults": [[smoke("test_vercel")], [part("process", "test_vercel", only=True, processes="0")]],
     "blaxel-defaults": [[smoke("test_blaxel")], [part("process", "test_blaxel", only=True, processes="0")]],
     "cloudflare-defaults": [[smoke("test_cloudflare")], [part("process", "test_cloudflare", only=True, processes="0")]],
-    # Two of them in one worker, each run routed to its provider; a blueprint,
-    # an image and an app of the answers' own, lifetimes from a longer run.
-    "runloop-plus-modal-blueprint-image": [[smoke("test_runloop", "test_modal", "test_providers")]],
+    # Two of them in one worker, each run routed to its provider; runs of two
+    # hours (the sandboxes' default lifetimes follow them).
+    "runloop-plus-modal-two-hour-runs": [[smoke("test_runloop", "test_modal", "test_providers")]],
 }
 # Each combination a group of its own (pytest-xdist's --dist loadgroup, in
 # pyproject.toml): a test process takes the next group in this order once it

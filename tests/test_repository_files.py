@@ -125,8 +125,9 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: Bak
     setup_uv = [step for step in steps if str(step.get("uses", "")).startswith("astral-sh/setup-uv@")]
     assert setup_uv and setup_uv[0]["with"]["python-version"] == "${{ matrix.python }}"
     commands = [step["run"] for step in steps if "run" in step]
-    # The Docker tests run on the runner's engine, with the image pulled first.
-    pull = [f"docker pull {project.context['docker_image']}"] if "docker" in project.derived.backends else []
+    # The Docker tests run on the runner's engine, with the image pulled first:
+    # DOCKER_SANDBOX_IMAGE's default, the worker's when the variable is unset.
+    pull = ["docker pull python:3.12-slim"] if "docker" in project.derived.backends else []
     assert commands == [
         "uv sync --locked --compile-bytecode",
         "uv run ruff check . && uv run ruff format --check .",

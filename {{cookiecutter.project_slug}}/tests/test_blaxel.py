@@ -1,5 +1,5 @@
 """The Blaxel backend: its client, its options and its credentials come from
-the answers, the options travel with a run (the SDK's own cannot), and
+the worker's settings, the options travel with a run (the SDK's own cannot), and
 Blaxel's refusals end a run at once. The tests cannot reach Blaxel: a
 stand-in for its HTTP API, on loopback, answers the worker's real Blaxel
 client (the SDK always calls api.blaxel.ai; the test moves its HTTP client
@@ -32,22 +32,21 @@ from sandbox_agent_runtime.testing.support import (
     assert_the_sandbox_fails_the_run_at_once,
     http_stand_in,
     refusal_without_credentials,
+    use_options_of,
 )
 
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
-def test_blaxel_client_and_options_come_from_the_answers() -> None:
+def test_blaxel_client_and_options_come_from_the_workers_settings() -> None:
     assert isinstance(blaxel.sandbox_client(SETTINGS), BlaxelSandboxClient)
 
+    # Unset, each option takes its default: Blaxel's base image in us-pdx-1,
+    # a sandbox as long-lived as the longest run.
     options = blaxel.sandbox_options()
-{%- if cookiecutter.blaxel_image %}
-    assert options.image == {{ cookiecutter.blaxel_image | tojson }}
-{%- else %}
     assert options.image is None
-{%- endif %}
-    assert options.region == {{ cookiecutter.blaxel_region | tojson }}
-    assert options.ttl == "{{ cookiecutter.blaxel_ttl_seconds | int }}s"
+    assert options.region == "us-pdx-1"
+    assert options.ttl == f"{int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())}s"
     assert options.exposed_ports == ()
     # Credentials never travel with the options: those land in history.
     assert set(type(options).model_fields) == {"type", "image", "region", "ttl", "exposed_ports"}
@@ -79,14 +78,28 @@ async def test_each_run_s_options_reach_blaxel(monkeypatch: pytest.MonkeyPatch) 
     client = blaxel.sandbox_client(SETTINGS)
     with pytest.raises(RuntimeError, match="out of reach"):
         await client.create(options=blaxel.sandbox_options())
-
-{%- if cookiecutter.blaxel_image %}
-    assert asked["image"] == {{ cookiecutter.blaxel_image | tojson }}
-{%- else %}
     assert "image" not in asked
-{%- endif %}
-    assert asked["region"] == {{ cookiecutter.blaxel_region | tojson }}
-    assert asked["ttl"] == "{{ cookiecutter.blaxel_ttl_seconds | int }}s"
+    assert asked["region"] == "us-pdx-1"
+    assert asked["ttl"] == f"{int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())}s"
+
+    # Each option set, as a worker reads them at start (BLAXEL_SANDBOX_*).
+    # Longer than the longest run, within what the provider allows.
+    longer = min(
+        int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) + 60, blaxel.OPTIONS["ttl_seconds"].high
+    )
+    use_options_of(
+        {
+            "BLAXEL_SANDBOX_IMAGE": "python:3.12-slim",
+            "BLAXEL_SANDBOX_REGION": "eu-lon-1",
+            "BLAXEL_SANDBOX_TTL_SECONDS": str(longer),
+        }
+    )
+    asked.clear()
+    with pytest.raises(RuntimeError, match="out of reach"):
+        await client.create(options=blaxel.sandbox_options())
+    assert asked["image"] == "python:3.12-slim"
+    assert asked["region"] == "eu-lon-1"
+    assert asked["ttl"] == f"{longer}s"
 
 
 def test_a_worker_without_credentials_asks_for_a_blaxel_key_and_workspace(

@@ -50,6 +50,7 @@ from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
     activities,
+    bad_option_values,
     closed_address,
     free_address,
     refusal_without_credentials,
@@ -128,6 +129,8 @@ BAD_VALUES: dict[str, list[str]] = {
     "DOCKER_SANDBOX_WORKSPACE_SIZE": ["²", "", "-1g", f"{HUGE}g", "4g"],
     "DOCKER_SANDBOX_USER": ["²", "", "-1", HUGE, "root", "1:2:3"],
 {%- endif %}
+    # Each option of each of its backends (<BACKEND>_SANDBOX_*): backends/.
+    **bad_option_values(),
 }
 # The other half of a worker version, for a test of one half's value.
 VERSION_HALVES = {

@@ -1,5 +1,5 @@
 """The Daytona backend: its client, its options and its credentials come from
-the answers, and Daytona's errors that no retry fixes end a run at once. The
+the worker's settings, and Daytona's errors that no retry fixes end a run at once. The
 tests cannot reach Daytona: its SDK's errors are raised by a local stand-in."""
 
 import dataclasses
@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime.backends import daytona
-from sandbox_agent_runtime.settings import missing_credentials
+from sandbox_agent_runtime.settings import BadSetting, missing_credentials
 from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
@@ -26,31 +26,55 @@ from sandbox_agent_runtime.testing.support import (
     assert_scheduled_not_to_retry,
     provider_of,
     refusal_without_credentials,
+    settings_with,
+    use_options_of,
 )
 
 
-def test_daytona_client_and_options_come_from_the_answers(
+def test_daytona_client_and_options_come_from_the_workers_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DAYTONA_API_KEY", "test-key")
     assert isinstance(daytona.sandbox_client(SETTINGS), DaytonaSandboxClient)
 
+    # Unset, each option takes its default.
     options = daytona.sandbox_options()
-    assert options.auto_stop_interval == {{ cookiecutter.daytona_auto_stop_interval_minutes | int }}
-    assert options.create_timeout == {{ cookiecutter.daytona_create_timeout_seconds | int }}
-    assert options.pause_on_exit is {{ "True" if cookiecutter.daytona_pause_on_exit else "False" }}
-{%- if cookiecutter.daytona_image %}
-    assert options.image == {{ cookiecutter.daytona_image | tojson }}
-{%- else %}
+    assert options.auto_stop_interval == 15
+    assert options.create_timeout == 60
+    assert options.pause_on_exit is False
     assert options.image is None
-{%- endif %}
-{%- if cookiecutter.daytona_snapshot %}
-    assert options.sandbox_snapshot_name == {{ cookiecutter.daytona_snapshot | tojson }}
-{%- else %}
     assert options.sandbox_snapshot_name is None
-{%- endif %}
     # Credentials never travel with the options: those land in history.
     assert not options.env_vars
+
+    # Each set, as a worker reads them at start (DAYTONA_SANDBOX_*).
+    use_options_of(
+        {
+            "DAYTONA_SANDBOX_AUTO_STOP_INTERVAL_MINUTES": "30",
+            "DAYTONA_SANDBOX_CREATE_TIMEOUT_SECONDS": " 120 ",
+            "DAYTONA_SANDBOX_PAUSE_ON_EXIT": "true",
+            "DAYTONA_SANDBOX_IMAGE": "python:3.12-slim",
+        }
+    )
+    options = daytona.sandbox_options()
+    assert options.auto_stop_interval == 30
+    assert options.create_timeout == 120
+    assert options.pause_on_exit is True
+    assert options.image == "python:3.12-slim"
+    use_options_of({"DAYTONA_SANDBOX_SNAPSHOT": "agent-tools"})
+    assert daytona.sandbox_options().sandbox_snapshot_name == "agent-tools"
+
+
+def test_an_image_and_a_snapshot_together_stop_the_worker() -> None:
+    with pytest.raises(BadSetting) as refused:
+        settings_with(
+            {"DAYTONA_SANDBOX_IMAGE": "python:3.12-slim", "DAYTONA_SANDBOX_SNAPSHOT": "tools"}
+        )
+
+    assert str(refused.value) == (
+        "DAYTONA_SANDBOX_IMAGE and DAYTONA_SANDBOX_SNAPSHOT are both set: a sandbox starts "
+        "from one of them, not both; unset one."
+    )
 
 
 async def test_each_sandbox_carries_the_labels_of_its_run(

@@ -73,7 +73,9 @@ from sandbox_agent_runtime.testing.support import (
     provider_of,
     running_worker,
     runs_of_chain,
+    settings_with,
     start_in,
+    use_options_of,
 )
 from sandbox_agent_runtime.worker import ServiceWorker
 
@@ -83,7 +85,7 @@ from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 # The name the worker registers the Docker backend under.
 PROVIDER = provider_of(docker)
 
-# The image the service's runs start from (service.py's backend_options).
+# The image the service's runs start from by default (DOCKER_SANDBOX_IMAGE unset).
 IMAGE = str(docker.options()["image"])
 # The image the tests build when the engine does not have IMAGE: busybox's
 # shell and tools, nothing else.
@@ -216,17 +218,20 @@ def printed(output: str, name: str) -> str:
     return found.group(1).strip()
 
 
-def test_docker_options_come_from_the_answers() -> None:
+def test_docker_options_come_from_the_workers_settings() -> None:
+    # Unset, each option takes its default: no network at all.
     options = docker.sandbox_options()
-    assert options.image == {{ cookiecutter.docker_image | tojson }}
-{%- if cookiecutter.docker_network == "none" %}
+    assert options.image == "python:3.12-slim"
     assert options.network_mode == "none"
-{%- else %}
-    assert options.network_mode is None  # Docker's default network, bridge
-{%- endif %}
     # The worker labels each container when it creates it (below).
     assert options.labels == {}
     assert docker.REQUIRED_ENVIRONMENT == ()
+
+    # Each set, as a worker reads them at start (DOCKER_SANDBOX_*).
+    use_options_of({"DOCKER_SANDBOX_IMAGE": "busybox:1.37", "DOCKER_SANDBOX_NETWORK": "bridge"})
+    options = docker.sandbox_options()
+    assert options.image == "busybox:1.37"
+    assert options.network_mode is None  # Docker's default network, bridge
 
 
 async def test_docker_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once(
@@ -267,8 +272,21 @@ def test_without_an_engine_the_worker_is_told_where_it_looked(
     )
 
 
+@pytest.mark.parametrize(
+    ("network", "interfaces"),
+    [
+        # DOCKER_SANDBOX_NETWORK unset, "none": a loopback interface and nothing else.
+        (None, "lo"),
+        # Docker's bridge network: an interface beside loopback.
+        ("bridge", "eth0 lo"),
+    ],
+)
 async def test_commands_run_in_a_container_not_on_the_workers_host(
-    temporal_client: Client, sandbox: ImageForTests, tmp_path: Path
+    temporal_client: Client,
+    sandbox: ImageForTests,
+    tmp_path: Path,
+    network: str | None,
+    interfaces: str,
 ) -> None:
     on_the_host = tmp_path / "only-on-the-host"
     on_the_host.write_text("the worker's file")
@@ -277,20 +295,17 @@ async def test_commands_run_in_a_container_not_on_the_workers_host(
         f"echo host_file=$(test -e {on_the_host} && echo visible || echo absent); "
         "echo interfaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort)"
     )
-    async with docker_worker(temporal_client, ScriptedModel([command]), sandbox) as (client, _):
+    settings = settings_with({"DOCKER_SANDBOX_NETWORK": network} if network else {})
+    async with docker_worker(
+        temporal_client, ScriptedModel([command]), sandbox, settings=settings
+    ) as (client, _):
         handle = await start_in(client, docker, "Where am I?")
         answer = (await handle.result()).answer
 
     assert printed(answer, "directory") == WORKSPACE_ROOT
     assert printed(answer, "hostname") != socket.gethostname()
     assert printed(answer, "host_file") == "absent"
-{%- if cookiecutter.docker_network == "none" %}
-    # network_mode "none": a loopback interface and nothing else.
-    assert printed(answer, "interfaces") == "lo"
-{%- else %}
-    # Docker's bridge network: an interface beside loopback.
-    assert printed(answer, "interfaces") == "eth0 lo"
-{%- endif %}
+    assert printed(answer, "interfaces") == interfaces
 
 
 async def test_an_input_goes_into_the_container_and_what_the_run_changed_comes_back(
@@ -562,13 +577,12 @@ HOSTILE = {
     "cpu spin": "while :; do :; done",
     "disk filler": "dd if=/dev/zero of=filler bs=1M count=100; echo status=$?; rm -f filler",
     "secrets": "tr '\\0' '\\n' < /proc/1/environ; env; ls /var/run/docker.sock; echo socket=$?",
-{%- if cookiecutter.docker_network == "none" %}
+    # On the default network, none.
     "network": (
         "if command -v nc >/dev/null; then nc -w 3 192.0.2.1 80 </dev/null; "
         "else python3 -c \"import socket; socket.create_connection(('192.0.2.1', 80), 3)\"; fi; "
         "echo connect=$?"
     ),
-{%- endif %}
 }
 
 
@@ -679,10 +693,8 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
     for run in runs.values():
         async for event in run.fetch_history_events():
             assert KEY not in str(event)
-{%- if cookiecutter.docker_network == "none" %}
     # ...and reached no network.
     assert "unreachable" in answers["network"] and "connect=0" not in answers["network"]
-{%- endif %}
     # Nothing is left of them on the host: no container, no process.
     for run in runs.values():
         assert containers_of(engine, run) == []

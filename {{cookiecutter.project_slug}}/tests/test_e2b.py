@@ -1,5 +1,5 @@
 """The E2B backend: its client, its options and its credentials come from the
-answers, and E2B's errors that no retry fixes end a run at once. The tests
+worker's settings, and E2B's errors that no retry fixes end a run at once. The tests
 cannot reach E2B: its SDK's errors are raised by a local stand-in."""
 
 import dataclasses
@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime.backends import e2b
+from sandbox_agent_runtime.settings import BadSetting
 from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     CompletedRun,
@@ -26,26 +27,56 @@ from sandbox_agent_runtime.testing.support import (
     assert_scheduled_not_to_retry,
     provider_of,
     refusal_without_credentials,
+    settings_with,
+    use_options_of,
 )
 
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
-def test_e2b_client_and_options_come_from_the_answers() -> None:
+def test_e2b_client_and_options_come_from_the_workers_settings() -> None:
     assert isinstance(e2b.sandbox_client(SETTINGS), E2BSandboxClient)
 
+    # Unset, each option takes its default: a sandbox lives as long as the longest run.
     options = e2b.sandbox_options()
-    assert options.sandbox_type == {{ cookiecutter.e2b_sandbox_type | tojson }}
-{%- if cookiecutter.e2b_template %}
-    assert options.template == {{ cookiecutter.e2b_template | tojson }}
-{%- else %}
+    assert options.sandbox_type == "e2b"
     assert options.template is None
-{%- endif %}
-    assert options.timeout == {{ cookiecutter.e2b_timeout_seconds | int }}
-    assert options.on_timeout == {{ cookiecutter.e2b_on_timeout | tojson }}
-    assert options.pause_on_exit is {{ "True" if cookiecutter.e2b_pause_on_exit else "False" }}
+    assert options.timeout == int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())
+    assert options.on_timeout == "kill"
+    assert options.pause_on_exit is False
     # Credentials never travel with the options: those land in history.
     assert not options.envs
+
+    # Each set, as a worker reads them at start (E2B_SANDBOX_*).
+    # Longer than the longest run, within what the provider allows.
+    longer = min(
+        int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) + 60, e2b.OPTIONS["timeout_seconds"].high
+    )
+    use_options_of(
+        {
+            "E2B_SANDBOX_TYPE": "e2b_code_interpreter",
+            "E2B_SANDBOX_TEMPLATE": "my-team/agent-tools",
+            "E2B_SANDBOX_TIMEOUT_SECONDS": str(longer),
+            "E2B_SANDBOX_ON_TIMEOUT": "pause",
+            "E2B_SANDBOX_PAUSE_ON_EXIT": "yes",
+        }
+    )
+    options = e2b.sandbox_options()
+    assert options.sandbox_type == "e2b_code_interpreter"
+    assert options.template == "my-team/agent-tools"
+    assert options.timeout == longer
+    assert options.on_timeout == "pause"
+    assert options.pause_on_exit is True
+
+
+def test_a_lifetime_shorter_than_the_longest_run_stops_the_worker() -> None:
+    run = int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())
+    with pytest.raises(BadSetting) as refused:
+        settings_with({"E2B_SANDBOX_TIMEOUT_SECONDS": str(run - 1)})
+
+    message = str(refused.value)
+    assert message.startswith(f"E2B_SANDBOX_TIMEOUT_SECONDS='{run - 1}' is not allowed"), message
+    assert f"set it to at least {run}" in message
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:

@@ -1,5 +1,5 @@
 """The Modal backend: its client, its options and its credentials come from
-the answers, and Modal's errors that no retry fixes end a run at once. The
+the worker's settings, and Modal's errors that no retry fixes end a run at once. The
 tests cannot reach Modal: a stand-in for its API (gRPC over HTTP/2, on
 loopback) answers the worker's real Modal client."""
 
@@ -18,9 +18,7 @@ import h2.events
 import modal
 import pytest
 from agents.extensions.sandbox.modal import (
-{%- if cookiecutter.modal_image %}
     ModalImageSelector,
-{%- endif %}
     ModalSandboxClient,
     ModalSandboxSession,
     ModalSandboxSessionState,
@@ -31,6 +29,7 @@ from modal.exception import AuthError, InvalidError, NotFoundError, PermissionDe
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
+from sandbox_agent_runtime import current
 from sandbox_agent_runtime.backends import modal as modal_backend
 from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
 from sandbox_agent_runtime.testing.support import (
@@ -42,24 +41,40 @@ from sandbox_agent_runtime.testing.support import (
     assert_the_sandbox_fails_the_run_at_once,
     provider_of,
     refusal_without_credentials,
+    settings_with,
+    use_options_of,
 )
 
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
-def test_modal_client_and_options_come_from_the_answers() -> None:
+def test_modal_client_and_options_come_from_the_workers_settings() -> None:
     client = modal_backend.sandbox_client(SETTINGS)
     assert isinstance(client, ModalSandboxClient)
-{%- if cookiecutter.modal_image %}
-    assert client._default_image == ModalImageSelector.from_tag({{ cookiecutter.modal_image | tojson }})
-{%- else %}
-    # The Agents SDK's default image.
+    # Unset, each option takes its default: the Agents SDK's default image,
+    # an app named after the service, a sandbox as long-lived as the longest run.
     assert client._default_image is None
-{%- endif %}
-
     options = modal_backend.sandbox_options()
-    assert options.app_name == {{ cookiecutter.modal_app_name | tojson }}
-    assert options.timeout == {{ cookiecutter.modal_timeout_seconds | int }}
+    assert options.app_name == current().name
+    assert options.timeout == int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())
+
+    # Each set, as a worker reads them at start (MODAL_SANDBOX_*).
+    # Longer than the longest run, within what the provider allows.
+    longer = min(
+        int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) + 60,
+        modal_backend.OPTIONS["timeout_seconds"].high,
+    )
+    chosen = {
+        "MODAL_SANDBOX_APP_NAME": "agents.prod",
+        "MODAL_SANDBOX_IMAGE": "python:3.12-slim",
+        "MODAL_SANDBOX_TIMEOUT_SECONDS": str(longer),
+    }
+    client = modal_backend.sandbox_client(settings_with(chosen))
+    assert client._default_image == ModalImageSelector.from_tag("python:3.12-slim")
+    use_options_of(chosen)
+    options = modal_backend.sandbox_options()
+    assert options.app_name == "agents.prod"
+    assert options.timeout == longer
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:

@@ -1,5 +1,5 @@
 """The Runloop backend: its client, its options and its credentials come from
-the answers, and Runloop's errors that no retry fixes end a run at once. The
+the worker's settings, and Runloop's errors that no retry fixes end a run at once. The
 tests cannot reach Runloop: a stand-in for its HTTP API, on loopback, answers
 the worker's real Runloop client."""
 
@@ -33,31 +33,46 @@ from sandbox_agent_runtime.testing.support import (
     http_stand_in,
     provider_of,
     refusal_without_credentials,
+    use_options_of,
 )
 
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
-def test_runloop_client_and_options_come_from_the_answers(
+def test_runloop_client_and_options_come_from_the_workers_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("RUNLOOP_API_KEY", "test-key")
     assert isinstance(runloop.sandbox_client(SETTINGS), RunloopSandboxClient)
 
+    # Unset, each option takes its default: Runloop's image, a devbox as
+    # long-lived as the longest run.
     options = runloop.sandbox_options()
-{%- if cookiecutter.runloop_blueprint %}
-    assert options.blueprint_name == {{ cookiecutter.runloop_blueprint | tojson }}
-{%- else %}
     assert options.blueprint_name is None
-{%- endif %}
     assert options.blueprint_id is None
     launch = options.model_dump(mode="json")["launch_parameters"]
-    assert launch["keep_alive_time_seconds"] == {{ cookiecutter.runloop_keep_alive_seconds | int }}
+    assert launch["keep_alive_time_seconds"] == int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())
     # Runloop would ignore the lifetime if an idle policy were set.
     assert launch["after_idle"] is None
     # Credentials never travel with the options: those land in history.
     assert not options.env_vars
     assert not options.managed_secrets
+
+    # Each set, as a worker reads them at start (RUNLOOP_SANDBOX_*).
+    # Longer than the longest run, within what the provider allows.
+    longer = min(
+        int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) + 60,
+        runloop.OPTIONS["keep_alive_seconds"].high,
+    )
+    use_options_of(
+        {
+            "RUNLOOP_SANDBOX_BLUEPRINT": "agent-tools",
+            "RUNLOOP_SANDBOX_KEEP_ALIVE_SECONDS": str(longer),
+        }
+    )
+    options = runloop.sandbox_options()
+    assert options.blueprint_name == "agent-tools"
+    assert options.model_dump(mode="json")["launch_parameters"]["keep_alive_time_seconds"] == longer
 
 
 def test_a_devbox_outlives_the_longest_run() -> None:

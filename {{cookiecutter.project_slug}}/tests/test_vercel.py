@@ -1,5 +1,5 @@
 """The Vercel backend: its client, its options and its credentials come from
-the answers, and Vercel's errors that no retry fixes end a run at once. The
+the worker's settings, and Vercel's errors that no retry fixes end a run at once. The
 tests cannot reach Vercel, and its SDK always calls api.vercel.com (it takes
 no other address): its errors are raised by a local stand-in."""
 
@@ -24,21 +24,32 @@ from sandbox_agent_runtime.testing.support import (
     assert_a_rejection_fails_the_run_at_once,
     assert_scheduled_not_to_retry,
     refusal_without_credentials,
+    use_options_of,
 )
 
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 
 
-def test_vercel_client_and_options_come_from_the_answers() -> None:
+def test_vercel_client_and_options_come_from_the_workers_settings() -> None:
     assert isinstance(vercel.sandbox_client(SETTINGS), VercelSandboxClient)
 
+    # Unset, each option takes its default: Node 22, a sandbox as long-lived
+    # as the longest run.
     options = vercel.sandbox_options()
-    assert options.runtime == {{ cookiecutter.vercel_runtime | tojson }}
-    assert options.timeout_ms == {{ cookiecutter.vercel_timeout_seconds | int }} * 1000
+    assert options.runtime == "node22"
+    assert options.timeout_ms == int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) * 1000
     # Credentials never travel with the options: those land in history.
     assert not options.env
     assert options.project_id is None
     assert options.team_id is None
+
+    # Each set, as a worker reads them at start (VERCEL_SANDBOX_*).
+    use_options_of(
+        {"VERCEL_SANDBOX_RUNTIME": "python3.13", "VERCEL_SANDBOX_TIMEOUT_SECONDS": "18000"}
+    )
+    options = vercel.sandbox_options()
+    assert options.runtime == "python3.13"
+    assert options.timeout_ms == 18_000_000
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:

@@ -18,9 +18,9 @@ for each run it starts); with another, ``configure()`` refuses.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 # Who approves what the agent runs: nobody; each shell command (and input to a
 # running one); each command and each file edit (approvals.py).
@@ -76,9 +76,6 @@ class Service:
     workflow_execution_timeout: timedelta = timedelta(hours=1)
     # The start-to-close timeout of each sandbox operation.
     sandbox_activity_timeout: timedelta = timedelta(minutes=5)
-    # Each backend's options, by backend (backends/<backend>.py reads its own;
-    # a backend not listed takes its defaults).
-    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.providers:
@@ -114,10 +111,6 @@ class Service:
     def command(self, role: str) -> str:
         """The name of one of the project's commands: "<name>-starter"."""
         return f"{self.name}-{role}"
-
-    def options(self, backend: str) -> Mapping[str, Any]:
-        """The options the project gives ``backend``."""
-        return self.backend_options.get(backend, {})
 
 
 _configured: Service | None = None

@@ -9,7 +9,8 @@ cannot use stops it before it does anything else, with one line
 
 Which variables the worker reads depends on its service (service.py): those
 of approvals only with approvals, ``WORKER_HOST_ID`` only when the service
-has a host-bound backend, those of a backend only when the service has it.
+has a host-bound backend, those of a backend (its options,
+``<BACKEND>_SANDBOX_*``: backends/) only when the service has it.
 
 A variable left unset takes its default. Set to nothing (``NAME=``, a line of
 .env uncommented but not filled in) it is refused like any other bad value,
@@ -114,6 +115,8 @@ _YES_NO = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no
 def worker_variables() -> tuple[str, ...]:
     """Every variable the worker of this service reads itself, besides its
     credentials."""
+    from sandbox_agent_runtime.backends import backend_module, variable
+
     service = current()
     return (
         "WORKER_RUNS_IN_FLIGHT",
@@ -142,6 +145,11 @@ def worker_variables() -> tuple[str, ...]:
             )
             if "docker" in service.backends
             else ()
+        ),
+        *(
+            variable(backend, key)
+            for backend in service.backends
+            for key in backend_module(backend).OPTIONS
         ),
     )
 
@@ -357,6 +365,10 @@ class WorkerSettings:
     # Sandbox Service Worker (backends/cloudflare.py), one of the worker's
     # credentials.
     cloudflare_worker_url: str = ""
+    # Each of its backends' options (``<BACKEND>_SANDBOX_*``: backends/), by
+    # backend and key: what every sandbox it creates is given, and its run's
+    # history records.
+    backend_options: Mapping[str, Mapping[str, int | bool | str]] = field(default_factory=dict)
 
 
 def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -429,7 +441,52 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         )
         if "cloudflare" in service.backends
         else "",
+        backend_options=backend_options(environ),
     )
+
+
+def backend_options(environ: Mapping[str, str]) -> dict[str, dict[str, int | bool | str]]:
+    """The options of each of the service's backends, from
+    ``<BACKEND>_SANDBOX_<KEY>`` or their defaults (backends/)."""
+    from sandbox_agent_runtime.backends import backend_module, variable
+
+    chosen: dict[str, dict[str, int | bool | str]] = {}
+    run = int(current().workflow_execution_timeout.total_seconds())
+    for backend in current().backends:
+        options = backend_module(backend).OPTIONS
+        values: dict[str, int | bool | str] = {}
+        for key, option in options.items():
+            name = variable(backend, key)
+            value = environ.get(name)
+            default = option.default_value()
+            if value is None:
+                values[key] = default
+            else:
+                try:
+                    values[key] = option.parse(value)
+                except ValueError as e:
+                    raise refused(
+                        name, value, f"{e}, or leave it unset for {option.shown(default)}"
+                    ) from None
+            if option.outlives_the_run and int(values[key]) < run:
+                fix = (
+                    f"set it to at least {run}, or shorten the service's runs"
+                    if run <= option.high
+                    else f"shorten the service's runs to {option.high} s at most"
+                )
+                raise BadSetting(
+                    f"{name}={shown(value) if value is not None else f'{values[key]} (its default)'}"
+                    " is not allowed: a run may last {run} s (the service's workflow execution timeout), "
+                    f"and the provider ends its sandbox, workspace and all, at this lifetime: {fix}."
+                )
+        for key, option in options.items():
+            if option.excludes and values[key] and values[option.excludes]:
+                raise BadSetting(
+                    f"{variable(backend, key)} and {variable(backend, option.excludes)} are both "
+                    "set: a sandbox starts from one of them, not both; unset one."
+                )
+        chosen[backend] = values
+    return chosen
 
 
 def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:

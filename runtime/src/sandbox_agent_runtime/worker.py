@@ -49,7 +49,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from sandbox_agent_runtime import affinity, approvers, versioning
-from sandbox_agent_runtime.backends import Backend, BadOption, check_options, sandbox_backends
+from sandbox_agent_runtime.backends import Backend, sandbox_backends, use_options
 from sandbox_agent_runtime.bounded_sandbox import BoundedSandboxClient
 from sandbox_agent_runtime.capacity import (
     make_room_for_connections,
@@ -332,6 +332,9 @@ def build_worker(
     polling as their Worker Deployment Version (or unversioned), with room
     for their runs in flight (capacity.py). Tests may cache fewer runs, give
     work in flight less time to finish at shutdown and name the worker."""
+    # The backends' options every sandbox it creates is given (the workflow
+    # reads them: backends/).
+    use_options(settings.backend_options)
     version = settings.version
     options = worker_options(settings.runs_in_flight)
     if max_cached_workflows is not None:
@@ -483,11 +486,10 @@ def main(
         # Every setting, and the credentials, before connecting: a mistake
         # stops the worker here instead of failing its first run.
         settings = worker_settings()
-        check_options()
         if current().approvals:
             approvers.trust(settings.approvers)
         make_room_for_connections(settings.runs_in_flight)
-    except (BadSetting, BadOption) as e:
+    except BadSetting as e:
         sys.exit(str(e))
     try:
         asyncio.run(run_worker(settings, workflow, tool_activities))

@@ -4,7 +4,7 @@ Each module of this package is one backend, and every one offers the same
 interface (``Backend`` below): the client the worker registers, the options
 the workflow sends with every run, the credentials the worker needs, the
 errors no retry can fix, where the workspace lives, whether its sandboxes
-live on the worker's host, and the options a service may give it.
+live on the worker's host, and the options the worker may give it.
 ``sandbox_backends()`` says which provider name the worker registers each one
 under (the service's providers); the worker and the workflow read it and
 know nothing else about where the sandbox lives.
@@ -13,16 +13,22 @@ A backend's module is imported only when a service registers it: each
 backend's SDK is an extra of the runtime (``sandbox-agent-runtime[daytona]``),
 which a service without that backend need not install.
 
-A backend's options (``Service.backend_options[<backend>]``) are checked
-against the keys its module's ``OPTIONS`` lists: any other key is refused
-(``BadOption``), in one line naming it and the keys allowed.
+A backend's options (its module's ``OPTIONS``: an image, a region, a
+lifetime...) are settings of the worker, not of the service's code: each is
+the environment variable ``<BACKEND>_SANDBOX_<OPTION>`` (``variable()``), unset
+for its default. The worker reads and checks them at start with its other
+settings (settings.py) and hands them over with ``use_options()``; the
+workflow reads them (``chosen_options()``) for each sandbox it creates, and
+the sandbox's options, these among them, are recorded in the run's history.
 """
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
 from temporalio import workflow
@@ -47,9 +53,9 @@ class Backend(Protocol):
     NON_RETRYABLE_ERRORS: tuple[str, ...]
     # Where the agent's workspace lives in the sandbox.
     WORKSPACE_ROOT: str
-    # Every option a service may give this backend, with its default (None:
-    # one the module derives from the service, its docstring says how).
-    OPTIONS: dict[str, Any]
+    # Every option of this backend: an environment variable of the worker each
+    # (``variable()``), with its default and what it allows.
+    OPTIONS: dict[str, Option]
 
     def sandbox_client(self, settings: WorkerSettings) -> BaseSandboxClient[Any]:
         """Build the client the worker registers, with the worker's
@@ -66,15 +72,141 @@ class Backend(Protocol):
         run's sandbox must run there (affinity.py; runs on the worker only)."""
         ...
 
-    def options(self) -> dict[str, Any]:
-        """The service's options for this backend over its defaults;
-        ``BadOption`` for a key it does not take."""
-        ...
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a backend, read from the worker's environment variable
+    ``<BACKEND>_SANDBOX_<KEY>``: a whole number (``low`` to ``high``
+    ``unit``), yes or no, one of ``choices``, or text matching ``pattern``
+    (``allowed`` says what that is, in words)."""
+
+    kind: Literal["number", "yes_no", "choice", "text"]
+    # Its value when the variable is unset: a value, or a function of the
+    # service that gives it. None, for a number: the service's workflow
+    # execution timeout in seconds, at most ``high``.
+    default: int | bool | str | Callable[[], str] | None
+    low: int = 0
+    high: int = 0
+    unit: str = ""
+    choices: tuple[str, ...] = ()
+    pattern: str = ""
+    allowed: str = ""
+    # A sandbox's lifetime, which its provider counts from its creation and
+    # enforces whatever the run is doing: at least the longest run, or the
+    # provider ends the sandbox, workspace and all, in the middle of one.
+    outlives_the_run: bool = False
+    # Another option of the same backend that cannot be set with this one.
+    excludes: str = ""
+
+    def default_value(self) -> int | bool | str:
+        """The value when the variable is unset."""
+        if self.default is None:
+            return min(run_timeout_seconds(), self.high)
+        if callable(self.default):
+            return self.default()
+        return self.default
+
+    def shown(self, value: int | bool | str) -> str:
+        """``value`` as a message says it."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value) if value != "" else "the provider's own"
+
+    def description(self) -> str:
+        """What a value may be, as a refusal says it."""
+        if self.kind == "number":
+            return f"a whole number of {self.unit} from {self.low} to {self.high}"
+        if self.kind == "yes_no":
+            return "true or false"
+        if self.kind == "choice":
+            return f"{', '.join(self.choices[:-1])} or {self.choices[-1]}"
+        return self.allowed
+
+    def parse(self, value: str) -> int | bool | str:
+        """The option's value as the variable says it; ValueError when it is
+        not one (its message: ``description()``)."""
+        text = value.strip()
+        if self.kind == "number":
+            if re.fullmatch(r"[0-9]{1,15}", text) and self.low <= int(text) <= self.high:
+                return int(text)
+        elif self.kind == "yes_no":
+            if text.lower() in YES or text.lower() in NO:
+                return text.lower() in YES
+        elif self.kind == "choice":
+            if text in self.choices:
+                return text
+        elif re.fullmatch(self.pattern, text) and len(text) <= 255:
+            return text
+        raise ValueError(self.description())
 
 
-class BadOption(ValueError):
-    """A backend option the service gives that the backend does not take;
-    its message is one line naming the option and the ones allowed."""
+YES = ("true", "1", "yes")
+NO = ("false", "0", "no")
+
+
+def number(
+    default: int | None, low: int, high: int, unit: str, *, outlives_the_run: bool = False
+) -> Option:
+    """A whole number from ``low`` to ``high`` (None: the run's timeout)."""
+    return Option("number", default, low, high, unit, outlives_the_run=outlives_the_run)
+
+
+def yes_no(default: bool) -> Option:
+    """True or false (also yes/no, 1/0)."""
+    return Option("yes_no", default)
+
+
+def one_of(*choices: str) -> Option:
+    """One of ``choices``, the first by default."""
+    return Option("choice", choices[0], choices=choices)
+
+
+def text(
+    default: str | Callable[[], str], pattern: str, allowed: str, *, excludes: str = ""
+) -> Option:
+    """Text that matches ``pattern`` (at most 255 characters)."""
+    return Option("text", default, pattern=pattern, allowed=allowed, excludes=excludes)
+
+
+def image(default: str = "", *, excludes: str = "") -> Option:
+    """A container image (by default ``default``; "": the provider's own)."""
+    return text(
+        default,
+        r"[a-z0-9][A-Za-z0-9._/:@-]*",
+        "an image reference such as python:3.12-slim (letters, digits and . _ / : @ -)",
+        excludes=excludes,
+    )
+
+
+def name(what: str) -> Option:
+    """The name of something the provider keeps (a snapshot, a template, a
+    blueprint); by default none, the provider's own."""
+    return text("", r"[A-Za-z0-9][A-Za-z0-9._/:-]*", f"{what} (letters, digits and . _ / : -)")
+
+
+def variable(backend: str, key: str) -> str:
+    """The worker's environment variable of a backend's option:
+    "DAYTONA_SANDBOX_IMAGE" for Daytona's "image"."""
+    return f"{backend.upper()}_SANDBOX_{key.upper()}"
+
+
+# The options the worker's settings chose, by backend (use_options()).
+_chosen: dict[str, dict[str, Any]] = {}
+
+
+def use_options(options: Mapping[str, Mapping[str, Any]]) -> None:
+    """Make ``options`` (by backend: settings.WorkerSettings.backend_options)
+    the ones every sandbox this process creates from now on is given."""
+    _chosen.clear()
+    _chosen.update({backend: dict(chosen) for backend, chosen in options.items()})
+
+
+def chosen_options(backend: str) -> dict[str, Any]:
+    """The options of ``backend`` the worker's settings chose, or their
+    defaults (a process whose worker has not read its settings: a test's)."""
+    if backend in _chosen:
+        return dict(_chosen[backend])
+    return {key: option.default_value() for key, option in backend_module(backend).OPTIONS.items()}
 
 
 def backend_module(name: str) -> Backend:
@@ -110,28 +242,6 @@ def sandbox_backends() -> dict[str, Backend]:
     backend, in the service's order: a run names the one it uses, the
     service's first (``Service.sandbox_provider``) unless it says otherwise."""
     return {provider: backend_module(name) for provider, name in current().providers.items()}
-
-
-def check_options() -> None:
-    """Refuse (``BadOption``) any option the service gives one of its
-    backends that the backend does not take: the worker checks at start,
-    before any run reads them."""
-    for name in current().backends:
-        backend_module(name).options()
-
-
-def options_of(backend: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """The service's options for ``backend`` over ``defaults`` (every key
-    the backend takes); ``BadOption`` for any other key."""
-    given = current().options(backend)
-    for key in given:
-        if key not in defaults:
-            allowed = ", ".join(defaults) or "none"
-            raise BadOption(
-                f"backend_options[{backend!r}] has the option {key!r}, which the {backend} "
-                f"backend does not take: it takes {allowed}."
-            )
-    return {**defaults, **given}
 
 
 def run_timeout_seconds() -> int:

@@ -10,8 +10,8 @@ creates its sandbox (the Temporal plugin sends options as a
 ``BaseSandboxClientOptions``). Each run sends ``BlaxelOptions`` instead, and
 the worker's client turns them into the SDK's options.
 
-A service sets its options in ``Service.backend_options["blaxel"]``: the keys
-``OPTIONS`` lists (below), each with its default there.
+Its options are the worker's environment variables ``BLAXEL_SANDBOX_*``: the
+keys ``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClientOptions
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 
-from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
+from sandbox_agent_runtime.backends import Option, chosen_options, image, number, text
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -62,29 +62,29 @@ REFUSALS = frozenset({400, 401, 403, 404, 422})
 # Where the agent's workspace lives in the sandbox (the SDK's default).
 WORKSPACE_ROOT = DEFAULT_BLAXEL_WORKSPACE_ROOT
 
-# Every option a service may give this backend, with its default.
-OPTIONS: dict[str, Any] = {
+# Every option of this backend: BLAXEL_SANDBOX_<KEY>, with its default.
+OPTIONS: dict[str, Option] = {
     # The image every sandbox starts from (empty for Blaxel's base image) and
     # the region it runs in.
-    "image": "",
-    "region": "us-pdx-1",
-    # Seconds a sandbox may live (None: the service's
+    "image": image(),
+    "region": text(
+        "us-pdx-1",
+        r"[a-z][a-z0-9]*(-[a-z0-9]+)*",
+        "a region name: lowercase letters and digits in dash-separated words, such as us-pdx-1",
+    ),
+    # Seconds a sandbox may live (by default the service's
     # workflow_execution_timeout). Blaxel deletes it then whatever happens to
     # the run, so a crashed run cannot leave one behind (and billed) for
     # longer. Blaxel counts it from the sandbox's creation, so it is at least
     # the workflow execution timeout: a sandbox that Blaxel deletes mid-run
-    # takes the run's workspace with it.
-    "ttl_seconds": None,
+    # takes the run's workspace with it. Blaxel's shortest lifetime is 5 minutes.
+    "ttl_seconds": number(None, 300, 31_536_000, "seconds", outlives_the_run=True),
 }
 
 
 def options() -> dict[str, Any]:
-    """The service's options for Blaxel over ``OPTIONS``, the sandbox's
-    lifetime resolved."""
-    chosen = options_of("blaxel", OPTIONS)
-    if chosen["ttl_seconds"] is None:
-        chosen["ttl_seconds"] = run_timeout_seconds()
-    return chosen
+    """The worker's options for Blaxel (``OPTIONS``)."""
+    return chosen_options("blaxel")
 
 
 def sandbox_lifetime_seconds() -> int:

@@ -23,7 +23,7 @@ from agents.sandbox.manifest import Manifest
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 
-from sandbox_agent_runtime.backends import options_of
+from sandbox_agent_runtime.backends import Option, chosen_options
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -50,14 +50,14 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = ("ConfigurationError",)
 # supports (its persistence is fixed to /workspace).
 WORKSPACE_ROOT = "/workspace"
 
-# Every option a service may give this backend: none (what a sandbox runs on
+# Every option of this backend: none (what a sandbox runs on
 # is the Sandbox Service Worker's configuration).
-OPTIONS: dict[str, Any] = {}
+OPTIONS: dict[str, Option] = {}
 
 
 def options() -> dict[str, Any]:
-    """The service's options for Cloudflare: none is taken."""
-    return options_of("cloudflare", OPTIONS)
+    """The options of Cloudflare: it has none."""
+    return chosen_options("cloudflare")
 
 
 class WorkerAddressedCloudflareSandboxClient(CloudflareSandboxClient):

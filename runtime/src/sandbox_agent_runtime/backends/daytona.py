@@ -5,8 +5,8 @@ The worker needs ``DAYTONA_API_KEY`` (or ``DAYTONA_JWT_TOKEN`` with
 read too when set. The agent's commands run on Daytona's machines, never on
 the worker's.
 
-A service sets its options in ``Service.backend_options["daytona"]``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+Its options are the worker's environment variables ``DAYTONA_SANDBOX_*``:
+the keys ``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -20,7 +20,16 @@ from agents.extensions.sandbox.daytona import (
 )
 from temporalio import activity
 
-from sandbox_agent_runtime.backends import options_of, provider_key, workflow_key
+from sandbox_agent_runtime.backends import (
+    Option,
+    chosen_options,
+    image,
+    name,
+    number,
+    provider_key,
+    workflow_key,
+    yes_no,
+)
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -51,27 +60,27 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (Daytona's default).
 WORKSPACE_ROOT = DEFAULT_DAYTONA_WORKSPACE_ROOT
 
-# Every option a service may give this backend, with its default.
-OPTIONS: dict[str, Any] = {
+# Every option of this backend: DAYTONA_SANDBOX_<KEY>, with its default.
+OPTIONS: dict[str, Option] = {
     # Minutes of inactivity after which Daytona stops a sandbox by itself. The
     # SDK's default (0) never stops it, so a run that dies before its teardown
-    # would leave a paid sandbox running for good.
-    "auto_stop_interval_minutes": 15,
+    # would leave a paid sandbox running for good: 0 is not offered.
+    "auto_stop_interval_minutes": number(15, 1, 43_200, "minutes"),
     # Seconds to wait for Daytona to create a sandbox.
-    "create_timeout_seconds": 60,
-    # At the end of a run, True stops the sandbox and keeps it (its disk is
-    # still billed); False deletes it.
-    "pause_on_exit": False,
+    "create_timeout_seconds": number(60, 1, 3_600, "seconds"),
+    # At the end of a run, true stops the sandbox and keeps it (its disk is
+    # still billed); false deletes it.
+    "pause_on_exit": yes_no(False),
     # What every sandbox starts from: a container image or a Daytona snapshot
     # (at most one of them; empty for Daytona's default).
-    "image": "",
-    "snapshot": "",
+    "image": image(excludes="snapshot"),
+    "snapshot": name("a snapshot name"),
 }
 
 
 def options() -> dict[str, Any]:
-    """The service's options for Daytona over ``OPTIONS``."""
-    return options_of("daytona", OPTIONS)
+    """The worker's options for Daytona (``OPTIONS``)."""
+    return chosen_options("daytona")
 
 
 # Labels on every sandbox, naming the run (its workflow id) and the sandbox

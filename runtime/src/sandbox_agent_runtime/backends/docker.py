@@ -27,8 +27,10 @@ The ``docker`` package (the engine's Python SDK) is imported only where the
 worker builds its client: the workflow imports this module for its options,
 and Temporal's workflow sandbox refuses the SDK's HTTP modules.
 
-A service sets its options in ``Service.backend_options["docker"]``: the keys
-``OPTIONS`` lists (below), each with its default there.
+Its options are the worker's environment variables ``DOCKER_SANDBOX_IMAGE``
+and ``DOCKER_SANDBOX_NETWORK`` (``OPTIONS``, below, with their defaults),
+beside the bounds of each container, ``DOCKER_SANDBOX_MEMORY`` and the rest
+(settings.py).
 """
 
 from __future__ import annotations
@@ -51,7 +53,14 @@ from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
-from sandbox_agent_runtime.backends import options_of, provider_key, workflow_key
+from sandbox_agent_runtime.backends import (
+    Option,
+    chosen_options,
+    image,
+    one_of,
+    provider_key,
+    workflow_key,
+)
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -82,23 +91,23 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the container.
 WORKSPACE_ROOT = "/workspace"
 
-# Every option a service may give this backend, with its default.
-OPTIONS: dict[str, Any] = {
+# Every option of this backend: DOCKER_SANDBOX_<KEY>, with its default.
+OPTIONS: dict[str, Option] = {
     # The image every sandbox container starts from. Any image with a POSIX
     # shell and `tail` will do; the engine pulls it the first time if it can.
-    "image": "python:3.12-slim",
+    "image": image("python:3.12-slim"),
     # The container's network. "none" gives it only a loopback interface, so
     # nothing the agent runs can reach the network, the worker's or the
     # internet. "bridge" is Docker's default network: the agent's commands can
     # reach whatever the engine's host can (the internet, and services on the
     # host's networks).
-    "network": "none",
+    "network": one_of("none", "bridge"),
 }
 
 
 def options() -> dict[str, Any]:
-    """The service's options for Docker over ``OPTIONS``."""
-    return options_of("docker", OPTIONS)
+    """The worker's options for Docker (``OPTIONS``)."""
+    return chosen_options("docker")
 
 
 def network_mode() -> Literal["none"] | None:

@@ -3,8 +3,8 @@
 The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
 The agent's commands run on E2B's machines, never on the worker's.
 
-A service sets its options in ``Service.backend_options["e2b"]``: the keys
-``OPTIONS`` lists (below), each with its default there.
+Its options are the worker's environment variables ``E2B_SANDBOX_*``: the
+keys ``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -18,10 +18,14 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
-    options_of,
+    Option,
+    chosen_options,
+    name,
+    number,
+    one_of,
     provider_key,
-    run_timeout_seconds,
     workflow_key,
+    yes_no,
 )
 
 if TYPE_CHECKING:
@@ -51,33 +55,29 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (E2B's default).
 WORKSPACE_ROOT = "/workspace"
 
-# Every option a service may give this backend, with its default.
-OPTIONS: dict[str, Any] = {
+# Every option of this backend: E2B_SANDBOX_<KEY>, with its default.
+OPTIONS: dict[str, Option] = {
     # The kind of sandbox: "e2b" (a plain one) or "e2b_code_interpreter".
-    "sandbox_type": "e2b",
+    "type": one_of("e2b", "e2b_code_interpreter"),
     # The E2B template every sandbox starts from (empty for E2B's default).
-    "template": "",
-    # Seconds an E2B sandbox may live (None: the service's
+    "template": name("a template name or id"),
+    # Seconds an E2B sandbox may live (by default the service's
     # workflow_execution_timeout), and what E2B does then ("kill" ends it,
     # "pause" keeps it paused). E2B enforces it even if the run's teardown
     # never happens, so a crashed run cannot leave a sandbox running. E2B
     # counts it from the sandbox's creation (a reconnection starts it again,
     # use does not), so it is at least the workflow execution timeout: a
     # sandbox that E2B ends mid-run takes the run's workspace with it.
-    "timeout_seconds": None,
-    "on_timeout": "kill",
-    # At the end of a run, True pauses the sandbox; False ends it.
-    "pause_on_exit": False,
+    "timeout_seconds": number(None, 60, 86_400, "seconds", outlives_the_run=True),
+    "on_timeout": one_of("kill", "pause"),
+    # At the end of a run, true pauses the sandbox; false ends it.
+    "pause_on_exit": yes_no(False),
 }
 
 
 def options() -> dict[str, Any]:
-    """The service's options for E2B over ``OPTIONS``, the sandbox's
-    lifetime resolved."""
-    chosen = options_of("e2b", OPTIONS)
-    if chosen["timeout_seconds"] is None:
-        chosen["timeout_seconds"] = run_timeout_seconds()
-    return chosen
+    """The worker's options for E2B (``OPTIONS``)."""
+    return chosen_options("e2b")
 
 
 def sandbox_lifetime_seconds() -> int:
@@ -129,7 +129,7 @@ def sandbox_options() -> E2BSandboxClientOptions:
     chosen = options()
     on_timeout: Literal["kill", "pause"] = chosen["on_timeout"]
     return E2BSandboxClientOptions(
-        sandbox_type=str(chosen["sandbox_type"]),
+        sandbox_type=str(chosen["type"]),
         template=chosen["template"] or None,
         timeout=int(chosen["timeout_seconds"]),
         on_timeout=on_timeout,

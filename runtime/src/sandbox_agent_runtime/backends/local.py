@@ -20,7 +20,7 @@ from agents.sandbox.sandboxes.unix_local import (
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 
-from sandbox_agent_runtime.backends import options_of
+from sandbox_agent_runtime.backends import Option, chosen_options
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -42,13 +42,13 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = ("WorkspaceGone", "NotOurWorkspace")
 WORKSPACE_ROOT = "/workspace"
 
 
-# Every option a service may give this backend: none.
-OPTIONS: dict[str, Any] = {}
+# Every option of this backend: none.
+OPTIONS: dict[str, Option] = {}
 
 
 def options() -> dict[str, Any]:
-    """The service's options for the local backend: none is taken."""
-    return options_of("local", OPTIONS)
+    """The options of the local backend: it has none."""
+    return chosen_options("local")
 
 
 # The names the SDK gives the workspaces it makes, in the temporary directory.

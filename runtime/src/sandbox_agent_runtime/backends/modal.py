@@ -7,8 +7,8 @@ sandbox is created in one Modal app (its ``app_name`` option): stopping that
 app ends them all. The agent's commands run on Modal's machines, never on the
 worker's.
 
-A service sets its options in ``Service.backend_options["modal"]``: the keys
-``OPTIONS`` lists (below), each with its default there.
+Its options are the worker's environment variables ``MODAL_SANDBOX_*``: the
+keys ``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -26,9 +26,12 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
-    options_of,
+    Option,
+    chosen_options,
+    image,
+    number,
     provider_key,
-    run_timeout_seconds,
+    text,
     workflow_key,
 )
 from sandbox_agent_runtime.service import current
@@ -60,33 +63,32 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (the SDK's default).
 WORKSPACE_ROOT = "/workspace"
 
-# Every option a service may give this backend, with its default.
-OPTIONS: dict[str, Any] = {
+# Every option of this backend: MODAL_SANDBOX_<KEY>, with its default.
+OPTIONS: dict[str, Option] = {
     # The Modal app every sandbox is created in (Modal creates it when
-    # missing; None: the service's name).
-    "app_name": None,
+    # missing; by default the service's name). Modal's own rule for app names.
+    "app_name": text(
+        lambda: current().name,
+        r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}",
+        "letters, digits, dots, underscores and dashes, starting with a letter or digit, "
+        "at most 63 characters",
+    ),
     # The container image every sandbox starts from (empty for the Agents
     # SDK's default Python image).
-    "image": "",
-    # Seconds a Modal sandbox may live (None: the service's
+    "image": image(),
+    # Seconds a Modal sandbox may live (by default the service's
     # workflow_execution_timeout). Modal ends it then whatever happens to the
     # run, so a crashed run cannot leave one running (and billed) for longer.
     # Modal counts it from the sandbox's creation, so it is at least the
     # workflow execution timeout: a sandbox that Modal ends mid-run takes the
-    # run's workspace with it.
-    "timeout_seconds": None,
+    # run's workspace with it. Modal ends any sandbox after a day.
+    "timeout_seconds": number(None, 60, 86_400, "seconds", outlives_the_run=True),
 }
 
 
 def options() -> dict[str, Any]:
-    """The service's options for Modal over ``OPTIONS``, the app's name and
-    the sandbox's lifetime resolved."""
-    chosen = options_of("modal", OPTIONS)
-    if chosen["app_name"] is None:
-        chosen["app_name"] = current().name
-    if chosen["timeout_seconds"] is None:
-        chosen["timeout_seconds"] = run_timeout_seconds()
-    return chosen
+    """The worker's options for Modal (``OPTIONS``)."""
+    return chosen_options("modal")
 
 
 def sandbox_lifetime_seconds() -> int:
@@ -133,9 +135,9 @@ class TaggedModalSandboxClient(ModalSandboxClient):
 
 
 def sandbox_client(settings: WorkerSettings) -> ModalSandboxClient:
-    """Build the client the worker registers (runs on the worker only); it
-    takes none of the worker's settings."""
-    image = options()["image"]
+    """Build the client the worker registers (runs on the worker only), with
+    the image of its settings (MODAL_SANDBOX_IMAGE)."""
+    image = str(settings.backend_options["modal"]["image"])
     return TaggedModalSandboxClient(image=ModalImageSelector.from_tag(image) if image else None)
 
 

@@ -4,8 +4,8 @@ The worker needs ``RUNLOOP_API_KEY``; the client reads it (and
 ``RUNLOOP_BASE_URL`` when set) when the worker builds it. The agent's
 commands run on Runloop's machines, never on the worker's.
 
-A service sets its options in ``Service.backend_options["runloop"]``: the keys
-``OPTIONS`` lists (below), each with its default there.
+Its options are the worker's environment variables ``RUNLOOP_SANDBOX_*``: the
+keys ``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
-    options_of,
+    Option,
+    chosen_options,
+    name,
+    number,
     provider_key,
-    run_timeout_seconds,
     workflow_key,
 )
 
@@ -59,28 +61,25 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # home of Runloop's `user` account, under which a workspace must live).
 WORKSPACE_ROOT = DEFAULT_RUNLOOP_WORKSPACE_ROOT
 
-# Every option a service may give this backend, with its default.
-OPTIONS: dict[str, Any] = {
+# Every option of this backend: RUNLOOP_SANDBOX_<KEY>, with its default.
+OPTIONS: dict[str, Option] = {
     # The Runloop blueprint every devbox starts from (empty for Runloop's
     # default).
-    "blueprint": "",
-    # Seconds a devbox may live (None: the service's
+    "blueprint": name("a blueprint name"),
+    # Seconds a devbox may live (by default the service's
     # workflow_execution_timeout). Runloop shuts it down then whatever happens
     # to the run, so a crashed run cannot leave one running (and billed) for
     # longer. Runloop counts it from the devbox's creation, so it is at least
     # the workflow execution timeout: a devbox that Runloop shuts down mid-run
-    # takes the run's workspace with it.
-    "keep_alive_seconds": None,
+    # takes the run's workspace with it. Runloop shuts any devbox down after
+    # two days.
+    "keep_alive_seconds": number(None, 60, 172_800, "seconds", outlives_the_run=True),
 }
 
 
 def options() -> dict[str, Any]:
-    """The service's options for Runloop over ``OPTIONS``, the devbox's
-    lifetime resolved."""
-    chosen = options_of("runloop", OPTIONS)
-    if chosen["keep_alive_seconds"] is None:
-        chosen["keep_alive_seconds"] = run_timeout_seconds()
-    return chosen
+    """The worker's options for Runloop (``OPTIONS``)."""
+    return chosen_options("runloop")
 
 
 def sandbox_lifetime_seconds() -> int:

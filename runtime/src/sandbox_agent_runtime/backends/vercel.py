@@ -5,8 +5,8 @@ project and team), or ``VERCEL_TOKEN`` with ``VERCEL_PROJECT_ID`` and
 ``VERCEL_TEAM_ID``; Vercel's SDK reads them when a sandbox is created. The
 agent's commands run on Vercel's machines, never on the worker's.
 
-A service sets its options in ``Service.backend_options["vercel"]``: the keys
-``OPTIONS`` lists (below), each with its default there.
+Its options are the worker's environment variables ``VERCEL_SANDBOX_*``: the
+keys ``OPTIONS`` lists (below), each with its default there.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agents.extensions.sandbox.vercel import VercelSandboxClient, VercelSandboxClientOptions
 from agents.extensions.sandbox.vercel.sandbox import DEFAULT_VERCEL_WORKSPACE_ROOT
 
-from sandbox_agent_runtime.backends import options_of, run_timeout_seconds
+from sandbox_agent_runtime.backends import Option, chosen_options, number, one_of
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -52,27 +52,29 @@ WORKSPACE_ROOT = DEFAULT_VERCEL_WORKSPACE_ROOT
 # The longest Vercel lets a sandbox live (Pro and Enterprise; 45 minutes on Hobby).
 LONGEST_LIFETIME_SECONDS = 18_000
 
-# Every option a service may give this backend, with its default.
-OPTIONS: dict[str, Any] = {
-    # The runtime image every sandbox starts from: "node22" or "python3.13".
-    "runtime": "node22",
-    # Seconds a Vercel sandbox may live (None: the service's
+# Every option of this backend: VERCEL_SANDBOX_<KEY>, with its default.
+OPTIONS: dict[str, Option] = {
+    # The runtime image every sandbox starts from.
+    "runtime": one_of("node22", "python3.13"),
+    # Seconds a Vercel sandbox may live (by default the service's
     # workflow_execution_timeout, at most LONGEST_LIFETIME_SECONDS). Vercel
     # stops it then whatever happens to the run, so a crashed run cannot
     # leave one running (and billed) for longer. Vercel counts it from the
     # sandbox's creation, so it is at least the workflow execution timeout:
     # a sandbox that Vercel stops mid-run takes the run's workspace with it.
-    "timeout_seconds": None,
+    "timeout_seconds": number(
+        None,
+        60,
+        LONGEST_LIFETIME_SECONDS,
+        "seconds",
+        outlives_the_run=True,
+    ),
 }
 
 
 def options() -> dict[str, Any]:
-    """The service's options for Vercel over ``OPTIONS``, the sandbox's
-    lifetime resolved."""
-    chosen = options_of("vercel", OPTIONS)
-    if chosen["timeout_seconds"] is None:
-        chosen["timeout_seconds"] = min(run_timeout_seconds(), LONGEST_LIFETIME_SECONDS)
-    return chosen
+    """The worker's options for Vercel (``OPTIONS``)."""
+    return chosen_options("vercel")
 
 
 def sandbox_lifetime_seconds() -> int:

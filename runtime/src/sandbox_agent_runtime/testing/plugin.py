@@ -74,6 +74,17 @@ def approver_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def backends_options_of_its_own() -> Iterator[None]:
+    """The backends' options a test chose (``backends.use_options()``, or a
+    worker it built with settings of its own) end with it: the next test's
+    sandboxes get the defaults, or its own worker's."""
+    yield
+    from sandbox_agent_runtime.backends import use_options
+
+    use_options({})
+
+
+@pytest.fixture(autouse=True)
 def note_when_the_test_began() -> None:
     """The runs a test started are those started since it began, whichever
     worker started them and however long ago (support.this_test_started)."""

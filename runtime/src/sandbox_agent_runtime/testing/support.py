@@ -251,6 +251,38 @@ def approver_environment() -> dict[str, str]:
     return dict(ENVIRONMENT)
 
 
+def bad_option_values() -> dict[str, list[str]]:
+    """Values the variable of each option of the service's backends
+    (``<BACKEND>_SANDBOX_*``: backends/) cannot take, by variable: nothing, a
+    superscript digit (which str.isdigit() takes for one), and whatever else
+    its kind rules out."""
+    from sandbox_agent_runtime.backends import backend_module, variable
+
+    bad: dict[str, list[str]] = {}
+    for backend in project_service().backends:
+        for key, option in backend_module(backend).OPTIONS.items():
+            values = ["", "²"]
+            if option.kind == "number":
+                values += ["-5", "1.5", "9" * 20, str(option.low - 1), str(option.high + 1)]
+            elif option.kind == "yes_no":
+                values += ["maybe"]
+            elif option.kind == "choice":
+                values += [option.choices[0].upper(), f"{option.choices[0]}x"]
+            else:
+                values += ["two words", "a" * 256]
+            bad[variable(backend, key)] = values
+    return bad
+
+
+def use_options_of(environ: dict[str, str]) -> None:
+    """Give every sandbox created from now on (in this test) the backends'
+    options ``environ`` sets (``DOCKER_SANDBOX_NETWORK``: "bridge"), as a
+    worker with that environment would."""
+    from sandbox_agent_runtime.backends import use_options
+
+    use_options(settings_with(environ).backend_options)
+
+
 def settings_with(environ: dict[str, str]) -> WorkerSettings:
     """The worker's settings from ``environ``, as its main() parses them,
     with CREDENTIALS (and, for a service with approvals, the tests' approver)."""

@@ -6,7 +6,8 @@ queue waits for a worker that never comes, and a run that names a sandbox
 provider the worker did not register schedules activities no worker can run.
 They live here, once. Changing one is a deploy of every worker and starter
 together (docs/operations.md); the runtime's settings of a running worker
-(addresses, capacity, keys) are environment variables instead.
+(addresses, capacity, keys, each sandbox backend's options) are environment
+variables instead (docs/configuration.md).
 """
 
 from sandbox_agent_runtime import Service, configure
