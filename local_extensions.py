@@ -378,10 +378,6 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
             # A backend's own tests (tests/test_docker.py, say) go with it.
             if (PROJECT / "tests" / f"test_{backend}.py").exists():
                 unused.append(f"tests/test_{backend}.py")
-    if len(derived.backends) == 1:
-        unused.append("tests/test_providers.py")
-    if not derived.secret_env_vars:
-        unused.append("tests/test_secrets.py")
     # On Kubernetes, a sandbox that lives on a worker's pod needs the pod's
     # name and volume back when it restarts: a StatefulSet. Remote sandboxes
     # need neither: a Deployment, or the worker controller's Deployments
@@ -400,10 +396,7 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
         ]
     # Without approvals, no approval code at all.
     if answers["approval"] == "none":
-        unused += [
-            "tests/test_approvals.py",
-            "docs/approvals.md",
-        ]
+        unused.append("docs/approvals.md")
     # The recorded histories a project replays are the ones its workflow
     # makes (scripts/record_histories.py): with approvals or without, and
     # with the step that asks where a sandbox lives or, remote backends

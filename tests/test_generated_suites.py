@@ -114,21 +114,18 @@ PHASES: dict[str, list[list[Part]]] = {
         [part("process", "test_affinity_processes", only=True)],
         [part("faults", "test_docker", only=True)],
     ],
-    # Three backends in one worker, routed by provider; approvals, on a
-    # terminal too; the stand-in worker as a process in place of the remote backends.
+    # Three backends in one worker with approvals (the runtime's remote
+    # stand-in proves routing, approvals and each backend's module once);
+    # its commands as processes, the stand-in worker in place of the remote
+    # backends.
     "daytona-plus-local-and-e2b-two-secrets": [
         [
             part(
                 WITH_PROCESSES,
                 *SMOKE,
                 *PROCESS_MODULES,
-                "test_providers",
-                "test_approvals",
                 "test_hostile_calls",
-                "test_secrets",
                 "test_local",
-                "test_daytona",
-                "test_e2b",
                 "test_affinity",
                 only=True,
             )
@@ -145,7 +142,6 @@ PHASES: dict[str, list[list[Part]]] = {
         [
             part(
                 WITH_LONG,
-                "test_daytona",
                 "test_long_runs",
                 "test_versioning",
                 "test_durability",
@@ -153,14 +149,13 @@ PHASES: dict[str, list[list[Part]]] = {
             )
         ],
     ],
-    # The other remote backend: the same code paths as Daytona's but its own
-    # module, its sandbox session carried through a chain.
+    # The other remote backend: the same code paths as Daytona's, its sandbox
+    # session carried through a chain.
     "e2b-defaults": [
         [
             part(
                 WITH_LONG,
                 *SMOKE,
-                "test_e2b",
                 "test_durability",
                 "test_long_runs",
                 "test_versioning",
@@ -171,41 +166,30 @@ PHASES: dict[str, list[list[Part]]] = {
         # Its dashboard and alerts without a host-bound backend.
         [part("monitoring", "test_monitoring", only=True)],
     ],
-    # Docker beside a remote backend; approvals of file edits.
+    # Docker beside a remote backend, with approvals of file edits.
     "e2b-plus-docker-writes-approved": [
-        [
-            part(
-                DEFAULT,
-                *SMOKE,
-                "test_docker",
-                "test_e2b",
-                "test_providers",
-                "test_approvals",
-                "test_inputs_outputs",
-                only=True,
-            )
-        ],
+        [part(DEFAULT, *SMOKE, "test_docker", "test_inputs_outputs", only=True)],
     ],
     # Odd names and odd answers: they change what renders, not how it runs.
     "local-plus-daytona-py312": [
-        [smoke("test_local", "test_daytona", "test_providers", "test_affinity")],
+        [smoke("test_local", "test_affinity")],
         [part("long", "test_affinity", only=True, processes="0")],
     ],
-    "local-custom-names-py312": [[smoke("test_local", "test_approvals")]],
-    "daytona-one-secret": [[smoke("test_daytona", "test_secrets")]],
-    "daytona-custom-provider-py313": [[smoke("test_daytona")]],
-    "e2b-short-runs": [[smoke("test_e2b")]],
-    # Modal takes E2B's code paths: its own module, against a stand-in for
-    # Modal's API, and its worker command without credentials.
-    "modal-defaults": [[smoke("test_modal")], [part("process", "test_modal", only=True, processes="0")]],
-    # Runloop: the same, against a stand-in for Runloop's HTTP API.
-    "runloop-defaults": [[smoke("test_runloop")], [part("process", "test_runloop", only=True, processes="0")]],
-    "vercel-defaults": [[smoke("test_vercel")], [part("process", "test_vercel", only=True, processes="0")]],
-    "blaxel-defaults": [[smoke("test_blaxel")], [part("process", "test_blaxel", only=True, processes="0")]],
-    "cloudflare-defaults": [[smoke("test_cloudflare")], [part("process", "test_cloudflare", only=True, processes="0")]],
-    # Two of them in one worker, each run routed to its provider; runs of two
-    # hours (the sandboxes' default lifetimes follow them).
-    "runloop-plus-modal-two-hour-runs": [[smoke("test_runloop", "test_modal", "test_providers")]],
+    "local-custom-names-py312": [[smoke("test_local")]],
+    "daytona-one-secret": [[smoke()]],
+    "daytona-custom-provider-py313": [[smoke()]],
+    "e2b-short-runs": [[smoke()]],
+    # Each other backend: its render, type-checked and linted, and a run end
+    # to end under its names (each backend's module runs once, in the
+    # runtime's suite against its remote stand-in).
+    "modal-defaults": [[smoke()]],
+    "runloop-defaults": [[smoke()]],
+    "vercel-defaults": [[smoke()]],
+    "blaxel-defaults": [[smoke()]],
+    "cloudflare-defaults": [[smoke()]],
+    # Two of them in one worker; runs of two hours (the sandboxes' default
+    # lifetimes follow them).
+    "runloop-plus-modal-two-hour-runs": [[smoke()]],
 }
 # Each combination a group of its own (pytest-xdist's --dist loadgroup, in
 # pyproject.toml): a test process takes the next group in this order once it

@@ -2,8 +2,9 @@
 depends on) is plain Python, checked once here rather than in every render: no
 Jinja, ruff-clean with its own settings, strictly typed with every backend's
 SDK installed (each backend's module type-checks against its SDK; its tests
-too), and its own test suite (runtime/tests/) passes, against a stand-in
-project whose package is a default render's."""
+too), and its own test suite (runtime/tests/) passes, against two stand-in
+projects whose packages are renders': a default one, and one with every
+remote backend and approvals (REMOTE_ANSWERS)."""
 
 import re
 import shutil
@@ -15,7 +16,22 @@ import pytest
 from .baked import TEMPLATE, BakedProject, run, tool
 
 RUNTIME = TEMPLATE / "runtime"
-STAND_IN = RUNTIME / "tests" / "project"
+# The stand-ins the runtime's suite runs against (runtime/tests/conftest.py),
+# each a render's package with its console scripts: by its directory, the
+# answers it was rendered with and its package.
+REMOTE_ANSWERS = {
+    "project_name": "Remote Agent",
+    "sandbox_backend": "daytona",
+    "additional_sandbox_backends": "local,e2b,modal,runloop,vercel,blaxel,cloudflare",
+    "approval": "commands_and_writes",
+    "sandbox_secret_env_vars": "GITHUB_TOKEN,NPM_TOKEN",
+    # Vercel ends a sandbox after five hours at most.
+    "workflow_execution_timeout_seconds": 18000,
+}
+STAND_INS = {
+    "project": ({}, "sandbox_agent"),
+    "remote_project": (REMOTE_ANSWERS, "remote_agent"),
+}
 # What working in runtime/ leaves there, which git ignores.
 LOCAL_STATE = {".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 JINJA = re.compile(r"\{%|\{\{ *cookiecutter|cookiecutter\.")
@@ -51,21 +67,23 @@ def test_the_runtime_type_checks_strictly_with_every_backend(tmp_path: Path) -> 
     assert "Success: no issues found" in typed.stdout
 
 
-def test_the_runtime_tests_stand_in_project_is_a_default_render(bake) -> None:
-    """The project the runtime's suite runs against has a default render's
-    package, byte for byte, and its console scripts: what the runtime's tests
+@pytest.mark.parametrize("stand_in", STAND_INS)
+def test_the_runtime_tests_stand_in_projects_are_renders(bake, stand_in: str) -> None:
+    """The projects the runtime's suite runs against have renders' packages,
+    byte for byte, and their console scripts: what the runtime's tests
     prove, they prove of the service a team gets."""
-    rendered: BakedProject = bake({})
-    package = rendered.path / "src" / "sandbox_agent"
+    answers, name = STAND_INS[stand_in]
+    rendered: BakedProject = bake(answers)
+    package = rendered.path / "src" / name
     theirs = {p.relative_to(package): p.read_bytes() for p in sorted(package.rglob("*.py"))}
-    ours_root = STAND_IN / "src" / "sandbox_agent"
+    ours_root = RUNTIME / "tests" / stand_in / "src" / name
     ours = {p.relative_to(ours_root): p.read_bytes() for p in sorted(ours_root.rglob("*.py"))}
-    assert sorted(ours) == sorted(theirs), "copy src/sandbox_agent of a default render there"
-    differ = [str(name) for name in theirs if ours[name] != theirs[name]]
-    assert not differ, f"{differ} differ from a default render's: copy them from one"
+    assert sorted(ours) == sorted(theirs), f"copy src/{name} of a render with {answers} there"
+    differ = [str(path) for path in theirs if ours[path] != theirs[path]]
+    assert not differ, f"{differ} differ from a render's with {answers}: copy them from one"
     scripts = tomllib.loads((rendered.path / "pyproject.toml").read_text())["project"]["scripts"]
-    stand_in = tomllib.loads((STAND_IN / "pyproject.toml").read_text())["project"]["scripts"]
-    assert stand_in == scripts
+    stand_in_file = RUNTIME / "tests" / stand_in / "pyproject.toml"
+    assert tomllib.loads(stand_in_file.read_text())["project"]["scripts"] == scripts
 
 
 # The runtime's suite in parts, as a generated project's CI runs its own: the
@@ -75,6 +93,8 @@ SUITE_PARTS = {
     "default-and-processes": ("-m", "not live and not long and not faults and not monitoring"),
     "long": ("-m", "long"),
     "faults": ("-m", "faults"),
+    # The tests in runtime/tests/remote/, against the remote stand-in.
+    "remote": ("-m", "not live and not monitoring"),
 }
 
 
@@ -98,6 +118,7 @@ def test_the_runtimes_own_suite_passes(tmp_path: Path, part: str) -> None:
         timeout=1500,
         OPENAI_API_KEY="",
         OPENAI_BASE_URL="http://127.0.0.1:9",
+        SANDBOX_AGENT_STAND_IN="remote" if part == "remote" else "default",
     )
     assert tests.returncode == 0, tests.stdout[-20000:] + tests.stderr[-5000:]
     assert " passed" in tests.stdout and " skipped" not in tests.stdout, tests.stdout[-3000:]

@@ -1,32 +1,62 @@
-"""The runtime's tests: the guarantees of a service, proven once, against
-the stand-in project in tests/project/ (a default render's package: the
-local backend on the worker's host, no approvals).
+"""The runtime's tests: the guarantees of a service, proven once, against a
+stand-in for a generated project.
+
+- tests/project/ (the default): a default render's package, the local
+  backend on the worker's host, no approvals;
+- tests/remote_project/, with ``SANDBOX_AGENT_STAND_IN=remote``: a render
+  with every remote backend beside the local one (Daytona first), approvals
+  of commands and file edits, and two forwarded secrets (the template's
+  tests/test_runtime.py keeps both identical to renders).
+
+The tests in tests/remote/ run against the second one, every other test
+module against the default one: a run against one stand-in does not collect
+the other's modules (each imports its own project).
 
 The fixtures, the hooks and the helpers are the ones a generated project's
 tests use (sandbox_agent_runtime.testing): this file registers the stand-in
-project with them, as a project's conftest.py registers itself, imported at
-its first use (pytest-xdist's process that only hands tests out never
-imports it)."""
+with them, as a project's conftest.py registers itself, imported at its
+first use (pytest-xdist's process that only hands tests out never imports
+it)."""
 
+import importlib
+import os
 from pathlib import Path
+
+import pytest
 
 from sandbox_agent_runtime.testing import Project, use
 
 pytest_plugins = ["sandbox_agent_runtime.testing.plugin"]
 
+# Each stand-in: its directory and its package.
+STAND_INS = {"default": ("project", "sandbox_agent"), "remote": ("remote_project", "remote_agent")}
+STAND_IN = os.environ.get("SANDBOX_AGENT_STAND_IN", "default")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if STAND_IN not in STAND_INS:
+        raise pytest.UsageError(
+            f"SANDBOX_AGENT_STAND_IN={STAND_IN!r} is not a stand-in: use {' or '.join(STAND_INS)}"
+        )
+
 
 def stand_in_project() -> Project:
-    from sandbox_agent.agent import MODEL
-    from sandbox_agent.tools import ACTIVITIES
-    from sandbox_agent.workflow import SandboxAgentWorkflow
-
+    directory, package = STAND_INS[STAND_IN]
+    agent = importlib.import_module(f"{package}.agent")
+    tools = importlib.import_module(f"{package}.tools")
+    workflow = importlib.import_module(f"{package}.workflow")
     return Project(
-        root=Path(__file__).resolve().parent / "project",
-        package="sandbox_agent",
-        workflow=SandboxAgentWorkflow,
-        tool_activities=ACTIVITIES,
-        model=MODEL,
+        root=Path(__file__).resolve().parent / directory,
+        package=package,
+        workflow=workflow.SandboxAgentWorkflow,
+        tool_activities=tools.ACTIVITIES,
+        model=agent.MODEL,
     )
 
 
 use(stand_in_project)
+
+
+# What a run against one stand-in leaves out: the other's modules.
+collect_ignore = ["remote"] if STAND_IN == "default" else []
+collect_ignore_glob = ["test_*.py"] if STAND_IN == "remote" else []

@@ -31,6 +31,7 @@ from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime import current
 from sandbox_agent_runtime.backends import modal as modal_backend
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
 from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
@@ -45,8 +46,6 @@ from sandbox_agent_runtime.testing.support import (
     use_options_of,
 )
 
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
 
 def test_modal_client_and_options_come_from_the_workers_settings() -> None:
     client = modal_backend.sandbox_client(SETTINGS)
@@ -56,12 +55,12 @@ def test_modal_client_and_options_come_from_the_workers_settings() -> None:
     assert client._default_image is None
     options = modal_backend.sandbox_options()
     assert options.app_name == current().name
-    assert options.timeout == int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())
+    assert options.timeout == int(project_service().workflow_execution_timeout.total_seconds())
 
     # Each set, as a worker reads them at start (MODAL_SANDBOX_*).
     # Longer than the longest run, within what the provider allows.
     longer = min(
-        int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) + 60,
+        int(project_service().workflow_execution_timeout.total_seconds()) + 60,
         modal_backend.OPTIONS["timeout_seconds"].high,
     )
     chosen = {
@@ -78,7 +77,10 @@ def test_modal_client_and_options_come_from_the_workers_settings() -> None:
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= modal_backend.sandbox_lifetime_seconds()
+    assert (
+        project_service().workflow_execution_timeout.total_seconds()
+        <= modal_backend.sandbox_lifetime_seconds()
+    )
 
 
 async def test_each_sandbox_carries_the_tags_of_its_run(monkeypatch: pytest.MonkeyPatch) -> None:

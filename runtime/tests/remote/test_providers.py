@@ -9,7 +9,9 @@ from temporalio.exceptions import ApplicationError
 from sandbox_agent_runtime import starter
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import attach, run, start
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
     STARTER_SETTINGS,
@@ -19,12 +21,9 @@ from sandbox_agent_runtime.testing.support import (
     started_id,
 )
 
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, SERVICE, TASK_QUEUE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
 
 def test_the_starter_offers_the_providers_the_worker_registers() -> None:
-    assert tuple(sandbox_backends()) == tuple(SERVICE.providers)
+    assert tuple(sandbox_backends()) == tuple(project_service().providers)
 
 
 @pytest.mark.parametrize("provider", list(sandbox_backends()))
@@ -49,7 +48,7 @@ async def test_a_run_without_a_provider_uses_the_primary_one(temporal_client: Cl
         await handle.result()
 
     scheduled = [a.name for a in await activities(handle)]
-    assert f"{SANDBOX_PROVIDER}-sandbox_client_create" in scheduled
+    assert f"{project_service().sandbox_provider}-sandbox_client_create" in scheduled
 
 
 async def test_an_unknown_provider_fails_the_run_with_a_clear_reason(
@@ -58,10 +57,10 @@ async def test_an_unknown_provider_fails_the_run_with_a_clear_reason(
     model = ScriptedModel(["true"])
     async with running_worker(temporal_client, model) as (client, _):
         handle = await client.start_workflow(
-            SandboxAgentWorkflow.run,
+            WORKFLOW_TYPE,
             RunRequest("Do nothing.", "nowhere"),
             id=f"unknown-provider-{uuid.uuid4()}",
-            task_queue=TASK_QUEUE,
+            task_queue=project_service().task_queue,
         )
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()

@@ -20,6 +20,7 @@ from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime.backends import e2b
 from sandbox_agent_runtime.settings import BadSetting
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     CompletedRun,
@@ -31,8 +32,6 @@ from sandbox_agent_runtime.testing.support import (
     use_options_of,
 )
 
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
 
 def test_e2b_client_and_options_come_from_the_workers_settings() -> None:
     assert isinstance(e2b.sandbox_client(SETTINGS), E2BSandboxClient)
@@ -41,7 +40,7 @@ def test_e2b_client_and_options_come_from_the_workers_settings() -> None:
     options = e2b.sandbox_options()
     assert options.sandbox_type == "e2b"
     assert options.template is None
-    assert options.timeout == int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())
+    assert options.timeout == int(project_service().workflow_execution_timeout.total_seconds())
     assert options.on_timeout == "kill"
     assert options.pause_on_exit is False
     # Credentials never travel with the options: those land in history.
@@ -50,7 +49,8 @@ def test_e2b_client_and_options_come_from_the_workers_settings() -> None:
     # Each set, as a worker reads them at start (E2B_SANDBOX_*).
     # Longer than the longest run, within what the provider allows.
     longer = min(
-        int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) + 60, e2b.OPTIONS["timeout_seconds"].high
+        int(project_service().workflow_execution_timeout.total_seconds()) + 60,
+        e2b.OPTIONS["timeout_seconds"].high,
     )
     use_options_of(
         {
@@ -70,7 +70,7 @@ def test_e2b_client_and_options_come_from_the_workers_settings() -> None:
 
 
 def test_a_lifetime_shorter_than_the_longest_run_stops_the_worker() -> None:
-    run = int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())
+    run = int(project_service().workflow_execution_timeout.total_seconds())
     with pytest.raises(BadSetting) as refused:
         settings_with({"E2B_SANDBOX_TIMEOUT_SECONDS": str(run - 1)})
 
@@ -80,7 +80,10 @@ def test_a_lifetime_shorter_than_the_longest_run_stops_the_worker() -> None:
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= e2b.sandbox_lifetime_seconds()
+    assert (
+        project_service().workflow_execution_timeout.total_seconds()
+        <= e2b.sandbox_lifetime_seconds()
+    )
 
 
 async def test_each_sandbox_carries_the_metadata_of_its_run(

@@ -16,6 +16,7 @@ from vercel.sandbox import (
 
 from sandbox_agent_runtime.backends import vercel
 from sandbox_agent_runtime.settings import missing_credentials
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
 from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
@@ -27,8 +28,6 @@ from sandbox_agent_runtime.testing.support import (
     use_options_of,
 )
 
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
 
 def test_vercel_client_and_options_come_from_the_workers_settings() -> None:
     assert isinstance(vercel.sandbox_client(SETTINGS), VercelSandboxClient)
@@ -37,7 +36,10 @@ def test_vercel_client_and_options_come_from_the_workers_settings() -> None:
     # as the longest run.
     options = vercel.sandbox_options()
     assert options.runtime == "node22"
-    assert options.timeout_ms == int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) * 1000
+    assert (
+        options.timeout_ms
+        == int(project_service().workflow_execution_timeout.total_seconds()) * 1000
+    )
     # Credentials never travel with the options: those land in history.
     assert not options.env
     assert options.project_id is None
@@ -53,7 +55,10 @@ def test_vercel_client_and_options_come_from_the_workers_settings() -> None:
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= vercel.sandbox_lifetime_seconds()
+    assert (
+        project_service().workflow_execution_timeout.total_seconds()
+        <= vercel.sandbox_lifetime_seconds()
+    )
 
 
 def test_a_worker_without_credentials_asks_for_a_vercel_token(

@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime.backends import runloop
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
 from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
@@ -36,8 +37,6 @@ from sandbox_agent_runtime.testing.support import (
     use_options_of,
 )
 
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
 
 def test_runloop_client_and_options_come_from_the_workers_settings(
     monkeypatch: pytest.MonkeyPatch,
@@ -51,7 +50,9 @@ def test_runloop_client_and_options_come_from_the_workers_settings(
     assert options.blueprint_name is None
     assert options.blueprint_id is None
     launch = options.model_dump(mode="json")["launch_parameters"]
-    assert launch["keep_alive_time_seconds"] == int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())
+    assert launch["keep_alive_time_seconds"] == int(
+        project_service().workflow_execution_timeout.total_seconds()
+    )
     # Runloop would ignore the lifetime if an idle policy were set.
     assert launch["after_idle"] is None
     # Credentials never travel with the options: those land in history.
@@ -61,7 +62,7 @@ def test_runloop_client_and_options_come_from_the_workers_settings(
     # Each set, as a worker reads them at start (RUNLOOP_SANDBOX_*).
     # Longer than the longest run, within what the provider allows.
     longer = min(
-        int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) + 60,
+        int(project_service().workflow_execution_timeout.total_seconds()) + 60,
         runloop.OPTIONS["keep_alive_seconds"].high,
     )
     use_options_of(
@@ -76,7 +77,10 @@ def test_runloop_client_and_options_come_from_the_workers_settings(
 
 
 def test_a_devbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= runloop.sandbox_lifetime_seconds()
+    assert (
+        project_service().workflow_execution_timeout.total_seconds()
+        <= runloop.sandbox_lifetime_seconds()
+    )
 
 
 async def test_each_devbox_carries_the_metadata_of_its_run(

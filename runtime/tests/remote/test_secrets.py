@@ -6,13 +6,12 @@ import pytest
 from temporalio.client import Client
 
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import running_worker
 
-from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 
-
-@pytest.mark.parametrize("name", SANDBOX_SECRETS)
+@pytest.mark.parametrize("name", project_service().sandbox_secrets)
 async def test_the_sandbox_sees_a_forwarded_secret_and_the_history_does_not(
     temporal_client: Client, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:

@@ -13,6 +13,7 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.backends import cloudflare
+from sandbox_agent_runtime.testing import project
 from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
 from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
@@ -23,9 +24,6 @@ from sandbox_agent_runtime.testing.support import (
     refusal_without_credentials,
     settings_with,
 )
-
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 WORKER_URL = "https://sandbox.agents-team.workers.dev"
 
@@ -52,7 +50,7 @@ def test_a_worker_with_a_bad_worker_address_stops_with_one_line(
     monkeypatch.setenv("CLOUDFLARE_SANDBOX_WORKER_URL", url)
     monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
     with pytest.raises(SystemExit) as exited:
-        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
+        worker.main(project().workflow, project().tool_activities, [])
 
     message = exited.value.code
     assert isinstance(message, str)

@@ -39,6 +39,7 @@ from sandbox_agent_runtime.starter import (
     list_pending,
     start,
 )
+from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.approver import decide, run_id_of, signed
 from sandbox_agent_runtime.testing.handovers import start_as, workspaces_used
 from sandbox_agent_runtime.testing.long_workflow import (
@@ -61,9 +62,6 @@ from sandbox_agent_runtime.testing.support import (
     sandboxes_for_tests,
 )
 from sandbox_agent_runtime.worker import agents_plugin
-
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 # How long a test waits for a request to show.
 SHOWS_WITHIN = 15
@@ -138,7 +136,7 @@ async def test_a_rejected_command_never_runs_and_the_model_reads_why(
     assert "rejected.txt" not in answer and "." in answer.split(), answer
     # The run replays, its decisions included.
     await Replayer(
-        workflows=[SandboxAgentWorkflow],
+        workflows=[project().workflow],
         plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     ).replay_workflow(await handle.fetch_history())
 
@@ -154,7 +152,9 @@ async def test_a_request_nobody_answers_is_rejected_at_the_timeout_and_the_run_g
             _,
         ),
     ):
-        handle = await start_as(client, ImpatientApprovalWorkflow, SANDBOX_PROVIDER)
+        handle = await start_as(
+            client, ImpatientApprovalWorkflow, project_service().sandbox_provider
+        )
         answer = (await handle.result()).answer
         assert answer == "Rejected: no one approved it within 1 s.", answer
         assert await metrics.total(APPROVALS, decision="timed_out") == 1
@@ -387,7 +387,6 @@ DISPLAY_ATTACKS: list[tuple[str, str | Call, str]] = [
         Call("exec_command", json.dumps({"cmd": "ls", "shell": "/some/binary"})),
         "/some/binary",
     ),
-{%- if cookiecutter.approval == "commands_and_writes" %}
     (
         "decoy patch field",
         Call(
@@ -402,7 +401,6 @@ DISPLAY_ATTACKS: list[tuple[str, str | Call, str]] = [
         ),
         "add evil.sh\n+rm -rf ~",
     ),
-{%- endif %}
 ]
 
 
@@ -426,7 +424,9 @@ async def test_pending_shows_every_hostile_request_as_it_would_run(
         client,
         _,
     ):
-        handle = await start_as(client, LongSandboxAgentWorkflow, SANDBOX_PROVIDER)
+        handle = await start_as(
+            client, LongSandboxAgentWorkflow, project_service().sandbox_provider
+        )
         for number, (name, _, runs) in enumerate(DISPLAY_ATTACKS):
             [request] = await requests_of(handle)
             assert request["call_id"] == f"call_{number}", name
@@ -585,7 +585,7 @@ async def test_pending_with_no_worker_running_says_so_in_one_line_in_bounded_tim
 ) -> None:
     # A run no worker runs answers no query.
     waiting = await temporal_client.start_workflow(
-        "{{ cookiecutter.project_slug }}-no-such-worker",
+        f"{project_service().name}-no-such-worker",
         id=f"nobody-{uuid.uuid4()}",
         task_queue="nobody",
     )
@@ -611,7 +611,9 @@ async def test_on_a_terminal_every_hostile_request_shows_what_would_run_and_no_c
         client,
         _,
     ):
-        handle = await start_as(client, LongSandboxAgentWorkflow, SANDBOX_PROVIDER)
+        handle = await start_as(
+            client, LongSandboxAgentWorkflow, project_service().sandbox_provider
+        )
         environment = starter_environment(starter_env)
         async with starter_on_a_terminal(environment, "--attach", handle.id) as screen:
             for name, _, runs in DISPLAY_ATTACKS:

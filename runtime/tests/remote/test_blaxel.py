@@ -23,6 +23,7 @@ from temporalio.client import Client
 from temporalio.openai_agents.sandbox._temporal_activity_models import CreateSessionArgs
 
 from sandbox_agent_runtime.backends import blaxel
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
 from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
@@ -35,8 +36,6 @@ from sandbox_agent_runtime.testing.support import (
     use_options_of,
 )
 
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-
 
 def test_blaxel_client_and_options_come_from_the_workers_settings() -> None:
     assert isinstance(blaxel.sandbox_client(SETTINGS), BlaxelSandboxClient)
@@ -46,7 +45,7 @@ def test_blaxel_client_and_options_come_from_the_workers_settings() -> None:
     options = blaxel.sandbox_options()
     assert options.image is None
     assert options.region == "us-pdx-1"
-    assert options.ttl == f"{int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())}s"
+    assert options.ttl == f"{int(project_service().workflow_execution_timeout.total_seconds())}s"
     assert options.exposed_ports == ()
     # Credentials never travel with the options: those land in history.
     assert set(type(options).model_fields) == {"type", "image", "region", "ttl", "exposed_ports"}
@@ -62,7 +61,10 @@ def test_the_options_travel_with_a_run_to_the_activity_that_creates_its_sandbox(
 
 
 def test_a_sandbox_outlives_the_longest_run() -> None:
-    assert WORKFLOW_EXECUTION_TIMEOUT.total_seconds() <= blaxel.sandbox_lifetime_seconds()
+    assert (
+        project_service().workflow_execution_timeout.total_seconds()
+        <= blaxel.sandbox_lifetime_seconds()
+    )
     # Blaxel refuses a lifetime under 5 minutes.
     assert blaxel.sandbox_lifetime_seconds() >= 300
 
@@ -80,12 +82,13 @@ async def test_each_run_s_options_reach_blaxel(monkeypatch: pytest.MonkeyPatch) 
         await client.create(options=blaxel.sandbox_options())
     assert "image" not in asked
     assert asked["region"] == "us-pdx-1"
-    assert asked["ttl"] == f"{int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds())}s"
+    assert asked["ttl"] == f"{int(project_service().workflow_execution_timeout.total_seconds())}s"
 
     # Each option set, as a worker reads them at start (BLAXEL_SANDBOX_*).
     # Longer than the longest run, within what the provider allows.
     longer = min(
-        int(WORKFLOW_EXECUTION_TIMEOUT.total_seconds()) + 60, blaxel.OPTIONS["ttl_seconds"].high
+        int(project_service().workflow_execution_timeout.total_seconds()) + 60,
+        blaxel.OPTIONS["ttl_seconds"].high,
     )
     use_options_of(
         {

@@ -1,0 +1,43 @@
+"""What every run is given and how far it may go. Yours to change.
+
+The workflow, the worker and the starter read these values; a change
+reaches every run started after the workers restart. The worker's own
+settings (capacity, limits, addresses) are environment variables instead
+(sandbox_agent_runtime/settings.py; docs/operations.md lists them).
+"""
+
+from datetime import timedelta
+
+# Environment variables of the worker that the agent's sandbox sees. Only
+# their names travel with a run; the worker reads each value when the sandbox
+# needs it, so no value is ever recorded in workflow history. Every worker
+# must have them set.
+SANDBOX_SECRETS: tuple[str, ...] = (
+    "GITHUB_TOKEN",
+    "NPM_TOKEN",
+)
+
+# The most model turns one prompt may take (the first, and each follow-up
+# of a conversation, has its own budget), across every run of its chain; a
+# prompt that needs more fails the run.
+MAX_TURNS = 20
+
+# The longest a whole run without follow-ups may take before Temporal fails
+# it as timed out (RunRequest.follow_ups false, as API callers start them).
+# It is the backstop for whatever the turn budget and the retry policies do
+# not catch, so no run waits for ever. It must leave room for MAX_TURNS model
+# calls and commands, with their retries. A conversation (every run the
+# starter starts) has no execution timeout: it waits for follow-ups and ends
+# itself after the worker's SESSION_LIFETIME without one.
+WORKFLOW_EXECUTION_TIMEOUT = timedelta(seconds=18000)
+
+# Each sandbox operation is one activity with this start-to-close timeout:
+# creating the session, starting a command, each poll of a running command
+# (at most 30 s each), one file read or write, the teardown. A command
+# longer than that is polled again, not cut: its own limit is the worker's
+# SANDBOX_COMMAND_TIME_LIMIT_SECONDS (600 s unless set).
+SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds=300)
+
+# The longest a request for approval waits for a person (sandbox_agent_runtime/approvals.py);
+# then it is rejected, saying so, and the run goes on.
+APPROVAL_TIMEOUT = timedelta(seconds=3600)

@@ -1,0 +1,29 @@
+"""The worker command (remote-agent-worker): the runtime's worker, running this
+service's workflow and its tools' activities (tools.py).
+
+    uv run --env-file .env remote-agent-worker
+
+Its settings are environment variables (docs/operations.md).
+"""
+
+from collections.abc import Sequence
+from typing import NoReturn
+
+from sandbox_agent_runtime import worker
+
+from remote_agent.tools import ACTIVITIES
+from remote_agent.workflow import SandboxAgentWorkflow
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The worker, with ``argv`` for its arguments (the tests call this)."""
+    worker.main(SandboxAgentWorkflow, ACTIVITIES, argv)
+
+
+def cli() -> NoReturn:
+    """The installed command: the worker, then exit with its status."""
+    worker.cli(SandboxAgentWorkflow, ACTIVITIES)
+
+
+if __name__ == "__main__":
+    cli()
