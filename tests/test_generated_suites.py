@@ -70,7 +70,6 @@ PHASES: dict[str, list[list[Part]]] = {
             part(
                 WITH_PROCESSES,
                 *PROCESS_MODULES,
-                "test_local",
                 "test_affinity",
                 "test_affinity_processes",
                 "test_durability",
@@ -78,7 +77,6 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_tools",
                 "test_hostile_calls",
                 "test_capacity_workers",
-                "test_inputs_outputs",
                 "test_sessions",
             )
         ],
@@ -87,9 +85,8 @@ PHASES: dict[str, list[list[Part]]] = {
                 "long",
                 "test_long_runs",
                 "test_versioning",
-                "test_inputs_outputs",
             ),
-            part("faults", "test_failures", "test_local", "test_tools"),
+            part("faults", "test_failures", "test_tools"),
             part("monitoring", "test_monitoring"),
         ],
     ],
@@ -106,7 +103,6 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_durability",
                 "test_long_runs",
                 "test_versioning",
-                "test_inputs_outputs",
                 "test_sessions",
                 only=True,
             )
@@ -125,7 +121,6 @@ PHASES: dict[str, list[list[Part]]] = {
                 *SMOKE,
                 *PROCESS_MODULES,
                 "test_hostile_calls",
-                "test_local",
                 "test_affinity",
                 only=True,
             )
@@ -168,14 +163,14 @@ PHASES: dict[str, list[list[Part]]] = {
     ],
     # Docker beside a remote backend, with approvals of file edits.
     "e2b-plus-docker-writes-approved": [
-        [part(DEFAULT, *SMOKE, "test_docker", "test_inputs_outputs", only=True)],
+        [part(DEFAULT, *SMOKE, "test_docker", only=True)],
     ],
     # Odd names and odd answers: they change what renders, not how it runs.
     "local-plus-daytona-py312": [
-        [smoke("test_local", "test_affinity")],
+        [smoke("test_affinity")],
         [part("long", "test_affinity", only=True, processes="0")],
     ],
-    "local-custom-names-py312": [[smoke("test_local")]],
+    "local-custom-names-py312": [[smoke()]],
     "daytona-one-secret": [[smoke()]],
     "daytona-custom-provider-py313": [[smoke()]],
     "e2b-short-runs": [[smoke()]],

@@ -170,7 +170,7 @@ def test_each_pod_is_a_host_that_keeps_its_name{{ "_and_its_workspaces" if "loca
     assert spec["serviceName"] == service["metadata"]["name"]
     assert service["spec"]["clusterIP"] == "None"
 {%- if "local" in backends %}
-    # A local workspace is made in TMPDIR (test_local.py): the pod's own
+    # A local workspace is made in TMPDIR (the runtime's test_local.py): the pod's own
     # volume, which it gets back under its name, and keeps when it is scaled
     # away.
     tmpdir = env["TMPDIR"]["value"]

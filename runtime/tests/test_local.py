@@ -1,9 +1,9 @@
 """The local backend: a shell on the worker's own host, which sees none of
 the worker's environment, whose commands are bounded in time (and in nothing
 else), whose workspace outlives its worker where the host keeps its name and
-its TMPDIR (a Kubernetes pod of deploy/k8s/statefulset.yaml), and whose
+its TMPDIR (a Kubernetes pod of a project's StatefulSet), and whose
 workspace, once gone, ends a run. (A sandbox that cannot be created fails its
-run at once whatever the backend: test_failures.py.)"""
+run at once whatever the backend: a project's tests/test_failures.py.)"""
 
 import asyncio
 import shutil
@@ -18,7 +18,7 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import local
-from sandbox_agent_runtime.testing import deploy
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.handovers import STEPS, stalled_on, workspaces_used
 from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
@@ -123,9 +123,10 @@ async def test_a_run_whose_workspace_is_wiped_fails_instead_of_going_on_without_
 async def test_a_worker_killed_and_restarted_as_its_pod_goes_on_in_the_same_workspace(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    # What a pod of the StatefulSet keeps when it restarts or is replaced:
-    # its name, the worker's WORKER_HOST_ID, and its volume, the worker's TMPDIR.
-    pod_name = f"{deploy.documents(deploy.WORKER)[0]['metadata']['name']}-0"
+    # What a pod of a StatefulSet keeps when it restarts or is replaced: its
+    # name, the worker's WORKER_HOST_ID, and its volume, the worker's TMPDIR
+    # (a project's tests/test_deploy.py proves its StatefulSet gives both).
+    pod_name = f"{project_service().name}-worker-0"
     volume = tmp_path / "workspaces"
     volume.mkdir()
     commands = ["printf 'written before the kill\\n' > note.txt", "cat note.txt"]

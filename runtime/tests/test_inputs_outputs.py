@@ -75,6 +75,7 @@ from sandbox_agent_runtime.starter import (
     run,
     start,
 )
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.handovers import StallsAfterTheFirstCommand
 from sandbox_agent_runtime.testing.object_stores import client_with, objects_in, payloads_in
 from sandbox_agent_runtime.testing.plugin import BUCKET
@@ -103,9 +104,6 @@ from sandbox_agent_runtime.testing.workspace_agents import (
     StructuredAnswerWorkflow,
 )
 from sandbox_agent_runtime.workspace import clone_dir
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 # A table of 12 rows.
 ROWS = "".join(f"{row},x\n" for row in range(12))
@@ -549,9 +547,9 @@ async def start_as(
     return await client.start_workflow(
         workflow_class.run,
         request,
-        id=f"{TASK_QUEUE}-{uuid.uuid4()}",
-        task_queue=TASK_QUEUE,
-        execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+        id=f"{project_service().task_queue}-{uuid.uuid4()}",
+        task_queue=project_service().task_queue,
+        execution_timeout=project_service().workflow_execution_timeout,
     )
 
 
@@ -818,7 +816,7 @@ async def test_outputs_that_cannot_be_collected_are_withheld_and_the_answer_arri
     assert "removed" in answer.answer
     withheld = answer.outputs.withheld
     assert withheld.startswith(
-        f"they were not collected: the sandbox operation {SANDBOX_PROVIDER}-{COLLECT} failed "
+        f"they were not collected: the sandbox operation {project_service().sandbox_provider}-{COLLECT} failed "
         "with an error that retrying cannot fix: Cannot clone "
     ), withheld
     assert answer.outputs.archive == "" and answer.outputs.commit == commit
@@ -980,8 +978,12 @@ async def test_a_run_handed_on_after_its_inputs_were_placed_keeps_them_and_deliv
     assert_counted_and_read(files_under(tmp_path / "out"))
     # Placed once, by the first worker; collected by the second.
     steps = await activities(handle)
-    [place] = [step for step in steps if step.name == f"{SANDBOX_PROVIDER}-{PLACE}"]
-    [collect] = [step for step in steps if step.name == f"{SANDBOX_PROVIDER}-{COLLECT}"]
+    [place] = [
+        step for step in steps if step.name == f"{project_service().sandbox_provider}-{PLACE}"
+    ]
+    [collect] = [
+        step for step in steps if step.name == f"{project_service().sandbox_provider}-{COLLECT}"
+    ]
     assert (place.worker, place.attempt) == ("first-worker", 1)
     assert collect.worker == "second-worker"
 
@@ -991,7 +993,7 @@ def stalls_in_collect(stalled: asyncio.Event) -> BaseSandboxClient[Any]:
     a second time (the first is when the inputs are placed, the second when
     the outputs are collected, in the session made then or in one resumed
     since): ``stalled`` is set then."""
-    client = sandboxes_for_tests()[SANDBOX_PROVIDER]
+    client = sandboxes_for_tests()[project_service().sandbox_provider]
     reads = 0
 
     def stalling(session: SandboxSession) -> SandboxSession:
@@ -1036,8 +1038,12 @@ async def test_a_run_whose_worker_stops_while_collecting_its_outputs_still_deliv
     # The collecting was cut off on the first worker and done again on the
     # second; the inputs were placed once.
     steps = await activities(handle)
-    [place] = [step for step in steps if step.name == f"{SANDBOX_PROVIDER}-{PLACE}"]
-    [collect] = [step for step in steps if step.name == f"{SANDBOX_PROVIDER}-{COLLECT}"]
+    [place] = [
+        step for step in steps if step.name == f"{project_service().sandbox_provider}-{PLACE}"
+    ]
+    [collect] = [
+        step for step in steps if step.name == f"{project_service().sandbox_provider}-{COLLECT}"
+    ]
     assert (place.worker, place.attempt) == ("first-worker", 1)
     assert (collect.worker, collect.attempt) == ("second-worker", 2)
 
