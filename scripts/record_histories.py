@@ -67,7 +67,7 @@ asyncio.run(main(Path(sys.argv[1])))
 """
 
 # Runs inside the rendered project too: a conversation of two prompts with an
-# idle release between them, then ended (tests/test_sessions.py's way).
+# idle release between them, then ended (the runtime's tests/test_sessions.py's way).
 CONVERSING = """
 import asyncio, os, sys
 os.environ['OPENAI_AGENTS_DISABLE_TRACING'] = '1'
@@ -80,9 +80,8 @@ from sandbox_agent_runtime.run_request import RELEASED, FollowUp, RunRequest
 from sandbox_agent_runtime.shared import END, FOLLOW_UP
 from sandbox_agent_runtime.starter import start
 import tests.conftest  # registers the project with the tests' helpers
-from sandbox_agent_runtime.testing.conversing import Conversing
+from sandbox_agent_runtime.testing.conversing import Conversing, answered, until
 from sandbox_agent_runtime.testing.support import SETTINGS, dev_server, running_worker
-from tests.test_sessions import answered, until
 
 async def main(out: Path) -> None:
     settings = replace(SETTINGS, session_idle_timeout=timedelta(seconds=1){store})

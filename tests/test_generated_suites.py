@@ -77,7 +77,6 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_tools",
                 "test_hostile_calls",
                 "test_capacity_workers",
-                "test_sessions",
             )
         ],
         [
@@ -103,7 +102,6 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_durability",
                 "test_long_runs",
                 "test_versioning",
-                "test_sessions",
                 only=True,
             )
         ],
@@ -154,7 +152,6 @@ PHASES: dict[str, list[list[Part]]] = {
                 "test_durability",
                 "test_long_runs",
                 "test_versioning",
-                "test_sessions",
                 only=True,
             )
         ],

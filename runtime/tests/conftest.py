@@ -9,8 +9,9 @@ stand-in for a generated project.
   tests/test_runtime.py keeps both identical to renders).
 
 The tests in tests/remote/ run against the second one, every other test
-module against the default one: a run against one stand-in does not collect
-the other's modules (each imports its own project).
+module against the default one, and those in ``BOTH`` against either: a run
+against one stand-in does not collect the other's modules (each imports its
+own project).
 
 The fixtures, the hooks and the helpers are the ones a generated project's
 tests use (sandbox_agent_runtime.testing): this file registers the stand-in
@@ -57,6 +58,15 @@ def stand_in_project() -> Project:
 use(stand_in_project)
 
 
+# The modules at the top of tests/ that run against the remote stand-in too:
+# what they prove rests on whether the run's sandbox lives on the worker's
+# host.
+BOTH = ("test_sessions.py",)
+
 # What a run against one stand-in leaves out: the other's modules.
-collect_ignore = ["remote"] if STAND_IN == "default" else []
-collect_ignore_glob = ["test_*.py"] if STAND_IN == "remote" else []
+if STAND_IN == "default":
+    collect_ignore = ["remote"]
+else:
+    collect_ignore = [
+        path.name for path in Path(__file__).parent.glob("test_*.py") if path.name not in BOTH
+    ]

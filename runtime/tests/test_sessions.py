@@ -29,12 +29,13 @@ tests prove that:
   not (a chain cannot continue while released: it continues right after an
   answer), and the next run takes a follow-up at once.
 
-{% if "docker" in cookiecutter | backends -%}
-Docker's own (its container gone while released) is in test_docker.py; the
-replay of a recorded conversation in test_histories.py.
-{%- else -%}
-The replay of a recorded conversation is in test_histories.py.
-{%- endif %}
+The replay of a recorded conversation is in a project's test_histories.py;
+Docker's own (its container gone while released) in the template's
+test_docker.py.
+
+It runs against both stand-ins (conftest.py): the default one (the local
+backend, its snapshots on the host's disk) and the remote one (a Daytona
+sandbox, its snapshots in an object store).
 
 Where the service's provider is a remote backend (its sandbox a local stand
 in here), snapshots need an object store: the tests give the worker a
@@ -62,9 +63,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-{% if cookiecutter | host_bound_backends -%}
 from sandbox_agent_runtime.backends import sandbox_backends
-{% endif -%}
 from sandbox_agent_runtime.object_store import parse
 from sandbox_agent_runtime.observability import SESSIONS
 from sandbox_agent_runtime.run_request import (
@@ -85,6 +84,7 @@ from sandbox_agent_runtime.shared import (
     USAGE_MEMO,
 )
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.conversing import (
     Conversing,
     answered,
@@ -104,8 +104,6 @@ from sandbox_agent_runtime.testing.support import (
     running_worker,
     sandboxes_for_tests,
 )
-
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 # Long enough that no sandbox is released unless a test means it to be.
 NEVER = timedelta(minutes=10)
@@ -130,10 +128,8 @@ def session_settings(
     provider's sandboxes are not bound to the worker's host, which keeps no
     snapshot of theirs on its disk."""
     settings = replace(SETTINGS, session_idle_timeout=idle, session_lifetime=lifetime)
-{%- if cookiecutter | host_bound_backends %}
-    if sandbox_backends()[SANDBOX_PROVIDER].host_bound(settings):
+    if sandbox_backends()[project_service().sandbox_provider].host_bound(settings):
         return settings
-{%- endif %}
     return replace(settings, object_store=parse(f"file://{temp.parent}/store"))
 
 
@@ -161,7 +157,7 @@ async def conversation_updates(handle: WorkflowHandle[Any, Any]) -> list[str]:
 
 async def running_command(handle: WorkflowHandle[Any, Any]) -> None:
     """Return once the run has started a command in its sandbox."""
-    exec_start = f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+    exec_start = f"{project_service().sandbox_provider}-sandbox_session_pty_exec_start"
     while not any(step.name == exec_start for step in await activities(handle)):
         await asyncio.sleep(0.05)
 
@@ -279,7 +275,10 @@ async def test_an_idle_conversation_releases_its_sandbox_and_a_follow_up_restore
     assert second_workspace != str(first_workspace)
     # History: a snapshot at the answer, the sandbox removed, a fresh one
     # created and restored from the snapshot before the follow-up's command.
-    steps = [step.name.removeprefix(f"{SANDBOX_PROVIDER}-") for step in await activities(handle)]
+    steps = [
+        step.name.removeprefix(f"{project_service().sandbox_provider}-")
+        for step in await activities(handle)
+    ]
     restore = steps.index(RESTORE)
     assert steps[:restore].count(SNAPSHOT) >= 1
     assert steps[:restore].count("sandbox_client_delete") == 1
@@ -320,7 +319,7 @@ async def test_a_snapshot_replaced_in_the_store_fails_the_follow_up_at_once_and_
     model = Conversing([["echo first > one.txt"], ["cat one.txt planted.txt"]])
     settings = session_settings(temp, idle=timedelta(seconds=1))
     deleted: list[list[str]] = []
-    sandbox = watched(sandboxes_for_tests()[SANDBOX_PROVIDER], deleted)
+    sandbox = watched(sandboxes_for_tests()[project_service().sandbox_provider], deleted)
     async with running_worker(temporal_client, model, sandbox, settings=settings) as (client, _):
         handle = await conversation(client, "Write a file.")
         await until(handle, lambda state: state.state == RELEASED)
@@ -375,7 +374,10 @@ async def test_end_completes_with_the_last_answer_and_a_closed_run_takes_no_foll
     assert workspaces(temp) == []
     assert closed.value.status == RPCStatusCode.NOT_FOUND
     assert state.state == ENDED and state.answered == 1
-    steps = [step.name.removeprefix(f"{SANDBOX_PROVIDER}-") for step in await activities(handle)]
+    steps = [
+        step.name.removeprefix(f"{project_service().sandbox_provider}-")
+        for step in await activities(handle)
+    ]
     assert steps.count("sandbox_client_create") == steps.count("sandbox_client_delete") == 1
     assert [memo["state"] for memo in await session_memos(handle)] == [
         "working",
@@ -496,7 +498,10 @@ async def test_a_run_started_without_follow_ups_refuses_them_and_ends_with_its_a
     assert printed(result) == ["done"]
     assert workspaces(temp) == []
     # A run without follow-ups takes no snapshot, and writes no session memo.
-    steps = [step.name.removeprefix(f"{SANDBOX_PROVIDER}-") for step in await activities(handle)]
+    steps = [
+        step.name.removeprefix(f"{project_service().sandbox_provider}-")
+        for step in await activities(handle)
+    ]
     assert SNAPSHOT not in steps
     assert await session_memos(handle) == []
     assert await conversation_updates(handle) == []
@@ -522,8 +527,8 @@ async def test_a_chain_that_continues_as_new_between_prompts_keeps_conversation_
         handle = await client.start_workflow(
             ContinuesBetweenPromptsWorkflow.run,
             RunRequest("Write a file.", follow_ups=True),
-            id=f"{TASK_QUEUE}-{uuid.uuid4()}",
-            task_queue=TASK_QUEUE,
+            id=f"{project_service().task_queue}-{uuid.uuid4()}",
+            task_queue=project_service().task_queue,
         )
         first = await answered(handle, 1)
         assert first.answer is not None
@@ -550,6 +555,9 @@ async def test_a_chain_that_continues_as_new_between_prompts_keeps_conversation_
     assert user_messages(follow_up_input) == ["Write a file.", "Show the file."]
     assert "echo first > one.txt" in str(follow_up_input)
     # The next run restored from the snapshot the first took, or resumed its sandbox.
-    steps = [step.name.removeprefix(f"{SANDBOX_PROVIDER}-") for step in await activities(latest)]
+    steps = [
+        step.name.removeprefix(f"{project_service().sandbox_provider}-")
+        for step in await activities(latest)
+    ]
     assert (RESTORE in steps) == (idle != NEVER)
     assert workspaces(temp) == []
