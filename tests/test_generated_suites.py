@@ -84,6 +84,7 @@ PHASES: dict[str, list[list[Part]]] = {
                 "long",
                 "test_long_runs",
                 "test_versioning",
+                "test_durability",
             ),
             part("faults", "test_failures", "test_tools"),
             part("monitoring", "test_monitoring"),

@@ -104,6 +104,8 @@ async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sa
     assert len(creates) == 1
 
 
+# About 10 s: Temporal retries a failed workflow task after its backoff.
+@pytest.mark.long
 async def test_a_bug_in_workflow_code_waits_for_its_fix_with_the_sandbox_intact(
     temporal_client: Client,
 ) -> None:

@@ -12,6 +12,7 @@ once."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import json
 import re
@@ -357,6 +358,14 @@ def refusal_without_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
 # runs: a port found free and let go could be taken by another test process
 # before its use; one held by a socket that never listens cannot.
 _NEVER_LISTENING: list[socket.socket] = []
+
+
+# Closed as the test process ends (unclosed, each would print a
+# ResourceWarning after the tests' summary).
+@atexit.register
+def _close_never_listening() -> None:
+    for held in _NEVER_LISTENING:
+        held.close()
 
 
 def closed_address() -> str:
