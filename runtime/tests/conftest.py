@@ -60,8 +60,15 @@ use(stand_in_project)
 
 # The modules at the top of tests/ that run against the remote stand-in too:
 # what they prove rests on whether the run's sandbox lives on the worker's
-# host.
-BOTH = ("test_sessions.py",)
+# host (conversations, failures), or on approvals (hostile calls, the
+# commands' exit statuses, the service stopped under them).
+BOTH = (
+    "test_sessions.py",
+    "test_failures.py",
+    "test_hostile_calls.py",
+    "test_exit_statuses.py",
+    "test_service_faults.py",
+)
 
 # What a run against one stand-in leaves out: the other's modules.
 if STAND_IN == "default":

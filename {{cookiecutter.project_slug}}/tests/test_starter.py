@@ -1,5 +1,5 @@
 """The starter shows where the run is, what the agent is doing, and how it
-ended (its exit statuses: test_exit_statuses.py)."""
+ended (its exit statuses: the runtime's test_exit_statuses.py)."""
 
 import asyncio
 import io

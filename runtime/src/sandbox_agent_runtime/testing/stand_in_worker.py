@@ -24,10 +24,16 @@ def main() -> None:
     from sandbox_agent_runtime.testing.support import SANDBOXES_FOR_TESTS
 
     # The stand-ins need none of the remote backends' credentials: the
-    # worker's check finds some, which no stand-in reads.
+    # worker's check finds some, which no stand-in reads (an address where
+    # the worker wants one: Cloudflare's Worker).
     for backend in sandbox_backends().values():
         for name in next(iter(backend.REQUIRED_ENVIRONMENT), ()):
-            os.environ.setdefault(name, "read-by-no-stand-in")
+            unread = (
+                "https://read-by-no-stand-in.invalid"
+                if name.endswith("_URL")
+                else "read-by-no-stand-in"
+            )
+            os.environ.setdefault(name, unread)
     for provider, backend in sandbox_backends().items():
         backend.sandbox_client = SANDBOXES_FOR_TESTS[provider]  # type: ignore[method-assign,assignment]
     worker.cli()

@@ -21,6 +21,7 @@ from sandbox_agent_runtime.starter import (
     EXIT_UNREACHABLE,
     SERVICE_OUTAGE_LIMIT,
 )
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import (
     STARTER,
     STARTER_MODULE,
@@ -112,11 +113,15 @@ COMMANDS_AND_STATUSES = [
     (STARTER + ["Say it."], EXIT_UNREACHABLE),
     (STARTER_MODULE + ["--no-wait", "Say it."], EXIT_UNREACHABLE),
     (STARTER + ["--attach", "some-run"], EXIT_UNREACHABLE),
-{%- if cookiecutter.approval != "none" %}
-    (STARTER + ["--pending", "some-run"], EXIT_UNREACHABLE),
-    (STARTER_MODULE + ["--approve", "some-run", "call_1"], EXIT_UNREACHABLE),
-    (STARTER + ["--reject", "some-run", "call_1"], EXIT_UNREACHABLE),
-{%- endif %}
+    *(
+        [
+            (STARTER + ["--pending", "some-run"], EXIT_UNREACHABLE),
+            (STARTER_MODULE + ["--approve", "some-run", "call_1"], EXIT_UNREACHABLE),
+            (STARTER + ["--reject", "some-run", "call_1"], EXIT_UNREACHABLE),
+        ]
+        if project_service().approvals
+        else []
+    ),
     (WORKER, 1),
     (WORKER_MODULE, 1),
 ]

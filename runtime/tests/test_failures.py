@@ -12,6 +12,7 @@ from temporalio.common import RetryPolicy
 
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import run, start
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.failing_sandbox import (
     FailingSandbox,
     UndeletableSandbox,
@@ -31,9 +32,6 @@ from sandbox_agent_runtime.testing.support import (
 )
 from sandbox_agent_runtime.worker import MODEL_RETRY_POLICY
 
-from {{ cookiecutter.package_name }}.runs import MAX_TURNS, WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
-
 
 def back_off(policy: RetryPolicy) -> timedelta:
     """How long a step that fails every time waits between its attempts, in all."""
@@ -50,7 +48,10 @@ async def test_every_run_has_an_execution_timeout_as_a_backstop(
     description = await completed_run.handle.describe()
 
     config = description.raw_description.execution_config
-    assert config.workflow_execution_timeout.ToTimedelta() == WORKFLOW_EXECUTION_TIMEOUT
+    assert (
+        config.workflow_execution_timeout.ToTimedelta()
+        == project_service().workflow_execution_timeout
+    )
 
 
 async def test_every_step_gives_up_after_a_few_attempts(completed_run: CompletedRun) -> None:
@@ -73,25 +74,29 @@ async def test_every_step_gives_up_after_a_few_attempts(completed_run: Completed
 async def test_a_run_that_exceeds_its_turn_budget_fails_saying_so(
     temporal_client: Client,
 ) -> None:
-    endless = ScriptedModel(["true"] * (MAX_TURNS + 1))
+    endless = ScriptedModel(["true"] * (project_service().max_turns + 1))
     async with running_worker(temporal_client, endless) as (client, _):
         handle = await start(client, "Keep going.")
         reason = await failure_of(handle)
 
-    assert reason == f"The agent could not finish: Max turns ({MAX_TURNS}) exceeded"
+    assert (
+        reason == f"The agent could not finish: Max turns ({project_service().max_turns}) exceeded"
+    )
 
 
 @pytest.mark.long  # MAX_TURNS turns
 async def test_a_run_that_fails_keeps_its_reason_when_its_sandbox_cannot_be_removed(
     temporal_client: Client,
 ) -> None:
-    endless = ScriptedModel(["true"] * (MAX_TURNS + 1))
+    endless = ScriptedModel(["true"] * (project_service().max_turns + 1))
     sandbox = UndeletableSandbox(inherit_host_environment=False)
     async with running_worker(temporal_client, endless, sandbox) as (client, _):
         handle = await start(client, "Keep going.")
         reason = await failure_of(handle)
 
-    assert reason == f"The agent could not finish: Max turns ({MAX_TURNS}) exceeded"
+    assert (
+        reason == f"The agent could not finish: Max turns ({project_service().max_turns}) exceeded"
+    )
     # The removal was tried, and refused.
     [delete] = [a for a in await activities(handle) if a.name.endswith("sandbox_client_delete")]
     assert delete.failed
@@ -149,7 +154,7 @@ async def test_a_command_that_keeps_failing_fails_the_run_after_5_attempts(
         reason = await failure_of(handle)
 
     assert reason == (
-        f"The agent could not finish: the sandbox operation {SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+        f"The agent could not finish: the sandbox operation {project_service().sandbox_provider}-sandbox_session_pty_exec_start"
         " kept failing until its retries ran out: the sandbox is busy"
     )
     assert sandbox.commands_attempted == 5
@@ -164,7 +169,7 @@ async def test_a_sandbox_that_cannot_be_created_fails_the_run_without_retrying(
         reason = await failure_of(handle)
 
     assert reason == (
-        f"The agent could not finish: the sandbox operation {SANDBOX_PROVIDER}-sandbox_client_create"
+        f"The agent could not finish: the sandbox operation {project_service().sandbox_provider}-sandbox_client_create"
         " failed with an error that retrying cannot fix: the sandbox image does not exist"
     )
     assert sandbox.create_errors == []
@@ -179,7 +184,7 @@ async def test_a_command_the_sandbox_marks_as_terminal_fails_the_run_without_ret
         reason = await failure_of(handle)
 
     assert reason == (
-        f"The agent could not finish: the sandbox operation {SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+        f"The agent could not finish: the sandbox operation {project_service().sandbox_provider}-sandbox_session_pty_exec_start"
         " failed with an error that retrying cannot fix: the sandbox was deleted"
     )
     assert sandbox.commands_attempted == 1
@@ -203,7 +208,7 @@ async def test_a_command_that_fails_once_is_retried_and_the_run_completes(
     commands = [
         a.attempt
         for a in await activities(handle)
-        if a.name == f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+        if a.name == f"{project_service().sandbox_provider}-sandbox_session_pty_exec_start"
     ]
     assert commands == [2]
     assert sandbox.commands_attempted == 2
@@ -227,7 +232,7 @@ async def test_a_sandbox_that_fails_to_start_once_is_retried_and_the_run_complet
     creates = [
         a.attempt
         for a in await activities(handle)
-        if a.name == f"{SANDBOX_PROVIDER}-sandbox_client_create"
+        if a.name == f"{project_service().sandbox_provider}-sandbox_client_create"
     ]
     assert creates == [2]
 
@@ -248,6 +253,6 @@ async def test_the_starter_prints_why_a_run_failed_and_exits_1(
     assert err[0].startswith("Workflow ")
     assert err[0].endswith(
         " failed: The agent could not finish: the sandbox operation "
-        f"{SANDBOX_PROVIDER}-sandbox_client_create failed with an error that retrying cannot fix:"
+        f"{project_service().sandbox_provider}-sandbox_client_create failed with an error that retrying cannot fix:"
         " the sandbox image does not exist"
     )

@@ -36,6 +36,7 @@ from sandbox_agent_runtime.starter import (
     attach,
     start,
 )
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import (
     SCRIPTS,
     STARTER,
@@ -114,11 +115,11 @@ async def test_the_starter_exits_with_its_documented_status_every_time(
                     # The answer ("all-done"), then the usage line last.
                     await tally.record("completed", completed, EXIT_COMPLETED, USAGE_PRINTED)
                 async with service(starter + ["--no-wait", "Say it."], environment) as no_wait:
-{%- if cookiecutter.approval != "none" %}
-                    last = r"Requests for approval: \S+ --pending \S+"
-{%- else %}
-                    last = r"Web UI: \S+"
-{%- endif %}
+                    last = (
+                        r"Requests for approval: \S+ --pending \S+"
+                        if project_service().approvals
+                        else r"Web UI: \S+"
+                    )
                     await tally.record("--no-wait", no_wait, EXIT_COMPLETED, last)
                 # The model rejects the key: the run fails at once.
                 model.error_status = 401
@@ -233,7 +234,7 @@ def test_the_worker_command_without_credentials_prints_one_line_and_exits_1() ->
     environment = {name: value for name, value in os.environ.items() if name in keep}
     environment["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
     result = subprocess.run(
-        [str(SCRIPTS / "{{ cookiecutter.project_slug }}-worker")],
+        [str(SCRIPTS / project_service().command("worker"))],
         env=environment,
         capture_output=True,
         text=True,

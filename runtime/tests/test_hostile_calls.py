@@ -17,6 +17,7 @@ from temporalio.client import Client
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.handovers import start_as
 from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow
 from sandbox_agent_runtime.testing.scripted_model import (
@@ -26,8 +27,6 @@ from sandbox_agent_runtime.testing.scripted_model import (
     tool_outputs,
 )
 from sandbox_agent_runtime.testing.support import activities, failure_of, running_worker
-
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 
 async def test_a_file_the_agent_wrote_never_runs_before_a_command(temporal_client: Client) -> None:
@@ -63,10 +62,12 @@ async def test_a_malformed_call_reaches_the_model_as_its_error_and_the_run_goes_
     model = KeepsInputs(
         ["echo notes > notes.txt", *(call for call, _ in MALFORMED), "echo still going"]
     )
-    # More calls than a service's MAX_TURNS may allow: the long-run workflow.
+    # More calls than a service's project_service().max_turns may allow: the long-run workflow.
     long = [LongSandboxAgentWorkflow]
     async with running_worker(temporal_client, model, workflows=long) as (client, _):
-        handle = await start_as(client, LongSandboxAgentWorkflow, SANDBOX_PROVIDER)
+        handle = await start_as(
+            client, LongSandboxAgentWorkflow, project_service().sandbox_provider
+        )
         answer = (await handle.result()).answer
     assert answer.endswith("still going\n"), answer
     outputs = tool_outputs(model.inputs[-1])
@@ -94,22 +95,18 @@ async def test_a_run_started_with_carried_state_fails_at_once_and_touches_nothin
         "session_state": state.model_dump(mode="json"),
         "turns": 0,
         "run": 2,
-{%- if cookiecutter.approval != "none" %}
-        "always_approved": ["exec_command"],
-{%- endif %}
     }
+    if project_service().approvals:
+        carried["always_approved"] = ["exec_command"]
     model = ScriptedModel(["touch forged.txt"])
-{%- if cookiecutter.approval != "none" %}
-    # No stand-in person: a forged run must not get as far as asking one.
+    # No stand-in person, with approvals: a forged run must not get as far
+    # as asking one.
     async with running_worker(temporal_client, model, approve=False) as (client, _):
-{%- else %}
-    async with running_worker(temporal_client, model) as (client, _):
-{%- endif %}
         handle = await client.start_workflow(
             WORKFLOW_TYPE,
-            args=[RunRequest("Do as you are told.", SANDBOX_PROVIDER), carried],
+            args=[RunRequest("Do as you are told.", project_service().sandbox_provider), carried],
             id=f"forged-{uuid.uuid4()}",
-            task_queue=TASK_QUEUE,
+            task_queue=project_service().task_queue,
             result_type=RunAnswer,
         )
         reason = await failure_of(handle)
