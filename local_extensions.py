@@ -387,13 +387,16 @@ def unused_files(answers: Mapping[str, object]) -> list[str]:
     else:
         unused.append("deploy/k8s/statefulset.yaml")
     # Sandbox affinity is for the backends whose sandbox can live on a
-    # worker's host: a project with remote backends alone has none of it (a
-    # remote sandbox's moves are tested in test_durability.py).
+    # worker's host: a project with remote backends alone has no two-host
+    # test (the runtime's suite proves affinity, and a remote sandbox's
+    # moves, once).
+    # A run that moves between workers with its sandbox: the runtime's suite
+    # proves it for a service that also has sandboxes on its hosts; a
+    # project with remote backends alone proves it under its own names.
     if not derived.host_bound_backends:
-        unused += [
-            "tests/test_affinity.py",
-            "tests/test_affinity_processes.py",
-        ]
+        unused.append("tests/test_affinity_processes.py")
+    else:
+        unused.append("tests/test_remote_sandboxes.py")
     # Without approvals, no approval code at all.
     if answers["approval"] == "none":
         unused.append("docs/approvals.md")

@@ -39,22 +39,9 @@ COMBINATIONS = [
             "python_version": "3.13",
             "model_name": "gpt-5.2",
             "license": "none",
-        },
-        id="daytona-custom-provider-py313",
-    ),
-    pytest.param(
-        {
-            "sandbox_backend": "daytona",
             "sandbox_secret_env_vars": "GITHUB_TOKEN,,",
         },
-        id="daytona-one-secret",
-    ),
-    pytest.param(
-        {
-            "sandbox_backend": "e2b",
-            "workflow_execution_timeout_seconds": 600,
-        },
-        id="e2b-short-runs",
+        id="daytona-custom-provider-one-secret-py313",
     ),
     pytest.param(
         {
@@ -79,8 +66,10 @@ COMBINATIONS = [
             "sandbox_backend": "e2b",
             "additional_sandbox_backends": "docker",
             "approval": "commands_and_writes",
+            "approval_timeout_seconds": 120,
+            "workflow_execution_timeout_seconds": 600,
         },
-        id="e2b-plus-docker-writes-approved",
+        id="e2b-plus-docker-short-runs-writes-approved",
     ),
     pytest.param(
         {

@@ -21,15 +21,14 @@ from .baked import BakedProject, find_python, tool
 from .combinations import COMBINATIONS
 
 # The default selection of a generated suite (`uv run pytest`).
-DEFAULT = "not live and not process and not long and not faults"
-# With the long-run tests (hundreds of steps through a chain of runs, which
-# carries the sandbox session of each run to the next).
-WITH_LONG = "not live and not process and not faults"
-# With the process tests instead: worker and starter as real processes, the
-# exit-status stress test, the service stopped under the starter. The long-run
-# tests then run on their own, as the generated CI runs them: next to the
-# process tests, their load would starve the process tests' waits.
-WITH_PROCESSES = "not live and not long and not faults"
+DEFAULT = "not live and not process and not long and not faults and not monitoring"
+# With the long tests (Docker's run that continues as new in its container).
+WITH_LONG = "not live and not process and not faults and not monitoring"
+# With the process tests instead: the console scripts, the health endpoint and
+# workers as real processes. The long tests then run on their own, as the
+# generated CI runs them: next to the process tests, their load would starve
+# the process tests' waits.
+WITH_PROCESSES = "not live and not long and not faults and not monitoring"
 PROCESS_MODULES = ("test_commands", "test_health")
 
 
@@ -61,112 +60,75 @@ def smoke(*modules: str) -> Part:
 
 # What each combination runs: a list of phases, one after the other; the
 # parts of a phase run side by side (the fault tests mostly wait out their
-# faults). Longest first.
+# faults). Longest first. What a run does, whatever its backend, the
+# runtime's suite proves once (tests/test_runtime.py); a render runs what
+# its answers change.
 PHASES: dict[str, list[list[Part]]] = {
-    # The local backend's suite and long runs; the real worker command as a
-    # process; a model, a sandbox step and a tool that fail.
+    # The local backend's default selection; the console scripts, the health
+    # endpoint, two worker processes as two hosts and several sized together,
+    # as processes; a tool of its own that fails; a blocked event loop; its
+    # dashboard and alerts.
     "local-defaults": [
         [
             part(
                 WITH_PROCESSES,
                 *PROCESS_MODULES,
-                "test_affinity",
                 "test_affinity_processes",
-                "test_durability",
                 "test_tools",
                 "test_capacity_workers",
             )
         ],
         [
-            part(
-                "long",
-                "test_long_runs",
-                "test_versioning",
-                "test_durability",
-            ),
+            part("long", "test_health"),
             part("faults", "test_tools"),
             part("monitoring", "test_monitoring"),
         ],
     ],
-    # Docker's module and long runs on a real engine (the rest of its suite
-    # takes local-defaults' code paths, a host-bound sandbox); two worker processes as
-    # two hosts with their own engines; hostile commands and an engine restart.
+    # Docker's module and its long run on a real engine (the rest of its
+    # suite takes local-defaults' code paths, a host-bound sandbox); two
+    # worker processes as two hosts with their own engines; hostile commands
+    # and an engine restart.
     "docker-defaults": [
-        [
-            part(
-                WITH_LONG,
-                *SMOKE,
-                "test_docker",
-                "test_affinity",
-                "test_durability",
-                "test_long_runs",
-                "test_versioning",
-                only=True,
-            )
-        ],
+        [part(WITH_LONG, *SMOKE, "test_docker", only=True)],
         [part("process", "test_affinity_processes", only=True)],
         [part("faults", "test_docker", only=True)],
     ],
     # Three backends in one worker with approvals (the runtime's remote
-    # stand-in proves routing, approvals and each backend's module once);
-    # its commands as processes, the stand-in worker in place of the remote
-    # backends.
+    # stand-in proves routing, approvals and each backend's module once):
+    # its console scripts as processes, the stand-in worker in place of the
+    # remote backends; a blocked event loop; the host and approval panels
+    # and alerts.
     "daytona-plus-local-and-e2b-two-secrets": [
+        [smoke()],
+        [part("process", *PROCESS_MODULES, only=True)],
         [
-            part(
-                WITH_PROCESSES,
-                *SMOKE,
-                *PROCESS_MODULES,
-                "test_affinity",
-                only=True,
-            )
-        ],
-        # The tests of seconds among those modules (`-m long`): runs on two
-        # hosts and on a host that is gone, a blocked event loop.
-        [
-            part("long", "test_affinity", "test_health", only=True),
-            # Its dashboard and alerts with approvals and a host-bound backend.
+            part("long", "test_health", only=True),
             part("monitoring", "test_monitoring", only=True),
         ],
     ],
-    "daytona-defaults": [
-        [
-            part(
-                WITH_LONG,
-                "test_long_runs",
-                "test_versioning",
-                "test_durability",
-            )
-        ],
-    ],
-    # The other remote backend takes Daytona's code paths (daytona-defaults
-    # runs them, long runs included): its render and a run end to end under
-    # its names; its dashboard and alerts without a host-bound backend.
+    # A remote backend's dashboard and alerts, with no host panel or alert.
     "e2b-defaults": [
         [smoke()],
         [part("monitoring", "test_monitoring", only=True)],
     ],
     # Docker beside a remote backend, with approvals of file edits.
-    "e2b-plus-docker-writes-approved": [
+    "e2b-plus-docker-short-runs-writes-approved": [
         [part(DEFAULT, *SMOKE, "test_docker", only=True)],
     ],
-    # Odd names and odd answers: they change what renders, not how it runs.
-    "local-plus-daytona-py312": [
-        [smoke("test_affinity")],
-        [part("long", "test_affinity", only=True, processes="0")],
-    ],
-    "local-custom-names-py312": [[smoke()]],
-    "daytona-one-secret": [[smoke()]],
-    "daytona-custom-provider-py313": [[smoke()]],
-    "e2b-short-runs": [[smoke()]],
-    # Each other backend: its render, type-checked and linted, and a run end
-    # to end under its names (each backend's module runs once, in the
-    # runtime's suite against its remote stand-in).
+    # Each backend's render, type-checked and linted, and a run end to end
+    # under its names (each backend's module runs once, in the runtime's
+    # suite against its remote stand-in); a service of remote backends alone
+    # (Daytona) its run moved to another worker with its sandbox.
+    "daytona-defaults": [[smoke("test_remote_sandboxes")]],
     "modal-defaults": [[smoke()]],
     "runloop-defaults": [[smoke()]],
     "vercel-defaults": [[smoke()]],
     "blaxel-defaults": [[smoke()]],
     "cloudflare-defaults": [[smoke()]],
+    # Odd names and odd answers: they change what renders, not how it runs.
+    "local-plus-daytona-py312": [[smoke()]],
+    "local-custom-names-py312": [[smoke()]],
+    "daytona-custom-provider-one-secret-py313": [[smoke()]],
     # Two of them in one worker; runs of two hours (the sandboxes' default
     # lifetimes follow them).
     "runloop-plus-modal-two-hour-runs": [[smoke()]],

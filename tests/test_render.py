@@ -187,9 +187,14 @@ def test_keeps_tests_only_for_the_chosen_features(project: BakedProject) -> None
     # Each backend's module, routing, secrets and approvals are the runtime's
     # tests (runtime/tests/remote/), proven once.
     assert not {"test_providers.py", "test_secrets.py", "test_approvals.py", "test_daytona.py"} & tests
-    # Sandbox affinity is tested where a sandbox can live on a worker's host.
+    # Two worker processes as two hosts, where a sandbox can live on a
+    # worker's host; affinity itself, durability, long runs, versioning,
+    # metrics and the starter are the runtime's tests.
     host_bound = bool(project.derived.host_bound_backends)
-    assert ("test_affinity.py" in tests) == ("test_affinity_processes.py" in tests) == host_bound
+    assert ("test_affinity_processes.py" in tests) == host_bound
+    assert ("test_remote_sandboxes.py" in tests) != host_bound
+    assert not {"test_affinity.py", "test_durability.py", "test_long_runs.py", "test_versioning.py"} & tests
+    assert not {"test_metrics.py", "test_starter.py"} & tests
     # The tests' helpers are the runtime's (sandbox_agent_runtime.testing: its
     # stand-in worker for remote backends among them), not the project's.
     helpers = {"support.py", "processes.py", "stand_in_worker.py", "approver.py", "long_workflow.py"}

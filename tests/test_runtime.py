@@ -93,8 +93,11 @@ SUITE_PARTS = {
     "default-and-processes": ("-m", "not live and not long and not faults and not monitoring"),
     "long": ("-m", "long"),
     "faults": ("-m", "faults"),
-    # The tests in runtime/tests/remote/, against the remote stand-in.
-    "remote": ("-m", "not live and not monitoring"),
+    # The tests in runtime/tests/remote/ and the modules that run against
+    # both stand-ins (conftest.py's BOTH), against the remote stand-in: the
+    # long tests apart.
+    "remote": ("-m", "not live and not monitoring and not long"),
+    "remote-long": ("-m", "long"),
 }
 
 
@@ -118,7 +121,7 @@ def test_the_runtimes_own_suite_passes(tmp_path: Path, part: str) -> None:
         timeout=1500,
         OPENAI_API_KEY="",
         OPENAI_BASE_URL="http://127.0.0.1:9",
-        SANDBOX_AGENT_STAND_IN="remote" if part == "remote" else "default",
+        SANDBOX_AGENT_STAND_IN="remote" if part.startswith("remote") else "default",
     )
     assert tests.returncode == 0, tests.stdout[-20000:] + tests.stderr[-5000:]
     assert " passed" in tests.stdout and " skipped" not in tests.stdout, tests.stdout[-3000:]

@@ -60,14 +60,22 @@ use(stand_in_project)
 
 # The modules at the top of tests/ that run against the remote stand-in too:
 # what they prove rests on whether the run's sandbox lives on the worker's
-# host (conversations, failures), or on approvals (hostile calls, the
-# commands' exit statuses, the service stopped under them).
+# host (conversations, failures, durability, affinity, long runs and chains,
+# a deploy while runs are in flight, the metrics' host label, the starter's
+# steps), or on approvals (hostile calls, the commands' exit statuses, the
+# service stopped under them, a chain resumed after each approved command).
 BOTH = (
     "test_sessions.py",
     "test_failures.py",
     "test_hostile_calls.py",
     "test_exit_statuses.py",
     "test_service_faults.py",
+    "test_durability.py",
+    "test_versioning.py",
+    "test_affinity.py",
+    "test_long_runs.py",
+    "test_metrics.py",
+    "test_starter.py",
 )
 
 # What a run against one stand-in leaves out: the other's modules.

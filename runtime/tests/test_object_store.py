@@ -194,7 +194,7 @@ async def test_a_5_mb_input_and_a_5_mb_output_go_through_the_store_with_the_comm
 async def test_a_300_step_chain_keeps_every_large_payload_in_the_store(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """The 300-step chain of a project's tests/test_long_runs.py with a
+    """The 300-step chain of tests/test_long_runs.py with a
     store: each model call carries the whole conversation (hundreds of kB),
     and none of them, nor any other payload, is in history: each run's
     history holds references alone past STORE_THRESHOLD, and the answer

@@ -1,10 +1,14 @@
 """A run outlives the worker that started it: it resumes on another worker,
-against the same sandbox session, and its history replays step for step."""
+against the same sandbox session, and its history replays step for step.
+
+It runs against both stand-ins (conftest.py): the default one (the local
+backend, its sandbox on the worker's host, no approvals) and the remote one
+(a Daytona sandbox, approved by a stand-in person), where the sandbox of
+each remote backend also goes on on another host when the worker that
+created it is gone (a test defined only where the service has a backend
+whose sandbox is not bound to a host: none in the default one)."""
 
 import asyncio
-{%- if "docker" in cookiecutter | backends %}
-from dataclasses import replace
-{%- endif %}
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,14 +18,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
-{% if cookiecutter | remote_backends and cookiecutter | host_bound_backends -%}
 from sandbox_agent_runtime.backends import sandbox_backends
-{% endif -%}
 from sandbox_agent_runtime.capacity import model_heartbeat_timeout
 from sandbox_agent_runtime.settings import RUNS_IN_FLIGHT
 from sandbox_agent_runtime.shared import MODEL_ACTIVITY_TIMEOUT
 from sandbox_agent_runtime.starter import start
-{% if cookiecutter | remote_backends -%}
+from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.handovers import (
     ALL_STEPS,
     STEPS,
@@ -31,13 +33,6 @@ from sandbox_agent_runtime.testing.handovers import (
     start_as,
     workspaces_used,
 )
-{% else -%}
-from sandbox_agent_runtime.testing.handovers import (
-    StallsAfterTheFirstCommand,
-    start_as,
-    workspaces_used,
-)
-{% endif -%}
 from sandbox_agent_runtime.testing.long_workflow import BuggyWorkflow, FixedWorkflow
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
@@ -51,14 +46,6 @@ from sandbox_agent_runtime.testing.support import (
 )
 from sandbox_agent_runtime.worker import agents_plugin
 
-from {{ cookiecutter.package_name }}.runs import SANDBOX_ACTIVITY_TIMEOUT
-from {{ cookiecutter.package_name }}.service import (
-{%- for constant in ((cookiecutter | providers | selectattr("1", "ne", "local") | map("first") | list) + ["SANDBOX_PROVIDER"] + (["TASK_QUEUE"] if cookiecutter | remote_backends else [])) | unique | sort %}
-    {{ constant }},
-{%- endfor %}
-)
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
 # Workers here drop runs part-way: see `collect_dropped_runs` (conftest.py).
 pytestmark = [
     pytest.mark.usefixtures("collect_dropped_runs"),
@@ -69,7 +56,13 @@ WRITE_THEN_READ = [
     "printf 'written before the restart\\n' > note.txt",
     "cat note.txt",
 ]
-COMMAND = f"{SANDBOX_PROVIDER}-sandbox_session_pty_exec_start"
+COMMAND = f"{project_service().sandbox_provider}-sandbox_session_pty_exec_start"
+
+# The providers whose sandbox any worker reaches, wherever it was created
+# (the remote stand-in's remote backends; none in the default one's).
+REMOTE_PROVIDERS = [
+    provider for provider, backend in sandbox_backends().items() if not backend.host_bound(SETTINGS)
+]
 
 
 async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sandbox(
@@ -100,7 +93,11 @@ async def test_a_run_whose_worker_stops_resumes_on_another_worker_in_the_same_sa
     # ...even though each ran on a different worker...
     assert commands == ["first-worker", "second-worker"]
     # ...because the sandbox session was created once and resumed.
-    creates = [a for a in attempts if a.name == f"{SANDBOX_PROVIDER}-sandbox_client_create"]
+    creates = [
+        a
+        for a in attempts
+        if a.name == f"{project_service().sandbox_provider}-sandbox_client_create"
+    ]
     assert len(creates) == 1
 
 
@@ -115,7 +112,10 @@ async def test_a_bug_in_workflow_code_waits_for_its_fix_with_the_sandbox_intact(
         temporal_client, ScriptedModel(WRITE_THEN_READ), workflows=[BuggyWorkflow]
     ) as (client, _):
         handle = await start_as(
-            client, BuggyWorkflow, SANDBOX_PROVIDER, "Write a note, then read it back."
+            client,
+            BuggyWorkflow,
+            project_service().sandbox_provider,
+            "Write a note, then read it back.",
         )
         failure = await workflow_task_failure(handle)
     assert "a bug in workflow code" in failure
@@ -134,7 +134,7 @@ async def test_a_bug_in_workflow_code_waits_for_its_fix_with_the_sandbox_intact(
 
     assert "written before the restart" in answer
     names = [a.name for a in await activities(handle)]
-    assert names.count(f"{SANDBOX_PROVIDER}-sandbox_client_create") == 1
+    assert names.count(f"{project_service().sandbox_provider}-sandbox_client_create") == 1
     assert not Path(workspace).exists()
 
 
@@ -160,7 +160,7 @@ async def test_a_step_lost_with_its_worker_is_retried_after_a_missed_heartbeat_o
     assert {step.is_sandbox_operation for step in steps} == {True, False}
     for step in steps:
         if step.is_sandbox_operation:
-            assert step.start_to_close_timeout == SANDBOX_ACTIVITY_TIMEOUT
+            assert step.start_to_close_timeout == project_service().sandbox_activity_timeout
             assert step.heartbeat_timeout == timedelta(0)
         elif step.is_model_call:
             assert step.start_to_close_timeout == MODEL_ACTIVITY_TIMEOUT
@@ -188,62 +188,38 @@ async def test_the_history_of_a_completed_run_replays_without_nondeterminism(
     history = await completed_run.handle.fetch_history()
 
     replayer = Replayer(
-        workflows=[SandboxAgentWorkflow],
+        workflows=[project().workflow],
         plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     )
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
 
     assert replayed.replay_failure is None
     assert len(history.events) > 10
-{%- if cookiecutter | remote_backends %}
 
 
-@pytest.mark.parametrize(
-    "provider",
-    [
-{%- for constant, backend in cookiecutter | providers if backend != "local" %}
-        {{ constant }},
-{%- endfor %}
-    ],
-)
-{%- if cookiecutter | host_bound_backends %}
-async def test_a_remote_sandbox_goes_on_on_another_host_when_its_creator_is_gone(
-    temporal_client: Client, provider: str
-) -> None:
-{%- if "docker" in cookiecutter | backends %}
-    # One Docker engine that every worker reaches: as free to move as a
-    # remote service's sandbox.
-    settings = replace(SETTINGS, docker_engine_shared=True)
-{%- else %}
-    settings = SETTINGS
-{%- endif %}
-    assert not sandbox_backends()[provider].host_bound(settings)
-    run = await stalled_on(temporal_client, "host-a", provider, settings=settings)
-    async with running_worker(
-        temporal_client,
-        ScriptedModel(STEPS),
-        provider=provider,
-        host="host-b",
-        identity="worker-b",
-        settings=settings,
-    ):
-        answer = (await run.result()).answer
+# Only where the service has a remote backend (the remote stand-in): with
+# none, there is no such sandbox, and no test to skip.
+if REMOTE_PROVIDERS:
 
-    assert answer.endswith(ALL_STEPS)
-    # The sandbox's operations went to the shared queue, and ran on both hosts.
-    assert await sandbox_workers(run) == ({"worker-of-host-a", "worker-b"}, {TASK_QUEUE})
-{%- else %}
-async def test_a_remote_sandbox_goes_on_on_another_worker_when_its_creator_is_gone(
-    temporal_client: Client, provider: str
-) -> None:
-    run = await stalled_on(temporal_client, "worker-a", provider)
-    async with running_worker(
-        temporal_client, ScriptedModel(STEPS), provider=provider, identity="worker-b"
-    ):
-        answer = (await run.result()).answer
+    @pytest.mark.parametrize("provider", REMOTE_PROVIDERS)
+    async def test_a_remote_sandbox_goes_on_on_another_host_when_its_creator_is_gone(
+        temporal_client: Client, provider: str
+    ) -> None:
+        assert not sandbox_backends()[provider].host_bound(SETTINGS)
+        run = await stalled_on(temporal_client, "host-a", provider, settings=SETTINGS)
+        async with running_worker(
+            temporal_client,
+            ScriptedModel(STEPS),
+            provider=provider,
+            host="host-b",
+            identity="worker-b",
+            settings=SETTINGS,
+        ):
+            answer = (await run.result()).answer
 
-    assert answer.endswith(ALL_STEPS)
-    # The sandbox's operations stayed on the task queue, and ran on both workers.
-    assert await sandbox_workers(run) == ({"worker-a", "worker-b"}, {TASK_QUEUE})
-{%- endif %}
-{%- endif %}
+        assert answer.endswith(ALL_STEPS)
+        # The sandbox's operations went to the shared queue, and ran on both hosts.
+        assert await sandbox_workers(run) == (
+            {"worker-of-host-a", "worker-b"},
+            {project_service().task_queue},
+        )

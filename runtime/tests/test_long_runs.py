@@ -5,6 +5,12 @@ length the turn budget allows finishes: in the same workspace, with the same
 conversation, through runs that each stay far below Temporal's 10 MB warning.
 A command that prints more than one payload may hold is cut, and the run goes
 on. These tests take about a minute (``-m long``; CI runs them).
+
+It runs against both stand-ins (conftest.py): the default one (the local
+backend, its sandbox on the worker's host: every sandbox operation of the
+chain goes to that host's queue) and the remote one (a Daytona sandbox that
+any worker reaches, with approvals: its operations go to the task queue, and
+the agent's run resumes the sandbox once more after each approved command).
 """
 
 import asyncio
@@ -18,13 +24,12 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
 
-{% if cookiecutter | host_bound_backends -%}
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import sandbox_backends
-{% endif -%}
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import LONGEST_OUTPUT
 from sandbox_agent_runtime.starter import attach
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.long_workflow import (
     BudgetedSandboxAgentWorkflow,
     LongSandboxAgentWorkflow,
@@ -38,9 +43,7 @@ from sandbox_agent_runtime.testing.support import (
     RunOfChain,
     activities,
     activities_in,
-{%- if cookiecutter.approval != "none" %}
     approvals_in,
-{%- endif %}
     failure_of,
     openai_model,
     running_worker,
@@ -48,9 +51,6 @@ from sandbox_agent_runtime.testing.support import (
     sandboxes_for_tests,
 )
 from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
-
-from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 
 pytestmark = pytest.mark.long
 
@@ -67,7 +67,7 @@ TEN_MB = 10_000_000
 
 def operations(runs: Sequence[RunOfChain], operation: str) -> int:
     """How many times the chain scheduled one sandbox operation."""
-    name = f"{SANDBOX_PROVIDER}-{operation}"
+    name = f"{project_service().sandbox_provider}-{operation}"
     return [a.name for run in runs for a in activities_in(run.history)].count(name)
 
 
@@ -79,9 +79,7 @@ async def long_chain(temporal_client: Client) -> tuple[str, list[RunOfChain]]:
         temporal_client,
         ScriptedModel(commands),
         workflows=[LongSandboxAgentWorkflow],
-{%- if cookiecutter | host_bound_backends %}
         host="long-runs-host",
-{%- endif %}
     ) as (client, _):
         handle = await start_long(client, "Run the 300 commands.")
         answer = (await handle.result()).answer
@@ -102,14 +100,12 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
     assert max(run.history_bytes for run in runs) < TEN_MB
     # ...that created one sandbox, resumed it in each later run and removed it at the end.
     assert operations(runs, "sandbox_client_create") == 1
-{%- if cookiecutter.approval != "none" %}
-    # (The agent's run also resumes its sandbox after each approved command.)
-    assert operations(runs, "sandbox_client_resume") == len(runs) - 1 + approvals_in(runs)
-{%- else %}
-    assert operations(runs, "sandbox_client_resume") == len(runs) - 1
-{%- endif %}
+    if project_service().approvals:
+        # (The agent's run also resumes its sandbox after each approved command.)
+        assert operations(runs, "sandbox_client_resume") == len(runs) - 1 + approvals_in(runs)
+    else:
+        assert operations(runs, "sandbox_client_resume") == len(runs) - 1
     assert operations(runs, "sandbox_client_delete") == 1
-{%- if cookiecutter | host_bound_backends %}
     # Every run sent the sandbox's operations where the first run's sandbox
     # lives: for its host when it lives on the worker's host (affinity.py).
     queues = {
@@ -118,19 +114,9 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
         for step in activities_in(run.history)
         if step.is_sandbox_operation
     }
-    bound = sandbox_backends()[SANDBOX_PROVIDER].host_bound(SETTINGS)
-    assert queues == {host_queue("long-runs-host") if bound else TASK_QUEUE}
-{%- else %}
-    # Every run sent the sandbox's operations to the task queue, where any
-    # worker takes them.
-    queues = {
-        step.task_queue
-        for run in runs
-        for step in activities_in(run.history)
-        if step.is_sandbox_operation
-    }
-    assert queues == {TASK_QUEUE}
-{%- endif %}
+    service = project_service()
+    bound = sandbox_backends()[service.sandbox_provider].host_bound(SETTINGS)
+    assert queues == {host_queue("long-runs-host") if bound else service.task_queue}
 
 
 async def test_every_run_of_a_chain_replays_without_nondeterminism(
@@ -157,9 +143,9 @@ async def test_the_turn_budget_counts_across_the_chain(temporal_client: Client) 
         handle = await client.start_workflow(
             BudgetedSandboxAgentWorkflow.run,
             RunRequest("Keep going."),
-            id=f"{TASK_QUEUE}-budget-{uuid.uuid4()}",
-            task_queue=TASK_QUEUE,
-            execution_timeout=WORKFLOW_EXECUTION_TIMEOUT,
+            id=f"{project_service().task_queue}-budget-{uuid.uuid4()}",
+            task_queue=project_service().task_queue,
+            execution_timeout=project_service().workflow_execution_timeout,
         )
         assert handle.first_execution_run_id is not None
         reason = await failure_of(handle)
@@ -247,7 +233,8 @@ async def test_cancelling_a_chain_cancels_its_latest_run_and_removes_the_sandbox
             await asyncio.sleep(0.2)
         # The run that continued keeps the chain's execution timeout.
         config = (await latest.describe()).raw_description.execution_config
-        assert config.workflow_execution_timeout.ToTimedelta() == WORKFLOW_EXECUTION_TIMEOUT
+        timeout = config.workflow_execution_timeout.ToTimedelta()
+        assert timeout == project_service().workflow_execution_timeout
         await latest.cancel()
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()

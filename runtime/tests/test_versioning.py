@@ -1,13 +1,19 @@
-{% set bound = cookiecutter | host_bound_backends -%}
 """Worker Versioning (versioning.py): a deploy of a changed workflow while
 runs are in flight, on a dev server of each test's own, with the commands
-docs/versioning.md gives.
+a project's docs/versioning.md gives.
 
 Build A is the service's workflow; build B adds a step before the agent
-(tests/long_workflow.py), so B cannot replay a run A started. With
+(testing/long_workflow.py), so B cannot replay a run A started. With
 versioning, a run in flight finishes on A while new runs go to B, and a
 chain moves to B at its next continue-as-new; without it, B takes the run in
-flight and fails to replay it, which is what versioning prevents."""
+flight and fails to replay it, which is what versioning prevents.
+
+It runs against both stand-ins (conftest.py): the default one (the local
+backend, no approvals) and the remote one (Daytona first, the local backend
+beside it, with approvals: the starter signs what it is asked with the
+approver's key). Both have a backend whose sandbox lives on the worker's
+host, so each build's worker has a host of its own (``running_worker``
+gives a worker its host only where the service has such a backend)."""
 
 import asyncio
 import json
@@ -29,14 +35,13 @@ from sandbox_agent_runtime.starter import (
     follow,
     start,
 )
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.handovers import ALL_STEPS, STEPS, workspaces_used
 from sandbox_agent_runtime.testing.long_workflow import NEXT_BUILDS_STEP, NextBuildWorkflow
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, steps_done
 from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
-{%- if cookiecutter.approval != "none" %}
     STARTER_SETTINGS,
-{%- endif %}
     dev_server,
     metered_client,
     running_worker,
@@ -45,7 +50,7 @@ from sandbox_agent_runtime.testing.support import (
 
 pytestmark = pytest.mark.long
 
-DEPLOYMENT = {{ cookiecutter.project_slug | tojson }}
+DEPLOYMENT = project_service().name
 BUILD_A = WorkerDeploymentVersion(deployment_name=DEPLOYMENT, build_id="build-a")
 BUILD_B = WorkerDeploymentVersion(deployment_name=DEPLOYMENT, build_id="build-b")
 
@@ -143,7 +148,7 @@ async def timers(handle: WorkflowHandle[Any, Any]) -> int:
 async def test_a_run_in_flight_finishes_on_its_build_while_new_runs_go_to_the_next() -> None:
     async with dev_server() as server, metered_client(server) as (metered, metrics):
         model = HoldsTheFirstCall(STEPS)
-        async with running_worker(metered, model, version=BUILD_A{{ ', host="host-a"' if bound }}) as (client, _):
+        async with running_worker(metered, model, version=BUILD_A, host="host-a") as (client, _):
             await make_current(client, BUILD_A)
             in_flight = await start(client, "Add to the file, then print it.")
             async with asyncio.timeout(20):
@@ -152,9 +157,7 @@ async def test_a_run_in_flight_finishes_on_its_build_while_new_runs_go_to_the_ne
                 metered,
                 ScriptedModel(STEPS),
                 version=BUILD_B,
-{%- if bound %}
                 host="host-b",
-{%- endif %}
                 workflows=[NextBuildWorkflow],
             ):
                 await make_current(client, BUILD_B)
@@ -205,7 +208,7 @@ async def test_a_chain_moves_to_the_current_build_at_continue_as_new(
 ) -> None:
     async with dev_server(SUGGEST_CONTINUE_AS_NEW) as server:
         model = HoldsTheFirstCall(STEPS)
-        async with running_worker(server, model, version=BUILD_A{{ ', host="host-a"' if bound }}) as (client, _):
+        async with running_worker(server, model, version=BUILD_A, host="host-a") as (client, _):
             await make_current(client, BUILD_A)
             chain = await start(client, "Add to the file, then print it.")
             async with asyncio.timeout(20):
@@ -214,9 +217,7 @@ async def test_a_chain_moves_to_the_current_build_at_continue_as_new(
                 server,
                 ScriptedModel(STEPS),
                 version=BUILD_B,
-{%- if bound %}
                 host="host-b",
-{%- endif %}
                 workflows=[NextBuildWorkflow],
             ):
                 await make_current(client, BUILD_B)
@@ -252,7 +253,9 @@ async def test_a_chain_moves_to_the_current_build_at_continue_as_new(
             # The starter shows the build each run of the chain is pinned to.
             capsys.readouterr()
             followed = chain_run(client, chain.id, first.run_id)
-            status = await follow(client, followed{{ ", STARTER_SETTINGS.approver_key_file" if cookiecutter.approval != "none" }})
+            # With approvals, signed with the approver's key.
+            key_file = STARTER_SETTINGS.approver_key_file if project_service().approvals else None
+            status = await follow(client, followed, key_file)
             assert status == EXIT_COMPLETED
             shown = [line.strip() for line in capsys.readouterr().out.splitlines()]
             pins = [line for line in shown if line.startswith("version")]

@@ -1,5 +1,11 @@
 """The starter shows where the run is, what the agent is doing, and how it
-ended (its exit statuses: the runtime's test_exit_statuses.py)."""
+ended (its exit statuses: the runtime's test_exit_statuses.py).
+
+It runs against both stand-ins (conftest.py): the default one (the local
+backend: the starter shows the sandbox on the worker's host) and the remote
+one (a Daytona sandbox, shown reachable from any worker, each command
+approved by the tests' stand-in person as the run waits for it).
+"""
 
 import asyncio
 import io
@@ -18,13 +24,12 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from sandbox_agent_runtime import starter
-{%- if cookiecutter | host_bound_backends %}
 from sandbox_agent_runtime.backends import sandbox_backends
-{%- endif %}
 from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import LONGEST_PROMPT, WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import attach, run, start, web_ui_link
+from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
     RUN_TIME_LIMIT,
@@ -36,15 +41,12 @@ from sandbox_agent_runtime.testing.support import (
     started_id,
 )
 
-from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
-
 
 def test_the_starter_names_the_workflow_the_worker_registers_and_sends_what_it_takes() -> None:
     # The starter starts runs by the workflow's type name instead of importing
     # it; start() sends one RunRequest (the chain alone hands a run what it
     # carried) and expects a RunAnswer back.
-    definition = workflow._Definition.must_from_class(SandboxAgentWorkflow)
+    definition = workflow._Definition.must_from_class(project().workflow)
 
     assert definition.name == WORKFLOW_TYPE
     assert definition.arg_types == [RunRequest, Carried | None]
@@ -59,7 +61,7 @@ def test_the_starter_loads_temporals_client_and_not_the_agents_sdk() -> None:
     loaded = found.stdout.split()
 
     assert "temporalio.client" in loaded
-    heavy = ("agents", "openai", "temporalio.openai_agents", SandboxAgentWorkflow.__module__)
+    heavy = ("agents", "openai", "temporalio.openai_agents", project().workflow.__module__)
     assert [name for name in loaded if name.startswith(heavy)] == []
 
 
@@ -116,7 +118,8 @@ async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_co
     [waiting] = [line for line in seen if line.startswith("  waiting  ")]
     assert waiting.endswith(
         "s for a worker to take the run's next workflow task: every worker on task queue "
-        f"{TASK_QUEUE!r} is busy, or none is running; the run waits, nothing is lost"
+        f"{project_service().task_queue!r} is busy, or none is running; the run waits, "
+        "nothing is lost"
     )
     assert status == 0
     assert answer_in(seen).endswith("done")
@@ -153,7 +156,7 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = ScriptedModel(["echo step-one", "echo answer-$((40 + 2))"])
-    async with running_worker(starter_env, model{{ ', host="this-host"' if cookiecutter | host_bound_backends }}):
+    async with running_worker(starter_env, model, host="this-host"):
         status = await run(RunRequest("Say two things."), STARTER_SETTINGS)
 
     out = capsys.readouterr().out
@@ -161,17 +164,14 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     assert status == 0
     assert f"Web UI: http://localhost:8233/namespaces/default/workflows/{workflow_id}\n" in out
     steps = [line.strip() for line in out.splitlines() if line.startswith("  ")]
-    assert steps[0] == f"sandbox  provider {SANDBOX_PROVIDER!r}"
-{%- if cookiecutter | host_bound_backends %}
+    provider = project_service().sandbox_provider
+    assert steps[0] == f"sandbox  provider {provider!r}"
     # Where the sandbox lives: on the worker's host, or anywhere (affinity.py).
-    if sandbox_backends()[SANDBOX_PROVIDER].host_bound(SETTINGS):
+    if sandbox_backends()[provider].host_bound(SETTINGS):
         assert steps[1] == "sandbox  on host 'this-host'"
     else:
         assert steps[1] == "sandbox  reachable from any worker"
     assert steps[2] == "sandbox  creating the sandbox"
-{%- else %}
-    assert steps[1] == "sandbox  creating the sandbox"
-{%- endif %}
     assert steps.index("model    turn 1") < steps.index("sandbox  $ echo step-one")
     assert steps.index("sandbox  $ echo step-one") < steps.index("model    turn 2")
     assert steps.index("model    turn 2") < steps.index("sandbox  $ echo answer-$((40 + 2))")
@@ -189,7 +189,7 @@ async def test_ui_link_follows_temporal_ui_url(
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = replace(STARTER_SETTINGS, ui_url="https://temporal.example.com/")
-    async with run_time_limit(starter_env, TASK_QUEUE, RUN_TIME_LIMIT):
+    async with run_time_limit(starter_env, project_service().task_queue, RUN_TIME_LIMIT):
         status = await run(RunRequest("Nothing to do."), settings, wait=False)
 
     out = capsys.readouterr().out
@@ -219,7 +219,7 @@ async def test_no_wait_starts_and_returns_then_attach_follows_the_run_to_its_ans
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # No worker yet: the run waits on its task queue, and --no-wait returns at once.
-    async with run_time_limit(starter_env, TASK_QUEUE, RUN_TIME_LIMIT):
+    async with run_time_limit(starter_env, project_service().task_queue, RUN_TIME_LIMIT):
         status = await run(RunRequest("Count to three."), STARTER_SETTINGS, wait=False)
     out = capsys.readouterr().out
     workflow_id = started_id(out)

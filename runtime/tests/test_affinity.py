@@ -4,12 +4,18 @@ several workers on several hosts sharing the task queue.
 Workers in this process stand for the hosts: each has a host id of its own,
 and each host's sandbox reaches only the workspaces that host created, as a
 sandbox on another machine would (``HostSandbox``). The same with real worker
-processes and a private filesystem per host: test_affinity_processes.py
-(``-m process``)."""
+processes and a private filesystem per host: a project's
+test_affinity_processes.py (``-m process``).
+
+It runs against both stand-ins (conftest.py), each with the local backend,
+whose sandbox lives on the worker's host: the default one (the local backend
+alone, no approvals) and the remote one (the local backend beside Daytona and
+the other remote backends, with approvals: a stand-in person approves every
+call of the runs here)."""
 
 import asyncio
 from collections import defaultdict
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -27,6 +33,7 @@ from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.handovers import (
     ALL_STEPS,
     STEPS,
@@ -41,19 +48,13 @@ from sandbox_agent_runtime.testing.support import (
     RETRIED_AT_ONCE,
     SETTINGS,
     activities,
-{%- if cookiecutter.approval != "none" %}
     approving_everything,
-{%- endif %}
     failure_of,
     running_worker,
     sandboxes_for_tests,
     with_plugins,
 )
 from sandbox_agent_runtime.worker import ServiceWorker
-
-from {{ cookiecutter.package_name }}.service import TASK_QUEUE
-from {{ cookiecutter.package_name }}.tools import ACTIVITIES
-from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
 # Workers here drop runs part-way: see `collect_dropped_runs` (conftest.py).
 pytestmark = [
@@ -149,14 +150,18 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
     host_a = worker.build_worker(
         plugged_a,
         settings_a,
-        workflows=[SandboxAgentWorkflow],
-        tool_activities=ACTIVITIES,
+        workflows=[project().workflow],
+        tool_activities=project().tool_activities,
         identity="worker-a",
         graceful_shutdown_timeout=timedelta(0),
     )
     assert host_a.own is not None
     async with host_a.own:
-        async with host_a.shared{{ ", approving_everything(plugged_a)" if cookiecutter.approval != "none" }}:
+        # With approvals, a stand-in person approves every call.
+        approving: AbstractAsyncContextManager[None] = (
+            approving_everything(plugged_a) if project_service().approvals else nullcontext()
+        )
+        async with host_a.shared, approving:
             on_a = [
                 await start(plugged_a, "Add, then print.", provider=BOUND_PROVIDER)
                 for _ in range(4)
@@ -242,7 +247,7 @@ async def test_a_run_offers_each_sandbox_operation_on_its_own_queue_marked_with_
     assert answer.endswith(ALL_STEPS)
     steps = [step for step in await activities(run) if step.is_sandbox_operation]
     assert {(step.task_queue, step.host, step.refused) for step in steps} == {
-        (TASK_QUEUE, "host-a", False)
+        (project_service().task_queue, "host-a", False)
     }
 
 
