@@ -6,6 +6,8 @@ too), and its own test suite (runtime/tests/) passes, against two stand-in
 projects whose packages are renders': a default one, and one with every
 remote backend and approvals (REMOTE_ANSWERS)."""
 
+import fcntl
+import os
 import re
 import shutil
 import tomllib
@@ -54,13 +56,33 @@ def test_the_runtime_is_ruff_clean() -> None:
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
+@pytest.fixture(scope="session")
+def runtime_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the runtime with every backend's SDK and both stand-ins
+    installed (the checkout keeps no virtualenv or lock of the runtime's),
+    made once for every test process of the session (pytest-xdist's) and
+    shared by the type check and each part of the suite: the parts only read
+    it, each its own pytest session with its own temp dirs."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    copy = shared / "runtime"
+    with open(shared / "runtime.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (copy / ".venv").is_dir():
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(*LOCAL_STATE, "uv.lock"))
+            installed = run(
+                tool("uv"), "sync", "--all-packages", "--all-extras", "--no-python-downloads", cwd=copy
+            )
+            if installed.returncode != 0:
+                shutil.rmtree(copy / ".venv", ignore_errors=True)
+            assert installed.returncode == 0, installed.stderr
+    return copy
+
+
 @pytest.mark.slow
-def test_the_runtime_type_checks_strictly_with_every_backend(tmp_path: Path) -> None:
-    # A copy: the checkout keeps no virtualenv or lock of the runtime's.
-    copy = tmp_path / "runtime"
-    shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(*LOCAL_STATE, "uv.lock"))
-    installed = run(tool("uv"), "sync", "--all-extras", "--no-python-downloads", cwd=copy)
-    assert installed.returncode == 0, installed.stderr
+def test_the_runtime_type_checks_strictly_with_every_backend(runtime_copy: Path) -> None:
+    copy = runtime_copy
     # Its tests too, and the stand-in project they import (mypy_path).
     typed = run(tool("uv"), "run", "--no-sync", "mypy", "src", "tests", cwd=copy)
     assert typed.returncode == 0, typed.stdout + typed.stderr
@@ -92,7 +114,9 @@ def test_the_runtime_tests_stand_in_projects_are_renders(bake, stand_in: str) ->
 SUITE_PARTS = {
     "default-and-processes": ("-m", "not live and not long and not faults and not monitoring"),
     "long": ("-m", "long"),
-    "faults": ("-m", "faults"),
+    # Four at a time: they mostly wait out their faults (a minute's storm
+    # of 429s, a clone at its time limit, a network cut for 30 s).
+    "faults": ("-m", "faults", "-n", "4"),
     # The tests in runtime/tests/remote/ and the modules that run against
     # both stand-ins (conftest.py's BOTH), against the remote stand-in: the
     # long tests apart.
@@ -103,11 +127,8 @@ SUITE_PARTS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("part", SUITE_PARTS)
-def test_the_runtimes_own_suite_passes(tmp_path: Path, part: str) -> None:
-    copy = tmp_path / "runtime"
-    shutil.copytree(RUNTIME, copy, ignore=shutil.ignore_patterns(*LOCAL_STATE, "uv.lock"))
-    installed = run(tool("uv"), "sync", "--all-packages", "--no-python-downloads", cwd=copy)
-    assert installed.returncode == 0, installed.stderr
+def test_the_runtimes_own_suite_passes(runtime_copy: Path, part: str) -> None:
+    copy = runtime_copy
     tests = run(
         tool("uv"),
         "run",

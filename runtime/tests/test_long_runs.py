@@ -71,6 +71,11 @@ def operations(runs: Sequence[RunOfChain], operation: str) -> int:
     return [a.name for run in runs for a in activities_in(run.history)].count(name)
 
 
+# The tests that share it run in one test process (pytest-xdist's
+# --dist loadgroup, pyproject.toml), which makes the chain once.
+ONE_CHAIN = pytest.mark.xdist_group("long_chain")
+
+
 @pytest.fixture(scope="session")
 async def long_chain(temporal_client: Client) -> tuple[str, list[RunOfChain]]:
     """A 300-step run: the first step writes a file, the last reads it."""
@@ -88,6 +93,7 @@ async def long_chain(temporal_client: Client) -> tuple[str, list[RunOfChain]]:
     return answer, runs
 
 
+@ONE_CHAIN
 async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb(
     long_chain: tuple[str, list[RunOfChain]],
 ) -> None:
@@ -119,6 +125,7 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
     assert queues == {host_queue("long-runs-host") if bound else service.task_queue}
 
 
+@ONE_CHAIN
 async def test_every_run_of_a_chain_replays_without_nondeterminism(
     long_chain: tuple[str, list[RunOfChain]],
 ) -> None:
