@@ -6,6 +6,28 @@ from .combinations import COMBINATIONS
 
 _baked: dict[str, BakedProject] = {}
 
+# The tests of minutes, in the order the test processes take them up, before
+# every other: the parts of the runtime's suite, then each combination's
+# generated suite (test_generated_suites.py orders them longest first), then
+# the runtime's type check. A test process takes the next test once it is
+# done with one (pytest-xdist's --dist loadgroup, --no-loadscope-reorder in
+# pyproject.toml), so the longest start first, on separate cores, and the
+# tests of seconds fill in at the end instead of leaving a core idle behind a
+# test of minutes.
+LONGEST_FIRST = (
+    "tests/test_runtime.py::test_the_runtimes_own_suite_passes",
+    "tests/test_generated_suites.py::test_generated_suite_types_and_hooks_pass",
+    "tests/test_runtime.py::test_the_runtime_type_checks_strictly_with_every_backend",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        found = [i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)]
+        return found[0] if found else len(LONGEST_FIRST)
+
+    items.sort(key=rank)
+
 
 @pytest.fixture(scope="session")
 def bake(cookies_session: Cookies):

@@ -108,20 +108,21 @@ def test_the_runtime_tests_stand_in_projects_are_renders(bake, stand_in: str) ->
     assert tomllib.loads(stand_in_file.read_text())["project"]["scripts"] == scripts
 
 
-# The runtime's suite in parts, as a generated project's CI runs its own: the
-# default selection with the process tests, then the long-run and the fault
-# tests side by side (the fault tests mostly wait out their faults).
+# The runtime's suite in parts, longest first (tests/conftest.py starts them
+# before any other test): against the default stand-in, the default selection
+# with the process tests, the long tests and the fault tests; against the
+# remote one, all but the long tests, and the long tests.
 SUITE_PARTS = {
-    "default-and-processes": ("-m", "not live and not long and not faults and not monitoring"),
-    "long": ("-m", "long"),
-    # Four at a time: they mostly wait out their faults (a minute's storm
-    # of 429s, a clone at its time limit, a network cut for 30 s).
-    "faults": ("-m", "faults", "-n", "4"),
     # The tests in runtime/tests/remote/ and the modules that run against
     # both stand-ins (conftest.py's BOTH), against the remote stand-in: the
     # long tests apart.
     "remote": ("-m", "not live and not monitoring and not long"),
+    "long": ("-m", "long"),
+    "default-and-processes": ("-m", "not live and not long and not faults and not monitoring"),
     "remote-long": ("-m", "long"),
+    # Four at a time: they mostly wait out their faults (a minute's storm
+    # of 429s, a clone at its time limit, a network cut for 30 s).
+    "faults": ("-m", "faults", "-n", "4"),
 }
 
 
