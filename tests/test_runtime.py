@@ -109,17 +109,14 @@ def test_the_runtime_tests_stand_in_projects_are_renders(bake, stand_in: str) ->
 # The runtime's suite in parts, longest first (tests/conftest.py starts them
 # before any other test): against the default stand-in, the default selection
 # with the process tests, the long tests and the fault tests; against the
-# remote one, all but the long tests, and the long tests. Each part runs more
-# test processes than the machine has cores: its tests spend most of their
-# time waiting (on the processes they start, a fault they wait out, a dev
-# server), about one core's worth of CPU with two processes.
+# remote one, all but the long tests, and the long tests.
 SUITE_PARTS = {
     # The tests in runtime/tests/remote/ and the modules that run against
     # both stand-ins (conftest.py's BOTH), against the remote stand-in: the
     # long tests apart.
-    "remote": ("-m", "not live and not monitoring and not long", "-n", "3"),
-    "long": ("-m", "long", "-n", "3"),
-    "default-and-processes": ("-m", "not live and not long and not faults and not monitoring", "-n", "3"),
+    "remote": ("-m", "not live and not monitoring and not long"),
+    "long": ("-m", "long"),
+    "default-and-processes": ("-m", "not live and not long and not faults and not monitoring"),
     "remote-long": ("-m", "long"),
     # Four at a time: they mostly wait out their faults (a minute's storm
     # of 429s, a clone at its time limit, a network cut for 30 s).
