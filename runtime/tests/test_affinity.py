@@ -31,7 +31,6 @@ from temporalio.worker import Worker
 
 from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.affinity import host_queue
-from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.handovers import (
@@ -49,6 +48,7 @@ from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     activities,
     approving_everything,
+    bound_provider,
     failure_of,
     running_worker,
     sandboxes_for_tests,
@@ -63,9 +63,7 @@ pytestmark = [
 ]
 
 # A provider whose sandbox lives on the worker's host.
-BOUND_PROVIDER = next(
-    provider for provider, backend in sandbox_backends().items() if backend.host_bound(SETTINGS)
-)
+BOUND_PROVIDER = bound_provider()
 
 # The workspaces each host created, by host: what each host's disk holds.
 WORKSPACES: dict[str, set[str]] = defaultdict(set)

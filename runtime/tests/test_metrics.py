@@ -13,7 +13,6 @@ approvals: each command approved without a query, which would replay a run
 and count again, and the turns after an approval not traced).
 """
 
-import uuid
 from typing import Any
 
 import pytest
@@ -39,7 +38,7 @@ from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import start, usage_line
 from sandbox_agent_runtime.testing import project, project_service
-from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow
+from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow, start_long
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
     SETTINGS,
@@ -143,13 +142,7 @@ async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
         metered_client(temporal_client) as (client, metrics),
         running_worker(client, model, workflows=[LongSandboxAgentWorkflow]) as (plugged, _),
     ):
-        handle = await plugged.start_workflow(
-            LongSandboxAgentWorkflow.run,
-            RunRequest("Work a while."),
-            id=f"{project_service().task_queue}-usage-{uuid.uuid4()}",
-            task_queue=project_service().task_queue,
-            execution_timeout=project_service().workflow_execution_timeout,
-        )
+        handle = await start_long(plugged, "Work a while.")
         await handle.result()
         assert handle.first_execution_run_id is not None
         runs = await runs_of_chain(plugged, handle.id, handle.first_execution_run_id)

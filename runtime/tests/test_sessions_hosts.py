@@ -67,7 +67,6 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from sandbox_agent_runtime.affinity import host_queue
-from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.object_store import (
     ObjectStore,
     data_converter,
@@ -111,6 +110,7 @@ from sandbox_agent_runtime.testing.support import (
     RETRIED_AT_ONCE,
     SETTINGS,
     activities,
+    bound_provider,
     failure_of,
     running_worker,
     with_plugins,
@@ -124,9 +124,7 @@ pytestmark = [
 ]
 
 # A provider whose sandbox lives on the worker's host.
-BOUND_PROVIDER = next(
-    provider for provider, backend in sandbox_backends().items() if backend.host_bound(SETTINGS)
-)
+BOUND_PROVIDER = bound_provider()
 
 # Long enough that no sandbox is released unless a test means it to be.
 NEVER = timedelta(minutes=10)

@@ -207,6 +207,15 @@ def _sandboxes_for_tests() -> dict[str, Callable[[WorkerSettings], BaseSandboxCl
     }
 
 
+def bound_provider() -> str:
+    """A provider of the service whose sandbox lives on the worker's host."""
+    return next(
+        provider
+        for provider, backend in sandbox_backends().items()
+        if backend.host_bound(_settings())
+    )
+
+
 def sandboxes_for_tests(
     sandbox: BaseSandboxClient[Any] | None = None, provider: str | None = None
 ) -> dict[str, BaseSandboxClient[Any]]:
