@@ -85,3 +85,16 @@ else:
     collect_ignore = [
         path.name for path in Path(__file__).parent.glob("test_*.py") if path.name not in BOTH
     ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Against the remote stand-in, leave out the tests of ``BOTH`` marked
+    ``default_stand_in``: what they prove (a worker's signals, a Temporal
+    service that restarts or goes away) does not rest on the stand-in, and
+    the default one proves it."""
+    if STAND_IN == "default":
+        return
+    once = [item for item in items if item.get_closest_marker("default_stand_in")]
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items if item not in once]

@@ -176,6 +176,7 @@ async def interrupted_while_following(
 
 
 @pytest.mark.process
+@pytest.mark.default_stand_in
 async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
     temporal_client: Client,
 ) -> None:
@@ -207,6 +208,7 @@ async def test_the_worker_stops_cleanly_on_sigterm_and_sigint_every_time(
 
 
 @pytest.mark.process
+@pytest.mark.default_stand_in
 async def test_a_worker_given_half_a_version_exits_1_with_one_line_every_time() -> None:
     tally = Tally()
     environment = {**service_environment(closed_address(), "http://127.0.0.1:1"), **CREDENTIALS}

@@ -50,6 +50,7 @@ def progress_then(output: list[str], last: str) -> None:
     assert [line for line in output[:-1] if not line.startswith(usual)] == [], output
 
 
+@pytest.mark.default_stand_in
 async def test_the_starter_follows_a_run_through_a_restart_of_the_service(
     tmp_path: Path,
 ) -> None:
@@ -76,6 +77,7 @@ async def test_the_starter_follows_a_run_through_a_restart_of_the_service(
     assert not [line for line in starter.output if "Temporal" in line or "WARN" in line]
 
 
+@pytest.mark.default_stand_in
 async def test_the_starter_exits_2_in_one_line_when_the_service_stops_answering(
     tmp_path: Path,
 ) -> None:
