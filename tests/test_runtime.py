@@ -11,7 +11,9 @@ import os
 import re
 import shutil
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -106,28 +108,38 @@ def test_the_runtime_tests_stand_in_projects_are_renders(bake, stand_in: str) ->
     assert tomllib.loads(stand_in_file.read_text())["project"]["scripts"] == scripts
 
 
+# One run of the runtime's suite: the stand-in it runs against and its
+# pytest arguments.
+class Selection(NamedTuple):
+    stand_in: str
+    arguments: tuple[str, ...]
+
+
 # The runtime's suite in parts, longest first (tests/conftest.py starts them
-# before any other test): against the default stand-in, the default selection
-# with the process tests, the long tests and the fault tests; against the
-# remote one, all but the long tests, and the long tests.
+# before any other test), the selections of a part side by side: against the
+# default stand-in, the default selection with the process tests, the long
+# tests and the fault tests; against the remote one, all but the long tests,
+# and the long tests.
 SUITE_PARTS = {
     # The tests in runtime/tests/remote/ and the modules that run against
-    # both stand-ins (conftest.py's BOTH), against the remote stand-in: the
-    # long tests apart.
-    "remote": ("-m", "not live and not monitoring and not long"),
-    "long": ("-m", "long"),
-    "default-and-processes": ("-m", "not live and not long and not faults and not monitoring"),
-    "remote-long": ("-m", "long"),
-    # Four at a time: they mostly wait out their faults (a minute's storm
-    # of 429s, a clone at its time limit, a network cut for 30 s).
-    "faults": ("-m", "faults", "-n", "4"),
+    # both stand-ins (conftest.py's BOTH), against the remote stand-in, the
+    # long tests apart; beside them the fault tests, four at a time: they
+    # mostly wait out their faults (a minute's storm of 429s, a clone at its
+    # time limit, a network cut for 30 s), using a third of a core between
+    # them, which would otherwise leave a core idle for their two minutes.
+    "remote-and-faults": (
+        Selection("remote", ("-m", "not live and not monitoring and not long")),
+        Selection("default", ("-m", "faults", "-n", "4")),
+    ),
+    "long": (Selection("default", ("-m", "long")),),
+    "default-and-processes": (Selection("default", ("-m", "not live and not long and not faults and not monitoring")),),
+    "remote-long": (Selection("remote", ("-m", "long")),),
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("part", SUITE_PARTS)
-def test_the_runtimes_own_suite_passes(runtime_copy: Path, part: str) -> None:
-    copy = runtime_copy
+def run_selection(copy: Path, selection: Selection) -> None:
+    """Run ``selection`` of the runtime's suite in ``copy``: it passes, and
+    skips nothing."""
     tests = run(
         tool("uv"),
         "run",
@@ -136,12 +148,22 @@ def test_the_runtimes_own_suite_passes(runtime_copy: Path, part: str) -> None:
         "-q",
         "-p",
         "no:cacheprovider",
-        *SUITE_PARTS[part],
+        *selection.arguments,
         cwd=copy,
         timeout=1500,
         OPENAI_API_KEY="",
         OPENAI_BASE_URL="http://127.0.0.1:9",
-        SANDBOX_AGENT_STAND_IN="remote" if part.startswith("remote") else "default",
+        SANDBOX_AGENT_STAND_IN=selection.stand_in,
     )
-    assert tests.returncode == 0, tests.stdout[-20000:] + tests.stderr[-5000:]
-    assert " passed" in tests.stdout and " skipped" not in tests.stdout, tests.stdout[-3000:]
+    said = f"{selection}:\n{tests.stdout[-20000:]}{tests.stderr[-5000:]}"
+    assert tests.returncode == 0, said
+    assert " passed" in tests.stdout and " skipped" not in tests.stdout, said
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("part", SUITE_PARTS)
+def test_the_runtimes_own_suite_passes(runtime_copy: Path, part: str) -> None:
+    selections = SUITE_PARTS[part]
+    with ThreadPoolExecutor(len(selections)) as side_by_side:
+        for done in [side_by_side.submit(run_selection, runtime_copy, each) for each in selections]:
+            done.result()
