@@ -201,6 +201,9 @@ async def test_a_compaction_item_from_the_model_shrinks_what_the_next_call_carri
     assert sizes[11] < sizes[10] / 4
 
 
+# What the model's endpoint keeps of a conversation, whatever the sandbox
+# (the approved commands of a chain: the 300-step chain above).
+@pytest.mark.default_stand_in
 async def test_a_chain_runs_against_a_stateless_openai_compatible_endpoint(
     temporal_client: Client,
 ) -> None:

@@ -34,7 +34,7 @@ import os
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -47,6 +47,12 @@ from sandbox_agent_runtime import object_store as stores
 from sandbox_agent_runtime.approvers import default_key_file, public_text
 from sandbox_agent_runtime.display import without_credentials
 from sandbox_agent_runtime.service import current
+
+# The types it fills, where the modules below it take them from; re-exported,
+# as a project's code and tests take them from here.
+from sandbox_agent_runtime.settings_types import DOCKER_TMP_SIZE
+from sandbox_agent_runtime.settings_types import DockerLimits as DockerLimits
+from sandbox_agent_runtime.settings_types import WorkerSettings as WorkerSettings
 from sandbox_agent_runtime.shared import (
     GIT_TIMEOUT,
     MODEL_ACTIVITY_TIMEOUT,
@@ -97,13 +103,12 @@ _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 # Each run's container, with the docker backend (backends/docker.py): the
 # variables, their defaults and bounds. Memory covers the workspace and /tmp
-# too: both are in-memory file systems, /tmp of DOCKER_TMP_SIZE.
+# too: both are in-memory file systems, /tmp of DOCKER_TMP_SIZE (settings_types.py).
 DOCKER_MEMORY = ("DOCKER_SANDBOX_MEMORY", "2g")
 DOCKER_CPUS = ("DOCKER_SANDBOX_CPUS", "1")
 DOCKER_PIDS = ("DOCKER_SANDBOX_PIDS", "256")
 DOCKER_WORKSPACE_SIZE = ("DOCKER_SANDBOX_WORKSPACE_SIZE", "1g")
 DOCKER_USER = ("DOCKER_SANDBOX_USER", "65534:65534")
-DOCKER_TMP_SIZE = 64 << 20
 _SIZE = re.compile(r"([0-9]{1,7})([kmg]?)b?", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _LARGEST_SIZE = 1 << 40  # 1 TiB
@@ -293,82 +298,6 @@ def missing_credentials(environ: Mapping[str, str]) -> str | None:
     if not missing:
         return None
     return f"Missing credentials: set {'; '.join(missing)}. See .env.example."
-
-
-@dataclass(frozen=True)
-class DockerLimits:
-    """The bounds on each sandbox container of the docker backend
-    (backends/docker.py)."""
-
-    memory: int  # bytes, swap included (no swap)
-    cpus: float
-    pids: int
-    workspace_size: int  # bytes
-    uid: int
-    gid: int
-    # /tmp, where the SDK keeps its helper scripts: not a setting.
-    tmp_size: int = DOCKER_TMP_SIZE
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """Everything the worker takes from its environment, parsed. The fields
-    after ``git_timeout`` are read only for a service that needs them (each
-    says when); otherwise they keep their defaults."""
-
-    # WORKER_RUNS_IN_FLIGHT: the runs it keeps in flight (capacity.py).
-    runs_in_flight: int
-    # SANDBOX_COMMAND_TIME_LIMIT_SECONDS: the longest one command may run.
-    command_time_limit: int
-    # MODEL_ACTIVITY_TIMEOUT_SECONDS: each model call's timeout.
-    model_activity_timeout: timedelta
-    # HEALTH_BIND_ADDRESS: where it answers probes (health.py); None: nowhere.
-    health_address: tuple[str, int] | None
-    # PROMETHEUS_BIND_ADDRESS: where it serves /metrics; None: nowhere.
-    metrics_address: tuple[str, int] | None
-    # OTEL_EXPORTER_OTLP_ENDPOINT: where it sends traces; None: nowhere.
-    traces_endpoint: str | None
-    # TEMPORAL_DEPLOYMENT_NAME and TEMPORAL_WORKER_BUILD_ID: the Worker
-    # Deployment Version it polls as (versioning.py); None: unversioned.
-    version: WorkerDeploymentVersion | None
-    # OBJECT_STORE_URL: where large payloads go (object_store.py); None:
-    # nowhere, every payload in history.
-    object_store: stores.ObjectStore | None
-    # PAYLOAD_ENCRYPTION_KEYS: the keys payloads are encrypted and decrypted
-    # with (encryption.py); None: payloads in plain text.
-    keys: encryption.Keys | None
-    # SESSION_IDLE_TIMEOUT: how long a conversation keeps its sandbox after an
-    # answer before it snapshots the workspace and releases the sandbox.
-    session_idle_timeout: timedelta
-    # SESSION_LIFETIME: how long a conversation waits for a follow-up before
-    # it ends; never shorter than the idle timeout.
-    session_lifetime: timedelta
-    # GIT_TIMEOUT_MINUTES: the longest one of its git processes (a --repo's
-    # clone) may run before it is killed (workspace.py).
-    git_timeout: timedelta
-    # With a host-bound backend: WORKER_HOST_ID, or the host name: the host
-    # its sandboxes are bound to (affinity.py).
-    host_id: str = ""
-    # With approvals: APPROVERS, whose signed decisions count, public key
-    # (base64) -> name.
-    approvers: Mapping[str, str] = field(default_factory=dict)
-    # With the docker backend: DOCKER_ENGINE_SHARED, every worker reaches the
-    # same Docker engine.
-    docker_engine_shared: bool = False
-    # With the docker backend: DOCKER_SANDBOX_*, each container's bounds.
-    docker_limits: DockerLimits | None = None
-    # With the docker backend: where the engine is, as messages name it:
-    # DOCKER_HOST, or the default socket, as the docker SDK finds it (the SDK
-    # reads DOCKER_HOST itself, and takes it empty for unset).
-    docker_host: str = ""
-    # With the cloudflare backend: CLOUDFLARE_SANDBOX_WORKER_URL, the team's
-    # Sandbox Service Worker (backends/cloudflare.py), one of the worker's
-    # credentials.
-    cloudflare_worker_url: str = ""
-    # Each of its backends' options (``<BACKEND>_SANDBOX_*``: backends/), by
-    # backend and key: what every sandbox it creates is given, and its run's
-    # history records.
-    backend_options: Mapping[str, Mapping[str, int | bool | str]] = field(default_factory=dict)
 
 
 def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
     # each run) in Temporal's workflow sandbox, where the worker's settings have
     # no place (the workflow never reads them).
-    from sandbox_agent_runtime.settings import WorkerSettings
+    from sandbox_agent_runtime.settings_types import WorkerSettings
 
 
 # Credentials this backend needs on the worker, beyond the model's: any one
