@@ -1,9 +1,12 @@
 """A rendered project and the commands a user would run in it."""
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,3 +106,20 @@ def tool(name: str) -> str:
     found = str(beside_python) if beside_python.exists() else shutil.which(name)
     assert found, f"{name} is a test dependency of the template: pip install -e '.[test]'"
     return found
+
+
+@contextmanager
+def one_mypy_at_a_time(cache: str) -> Iterator[None]:
+    """Hold the shared mypy cache for one mypy run, across pytest-xdist's
+    test processes. Two renders share module names (``sandbox_agent.worker``)
+    with different sources, and mypy writes a module's data, then
+    its meta, in two steps: a mypy reading between them takes one render's
+    data under the meta of a third render whose source matches its own, and
+    reports errors its project does not have (CI once saw ``follow`` with an
+    approval render's ``key_file`` argument in a project without approvals)."""
+    with open(Path(cache) / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from pytest_cookies.plugin import Cookies
 
@@ -49,3 +51,17 @@ def project(request: pytest.FixtureRequest, bake) -> BakedProject:
     """Each combination, rendered (once per session); a test may name other answers with
     ``@pytest.mark.parametrize("project", [...], indirect=True)``."""
     return bake(request.param)
+
+
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One mypy cache for every project the test processes check (each
+    combination's render, and the runtime).
+    Checking the SDKs' ~1,500 modules takes ~40 s and gives the same result in
+    every project; mypy checks each cached module against its source's hash,
+    so a shared cache changes how long mypy takes, never what it reports, as
+    long as one mypy uses it at a time (see ``one_mypy_at_a_time``)."""
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "mypy-cache"
+    cache.mkdir(exist_ok=True)
+    return str(cache)

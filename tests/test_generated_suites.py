@@ -6,18 +6,14 @@ the answers change what it rests on (the README's "What the template's tests
 prove" says which combination proves what). A chosen test module that did not
 run, or skipped a test, fails the combination."""
 
-import fcntl
-import os
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
-from .baked import BakedProject, find_python, tool
+from .baked import BakedProject, find_python, one_mypy_at_a_time, tool
 from .combinations import COMBINATIONS
 
 # The default selection of a generated suite (`uv run pytest`).
@@ -144,36 +140,6 @@ ORDERED = [
 
 def test_every_combination_runs_a_part_of_its_suite() -> None:
     assert sorted(PHASES) == sorted(str(param.id) for param in COMBINATIONS)
-
-
-@pytest.fixture(scope="session")
-def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One mypy cache for every generated project the test processes check.
-    Checking the SDKs' ~1,500 modules takes ~40 s and gives the same result in
-    every project; mypy checks each cached module against its source's hash,
-    so a shared cache changes how long mypy takes, never what it reports, as
-    long as one mypy uses it at a time (see ``one_mypy_at_a_time``)."""
-    base = tmp_path_factory.getbasetemp()
-    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "mypy-cache"
-    cache.mkdir(exist_ok=True)
-    return str(cache)
-
-
-@contextmanager
-def one_mypy_at_a_time(cache: str) -> Iterator[None]:
-    """Hold the shared mypy cache for one mypy run, across pytest-xdist's
-    test processes. Two renders share module names (``sandbox_agent.machinery
-    .starter``) with different sources, and mypy writes a module's data, then
-    its meta, in two steps: a mypy reading between them takes one render's
-    data under the meta of a third render whose source matches its own, and
-    reports errors its project does not have (CI once saw ``follow`` with an
-    approval render's ``key_file`` argument in a project without approvals)."""
-    with open(Path(cache) / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def run_part(project: BakedProject, part: Part, report: Path) -> None:
