@@ -29,6 +29,7 @@ from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import LONGEST_PROMPT, WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import attach, run, start, web_ui_link
+from sandbox_agent_runtime.starter import following as starter_following
 from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
@@ -107,7 +108,7 @@ def answer_printed(out: str) -> str:
 async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_comes(
     starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(starter, "WAIT_NOTICE", timedelta(seconds=1))
+    monkeypatch.setattr(starter_following, "WAIT_NOTICE", timedelta(seconds=1))
     seen: list[str] = []
     following = asyncio.create_task(run(RunRequest("Wait for a worker."), STARTER_SETTINGS))
     await asyncio.wait_for(printed(capsys, "  waiting  ", seen), timeout=30)
@@ -129,7 +130,7 @@ async def test_a_run_no_worker_takes_is_shown_waiting_then_completes_when_one_co
 async def test_a_run_past_the_workers_capacity_waits_for_a_slot_shown_waiting_and_completes(
     starter_env: Client, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(starter, "WAIT_NOTICE", timedelta(seconds=1))
+    monkeypatch.setattr(starter_following, "WAIT_NOTICE", timedelta(seconds=1))
     model = HoldsOneRun(["echo done"], prompt="Take the only slot.")
     seen: list[str] = []
     # Room for one activity at a time, taken by another run's model call.

@@ -36,6 +36,7 @@ from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    approving,
     list_pending,
     start,
 )
@@ -659,16 +660,16 @@ async def test_ctrl_d_at_the_prompt_is_not_now_and_the_starter_says_how_to_decid
 async def test_a_quiet_run_is_asked_less_and_less_often_and_soon_once_its_history_moves(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The starter's pace (starter.next_ask), faster than its real one.
-    monkeypatch.setattr(starter, "ASK_SOON", timedelta(seconds=0.05))
-    monkeypatch.setattr(starter, "ASK_AT_LEAST_EVERY", timedelta(seconds=0.8))
+    # The starter's pace (approving.next_ask), faster than its real one.
+    monkeypatch.setattr(approving, "ASK_SOON", timedelta(seconds=0.05))
+    monkeypatch.setattr(approving, "ASK_AT_LEAST_EVERY", timedelta(seconds=0.8))
     loop = asyncio.get_running_loop()
     moved = asyncio.Event()
-    wait = starter.ASK_SOON
+    wait = approving.ASK_SOON
     for expected in (0.1, 0.2, 0.4, 0.8, 0.8):
         began = loop.time()
         waited = wait.total_seconds()
-        wait = await starter.next_ask(moved, wait)
+        wait = await approving.next_ask(moved, wait)
         # Quiet: it waited the whole wait, and the next is twice as long, up to the longest.
         assert waited <= loop.time() - began < waited + 0.3
         assert wait.total_seconds() == expected
@@ -676,6 +677,6 @@ async def test_a_quiet_run_is_asked_less_and_less_often_and_soon_once_its_histor
     # at the wait's end, and soon again after.
     began = loop.time()
     loop.call_later(0.1, moved.set)
-    assert await starter.next_ask(moved, wait) == starter.ASK_SOON
+    assert await approving.next_ask(moved, wait) == approving.ASK_SOON
     assert 0.15 <= loop.time() - began < 0.6
     assert not moved.is_set()

@@ -1,0 +1,192 @@
+"""Following a run: each step printed as its history records it, through
+every run of its chain; a notice when no worker takes a step for
+WAIT_NOTICE; with approvals, the requests that wait for a person; then its
+answer or, for a conversation that waits for a follow-up, its latest one."""
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import PendingActivityState, PendingWorkflowTaskState
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from sandbox_agent_runtime.display import visible
+from sandbox_agent_runtime.run_request import Conversation, RunAnswer
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import CONVERSATION, step_name
+from sandbox_agent_runtime.starter.approving import approvals, ask_for_decisions
+from sandbox_agent_runtime.starter.client import (
+    WORKER_ANSWERS_WITHIN,
+    StoppedAnswering,
+    answered,
+    chain_run,
+    continued_as,
+    history_of,
+    stopped_answering,
+)
+from sandbox_agent_runtime.starter.outputs import show_answer
+from sandbox_agent_runtime.starter.statuses import (
+    EXIT_NOT_COMPLETED,
+    EXIT_UNREACHABLE,
+    Refused,
+)
+from sandbox_agent_runtime.starter.steps import Progress, why_not_completed
+
+# A step that no worker has taken for this long is shown as waiting. Past a
+# worker's capacity (capacity.py), or with no worker running, a run's next
+# step waits on the task queue until a worker is free: nothing fails.
+WAIT_NOTICE = timedelta(seconds=10)
+
+
+async def queued_step(run: WorkflowHandle[Any, RunAnswer]) -> tuple[object, str] | None:
+    """The step of a run that waits for a worker to take it, if any: a key
+    that tells one wait from the next, and the step in words."""
+    description = (await run.describe()).raw_description
+    task = description.pending_workflow_task
+    if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+        key = ("workflow task", task.scheduled_time.ToNanoseconds())
+        return key, "the run's next workflow task"
+    scheduled = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+    for activity in description.pending_activities:
+        backing_off = activity.next_attempt_schedule_time.ToNanoseconds() > time.time_ns()
+        if activity.state == scheduled and not backing_off:
+            step = step_name(activity.activity_type.name).replace("the ", "its ", 1)
+            return (activity.activity_id, activity.attempt), step
+    return None
+
+
+async def show_waits(following: Callable[[], WorkflowHandle[Any, RunAnswer]]) -> None:
+    """Say so when the run being followed (``following()``) has a step that
+    no worker has taken for WAIT_NOTICE."""
+    first_seen: dict[object, float] = {}
+    shown: set[object] = set()
+    while True:
+        await asyncio.sleep(WAIT_NOTICE.total_seconds() / 5)
+        try:
+            queued = await queued_step(following())
+        except RPCError:
+            continue
+        if queued is None or queued[0] in shown:
+            continue
+        key, step = queued
+        waited = time.monotonic() - first_seen.setdefault(key, time.monotonic())
+        if waited >= WAIT_NOTICE.total_seconds():
+            shown.add(key)
+            print(
+                f"  waiting  {waited:.0f} s for a worker to take {step}: every worker on task "
+                f"queue {current().task_queue!r} is busy, or none is running; the run waits, nothing is lost",
+                flush=True,
+            )
+
+
+async def follow(
+    client: Client,
+    handle: WorkflowHandle[Any, RunAnswer],
+    key_file: Path | None = None,
+    output: Path | None = None,
+    *,
+    prompt: int | None = 1,
+    after: Callable[[HistoryEvent], bool] | None = None,
+    conversation: bool = False,
+) -> int:
+    """Print each step of the run, through every run of its chain, as it
+    happens, then its answer, and write its files under ``output``; return
+    the exit status. With approvals, a decision asked on the terminal is
+    signed with the approver's key in ``key_file`` (None: the one
+    APPROVER_KEY_FILE names, settings.py); without, ``key_file`` is unused.
+
+    A conversation (``conversation``, or a request with follow_ups) is
+    followed until it has answered ``prompt``, not to its end, which may be
+    days away (``prompt`` None: to its end). With ``after``, steps are shown only
+    after the first event it is true of (the follow-up being taken): the
+    events before are only read for where the conversation stands."""
+    progress = Progress(client, conversation)
+    current: WorkflowHandle[Any, RunAnswer] | None = handle
+    waits = asyncio.create_task(show_waits(lambda: current or handle))
+    # With approvals, set on each event of the run's history: ask_for_decisions asks again soon.
+    moved = asyncio.Event()
+    asking = (
+        asyncio.create_task(ask_for_decisions(client, handle.id, key_file, moved))
+        if approvals()
+        else None
+    )
+    showing = after is None
+    try:
+        while current is not None:
+            next_run = None
+            async for event in history_of(current):
+                moved.set()
+                if showing:
+                    line = await progress.describe(event)
+                    if line is not None:
+                        print(f"  {line}", flush=True)
+                elif after is not None:
+                    await progress.session_of(event)
+                    showing = after(event)
+                if progress.answered(prompt):
+                    break
+                next_run = continued_as(event)
+            current = None if next_run is None else chain_run(client, handle.id, next_run)
+        waiting = progress.answered(prompt)
+        if waiting:
+            # It waits for a follow-up: its answer is in its state.
+            answer = await answered(lambda: latest_answer(client, handle.id))
+        else:
+            answer = await answered(handle.result)
+    except WorkflowFailureError as e:
+        print(f"Workflow {handle.id} {why_not_completed(e)}", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
+    except Refused as e:
+        print(visible(f"ERROR: {e}"), file=sys.stderr)
+        return e.status
+    except StoppedAnswering:
+        following = f"following workflow {handle.id}; the run itself may go on"
+        return stopped_answering(client, f"{following}. Follow it again with --attach {handle.id}")
+    except asyncio.CancelledError:
+        print(
+            f"\nStopped following. The run goes on; follow it again with --attach {handle.id}",
+            file=sys.stderr,
+        )
+        raise
+    finally:
+        waits.cancel()
+        if asking is not None:
+            asking.cancel()
+    return await show_answer(client, handle.id, answer, output, waiting)
+
+
+async def latest_answer(client: Client, workflow_id: str) -> RunAnswer:
+    """A conversation's latest answer (from the CONVERSATION query, which a
+    worker answers); ``Refused`` when no worker answers within
+    WORKER_ANSWERS_WITHIN, or the run has no answer to give."""
+    try:
+        found = await chain_run(client, workflow_id, None).query(
+            CONVERSATION, result_type=Conversation, rpc_timeout=WORKER_ANSWERS_WITHIN
+        )
+    except RPCError as e:
+        if e.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise
+        raise Refused(
+            f"no worker answered for workflow {workflow_id} within "
+            f"{WORKER_ANSWERS_WITHIN.total_seconds():.0f} s: start one "
+            f"({current().command('worker')}) and ask again with --attach {workflow_id}",
+            EXIT_UNREACHABLE,
+        ) from e
+    except WorkflowQueryFailedError as e:
+        raise Refused(
+            f"workflow {workflow_id} did not say where it stands: {e}", EXIT_NOT_COMPLETED
+        ) from e
+    if not isinstance(found, Conversation) or found.answer is None:
+        raise Refused(f"workflow {workflow_id} has no answer yet", EXIT_NOT_COMPLETED)
+    return found.answer

@@ -1,0 +1,88 @@
+"""Writing outputs: a run's answer as the starter prints it (JSON for an agent
+with an ``output_type``), its files written under ``--output DIR`` (each one
+refused there named), the line that says how to follow up, and what the
+whole chain used of the model."""
+
+import json
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+
+from sandbox_agent_runtime.archives import outputs_lines, write_outputs
+from sandbox_agent_runtime.display import visible
+from sandbox_agent_runtime.run_request import Outputs, RunAnswer
+from sandbox_agent_runtime.shared import USAGE_MEMO
+from sandbox_agent_runtime.starter.client import StoppedAnswering, answered, chain_run
+from sandbox_agent_runtime.starter.statuses import (
+    EXIT_COMPLETED,
+    EXIT_FILES_NOT_WRITTEN,
+    starter_command,
+)
+
+# The line after a conversation's answer.
+FOLLOW_UP_LINE = 'Follow up: {command} --continue {id} "..."   End: --end {id}'
+
+
+async def show_answer(
+    client: Client, workflow_id: str, answer: RunAnswer, output: Path | None, waiting: bool
+) -> int:
+    """Print a run's answer, write its files under ``output``, say (when
+    ``waiting`` for a follow-up) how to follow up, and what it used; the
+    exit status."""
+    print("Answer:")
+    if answer.structured:
+        print(json.dumps(answer.answer, indent=2, ensure_ascii=False))
+    else:
+        print(str(answer.answer).rstrip("\n"))
+    status = deliver(answer.outputs, output, workflow_id)
+    if waiting:
+        print(FOLLOW_UP_LINE.format(command=starter_command(), id=workflow_id), flush=True)
+    try:
+        print(await answered(lambda: usage_line(client, workflow_id)), flush=True)
+    except StoppedAnswering:
+        print("Usage: unknown (Temporal stopped answering)", flush=True)
+    return status
+
+
+def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
+    """Say what the run's outputs hold and write them under ``output``
+    (when given); the exit status: EXIT_FILES_NOT_WRITTEN when any file
+    asked for was not written (each refused one named, the rest written)."""
+    for line in outputs_lines(outputs):
+        print(visible(line), flush=True)
+    if output is None:
+        if outputs.files or outputs.patch:
+            print(
+                f"Fetch them with: {starter_command()} --attach {workflow_id} --output DIR",
+                flush=True,
+            )
+        return EXIT_COMPLETED
+    if outputs.withheld:
+        print(f"Nothing written to {output}: the files did not travel", file=sys.stderr)
+        return EXIT_FILES_NOT_WRITTEN
+    try:
+        written, refused = write_outputs(outputs, output)
+    except OSError as e:
+        print(f"ERROR: --output {output}: cannot write there ({e.strerror})", file=sys.stderr)
+        return EXIT_FILES_NOT_WRITTEN
+    print(f"Wrote {len(written)} file{'s' if len(written) != 1 else ''} to {output}:")
+    for path in written:
+        print(f"  {visible(path)}")
+    for entry in refused:
+        print(f"  refused  {visible(entry)}", file=sys.stderr)
+    return EXIT_FILES_NOT_WRITTEN if refused else EXIT_COMPLETED
+
+
+async def usage_line(client: Client, workflow_id: str) -> str:
+    """What the whole chain used of the model, from its latest run's memo
+    (the worker keeps it there: observability.py)."""
+    description = await chain_run(client, workflow_id, None).describe()
+    usage = (await description.memo()).get(USAGE_MEMO)
+    if not isinstance(usage, dict):
+        return "Usage: not recorded"
+    return (
+        f"Usage: {usage.get('model_calls', 0):,} model calls, "
+        f"{usage.get('input_tokens', 0):,} input tokens, "
+        f"{usage.get('output_tokens', 0):,} output tokens"
+    )
