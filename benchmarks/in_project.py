@@ -7,6 +7,7 @@
     python benchmarks/in_project.py starter --times 3
     python benchmarks/in_project.py inputs --times 1
     python benchmarks/in_project.py deploy --rounds 1 --in-flight 2
+    python benchmarks/in_project.py run_path                      # seconds
     python benchmarks/in_project.py --project /tmp/p/sandbox-agent starter
     python benchmarks/in_project.py --answer max_turns=40 versus_sample --sample DIR
     python benchmarks/in_project.py --backend daytona versus_sample --sample DIR
