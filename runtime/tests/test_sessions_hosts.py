@@ -1,6 +1,6 @@
 """A conversation whose host is gone for good goes on on another host, from
 the workspace's last snapshot in the object store (workflow.py: ``_wait``,
-``_recovery``; workspace.py: the snapshot and restore operations).
+``_recovery``; workspace/: the snapshot and restore operations).
 
 The hosts are real workers, each with a host id (and so a task queue) of its
 own and a temp dir of its own, where the service's own sandbox makes its

@@ -1,6 +1,6 @@
 """The files a run takes in and hands back, as tar archives: packed on the
 starter's machine (``--input``), checked and read on the worker
-(workspace.py), written out under ``--output DIR`` by the starter.
+(workspace/), written out under ``--output DIR`` by the starter.
 
 The Python standard library only, so the starter stays quick to start. No
 name in an archive is trusted: each is checked against the tree it belongs

@@ -79,8 +79,9 @@ class Carried:
     # The tools a person approved for the rest of the chain (with approvals:
     # approvals.py).
     always_approved: list[str] = field(default_factory=list)
-    # What the workspace held once the run's inputs were placed (workspace.py's
-    # Placed: the baseline of its outputs), or None when nothing was placed.
+    # What the workspace held once the run's inputs were placed
+    # (workspace/requests.py's Placed: the baseline of its outputs), or None
+    # when nothing was placed.
     placed: dict[str, Any] | None = None
     # A conversation's (RunRequest.follow_ups) own: whether the next run
     # starts by waiting for a follow-up (the chain continued between two
@@ -88,7 +89,7 @@ class Carried:
     # empty ``session_state`` means the sandbox was released), and where it
     # stands: the prompts given and answered, when the state began, the
     # latest answer (a RunAnswer's fields), and the workspace's latest
-    # snapshot (workspace.py's Snapshot).
+    # snapshot (workspace/requests.py's Snapshot).
     waiting: bool = False
     prompts: int = 1
     answered: int = 0
@@ -285,7 +286,7 @@ class LastingSandboxClient(TemporalSandboxClient):
         # The provider it was registered under (the activities' prefix).
         self.provider = name
         # How each sandbox operation is run (timeout, retries, routing): the
-        # workspace's own operations (workspace.py) are run the same way.
+        # workspace's own operations (workspace/) are run the same way.
         self.config = config
         # The host the sandbox lives on (``config`` sends its operations
         # there), handed on with its state; None when any worker reaches it

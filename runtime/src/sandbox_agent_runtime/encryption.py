@@ -17,7 +17,7 @@ server, its Web UI, the object store and whoever reads them see ciphertext.
   garbage decode. The key id and the encoding are bound to the ciphertext
   (GCM's associated data): changing either fails decryption. A workspace
   snapshot's ciphertext is bound to its conversation and its snapshot too
-  (workspace.py): a copy of another's does not decrypt in its place.
+  (workspace/snapshots.py): a copy of another's does not decrypt in its place.
 - A payload that is not encrypted (a run started before the keys were set,
   a history recorded without them) is read as it is.
 

@@ -38,7 +38,7 @@ class Input:
 @dataclass(frozen=True)
 class Repo:
     """A git repository, cloned by the worker at ``ref`` and placed at the
-    top of the workspace under ``name`` (workspace.py)."""
+    top of the workspace under ``name`` (workspace/)."""
 
     url: str
     # A branch, a tag or a commit; None for the repository's default branch.

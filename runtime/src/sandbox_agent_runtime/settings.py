@@ -82,7 +82,7 @@ def longest_model_timeout() -> int:
     return min(3600, int(current().workflow_execution_timeout.total_seconds()))
 
 
-# Each git process of the worker (workspace.py) is killed after GIT_TIMEOUT
+# Each git process of the worker (workspace/git.py) is killed after GIT_TIMEOUT
 # unless GIT_TIMEOUT_MINUTES says otherwise: at most a day.
 LONGEST_GIT_TIMEOUT = 24 * 60
 

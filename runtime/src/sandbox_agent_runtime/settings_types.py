@@ -71,7 +71,7 @@ class WorkerSettings:
     # it ends; never shorter than the idle timeout.
     session_lifetime: timedelta
     # GIT_TIMEOUT_MINUTES: the longest one of its git processes (a --repo's
-    # clone) may run before it is killed (workspace.py).
+    # clone) may run before it is killed (workspace/git.py).
     git_timeout: timedelta
     # With a host-bound backend: WORKER_HOST_ID, or the host name: the host
     # its sandboxes are bound to (affinity.py).

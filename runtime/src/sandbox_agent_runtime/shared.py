@@ -104,7 +104,7 @@ NOT_THIS_HOST = "NotThisHost"
 MODEL_ACTIVITIES = ("invoke_model_activity", "invoke_model_activity_streaming")
 
 
-# The two sandbox operations of the workspace's own (workspace.py): placing a
+# The two sandbox operations of the workspace's own (workspace/): placing a
 # run's inputs, collecting its outputs ("<provider>-sandbox_workspace_place").
 PLACE = "sandbox_workspace_place"
 COLLECT = "sandbox_workspace_collect"
@@ -132,7 +132,7 @@ SESSION_LIFETIME = timedelta(days=7)
 
 # The longest one git process of the worker may run (a --repo's clone, the
 # diff of its changes) unless the worker's GIT_TIMEOUT_MINUTES sets another
-# (settings.py): then it is killed, with its helpers (workspace.py).
+# (settings.py): then it is killed, with its helpers (workspace/git.py).
 GIT_TIMEOUT = timedelta(minutes=5)
 
 

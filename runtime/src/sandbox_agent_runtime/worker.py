@@ -19,7 +19,7 @@ sandbox operation reaches its timeout. With ``HEALTH_BIND_ADDRESS`` set it
 answers a readiness and a liveness probe (health.py). With
 ``OBJECT_STORE_URL`` set it keeps large payloads in that store, which must
 take them before the worker polls (object_store.py), and there the snapshots
-of conversations' workspaces too (workspace.py; SESSION_IDLE_TIMEOUT and
+of conversations' workspaces too (workspace/snapshots.py; SESSION_IDLE_TIMEOUT and
 SESSION_LIFETIME say how long a conversation holds its sandbox and waits).
 """
 
@@ -197,7 +197,7 @@ def agents_plugin(
         # client cuts what it returns to a size Temporal can record, and bounds
         # each command in time. Beside the SDK's operations, each provider
         # places a run's inputs, collects its outputs, and snapshots and
-        # restores a conversation's workspace (workspace.py): in the object
+        # restores a conversation's workspace (workspace/): in the object
         # store, else (a service with a host-bound backend) on this host's
         # disk for a sandbox bound to this host.
         sandbox_clients=[

@@ -398,7 +398,7 @@ class AgentWorkflow:
                     manifest=workspace_manifest(
                         agent, backend.WORKSPACE_ROOT, request if first_prompt else None
                     ),
-                    # The service takes its own snapshots (workspace.py).
+                    # The service takes its own snapshots (workspace/).
                     snapshot=NoopSnapshotSpec(),
                 ),
                 call_model_input_filter=bounded_model_input,
@@ -736,7 +736,7 @@ class AgentWorkflow:
         return restoring
 
     async def _snapshot(self) -> None:
-        """Snapshot the workspace (an activity: workspace.py); a snapshot
+        """Snapshot the workspace (an activity: workspace/provider.py); a snapshot
         that could not be taken keeps the one before."""
         sandbox = self.sandbox
         assert sandbox.inner is not None
@@ -898,7 +898,7 @@ class AgentWorkflow:
 
     async def _placed(self, request: RunRequest, first_prompt: bool) -> dict[str, Any]:
         """Put the prompt's inputs (the first prompt's repository too) in the
-        workspace (an activity: workspace.py), before the agent's first
+        workspace (an activity: workspace/provider.py), before the agent's first
         turn; what the workspace then holds, the baseline of its outputs."""
         sandbox = self.sandbox
         assert sandbox.inner is not None
@@ -918,9 +918,10 @@ class AgentWorkflow:
         return placed.model_copy(update={"commit": self.commit}).model_dump()
 
     async def _collect(self, request: RunRequest, placed: dict[str, Any] | None) -> Outputs:
-        """Every file the prompt created or changed (an activity: workspace.py).
-        The answer is kept whatever becomes of them: outputs that could not
-        be collected are withheld, saying why, and the run goes on."""
+        """Every file the prompt created or changed (an activity:
+        workspace/provider.py). The answer is kept whatever becomes of them:
+        outputs that could not be collected are withheld, saying why, and the
+        run goes on."""
         sandbox = self.sandbox
         if sandbox.inner is None and sandbox.handed_on is not None:
             await sandbox.resume(sandbox.handed_on)

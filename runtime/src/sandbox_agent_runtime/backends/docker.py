@@ -168,7 +168,7 @@ class ContainerGone(Exception):
 
 class TmpfsWorkspaceSession(DockerSandboxSession):
     """The SDK's Docker session, reading the workspace (a run's outputs:
-    workspace.py) with ``tar`` in the container. The SDK copies it to /tmp
+    workspace/) with ``tar`` in the container. The SDK copies it to /tmp
     and fetches that copy through the engine's archive API, which cannot
     see into a tmpfs, and both are tmpfs here (``container_bounds()``).
     A workspace with paths to leave out (mounts) is read the SDK's way."""

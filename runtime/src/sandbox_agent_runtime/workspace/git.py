@@ -1,0 +1,405 @@
+"""git on the worker: the worker's clones of the runs' repositories
+(``clone``, at a branch, tag or commit), placed in a workspace as an archive
+(``repo_archive``), and a workspace's copy of one as a patch against its
+commit (``patch_of``), git running only on the worker's own clone
+(``UNSTEERED``, ``repo_tree``). Every git process runs in a process group of
+its own, under its time limit (``git``: GitTimedOut, GIT_TIMEOUT_MINUTES),
+killed however it ends and, on Linux, with the worker (``_GUARD``), its
+transport giving up on a server that stops answering (``STALLED``)."""
+
+import asyncio
+import contextlib
+import ctypes
+import functools
+import gzip
+import hashlib
+import io
+import os
+import shlex
+import shutil
+import signal
+import sys
+import tarfile
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import IO, Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from sandbox_agent_runtime import archives
+from sandbox_agent_runtime.run_request import Repo
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import GIT_TIMEOUT
+
+
+def clones() -> Path:
+    """Where the worker keeps its clones of the runs' repositories, one per
+    repository and commit: the collect step diffs against it. (A function:
+    the workflow imports this module, and may not ask for a directory.)"""
+    return Path(tempfile.gettempdir()) / f"{current().name}-clones"
+
+
+class GitFailed(Exception):
+    pass
+
+
+class GitTimedOut(GitFailed):
+    pass
+
+
+# A transport that stops answering gives up after this long below this
+# rate, whatever git's own limit: a hung server fails the clone in seconds,
+# and git's helpers (``git-remote-http``, ``ssh``) end by themselves even
+# where nothing kills them.
+STALL_SECONDS = 30
+STALLED = (
+    "-c",
+    "http.lowSpeedLimit=1000",
+    "-c",
+    f"http.lowSpeedTime={STALL_SECONDS}",
+    "-c",
+    "core.sshCommand="
+    + shlex.join(
+        [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={STALL_SECONDS}",
+            "-o",
+            "ServerAliveInterval=10",
+            "-o",
+            f"ServerAliveCountMax={STALL_SECONDS // 10}",
+        ]
+    ),
+)
+
+# How often a sandbox operation waiting on git tells Temporal it is alive:
+# a run terminated meanwhile has its operation cancelled at the answer (the
+# worker sends one at most every 30 s without a heartbeat timeout), and git
+# killed with it.
+HEARTBEAT_SECONDS = 5
+
+# prctl(2): the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+# git runs under this shell, the worker's own child: told its worker died
+# (SIGTERM, its parent-death signal), it kills its whole process group, git
+# and the helpers git started (which no parent-death signal reaches),
+# whatever they are waiting on. Otherwise it ends as git ends, with git's
+# status.
+_GUARD = ("sh", "-c", 'trap "kill -s KILL 0" TERM; "$@" & wait $!', "git", "git")
+
+
+@functools.cache
+def _prctl() -> Any:
+    """libc's prctl on Linux (None elsewhere); looked up once, before any fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _dies_with_this_process() -> Any:
+    """What the child runs before it execs ``_GUARD``: on Linux, a
+    parent-death signal (SIGTERM), so that a worker killed outright
+    (SIGKILL, out of memory) takes its git along; the child ends at once if
+    its parent is already gone."""
+    prctl, parent = _prctl(), os.getpid()
+    if prctl is None:
+        return None
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return die_with_parent
+
+
+def minutes(limit: timedelta) -> str:
+    """A time limit in words: "5 minutes", "1 minute", "30 seconds"."""
+    seconds = int(limit.total_seconds())
+    if seconds % 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
+
+
+async def git(*arguments: str, cwd: Path | None = None, timeout: timedelta = GIT_TIMEOUT) -> bytes:
+    """Run git; its output, or ``GitFailed`` with the last line it printed
+    (``GitTimedOut`` once ``timeout`` has passed). In a session of its own,
+    so it has no terminal to ask a password on (a repository that needs one
+    fails instead of waiting) and its process group holds git and every
+    helper it starts: the group is killed however this ends (the limit, the
+    activity cancelled or timed out, an error), and, on Linux, with the
+    worker (``_GUARD``, ``_dies_with_this_process``)."""
+    process = await asyncio.create_subprocess_exec(
+        *_GUARD,
+        *STALLED,
+        *arguments,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_dies_with_this_process(),
+    )
+    try:
+        async with asyncio.timeout(timeout.total_seconds()):
+            out, err = await _communicate(process)
+    except TimeoutError:
+        raise GitTimedOut(
+            f"git did not finish within {minutes(timeout)} (GIT_TIMEOUT_MINUTES) and was stopped"
+        ) from None
+    finally:
+        # git and its helpers: whatever is left of the group, even when git
+        # itself has exited.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if process.returncode is None:
+            await asyncio.shield(process.wait())
+    if process.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines() or [f"exit {process.returncode}"]
+        raise GitFailed(lines[-1])
+    return out
+
+
+async def _communicate(process: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+    """``process``'s output once it exits, heartbeating meanwhile when in an
+    activity (``HEARTBEAT_SECONDS``)."""
+    talking = asyncio.ensure_future(process.communicate())
+    try:
+        while True:
+            done, _ = await asyncio.wait({talking}, timeout=HEARTBEAT_SECONDS)
+            if done:
+                return talking.result()
+            if activity.in_activity():
+                activity.heartbeat()
+    finally:
+        talking.cancel()
+
+
+def clone_dir(repo: Repo, commit: str) -> Path:
+    key = hashlib.sha256(f"{repo.url}\0{commit}".encode()).hexdigest()[:24]
+    return clones() / key
+
+
+async def clone(repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> tuple[Path, str]:
+    """The worker's clone of ``repo`` checked out at its ref, and the commit.
+    A repository or a ref that does not exist fails for good, naming it, as
+    does one that git cannot clone within ``timeout``."""
+    if shutil.which("git") is None:
+        raise ApplicationError(
+            "--repo needs git on the worker, and this worker has none: install git",
+            type="GitMissing",
+            non_retryable=True,
+        )
+    clones().mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix="clone-", dir=clones()))
+    try:
+        try:
+            await git(
+                "clone", "--quiet", "--no-checkout", "--", repo.url, str(fresh), timeout=timeout
+            )
+        except GitFailed as e:
+            # No cause: the run's failure names the innermost one alone
+            # (workflow.describe), which would drop the URL.
+            raise ApplicationError(
+                f"Cannot clone {repo.url}: {e}", type="RepoUnavailable", non_retryable=True
+            ) from None
+        commit = await resolve(fresh, repo, timeout)
+        await git("checkout", "--quiet", "--detach", commit, cwd=fresh, timeout=timeout)
+        target = clone_dir(repo, commit)
+        if target.exists():
+            shutil.rmtree(fresh)
+        else:
+            os.replace(fresh, target)
+        return target, commit
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+
+
+async def resolve(clone: Path, repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> str:
+    """The commit ``repo.ref`` names in ``clone`` (a commit, a tag, a branch)."""
+    ref = repo.ref or "HEAD"
+    for candidate in (ref, f"origin/{ref}"):
+        try:
+            out = await git(
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                candidate + "^{commit}",
+                cwd=clone,
+                timeout=timeout,
+            )
+        except GitTimedOut:
+            raise
+        except GitFailed:
+            continue
+        return out.decode().strip()
+    raise ApplicationError(
+        f"{repo.url} has no branch, tag or commit {ref!r}",
+        type="RepoRefNotFound",
+        non_retryable=True,
+    )
+
+
+def plain_tar(archive: bytes) -> io.IOBase:
+    """``archive`` uncompressed, as ``hydrate_workspace`` takes it: remote
+    backends and Docker pipe it into the sandbox's ``tar -x``, which refuses
+    a compressed archive on a pipe (the local backend alone, reading it with
+    Python's tarfile, would take one). An input's archive travels gzipped;
+    it is uncompressed into a temporary file, never whole in memory."""
+    if archive[:2] != b"\x1f\x8b":
+        return io.BytesIO(archive)
+    plain = tempfile.TemporaryFile()  # noqa: SIM115 (returned)
+    assert isinstance(plain, io.BufferedRandom)
+    with gzip.GzipFile(fileobj=io.BytesIO(archive)) as unzipped:
+        shutil.copyfileobj(unzipped, plain, archives.CHUNK)
+    plain.seek(0)
+    return plain
+
+
+def repo_archive(clone: Path, name: str) -> io.IOBase:
+    """The clone (its ``.git`` included, so the agent can use git) as an
+    archive whose members are under ``name`` (uncompressed: ``plain_tar``),
+    in a temporary file."""
+    out = tempfile.TemporaryFile()  # noqa: SIM115 (returned)
+    assert isinstance(out, io.BufferedRandom)
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(clone, arcname=name)
+    out.seek(0)
+    return out
+
+
+# Git run on the workspace's copy of a repository: no hook, no filter, no
+# external diff, no fsmonitor, no submodule, and no transport but to the
+# worker's own clone on its disk, whatever any configuration says (these
+# override the worker's own). Its repository is always named (--git-dir,
+# --work-tree), so git never looks for one in or above the workspace's files.
+UNSTEERED = (
+    *("-c", "core.hooksPath=/dev/null"),
+    *("-c", "core.fsmonitor=false"),
+    *("-c", "core.attributesFile=/dev/null"),
+    *("-c", "core.excludesFile=/dev/null"),
+    *("-c", "diff.external="),
+    *("-c", "submodule.recurse=false"),
+    *("-c", "protocol.allow=never"),
+    *("-c", "protocol.file.allow=always"),
+)
+
+
+async def patch_of(
+    clone: Path,
+    commit: str,
+    archive: IO[bytes],
+    name: str,
+    timeout: timedelta = GIT_TIMEOUT,
+) -> tuple[bytes, list[str], dict[str, archives.Member], list[str]]:
+    """The workspace's copy of the repository (the directory ``name`` of the
+    workspace ``archive``) against ``commit``: the patch, the paths added or
+    changed, its files (by their path in it), and what was left out. Git reads the worker's own repository,
+    and the workspace's files only as a work tree (``repo_tree``: no ``.git``
+    of theirs)."""
+    with tempfile.TemporaryDirectory(prefix="worktree-") as scratch:
+        # A clone sharing the worker's objects (nothing copied), whose work
+        # tree then becomes the workspace's copy.
+        work = Path(scratch) / "tree"
+        await git(
+            *UNSTEERED,
+            "clone",
+            "--quiet",
+            "--shared",
+            "--no-checkout",
+            str(clone),
+            str(work),
+            timeout=timeout,
+        )
+        tree, skipped = await asyncio.to_thread(repo_tree, archive, name, work)
+        named = (*UNSTEERED, f"--git-dir={work / '.git'}", f"--work-tree={work}")
+        await git(*named, "read-tree", commit, cwd=work, timeout=timeout)
+        await git(*named, "add", "--all", cwd=work, timeout=timeout)
+        patch = await git(
+            *named,
+            "diff",
+            "--cached",
+            "--binary",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            commit,
+            cwd=work,
+            timeout=timeout,
+        )
+        names = await git(
+            *named,
+            "diff",
+            "--cached",
+            "--name-only",
+            "--no-renames",
+            "--diff-filter=AM",
+            "-z",
+            commit,
+            cwd=work,
+            timeout=timeout,
+        )
+    return patch, [name for name in names.decode().split("\0") if name], tree, skipped
+
+
+def repo_tree(
+    archive: IO[bytes], name: str, work: Path
+) -> tuple[dict[str, archives.Member], list[str]]:
+    """Write the files and links of the repository directory ``name`` of a
+    workspace archive into ``work`` (a clone without a checkout), member by
+    member; its files (checksummed as they are written) and what was left
+    out. Every path with a part named ``.git`` is left
+    out: git would follow a ``.git`` file (``gitdir: ...``) or directory of
+    the workspace's to another repository, on the worker's host."""
+    files: dict[str, archives.Member] = {}
+    skipped: list[str] = []
+    nested_git: set[str] = set()
+    links: set[str] = set()
+    archive.seek(0)
+    with tarfile.open(fileobj=archive, mode="r:*") as tar:
+        for member in tar:
+            try:
+                path = archives.safe_name(member.name)
+            except archives.UnsafeName:
+                continue
+            top, _, inside = path.partition("/")
+            if top != name or not inside or inside.split("/", 1)[0] == ".git":
+                continue
+            parts = inside.split("/")
+            if ".git" in parts:
+                nested_git.add("/".join(parts[: parts.index(".git") + 1]))
+                continue
+            if member.isdir():
+                continue
+            # A file under a link would be written through it: leave it out.
+            if any("/".join(parts[: i + 1]) in links for i in range(len(parts) - 1)):
+                skipped.append(f"{path}: under a symbolic link")
+                continue
+            if not (member.issym() or member.isfile()):
+                skipped.append(f"{path}: a special file or a hard link, not a file")
+                continue
+            target = work / inside
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if member.issym():
+                    target.symlink_to(member.linkname)
+                    links.add(inside)
+                    continue
+                executable = bool(member.mode & 0o100)
+                with open(target, "xb") as out:
+                    digest = archives.digest_of(tar.extractfile(member), out)
+                target.chmod(0o755 if executable else 0o644)
+                files[inside] = archives.Member(digest, member.size, executable)
+            except OSError as e:
+                skipped.append(f"{path}: cannot be written beside the others ({e.strerror})")
+    skipped += [
+        f"{name}/{path}: a .git inside the repository, left out of its patch"
+        for path in sorted(nested_git)
+    ]
+    return files, skipped
