@@ -56,8 +56,7 @@ def project(request: pytest.FixtureRequest, bake) -> BakedProject:
 @pytest.fixture(scope="session")
 def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One mypy cache for every project the test processes check (each
-    combination's render, and the runtime).
-    Checking the SDKs' ~1,500 modules takes ~40 s and gives the same result in
+    combination's render, and the runtime). Checking the SDKs' ~1,500 modules takes ~40 s and gives the same result in
     every project; mypy checks each cached module against its source's hash,
     so a shared cache changes how long mypy takes, never what it reports, as
     long as one mypy uses it at a time (see ``one_mypy_at_a_time``)."""

@@ -90,8 +90,8 @@ else:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Against the remote stand-in, leave out the tests of ``BOTH`` marked
     ``default_stand_in``: what they prove (a worker's signals, a Temporal
-    service that restarts or goes away) does not rest on the stand-in, and
-    the default one proves it."""
+    service that restarts or goes away, a stateless model endpoint) does not
+    rest on the stand-in, and the default one proves it."""
     if STAND_IN == "default":
         return
     once = [item for item in items if item.get_closest_marker("default_stand_in")]
