@@ -17,7 +17,8 @@ The guarantee rests on the private keys: a process that can read one can
 approve. Keep them where the worker's user, and so the agent's commands,
 cannot read them (docs/approvals.md).
 
-The workflow imports this module passed through its sandbox (workflow.py):
+The workflow's validator uses this module passed through its sandbox
+(phases/deciding.py):
 the keys the worker trusts are set once, at start (``trust()``), and the
 validator reads them. A replay never runs a validator, so it needs no keys.
 """

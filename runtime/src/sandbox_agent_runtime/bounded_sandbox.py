@@ -25,9 +25,16 @@ or waits for ever ends as a failed command the agent can see, exit code 137.
 Without a ``timeout`` in the sandbox, the shell's ``ulimit -t`` bounds its
 CPU time instead. That is the one bound the local backend has: see
 docs/operations.md for what it cannot bound.
+
+The workflow's session of a run's sandbox is a ``LastingSession`` (built by
+chain.LastingSandboxClient): it refuses cut write-backs, outlives the
+runner's teardown, and is taken to be running while it answers the run's
+operations. The sandbox's tools (sandbox_tools.py) call it, so it lives
+here, below them.
 """
 
 import io
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +45,7 @@ from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from agents.sandbox.types import ExecResult, User
+from temporalio import workflow
 
 from sandbox_agent_runtime.shared import LONGEST_OUTPUT, LONGEST_READ
 
@@ -224,3 +232,75 @@ class BoundedSandboxClient(BaseSandboxClient[Any]):
 
     def deserialize_session_state(self, payload: dict[str, object]) -> SandboxSessionState:
         return self.client.deserialize_session_state(payload)
+
+
+# How long a sandbox that has just answered one of the run's operations is
+# taken to be running. The Agents SDK asks ``running()`` before every turn (an
+# activity and a workflow task each, a quarter of an 8-step run's), right
+# after the previous turn's last operation; a sandbox that answered moments
+# ago is running. No backend stops a sandbox within a minute of its use
+# (idle stops count whole idle minutes; lifetimes are at least the run's),
+# so within this window the answer is known. A sandbox killed in
+# between fails the next operation instead, as it does when killed after the
+# check. The first turn of each ``Runner.run`` (a chain's next run, a
+# follow-up, a restore) always asks.
+RUNNING_WHILE_ANSWERING = timedelta(seconds=15)
+
+
+class LastingSession(RefusesCutWriteBack):
+    """A sandbox session that the runner's teardown leaves running (and
+    that writes back no file it read cut), taken to be running while it
+    answers the run's operations (RUNNING_WHILE_ANSWERING)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # When the sandbox last answered an operation, in workflow time.
+        self.answered_at: datetime | None = None
+
+    def _answered(self) -> None:
+        self.answered_at = workflow.now()
+
+    async def running(self) -> bool:
+        if (
+            self.answered_at is not None
+            and workflow.now() - self.answered_at < RUNNING_WHILE_ANSWERING
+        ):
+            return True
+        running = await super().running()
+        if running:
+            self._answered()
+        return running
+
+    async def start(self) -> None:
+        await super().start()
+        self._answered()
+
+    async def exec(self, *command: Any, **options: Any) -> ExecResult:
+        result = await super().exec(*command, **options)
+        self._answered()
+        return result
+
+    async def pty_exec_start(self, *command: Any, **options: Any) -> PtyExecUpdate:
+        update = await super().pty_exec_start(*command, **options)
+        self._answered()
+        return update
+
+    async def pty_write_stdin(self, **options: Any) -> PtyExecUpdate:
+        update = await super().pty_write_stdin(**options)
+        self._answered()
+        return update
+
+    async def read(self, path: Path, *, user: str | User | None = None) -> io.IOBase:
+        handle = await super().read(path, user=user)
+        self._answered()
+        return handle
+
+    async def write(self, path: Path, data: io.IOBase, *, user: str | User | None = None) -> None:
+        await super().write(path, data, user=user)
+        self._answered()
+
+    async def stop(self) -> None:
+        """Left to the client's ``remove()`` (chain.LastingSandboxClient)."""
+
+    async def shutdown(self) -> None:
+        """Left to the client's ``remove()`` (chain.LastingSandboxClient)."""

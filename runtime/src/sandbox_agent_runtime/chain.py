@@ -17,12 +17,10 @@ goes on with the same conversation. Three pieces make that work:
   model never compacts it.
 """
 
-import io
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
 from agents import AgentsException, ItemHelpers, RunContextWrapper, Tool, TResponseInputItem
@@ -33,20 +31,18 @@ from agents.run_config import CallModelData, ModelInputData
 from agents.sandbox.capabilities import Compaction
 from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.sandbox.session.manager import Instrumentation
-from agents.sandbox.session.pty_types import PtyExecUpdate
 from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
-from agents.sandbox.types import ExecResult, User
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 
 # The classes temporal_sandbox_client() builds, which the plugin requires.
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
 from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
-from sandbox_agent_runtime.affinity import SandboxHost
-from sandbox_agent_runtime.bounded_sandbox import RefusesCutWriteBack
+from sandbox_agent_runtime.affinity import SandboxHost, routed_to
+from sandbox_agent_runtime.bounded_sandbox import LastingSession
 from sandbox_agent_runtime.observability import Usage, UsageMeter
-from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 
 
@@ -113,7 +109,8 @@ class HistoryBudget(UsageMeter):
 
     turns: int = 0
     # Awaited once, before the first model call (the sandbox is up by then):
-    # the workflow places the run's inputs in the workspace.
+    # what the workspace needs first (workspace/steps.py's Preparation: a
+    # snapshot restored, the inputs placed), a call down.
     before_first_turn: Callable[[], Awaitable[None]] | None = None
     # The tools the agent called, each with its arguments (cut short): what
     # a conversation tells the model it lost when its workspace is restored.
@@ -144,11 +141,13 @@ class HistoryBudget(UsageMeter):
         self.turns += 1
 
 
-def conversation_so_far(run_data: RunErrorDetails | RunResultBase) -> list[TResponseInputItem]:
+def conversation_so_far(
+    run_data: RunErrorDetails | RunResultBase, approvals: bool
+) -> list[TResponseInputItem]:
     """The input the next model call would have had, from a stopped run or
-    a finished one (with approvals, without the records of calls that waited
-    for a person's approval, which are not the model's input: their outcome is)."""
-    approvals = current().approvals
+    a finished one (with ``approvals``, without the records of calls that
+    waited for a person's approval, which are not the model's input: their
+    outcome is)."""
     return ItemHelpers.input_to_new_input_list(run_data.input) + [
         item.to_input_item()
         for item in run_data.new_items
@@ -197,78 +196,6 @@ def bounded_model_input(data: CallModelData[Any]) -> ModelInputData:
     )
 
 
-# How long a sandbox that has just answered one of the run's operations is
-# taken to be running. The Agents SDK asks ``running()`` before every turn (an
-# activity and a workflow task each, a quarter of an 8-step run's), right
-# after the previous turn's last operation; a sandbox that answered moments
-# ago is running. No backend stops a sandbox within a minute of its use
-# (idle stops count whole idle minutes; lifetimes are at least the run's),
-# so within this window the answer is known. A sandbox killed in
-# between fails the next operation instead, as it does when killed after the
-# check. The first turn of each ``Runner.run`` (a chain's next run, a
-# follow-up, a restore) always asks.
-RUNNING_WHILE_ANSWERING = timedelta(seconds=15)
-
-
-class _LastingSession(RefusesCutWriteBack):
-    """A sandbox session that the runner's teardown leaves running (and
-    that writes back no file it read cut), taken to be running while it
-    answers the run's operations (RUNNING_WHILE_ANSWERING)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # When the sandbox last answered an operation, in workflow time.
-        self.answered_at: datetime | None = None
-
-    def _answered(self) -> None:
-        self.answered_at = workflow.now()
-
-    async def running(self) -> bool:
-        if (
-            self.answered_at is not None
-            and workflow.now() - self.answered_at < RUNNING_WHILE_ANSWERING
-        ):
-            return True
-        running = await super().running()
-        if running:
-            self._answered()
-        return running
-
-    async def start(self) -> None:
-        await super().start()
-        self._answered()
-
-    async def exec(self, *command: Any, **options: Any) -> ExecResult:
-        result = await super().exec(*command, **options)
-        self._answered()
-        return result
-
-    async def pty_exec_start(self, *command: Any, **options: Any) -> PtyExecUpdate:
-        update = await super().pty_exec_start(*command, **options)
-        self._answered()
-        return update
-
-    async def pty_write_stdin(self, **options: Any) -> PtyExecUpdate:
-        update = await super().pty_write_stdin(**options)
-        self._answered()
-        return update
-
-    async def read(self, path: Path, *, user: str | User | None = None) -> io.IOBase:
-        handle = await super().read(path, user=user)
-        self._answered()
-        return handle
-
-    async def write(self, path: Path, data: io.IOBase, *, user: str | User | None = None) -> None:
-        await super().write(path, data, user=user)
-        self._answered()
-
-    async def stop(self) -> None:
-        """Left to ``LastingSandboxClient.remove()``."""
-
-    async def shutdown(self) -> None:
-        """Left to ``LastingSandboxClient.remove()``."""
-
-
 class LastingSandboxClient(TemporalSandboxClient):
     """``temporal_sandbox_client()``, but its sessions outlive ``Runner.run``.
 
@@ -306,7 +233,7 @@ class LastingSandboxClient(TemporalSandboxClient):
     ) -> SandboxSession:
         assert isinstance(inner, TemporalSandboxSession)
         self.inner = inner
-        return _LastingSession(
+        return LastingSession(
             inner, instrumentation=instrumentation, dependencies=self._resolve_dependencies()
         )
 
@@ -352,3 +279,40 @@ class LastingSandboxClient(TemporalSandboxClient):
         await inner.stop()
         await inner.shutdown()
         await TemporalSandboxClient.delete(self, inner)
+
+
+def sandbox_retry_policy(non_retryable: Sequence[str]) -> RetryPolicy:
+    """How a sandbox operation is retried. One that keeps failing ends the
+    run after a few attempts (about 15 seconds of back-off) instead of
+    backing off for ever. An error that no retry can fix (one the SDK marks
+    so, or one of the backends' ``non_retryable`` errors: a rejected key, an
+    unknown template) ends it at once."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=5,
+        non_retryable_error_types=list(non_retryable),
+    )
+
+
+def sandbox_client(
+    provider: str,
+    host: SandboxHost | None,
+    timeout: timedelta,
+    host_wait: timedelta,
+    non_retryable: Sequence[str],
+) -> LastingSandboxClient:
+    """A sandbox client for ``provider`` (the name the worker registered it
+    under), each operation given ``timeout`` and sent to ``host``'s workers
+    (None: any worker, and always so without a host-bound backend), which
+    take it within ``host_wait`` or are taken for gone."""
+    return LastingSandboxClient(
+        provider,
+        workflow.ActivityConfig(
+            start_to_close_timeout=timeout,
+            retry_policy=sandbox_retry_policy(non_retryable),
+            **routed_to(host, host_wait),
+        ),
+        host,
+    )

@@ -87,7 +87,7 @@ def longest_model_timeout() -> int:
 LONGEST_GIT_TIMEOUT = 24 * 60
 
 # A conversation keeps its sandbox SESSION_IDLE_TIMEOUT after an answer and
-# waits for a follow-up SESSION_LIFETIME in all (workflow.py): each at most a
+# waits for a follow-up SESSION_LIFETIME in all (phases/between.py): each at most a
 # year, a bound on how long a conversation holds a sandbox or a snapshot.
 LONGEST_SESSION = 365 * 86_400
 

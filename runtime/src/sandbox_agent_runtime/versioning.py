@@ -9,7 +9,7 @@ only to workers of the build it started on (the workflow is ``PINNED``): a
 change to the workflow's code reaches new runs once its build is made current
 (``temporal worker deployment set-current-version``), and never replays into
 a run the old code started. A chain's next run starts on the current build
-(``AUTO_UPGRADE`` at continue-as-new: workflow.py), so a long run picks up a
+(``AUTO_UPGRADE`` at continue-as-new: phases/interruptions.py), so a long run picks up a
 deploy within one run of its chain. docs/versioning.md says how to deploy.
 
 What one run hands the next (chain.Carried) is read by whichever build runs

@@ -121,11 +121,12 @@ def unversioned_build() -> str:
 # The workflow sandbox loads the workflow's module afresh for each run it
 # starts, and every module of the project's and the runtime's that it
 # imports, unless passed through. Each module of the runtime but workflow.py
-# is passed through: imported once per worker, about 20 ms less CPU per run
-# (docs/benchmarks.md of the template). They hold nothing a run changes
-# (constants, dataclasses, functions; the service, configured once per
-# process) and their workflow code is proven by the recorded histories
-# (test_histories.py); workflow.py and the project's modules the workflow
+# is passed through, the run's phases (phases/) among them: imported once per
+# worker, about 20 ms less CPU per run (docs/benchmarks.md of the template).
+# They hold nothing a run changes (constants, dataclasses, functions, classes
+# whose instances a run makes; the service, configured once per process) and
+# their workflow code is proven by the recorded histories (test_histories.py,
+# tests/test_run_path.py); workflow.py and the project's modules the workflow
 # imports (its package: agent.py, tools.py, service.py) stay under the
 # sandbox's checks.
 PASSED_THROUGH = tuple(

@@ -33,6 +33,7 @@ from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.testing import defined_at_first_use, project_service, workflow_type
 from sandbox_agent_runtime.workspace import Snapshot
+from sandbox_agent_runtime.workspace.steps import Snapshots
 
 # A step the next build adds before the agent.
 NEXT_BUILDS_STEP = timedelta(milliseconds=10)
@@ -102,13 +103,13 @@ def _define(base: Any) -> dict[str, type[Any]]:
         its snapshot operation did not return), and carrying it so to the next
         run of its chain."""
 
-        snapshot: Snapshot | None  # the base's (AgentWorkflow's), typed for mypy
+        snapshots: Snapshots  # the base's (AgentWorkflow's), typed for mypy
 
         async def _snapshot(self) -> None:
             await super()._snapshot()
-            if self.snapshot is not None:
-                record = self.snapshot.model_dump(exclude={"format", "digest"})
-                self.snapshot = Snapshot(**record)
+            if self.snapshots.latest is not None:
+                record = self.snapshots.latest.model_dump(exclude={"format", "digest"})
+                self.snapshots.latest = Snapshot(**record)
 
         async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
             return await super().run(request, carried)

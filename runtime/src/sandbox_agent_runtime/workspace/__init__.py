@@ -18,7 +18,7 @@ show in history like every other sandbox operation:
   devices, FIFOs and names that climb out of the workspace are left out,
   saying so.
 
-And two for conversations (workflow.py), whose workspace outlives its
+And two for conversations (workflow.py, phases/between.py), whose workspace outlives its
 sandbox:
 
 - ``<provider>-sandbox_workspace_snapshot``, after each answer and before a
@@ -72,8 +72,10 @@ them (pyproject.toml's ``[tool.importlinter]``): provider.py (the
 operations as activities, ``WorkspaceProvider``); snapshots.py (the
 snapshot store: sealing, verifying, gzipping); census.py (counting a
 workspace, and its limits); git.py (git's processes, the worker's clones, a
-repository's patch); requests.py (the operations' arguments and results,
-which the workflow schedules them with).
+repository's patch); steps.py (the operations as a run takes them: workflow
+side, below the chain, whose run hooks prepare the workspace through it);
+requests.py (the operations' arguments and results, which the workflow
+schedules them with).
 """
 
 from sandbox_agent_runtime.workspace.git import STALL_SECONDS, clone_dir

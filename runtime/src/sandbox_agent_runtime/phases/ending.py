@@ -1,0 +1,69 @@
+"""How a run that fails ends: which errors end it (``ends_the_run()``), its
+sandbox removed on the way out (``remove()``), and the failure a person reads
+(``failure()``) in place of the agent's own errors and of steps that
+Temporal stopped retrying."""
+
+import asyncio
+
+from agents import AgentsException
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.openai_agents import AgentsWorkflowError
+
+from sandbox_agent_runtime import affinity
+from sandbox_agent_runtime.chain import LastingSandboxClient
+from sandbox_agent_runtime.failures import GAVE_UP, describe
+from sandbox_agent_runtime.observability import count_host_gone
+from sandbox_agent_runtime.phases.given import Given
+
+
+def ends_the_run(error: BaseException) -> bool:
+    """Whether ``error`` ends the run (a failure, a cancellation: the
+    workflow turns the agent's own errors into failures) rather than fail
+    the workflow task. A bug in workflow code (a KeyError, say) fails only
+    the workflow task, which Temporal retries until fixed code is deployed:
+    the run goes on then, in the same sandbox."""
+    return isinstance(
+        error, FailureError | AgentsWorkflowError | AgentsException | asyncio.CancelledError
+    )
+
+
+async def remove(sandbox: LastingSandboxClient, ending: BaseException) -> None:
+    """Remove the sandbox of a run that ``ending`` ends; a removal that
+    fails is logged, and the run ends with its own reason."""
+    try:
+        await sandbox.remove()
+    except Exception as e:
+        workflow.logger.warning(f"The sandbox of a run that ended ({ending}) was not removed: {e}")
+
+
+def failure(
+    error: AgentsException | ActivityError | AgentsWorkflowError,
+    sandbox: LastingSandboxClient,
+    given: Given,
+) -> ApplicationError | None:
+    """The failure a run raising ``error`` ends with, said so a person can
+    act on it; None when ``error`` says it as it is (a cancellation, say).
+
+    An exception escaping workflow code fails only the workflow *task*,
+    which Temporal retries for ever: the run would hang. So the agent's own
+    errors (too many turns, a malformed model response, ...) become a
+    failed run, and so does a model call or a sandbox operation that failed
+    for good, saying which and why; a sandbox whose host is gone, naming
+    the host."""
+    if isinstance(error, AgentsException):
+        return ApplicationError(
+            f"The agent could not finish: {error}", type=type(error).__name__, non_retryable=True
+        )
+    gone = affinity.host_gone(error) if given.host_bound else None
+    if gone is not None and sandbox.host is not None:
+        count_host_gone(sandbox.host.id, "failed")
+        return affinity.host_gone_failure(sandbox.host, gone, given.host_wait)
+    failed = error if isinstance(error, ActivityError) else error.__cause__
+    if not isinstance(failed, ActivityError) or failed.retry_state not in GAVE_UP:
+        return None  # e.g. the run was cancelled: it ends as cancelled
+    return ApplicationError(
+        f"The agent could not finish: {describe(failed)}",
+        type="ActivityFailed",
+        non_retryable=True,
+    )

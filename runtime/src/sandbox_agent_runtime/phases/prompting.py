@@ -1,0 +1,218 @@
+"""A prompt answered: the agent's turns in the run's sandbox, and, with
+approvals, each call that waits for a person decided (deciding.py) before the
+agent goes on.
+
+``Prompt`` is what one prompt starts from: the run's first prompt, a
+follow-up, or a prompt a chain's earlier run handed on (``carried``). The
+workspace it needs before the first model turn (workspace/steps.py's
+``Preparation``) rides on the chain's run hooks (chain.HistoryBudget), and
+the prompt's end gives the answer (``answer_of()``) and the conversation the
+next prompt goes on from."""
+
+import dataclasses
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agents import Runner
+from agents.exceptions import RunErrorDetails
+from agents.result import RunResult, RunResultBase
+from agents.run import RunConfig
+from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox.manifest import Environment, Manifest
+from agents.sandbox.snapshot import NoopSnapshotSpec
+from pydantic import BaseModel
+from temporalio.exceptions import ApplicationError
+from temporalio.openai_agents import TemporalWorkerEnvValue
+
+from sandbox_agent_runtime.approvals import Approvals
+from sandbox_agent_runtime.chain import (
+    Carried,
+    HistoryBudget,
+    LastingSandboxClient,
+    bounded,
+    bounded_model_input,
+    conversation_so_far,
+)
+from sandbox_agent_runtime.observability import Usage
+from sandbox_agent_runtime.phases.deciding import decision_on
+from sandbox_agent_runtime.phases.given import Given
+from sandbox_agent_runtime.phases.progress import Progress
+from sandbox_agent_runtime.run_request import Outputs, RunAnswer, RunRequest
+from sandbox_agent_runtime.sandbox_tools import TOLD_WHEN_NOT_FOUND
+from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt to answer: its request (its inputs), and what the model
+    is given."""
+
+    request: RunRequest
+    # The model's input: the prompt, or the conversation ending with it.
+    model_input: str | list[dict[str, Any]]
+    # The run's first prompt (its repository is cloned for it; its inputs
+    # are checked against the agent's files).
+    first: bool
+    # What the chain's earlier run handed on of it (None: it starts here):
+    # the model turns it took, and what it placed in the workspace.
+    carried: Carried | None = None
+    turns_before: int = 0
+    placed: Placed | None = None
+    # The snapshot a fresh sandbox is restored from first (a follow-up to a
+    # released conversation).
+    restore: Snapshot | None = None
+
+
+def first_prompt(request: RunRequest, carried: Carried | None) -> Prompt:
+    """The run's first prompt: the request's, or, handed on by the chain's
+    earlier run, the conversation so far."""
+    if carried is None:
+        return Prompt(request, request.prompt, first=True)
+    placed = Placed(**carried.placed) if carried.placed else None
+    return Prompt(request, carried.conversation, False, carried, carried.turns, placed)
+
+
+def next_prompt(
+    request: RunRequest,
+    text: str,
+    inputs: list[Any],
+    conversation: list[dict[str, Any]],
+    restore: Snapshot | None,
+) -> Prompt:
+    """A follow-up's prompt: the conversation so far, then its text."""
+    return Prompt(
+        dataclasses.replace(request, prompt=text, inputs=inputs),
+        [*conversation, {"role": "user", "content": text}],
+        first=False,
+        restore=restore,
+    )
+
+
+def workspace_manifest(
+    agent: SandboxAgent[Any], root: str, request: RunRequest | None, secrets: tuple[str, ...]
+) -> Manifest:
+    """The run's manifest: the agent's own ``default_manifest`` (agent.py:
+    its files, its environment), at the backend's workspace root, with the
+    names of the variables forwarded to the sandbox (``secrets``, the
+    service's ``sandbox_secrets``: the worker resolves each one when the
+    sandbox needs it, so no value travels with the run). An input named like
+    one of the agent's entries, or a variable of the agent's named like a
+    forwarded one, ends the run (``request`` None: no inputs to check, a
+    chain's later run or prompt)."""
+    own = agent.default_manifest or Manifest()
+    names = []
+    if request is not None:
+        names = [item.name for item in request.inputs]
+        names += [request.repo.name] if request.repo else []
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ApplicationError(
+            f"Two of the run's inputs (its repository's directory among them) are named "
+            f"{twice[0]!r}: each needs a name of its own.",
+            type="InputClash",
+            non_retryable=True,
+        )
+    entries = {str(path).strip("/").split("/", 1)[0] for path in own.entries}
+    clash = sorted(set(names) & entries)
+    if clash:
+        raise ApplicationError(
+            f"The run's input {clash[0]!r} has the name of an entry of the agent's "
+            "default_manifest (agent.py): rename the input, or the entry.",
+            type="InputClash",
+            non_retryable=True,
+        )
+    variables = dict(own.environment.value)
+    forwarded = sorted(set(variables) & set(secrets))
+    if forwarded:
+        raise ApplicationError(
+            f"The agent's default_manifest (agent.py) sets {forwarded[0]!r}, which the worker "
+            "forwards to the sandbox (sandbox_secrets in service.py): keep it in one of them.",
+            type="EnvironmentClash",
+            non_retryable=True,
+        )
+    variables.update({name: TemporalWorkerEnvValue(name=name) for name in secrets})
+    return own.model_copy(
+        update={"root": root, "environment": Environment(value=variables)}, deep=True
+    )
+
+
+def run_config(
+    sandbox: LastingSandboxClient, agent: SandboxAgent[Any], prompt: Prompt, given: Given
+) -> RunConfig:
+    """The configuration of the agent's run on ``prompt`` in ``sandbox``."""
+    backend = given.backends[prompt.request.provider]
+    return RunConfig(
+        sandbox=SandboxRunConfig(
+            client=sandbox,
+            options=backend.sandbox_options(),
+            # The sandbox an earlier run of the chain, or the earlier
+            # prompt, left running, if any.
+            session_state=sandbox.next_state(),
+            manifest=workspace_manifest(
+                agent,
+                backend.WORKSPACE_ROOT,
+                prompt.request if prompt.first else None,
+                given.secrets,
+            ),
+            # The service takes its own snapshots (workspace/).
+            snapshot=NoopSnapshotSpec(),
+        ),
+        call_model_input_filter=bounded_model_input,
+        # A call of a tool the agent lacks is told to the model, which
+        # can correct it, instead of ending the run (sandbox_tools.py).
+        tool_not_found_behavior=TOLD_WHEN_NOT_FOUND,
+    )
+
+
+async def answer(
+    agent: SandboxAgent[None],
+    model_input: str | list[dict[str, Any]],
+    turns: int,
+    config: RunConfig,
+    hooks: HistoryBudget,
+    given: Given,
+    approvals: Approvals,
+    progress: Progress,
+    usage: Usage,
+) -> RunResult:
+    """The agent's run on ``model_input``, in at most ``turns`` model turns.
+    With approvals, calls that wait for a person: each is decided, and the
+    run goes on from there (its state holds the turns left; hooks are not
+    in it)."""
+    result = await Runner.run(
+        agent,
+        model_input,  # type: ignore[arg-type]
+        max_turns=turns,
+        run_config=config,
+        hooks=hooks,
+    )
+    while given.approvals and result.interruptions:
+        progress.show_usage(usage)
+        state = result.to_state()
+        for item in result.interruptions:
+            decision = await decision_on(item, approvals, given.approval_wait)
+            if decision.approve:
+                state.approve(item, always_approve=decision.always)
+            else:
+                state.reject(item, rejection_message=decision.reason)
+        result = await Runner.run(agent, state, run_config=config, hooks=hooks)
+    return result
+
+
+def answer_of(output: Any, outputs: Outputs) -> RunAnswer:
+    """The prompt's answer: text as it is; an ``output_type``'s value (a
+    pydantic model, a dataclass, ...) as JSON."""
+    if isinstance(output, str):
+        return RunAnswer(answer=output, outputs=outputs)
+    if isinstance(output, BaseModel):
+        return RunAnswer(answer=output.model_dump(mode="json"), structured=True, outputs=outputs)
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        return RunAnswer(answer=asdict(output), structured=True, outputs=outputs)
+    return RunAnswer(answer=output, structured=True, outputs=outputs)
+
+
+def conversation_after(run: RunErrorDetails | RunResultBase, given: Given) -> list[dict[str, Any]]:
+    """The conversation a run of the agent leaves (finished, or stopped for
+    the next run of its chain): what the next model call would be given,
+    bounded."""
+    return bounded(conversation_so_far(run, given.approvals))  # type: ignore[return-value]

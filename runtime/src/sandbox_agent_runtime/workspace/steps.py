@@ -1,0 +1,233 @@
+"""The workspace's operations as a run takes them (workflow side): each
+schedules its activity (provider.py) on the run's sandbox as the sandbox's
+own operations are scheduled (their timeout, retries and host: the sandbox
+client's ``config``), with a summary for history and the starter, and gives
+back its result.
+
+- ``place()``: the prompt's inputs (the first prompt's repository too), before
+  the agent's first turn; what the workspace then holds, the baseline of
+  its outputs.
+- ``collect()``: every file the prompt created or changed, after the answer.
+- ``Snapshots``: a conversation's snapshots, the latest kept; ``restore()``
+  puts one in a fresh sandbox; ``forget()`` deletes the last.
+- ``Preparation``: what the workspace needs before the agent's first model
+  turn (restored, placed, snapshotted), which the chain's run hooks
+  (chain.HistoryBudget) await then, the sandbox being up: a call down,
+  into this module, below the chain.
+
+It reads the sandbox client through ``RunSandbox`` alone (what
+chain.LastingSandboxClient gives), so nothing here imports the chain.
+"""
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
+
+from sandbox_agent_runtime.archives import size_text
+from sandbox_agent_runtime.failures import GAVE_UP, describe
+from sandbox_agent_runtime.run_request import Outputs, RunRequest
+from sandbox_agent_runtime.shared import COLLECT, FORGET, PLACE, RESTORE, SNAPSHOT
+from sandbox_agent_runtime.workspace.requests import (
+    CollectArgs,
+    ForgetArgs,
+    PlaceArgs,
+    Placed,
+    RestoreArgs,
+    Restored,
+    Snapshot,
+    SnapshotArgs,
+)
+
+
+class RunSandbox(Protocol):
+    """The run's sandbox client, as the workspace's operations use it."""
+
+    # The provider it was registered under (the activities' prefix), and
+    # how its operations are scheduled.
+    provider: str
+    config: workflow.ActivityConfig
+    # The session of the current Runner.run (None before it started one),
+    # and the state an earlier run of the chain handed on.
+    inner: TemporalSandboxSession | None
+    handed_on: Any
+
+    async def resume(self, state: Any) -> Any: ...
+
+
+def _session(sandbox: RunSandbox) -> TemporalSandboxSession:
+    assert sandbox.inner is not None, "the workspace's operations run once the sandbox is up"
+    return sandbox.inner
+
+
+def _with_summary(sandbox: RunSandbox, summary: str) -> workflow.ActivityConfig:
+    return {**sandbox.config, "summary": summary}
+
+
+def placing(request: RunRequest, first_prompt: bool = True) -> str:
+    """What the place step puts in the workspace, for history and progress."""
+    parts = [
+        f"{item.name}{'/' if item.kind == 'directory' else ''} ({size_text(item.size)})"
+        for item in request.inputs
+    ]
+    if request.repo is not None:
+        ref = f"@{request.repo.ref}" if request.repo.ref else ""
+        parts.append(f"{request.repo.name}/ (git {request.repo.url}{ref})")
+    if parts:
+        return "input " + ", ".join(parts)
+    if first_prompt:
+        return "input (the agent's own files)"
+    return "input (none: the workspace as it was)"
+
+
+async def place(sandbox: RunSandbox, request: RunRequest, first_prompt: bool) -> Placed:
+    """Put the prompt's inputs (the first prompt's repository too) in the
+    workspace; what the workspace then holds."""
+    repo = request.repo if first_prompt else None
+    placed: Placed = await workflow.execute_activity(
+        f"{sandbox.provider}-{PLACE}",
+        PlaceArgs(state=_session(sandbox).state, inputs=request.inputs, repo=repo),
+        result_type=Placed,
+        **_with_summary(sandbox, placing(dataclasses.replace(request, repo=repo), first_prompt)),
+    )
+    return placed
+
+
+async def collect(sandbox: RunSandbox, request: RunRequest, placed: Placed | None) -> Outputs:
+    """Every file the prompt created or changed since ``placed``. The answer
+    is kept whatever becomes of them: outputs that could not be collected
+    are withheld, saying why."""
+    if sandbox.inner is None and sandbox.handed_on is not None:
+        await sandbox.resume(sandbox.handed_on)
+    if sandbox.inner is None:
+        return Outputs()
+    before = placed or Placed()
+    try:
+        outputs: Outputs = await workflow.execute_activity(
+            f"{sandbox.provider}-{COLLECT}",
+            CollectArgs(
+                state=sandbox.inner.state,
+                baseline=before.baseline,
+                repo=request.repo,
+                commit=before.commit,
+                files=before.files,
+                size=before.size,
+            ),
+            result_type=Outputs,
+            **_with_summary(sandbox, "output"),
+        )
+    except ActivityError as e:
+        if e.retry_state not in GAVE_UP:
+            raise  # e.g. the run was cancelled
+        return Outputs(commit=before.commit, withheld=f"they were not collected: {describe(e)}")
+    return outputs
+
+
+def snapshot_key(workflow_id: str, run_id: str, number: int) -> str:
+    """The object a snapshot is written to: under ``snapshots/`` (which a
+    lifecycle rule may expire), one directory per conversation (its id
+    hashed: an id may hold any character), one object per snapshot."""
+    conversation = hashlib.sha256(workflow_id.encode()).hexdigest()[:32]
+    return f"snapshots/{conversation}/{run_id}-{number}.tar.gz"
+
+
+@dataclass
+class Snapshots:
+    """A conversation's snapshots: the latest (None before the first), and
+    how many this run took (each run of a chain numbers its own objects)."""
+
+    latest: Snapshot | None = None
+    taken: int = 0
+
+    async def take(self, sandbox: RunSandbox) -> None:
+        """Snapshot the workspace; a snapshot that could not be taken keeps
+        the one before (with the worker's timeouts it answered with)."""
+        self.taken += 1
+        info = workflow.info()
+        taken: Snapshot = await workflow.execute_activity(
+            f"{sandbox.provider}-{SNAPSHOT}",
+            SnapshotArgs(
+                state=_session(sandbox).state,
+                key=snapshot_key(info.workflow_id, info.run_id, self.taken),
+                previous=self.latest.key if self.latest else "",
+            ),
+            result_type=Snapshot,
+            **_with_summary(sandbox, "snapshot"),
+        )
+        if taken.key or self.latest is None:
+            self.latest = taken
+        else:
+            self.latest = self.latest.model_copy(
+                update={"idle_timeout": taken.idle_timeout, "lifetime": taken.lifetime}
+            )
+
+
+async def restore(sandbox: RunSandbox, snapshot: Snapshot) -> None:
+    """Put a snapshot's files in the fresh sandbox: only if it is the very
+    snapshot recorded (its digest and format; a snapshot recorded before
+    them, without)."""
+    await workflow.execute_activity(
+        f"{sandbox.provider}-{RESTORE}",
+        RestoreArgs(
+            state=_session(sandbox).state,
+            key=snapshot.key,
+            encrypted=snapshot.encrypted,
+            format=snapshot.format,
+            digest=snapshot.digest,
+        ),
+        result_type=Restored,
+        **_with_summary(sandbox, f"restore from the snapshot of {snapshot.taken}"),
+    )
+
+
+async def forget(sandbox: RunSandbox, snapshot: Snapshot | None) -> None:
+    """Delete the last snapshot of a conversation that ended (nothing
+    restores it any more)."""
+    if snapshot is None or not snapshot.key:
+        return
+    await workflow.execute_activity(
+        f"{sandbox.provider}-{FORGET}",
+        ForgetArgs(key=snapshot.key),
+        **_with_summary(sandbox, "forget snapshot"),
+    )
+
+
+@dataclass
+class Preparation:
+    """What the workspace needs before the agent's first model turn of a
+    prompt, in order: a fresh sandbox ``restore``d from a snapshot (a
+    follow-up to a released conversation, a prompt redone after its host
+    was gone), the prompt's inputs placed (``place``), and then, when
+    ``snapshot_after``, the workspace snapshotted (what a conversation's
+    prompt is redone from). Awaited once by the chain's run hooks; what
+    was placed is its result, ``placed`` (the repository's ``commit`` as
+    the first prompt placed it)."""
+
+    sandbox: RunSandbox
+    request: RunRequest
+    snapshots: Snapshots
+    restore: Snapshot | None = None
+    place: bool = False
+    first_prompt: bool = False
+    snapshot_after: bool = False
+    commit: str = ""
+    placed: Placed | None = None
+
+    @property
+    def needed(self) -> bool:
+        return self.restore is not None or self.place
+
+    async def __call__(self) -> None:
+        if self.restore is not None:
+            await restore(self.sandbox, self.restore)
+        if self.place:
+            placed = await place(self.sandbox, self.request, self.first_prompt)
+            if self.first_prompt:
+                self.commit = placed.commit
+            self.placed = placed.model_copy(update={"commit": self.commit})
+            if self.snapshot_after:
+                await self.snapshots.take(self.sandbox)
