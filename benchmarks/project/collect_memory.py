@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
-from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
+import tests.conftest  # noqa: F401  (registers the project with the test helpers)
+from sandbox_agent_runtime.testing import processes
+from sandbox_agent_runtime.testing.processes import service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 
 SPARSE = "truncate -s 1G sparse.bin"
@@ -60,11 +62,11 @@ async def one(address: str, case: str) -> str:
             **service_environment(address, model.url),
             "OBJECT_STORE_URL": f"file://{scratch}/objects",
         }
-        async with service(WORKER, environment) as worker:
+        async with service(processes.WORKER, environment) as worker:
             await worker.wait_for("Worker polling", timeout=120)
             idle = memory(worker.process.pid, "VmRSS")
             began = time.monotonic()
-            asked = [*STARTER, "--output", f"{scratch}/out", "Go."]
+            asked = [*processes.STARTER, "--output", f"{scratch}/out", "Go."]
             async with service(asked, environment) as asking:
                 status = await asking.exit_status(timeout=900)
             wall = time.monotonic() - began

@@ -30,23 +30,33 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent.machinery.starter import start
+from sandbox_agent_runtime.run_request import RunAnswer
+from sandbox_agent_runtime.starter import start
 
-# The worker's variables of its Worker Deployment Version (settings.py).
-DEPLOYMENT_NAME = "TEMPORAL_DEPLOYMENT_NAME"
-BUILD_ID = "TEMPORAL_WORKER_BUILD_ID"
-
-# The tests' helpers (`python -m benchmarks.deploy` puts the project on
-# sys.path): the worker as a process, and the scripted model's server.
-from sandbox_agent_runtime.testing.handovers import STEPS
-from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
+# The tests' helpers (the runtime's testing extra): the worker as a process
+# (processes.WORKER), the scripted model's server and the steps of its runs
+# (handovers.STEPS), each command and constant computed at its first use.
+from sandbox_agent_runtime.testing import handovers, processes
+from sandbox_agent_runtime.testing.processes import service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import with_plugins
+
+# The project's package, whose import configures its service (service.py),
+# and its tests' conftest.py, which registers the project with the helpers
+# (`python -m benchmarks.deploy` puts the project on sys.path).
+import sandbox_agent  # noqa: F401
+import tests.conftest  # noqa: F401
+
+# The worker's variables of its Worker Deployment Version
+# (sandbox_agent_runtime/settings.py).
+DEPLOYMENT_NAME = "TEMPORAL_DEPLOYMENT_NAME"
+BUILD_ID = "TEMPORAL_WORKER_BUILD_ID"
 
 DEPLOYMENT = "sandbox-agent"
 
@@ -71,7 +81,7 @@ async def set_current(client: Client, build: str) -> float:
     raise SystemExit(f"set-current-version {build} kept failing")
 
 
-async def first_task_by(handle: WorkflowHandle[object, str], build: str) -> float:
+async def first_task_by(handle: WorkflowHandle[Any, RunAnswer], build: str) -> float:
     """When the first workflow task of a run completed, checking ``build`` did it."""
     while True:
         async for event in handle.fetch_history_events():
@@ -82,7 +92,7 @@ async def first_task_by(handle: WorkflowHandle[object, str], build: str) -> floa
         await asyncio.sleep(0.01)
 
 
-async def tasks_of(handle: WorkflowHandle[object, str]) -> tuple[set[str], int]:
+async def tasks_of(handle: WorkflowHandle[Any, RunAnswer]) -> tuple[set[str], int]:
     """The builds that completed a run's workflow tasks, and its task failures."""
     builds, failures = set(), 0
     async for event in handle.fetch_history_events():
@@ -97,8 +107,8 @@ async def one_round(number: int, in_flight: int, temporal: str) -> float:
     build_a, build_b = f"build-a{number}", f"build-b{number}"
     with (
         TemporaryDirectory() as tmp,
-        scripted_openai_server(STEPS) as model_a,
-        scripted_openai_server(STEPS) as model_b,
+        scripted_openai_server(handovers.STEPS) as model_a,
+        scripted_openai_server(handovers.STEPS) as model_b,
     ):
         async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env:
             client = with_plugins(env.client)
@@ -114,7 +124,7 @@ async def one_round(number: int, in_flight: int, temporal: str) -> float:
                 }
 
             model_a.hold_at_step = 0
-            async with service(WORKER, worker_of(build_a, model_a.url)) as worker_a:
+            async with service(processes.WORKER, worker_of(build_a, model_a.url)) as worker_a:
                 await worker_a.wait_for("Worker polling")
                 await set_current(client, build_a)
                 runs = [
@@ -122,7 +132,7 @@ async def one_round(number: int, in_flight: int, temporal: str) -> float:
                 ]
                 while model_a.requests < in_flight:
                     await asyncio.sleep(0.01)
-                async with service(WORKER, worker_of(build_b, model_b.url)) as worker_b:
+                async with service(processes.WORKER, worker_of(build_b, model_b.url)) as worker_b:
                     await worker_b.wait_for("Worker polling")
                     current = await set_current(client, build_b)
                     new = await start(client, "Add to the file, then print it.")

