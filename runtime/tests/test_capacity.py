@@ -16,10 +16,14 @@ from openai import BadRequestError
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
 from sandbox_agent_runtime import capacity
 from sandbox_agent_runtime.capacity import (
+    CONNECTIONS_PER_POOL,
     HEARTBEATS_PER_SECOND,
+    HeartbeatAtStart,
     make_room_for_connections,
     model_heartbeat_timeout,
     model_provider,
@@ -129,6 +133,63 @@ async def test_the_model_client_opens_a_connection_per_run_in_flight_and_no_more
     assert [type(error) for error in refused] == [BadRequestError] * 5
     assert opened == 5
     assert most_open == 3
+
+
+def test_model_calls_are_spread_over_pools_of_at_most_a_hundred_connections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # httpx's pool goes through all its connections for every request: one
+    # pool of 2,000 cost a worker with 2,000 calls in flight more event loop
+    # than anything but its workflows. Each call takes the next client.
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    for runs, pools in ((3, 1), (100, 1), (101, 2), (2_000, 20)):
+        provider = model_provider(runs)
+        clients = [provider.get_model("gpt-test")._client for _ in range(2 * pools)]  # type: ignore[attr-defined]
+        assert len({id(client) for client in clients}) == pools
+        assert clients[:pools] == clients[pools:]
+        assert -(-runs // pools) <= CONNECTIONS_PER_POOL
+
+
+class _Recorded(ActivityInboundInterceptor):
+    """The activity's own code: notes the heartbeats sent before it ran."""
+
+    def __init__(self, heartbeats: list[object]) -> None:
+        self.heartbeats = heartbeats
+        self.before: int | None = None
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        self.before = len(self.heartbeats)
+        return "answered"
+
+
+@pytest.mark.parametrize(
+    ("activity_type", "heartbeat_timeout", "at_start"),
+    [
+        ("invoke_model_activity", timedelta(seconds=40), 1),
+        ("invoke_model_activity", None, 0),
+        ("local-sandbox_session_start", timedelta(seconds=40), 0),
+    ],
+)
+async def test_a_model_call_heartbeats_as_the_worker_begins_to_run_it(
+    activity_type: str, heartbeat_timeout: timedelta | None, at_start: int
+) -> None:
+    # Temporal counts the heartbeat timeout from when it handed the call to
+    # the worker; a call a busy worker began late still heartbeats in time.
+    environment = ActivityEnvironment()
+    environment.info = replace(
+        environment.info, activity_type=activity_type, heartbeat_timeout=heartbeat_timeout
+    )
+    heartbeats: list[object] = []
+    environment.on_heartbeat = lambda *details: heartbeats.append(details)
+    inner = _Recorded(heartbeats)
+    intercepted = HeartbeatAtStart().intercept_activity(inner)
+    given = ExecuteActivityInput(fn=lambda: None, args=[], executor=None, headers={})
+
+    async def run() -> Any:
+        return await intercepted.execute_activity(given)
+
+    assert await environment.run(run) == "answered"
+    assert inner.before == at_start
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ the limits that must agree, together:
   waiting for a slot is dropped from the cache and replayed at its next step
   (past that, runs are dropped safely and replayed: it costs CPU, see
   tests/test_eviction.py);
-- the model client's connection pool: one connection per model call in flight;
+- the model client's connection pools: one connection per model call in
+  flight, in pools of at most CONNECTIONS_PER_POOL;
 - the model calls' heartbeat timeout, which grows with the limit so that a
   worker's heartbeats stay under HEARTBEATS_PER_SECOND, whatever its size.
 
@@ -41,6 +42,8 @@ import httpx2
 from agents.models.interface import Model, ModelProvider
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+from temporalio import activity
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from sandbox_agent_runtime.settings import BadSetting
 
@@ -83,24 +86,73 @@ def worker_options(runs: int) -> dict[str, Any]:
     }
 
 
+# The most connections one of the model client's pools holds. httpx's pool
+# (httpcore) goes through every connection it holds, and every request
+# waiting for one, each time it sends a request or a connection closes: with
+# one pool of 2,000 connections, a worker with 2,000 calls in flight spent
+# more of its event loop there than on anything else but the workflows
+# (docs/capacity.md of the template, "Where a run's CPU and memory go").
+# Calls are spread over pools of at most this many connections instead.
+CONNECTIONS_PER_POOL = 100
+
+
 class PooledOpenAIProvider(ModelProvider):
     """The OpenAI model provider the plugin uses by default (the key and
     endpoint from OPENAI_API_KEY / OPENAI_BASE_URL, no retries of its own:
     Temporal retries the model call), with a connection for every run in
-    flight instead of the client's 1,000. The client is built at the first
-    model call, as the default one is, so that a worker that cannot start
-    for another reason says that reason."""
+    flight instead of the client's 1,000, in pools of at most
+    CONNECTIONS_PER_POOL: one client per pool, each model call on the next
+    client in turn. A pool may open more connections than its share when
+    calls end unevenly (each may open up to ``runs``), so no call waits for
+    a connection while the worker has a slot for it. The clients are built
+    at the first model call, as the default one is, so that a worker that
+    cannot start for another reason says that reason."""
 
     def __init__(self, runs: int) -> None:
         self.runs = runs
-        self._provider: OpenAIProvider | None = None
+        self._providers: list[OpenAIProvider] = []
+        self._next = 0
 
     def get_model(self, model_name: str | None) -> Model:
-        if self._provider is None:
-            pool = httpx2.Limits(max_connections=self.runs, max_keepalive_connections=self.runs)
-            client = AsyncOpenAI(max_retries=0, http_client=DefaultAsyncHttpxClient(limits=pool))
-            self._provider = OpenAIProvider(openai_client=client)
-        return self._provider.get_model(model_name)
+        if not self._providers:
+            pools = -(-self.runs // CONNECTIONS_PER_POOL)
+            kept = -(-self.runs // pools)
+            for _ in range(pools):
+                pool = httpx2.Limits(max_connections=self.runs, max_keepalive_connections=kept)
+                client = AsyncOpenAI(
+                    max_retries=0, http_client=DefaultAsyncHttpxClient(limits=pool)
+                )
+                self._providers.append(OpenAIProvider(openai_client=client))
+        provider = self._providers[self._next]
+        self._next = (self._next + 1) % len(self._providers)
+        return provider.get_model(model_name)
+
+
+# The plugin's model calls (temporalio.openai_agents), which heartbeat.
+MODEL_CALLS = ("invoke_model_activity", "invoke_model_activity_streaming")
+
+
+class HeartbeatAtStart(Interceptor):
+    """A model call heartbeats as soon as the worker begins to run it, then
+    every half timeout as the plugin does. Temporal counts the heartbeat
+    timeout from when it handed the call to the worker, and the plugin's
+    first heartbeat came half a timeout after the worker began to run it:
+    while a worker starts runs faster than its event loop keeps up, calls
+    it had taken waited more than half a timeout before they began, missed
+    their first heartbeat and were made again (1,256 of 2,000 runs' calls
+    repeated, docs/capacity.md of the template). Now a call may wait up to
+    the whole timeout before it begins."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _HeartbeatAtStart(next)
+
+
+class _HeartbeatAtStart(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        if info.heartbeat_timeout and info.activity_type in MODEL_CALLS:
+            activity.heartbeat()
+        return await super().execute_activity(input)
 
 
 def model_provider(runs: int) -> ModelProvider:

@@ -26,7 +26,6 @@ SESSION_LIFETIME say how long a conversation holds its sandbox and waits).
 import argparse
 import asyncio
 import ctypes
-import pkgutil
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +51,7 @@ from sandbox_agent_runtime import affinity, approvers, versioning
 from sandbox_agent_runtime.backends import Backend, sandbox_backends, use_options
 from sandbox_agent_runtime.bounded_sandbox import BoundedSandboxClient
 from sandbox_agent_runtime.capacity import (
+    HeartbeatAtStart,
     make_room_for_connections,
     model_heartbeat_timeout,
     model_provider,
@@ -120,20 +120,22 @@ def unversioned_build() -> str:
 
 # The workflow sandbox loads the workflow's module afresh for each run it
 # starts, and every module of the project's and the runtime's that it
-# imports, unless passed through. Each module of the runtime but workflow.py
-# is passed through, the run's phases (phases/) among them: imported once per
-# worker, about 20 ms less CPU per run (docs/benchmarks.md of the template).
-# They hold nothing a run changes (constants, dataclasses, functions, classes
-# whose instances a run makes; the service, configured once per process) and
-# their workflow code is proven by the recorded histories (test_histories.py,
-# tests/test_run_path.py); workflow.py and the project's modules the workflow
-# imports (its package: agent.py, tools.py, service.py) stay under the
-# sandbox's checks.
-PASSED_THROUGH = tuple(
-    f"{__package__}.{module.name}"
-    for module in pkgutil.iter_modules(sys.modules[__package__].__path__)
-    if module.name != "workflow"
-)
+# imports, unless passed through. The whole runtime is passed through,
+# workflow.py and the run's phases (phases/) with it: imported once per worker
+# instead of once per run. workflow.py alone, when it held the whole run
+# (1,100 lines), cost each run about 2 ms of the worker's event loop (the
+# sandbox creates each run's instance on it: 5.5 ms before, 3.4 after) and
+# about 125 KiB held for as long as the run is cached (181 KiB before, 56
+# after; docs/capacity.md of the template, "Where a run's CPU and memory
+# go"). They hold nothing a run changes (constants, dataclasses, functions,
+# classes whose instances a run makes; the service, configured once per
+# process; AgentWorkflow keeps a run's state in its instance) and their
+# workflow code is proven by the recorded histories (test_histories.py,
+# tests/test_run_path.py). The project's workflow module (its workflow type)
+# and the modules it imports (agent.py, tools.py, service.py) stay under the
+# sandbox's checks (passing them too would save about 2 ms and 33 KiB more
+# per run).
+PASSED_THROUGH = (__package__,)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -347,7 +349,7 @@ def build_worker(
             workflows=workflows,
             workflow_runner=workflow_runner(),
             activities=tool_activities,
-            interceptors=[SandboxOperationMeter()],
+            interceptors=[SandboxOperationMeter(), HeartbeatAtStart()],
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             identity=identity,
             **(
@@ -372,7 +374,7 @@ def build_worker(
         activities=[*affinity.host_activities(host, host_bound), *tool_activities],
         # Outermost first: an operation for another host is refused before
         # it is counted or run.
-        interceptors=[affinity.HostFirst(host), meter],
+        interceptors=[affinity.HostFirst(host), meter, HeartbeatAtStart()],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
         **(

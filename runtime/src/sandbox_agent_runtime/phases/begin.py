@@ -19,6 +19,10 @@ from sandbox_agent_runtime.chain import Carried, LastingSandboxClient
 from sandbox_agent_runtime.phases.given import Given
 from sandbox_agent_runtime.run_request import RunRequest
 
+# Built once per worker (this module is passed through the workflow sandbox),
+# not once per run.
+_REQUEST = TypeAdapter(RunRequest)
+
 
 def run_request(given: RunRequest | Any) -> RunRequest:
     """The run's request as a ``RunRequest``. Temporal converts a run's
@@ -28,7 +32,7 @@ def run_request(given: RunRequest | Any) -> RunRequest:
     if isinstance(given, RunRequest):
         return given
     try:
-        return TypeAdapter(RunRequest).validate_python(given)
+        return _REQUEST.validate_python(given)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the request"

@@ -33,6 +33,9 @@ from sandbox_agent_runtime.run_request import (
 )
 from sandbox_agent_runtime.workspace.requests import IN_STORE, Placed, Snapshot
 
+# Built once per worker (this module is passed through the workflow sandbox).
+_ANSWER = TypeAdapter(RunAnswer)
+
 
 def carried(
     conversation: list[dict[str, Any]],
@@ -84,7 +87,7 @@ def carried_state(handed: Carried) -> Conversation:
         prompts=handed.prompts,
         answered=handed.answered,
         since=handed.since,
-        answer=TypeAdapter(RunAnswer).validate_python(handed.answer) if handed.answer else None,
+        answer=_ANSWER.validate_python(handed.answer) if handed.answer else None,
     )
 
 
