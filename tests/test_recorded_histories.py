@@ -30,7 +30,7 @@ def test_a_one_line_change_to_the_runtimes_workflow_fails_the_generated_replay_t
     runtime = tmp_path / "runtime"
     shutil.copytree(TEMPLATE / "runtime", runtime, ignore=shutil.ignore_patterns("__pycache__", ".venv"))
     workflow = runtime / "src" / "sandbox_agent_runtime" / "workflow.py"
-    anchor = "        if provider not in backends:\n"
+    anchor = "        request, self.sandbox = await begin.begin(request, carried, self.given)\n"
     text = workflow.read_text()
     assert anchor in text
     workflow.write_text(text.replace(anchor, "        await workflow.sleep(0.01)\n" + anchor))
