@@ -174,6 +174,9 @@ class AgentWorkflow:
     # ------------------------------------------------------------- the run
 
     async def _run(self, request: RunRequest, carried: Carried | None) -> RunAnswer:
+        """The run: it begins (its request checked, its sandbox's client),
+        takes up where its chain's earlier run left off, and is a job or a
+        conversation; a failure ends it as a person can read (ending.py)."""
         self.given = self._given()
         request, self.sandbox = await begin.begin(request, carried, self.given)
         self.follow_ups = request.follow_ups
