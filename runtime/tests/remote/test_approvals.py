@@ -30,8 +30,8 @@ from temporalio.worker import Replayer
 
 from sandbox_agent_runtime import starter
 from sandbox_agent_runtime.observability import APPROVAL_WAIT, APPROVALS
-from sandbox_agent_runtime.run_request import RunAnswer
-from sandbox_agent_runtime.shared import DECIDE, PENDING
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import DECIDE, END, PENDING
 from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
@@ -42,8 +42,10 @@ from sandbox_agent_runtime.starter import (
 )
 from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.approver import decide, run_id_of, signed
+from sandbox_agent_runtime.testing.conversing import Conversing, answered, follow_up, printed
 from sandbox_agent_runtime.testing.handovers import start_as, workspaces_used
 from sandbox_agent_runtime.testing.long_workflow import (
+    ContinuesBetweenPromptsWorkflow,
     ImpatientApprovalWorkflow,
     LongSandboxAgentWorkflow,
 )
@@ -230,6 +232,38 @@ async def test_always_approves_the_tool_for_the_rest_of_the_run(temporal_client:
         answer = (await handle.result()).answer
     assert answer.endswith("two\n"), answer
     assert await updates_in(handle) == 1
+
+
+async def test_always_holds_in_a_conversation_that_continued_as_new_between_prompts(
+    temporal_client: Client,
+) -> None:
+    """A tool approved for the rest of the run stays approved in the next
+    run of its chain, which starts by waiting for the follow-up: the
+    follow-up's command runs without asking anyone."""
+    model = Conversing([["echo one"], ["echo two"]])
+    async with running_worker(
+        temporal_client, model, approve=False, workflows=[ContinuesBetweenPromptsWorkflow]
+    ) as (client, _):
+        handle = await client.start_workflow(
+            ContinuesBetweenPromptsWorkflow.run,
+            RunRequest("Say one.", follow_ups=True),
+            id=f"{project_service().task_queue}-{uuid.uuid4()}",
+            task_queue=project_service().task_queue,
+        )
+        [request] = await requests_of(handle)
+        await decide(handle, request, True, always=True)
+        await answered(handle, 1)
+        # The first run answered, then handed the conversation on.
+        while (await handle.describe()).run_id == handle.first_execution_run_id:
+            await asyncio.sleep(0.05)
+        latest = client.get_workflow_handle(handle.id)
+        await follow_up(latest, "Now say two.")
+        async with asyncio.timeout(SHOWS_WITHIN):
+            second = await answered(latest, 2)
+        await latest.execute_update(END)
+        await latest.result()
+    assert second.answer is not None and printed(second.answer) == ["two"]
+    assert await updates_in(latest) == 2  # the follow-up and the end: no decision
 
 
 def starter_environment(starter_env: Client) -> dict[str, str]:
