@@ -8,9 +8,7 @@ from pathlib import Path
 
 from temporalio.client import WorkflowExecutionStatus
 
-from sandbox_agent_runtime.connection import ConnectionFailed
 from sandbox_agent_runtime.display import visible
-from sandbox_agent_runtime.object_store import ObjectStoreUnreachable
 from sandbox_agent_runtime.run_request import ENDED, RELEASED, WAITING
 from sandbox_agent_runtime.settings import StarterSettings
 from sandbox_agent_runtime.starter.approving import key_file_of
@@ -18,7 +16,7 @@ from sandbox_agent_runtime.starter.client import (
     StoppedAnswering,
     answered,
     chain_run,
-    connected,
+    reached,
     stopped_answering,
     web_ui_link,
 )
@@ -34,10 +32,8 @@ async def attach(workflow_id: str, settings: StarterSettings, output: Path | Non
     ended, from its first step to its end; a conversation from the prompt
     it works on to that prompt's answer or, when it waits for a follow-up,
     where it stands and its latest answer."""
-    try:
-        client = await connected(settings)
-    except (ConnectionFailed, ObjectStoreUnreachable) as e:
-        print(e, file=sys.stderr)
+    client = await reached(settings)
+    if client is None:
         return EXIT_UNREACHABLE
     try:
         description = await described(client, workflow_id, "--attach")

@@ -19,10 +19,11 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
 
-from sandbox_agent_runtime.connection import connect
+from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.display import safe_line, without_credentials
 from sandbox_agent_runtime.encryption import codec_of
 from sandbox_agent_runtime.object_store import (
+    ObjectStoreUnreachable,
     check_reachable,
     data_converter,
     external_storage,
@@ -112,6 +113,17 @@ async def connected(settings: StarterSettings) -> Client:
     storage = external_storage(store) if store is not None else None
     converter = data_converter(storage, codec=codec_of(settings.keys))
     return await connect(runtime=quiet_runtime(), data_converter=converter)
+
+
+async def reached(settings: StarterSettings) -> Client | None:
+    """``connected()``, or None once the one line saying why not (Temporal
+    or the object store unreachable) is printed: the command then exits
+    EXIT_UNREACHABLE."""
+    try:
+        return await connected(settings)
+    except (ConnectionFailed, ObjectStoreUnreachable) as e:
+        print(e, file=sys.stderr)
+        return None
 
 
 def chain_run(

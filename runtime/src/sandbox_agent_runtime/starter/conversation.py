@@ -24,10 +24,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from sandbox_agent_runtime.connection import ConnectionFailed
 from sandbox_agent_runtime.display import visible
 from sandbox_agent_runtime.encryption import UnknownKey, WrongKey
-from sandbox_agent_runtime.object_store import ObjectStoreUnreachable
 from sandbox_agent_runtime.run_request import FollowUp
 from sandbox_agent_runtime.settings import StarterSettings
 from sandbox_agent_runtime.shared import END, FOLLOW_UP
@@ -36,7 +34,7 @@ from sandbox_agent_runtime.starter.client import (
     StoppedAnswering,
     answered,
     chain_run,
-    connected,
+    reached,
     stopped_answering,
     web_ui_link,
 )
@@ -160,10 +158,8 @@ async def continue_conversation(
     """--continue: send a follow-up to a conversation that has answered
     (the FOLLOW_UP update), then follow it, from the event where the run
     took it, to its answer, and write its files under ``output``."""
-    try:
-        client = await connected(settings)
-    except (ConnectionFailed, ObjectStoreUnreachable) as e:
-        print(e, file=sys.stderr)
+    client = await reached(settings)
+    if client is None:
         return EXIT_UNREACHABLE
     try:
         await running_conversation(client, workflow_id, "--continue", "start a new run")
@@ -206,10 +202,8 @@ async def continue_conversation(
 async def end_conversation(workflow_id: str, settings: StarterSettings) -> int:
     """--end: end a conversation (the END update), and wait until the run
     has removed its sandbox and closed."""
-    try:
-        client = await connected(settings)
-    except (ConnectionFailed, ObjectStoreUnreachable) as e:
-        print(e, file=sys.stderr)
+    client = await reached(settings)
+    if client is None:
         return EXIT_UNREACHABLE
     try:
         await running_conversation(client, workflow_id, "--end", "nothing to end")

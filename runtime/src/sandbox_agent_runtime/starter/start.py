@@ -3,7 +3,6 @@ by its workflow's type name (the starter needs only Temporal's client), and
 ``run()``, the starter given a prompt, starts one, prints its id and Web UI
 link and follows it to its answer (``--no-wait``: only starts it)."""
 
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,14 +10,12 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from sandbox_agent_runtime.connection import ConnectionFailed
-from sandbox_agent_runtime.object_store import ObjectStoreUnreachable
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import StarterSettings
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.starter.approving import approvals, key_file_of
-from sandbox_agent_runtime.starter.client import connected, stopped_answering, web_ui_link
+from sandbox_agent_runtime.starter.client import reached, stopped_answering, web_ui_link
 from sandbox_agent_runtime.starter.following import follow
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
@@ -62,10 +59,8 @@ async def run(
     """Start a run, print its id and Web UI link, then (unless ``wait`` is
     false) follow it to its answer and write its files under ``output``.
     Returns the exit status."""
-    try:
-        client = await connected(settings)
-    except (ConnectionFailed, ObjectStoreUnreachable) as e:
-        print(e, file=sys.stderr)
+    client = await reached(settings)
+    if client is None:
         return EXIT_UNREACHABLE
     try:
         handle = await start(client, request)
