@@ -25,11 +25,12 @@ COMBINATIONS = [
             "license": "Apache-2.0",
             "approval": "commands",
             "approval_timeout_seconds": 300,
-            # Blank lists: no additional backend, no secret.
-            "additional_sandbox_backends": ",",
+            # A list typed in a hurry: one backend between blanks; and a blank
+            # list: no secret.
+            "additional_sandbox_backends": " daytona , ",
             "sandbox_secret_env_vars": " ",
         },
-        id="local-custom-names-py312",
+        id="local-custom-names-plus-daytona-py312",
     ),
     pytest.param(
         {
@@ -39,6 +40,8 @@ COMBINATIONS = [
             "python_version": "3.13",
             "model_name": "gpt-5.2",
             "license": "none",
+            # A blank list: no additional backend.
+            "additional_sandbox_backends": ",",
             "sandbox_secret_env_vars": "GITHUB_TOKEN,,",
         },
         id="daytona-custom-provider-one-secret-py313",
@@ -51,15 +54,6 @@ COMBINATIONS = [
             "approval": "commands",
         },
         id="daytona-plus-local-and-e2b-two-secrets",
-    ),
-    pytest.param(
-        {
-            "sandbox_backend": "local",
-            "additional_sandbox_backends": " daytona , ",
-            "sandbox_provider_name": "workstation",
-            "python_version": "3.12",
-        },
-        id="local-plus-daytona-py312",
     ),
     pytest.param(
         {

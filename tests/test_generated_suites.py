@@ -122,8 +122,7 @@ PHASES: dict[str, list[list[Part]]] = {
     "blaxel-defaults": [[smoke()]],
     "cloudflare-defaults": [[smoke()]],
     # Odd names and odd answers: they change what renders, not how it runs.
-    "local-plus-daytona-py312": [[smoke()]],
-    "local-custom-names-py312": [[smoke()]],
+    "local-custom-names-plus-daytona-py312": [[smoke()]],
     "daytona-custom-provider-one-secret-py313": [[smoke()]],
     # Two of them in one worker; runs of two hours (the sandboxes' default
     # lifetimes follow them).
