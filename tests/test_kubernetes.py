@@ -18,10 +18,12 @@ replaced, and there is no worker-controller overlay (the controller makes
 Deployments). With remote backends alone, a Deployment, and the overlay.
 """
 
+import base64
 import fcntl
 import json
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,13 +81,20 @@ def crd_schema() -> Callable[[Objects], subprocess.CompletedProcess[str]]:
     return validate
 
 
+# An API_TOKENS entry, as `<slug>-api --new-token me` prints one.
+API_TOKENS = "me:" + "0" * 64
+
+
 def deploy_copy(project: BakedProject, tmp_path: Path) -> Path:
-    """The project's deploy/ in a scratch directory, with its secret.env
-    filled in from the example, as a user does before applying it."""
+    """The project's deploy/ in a scratch directory, with its secret.env and
+    api-tokens.env filled in from the examples, as a user does before
+    applying it."""
     deploy = tmp_path / "deploy"
     shutil.copytree(project.path / "deploy", deploy)
     example = (deploy / "k8s" / "secret.example.env").read_text()
     (deploy / "k8s" / "secret.env").write_text(example.replace("=\n", "=filled-in\n"))
+    tokens = (deploy / "k8s" / "api-tokens.example.env").read_text()
+    (deploy / "k8s" / "api-tokens.env").write_text(tokens.replace("API_TOKENS=\n", f"API_TOKENS={API_TOKENS}\n"))
     return deploy
 
 
@@ -119,9 +128,24 @@ def worker_kind(project: BakedProject) -> str:
     return "StatefulSet" if project.derived.host_bound_backends else "Deployment"
 
 
+def component(name: str, objects: Objects) -> dict[str, Any]:
+    """The StatefulSet or Deployment of the component ``name`` (worker, api)."""
+    [found] = [
+        o
+        for o in objects
+        if o["kind"] in ("StatefulSet", "Deployment")
+        and o["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == name
+    ]
+    return found
+
+
 def the_worker(objects: Objects) -> dict[str, Any]:
     """The worker's StatefulSet or Deployment."""
-    [found] = [o for o in objects if o["kind"] in ("StatefulSet", "Deployment")]
+    return component("worker", objects)
+
+
+def named(kind: str, name: str, objects: Objects) -> dict[str, Any]:
+    [found] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
     return found
 
 
@@ -151,9 +175,11 @@ def test_the_base_builds_and_every_object_validates(
 ) -> None:
     objects = build(deploy_copy(project, tmp_path) / "k8s")
     kinds = sorted(o["kind"] for o in objects)
-    # A StatefulSet comes with its governing Service.
+    # A StatefulSet comes with its governing Service; the API is a
+    # Deployment and its Service, with a Secret of its callers.
     extra = ["StatefulSet", "Service"] if worker_kind(project) == "StatefulSet" else ["Deployment"]
-    assert kinds == sorted(["ConfigMap", "ScaledObject", "Secret", "TriggerAuthentication", *extra])
+    api = ["Deployment", "Service", "Secret"]
+    assert kinds == sorted(["ConfigMap", "ScaledObject", "Secret", "TriggerAuthentication", *extra, *api])
     built_in = [o for o in objects if o["kind"] not in KEDA_KINDS]
     validated = kubernetes_validate(built_in, tmp_path)
     assert validated.returncode == 0, validated.stdout + validated.stderr
@@ -162,7 +188,8 @@ def test_the_base_builds_and_every_object_validates(
     assert keda.returncode == 0, keda.stdout + keda.stderr
     assert unserved_probes(objects) == []
     # The Secret has a key for each line of the example and no value of it.
-    secret = the("Secret", objects)
+    slug = project.context["project_slug"]
+    secret = named("Secret", f"{slug}-credentials", objects)
     example = (project.path / "deploy" / "k8s" / "secret.example.env").read_text()
     assert "=filled-in" not in example
     keys = [line.partition("=")[0] for line in example.splitlines() if line and not line.startswith("#")]
@@ -198,8 +225,7 @@ def test_a_pod_that_holds_sandboxes_keeps_its_name_and_workspaces(project: Baked
     # Pods come and go in parallel; a rollout replaces them in place.
     assert spec["podManagementPolicy"] == "Parallel"
     assert spec["updateStrategy"]["type"] == "RollingUpdate"
-    service = the("Service", objects)
-    assert spec["serviceName"] == service["metadata"]["name"]
+    service = named("Service", spec["serviceName"], objects)
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
     claims = {claim["metadata"]["name"]: claim for claim in spec.get("volumeClaimTemplates", [])}
@@ -217,6 +243,52 @@ def test_a_pod_that_holds_sandboxes_keeps_its_name_and_workspaces(project: Baked
         assert claims == {} and "TMPDIR" not in env
 
 
+def test_the_api_runs_as_two_stateless_replicas_behind_a_service(project: BakedProject, tmp_path: Path) -> None:
+    """deploy/k8s/api.yaml: the worker's image running <slug>-api, with the
+    worker's settings and credentials and its callers from a Secret of their
+    own; ready while Temporal answers, live while it serves, behind a Service."""
+    example = (project.path / "deploy" / "k8s" / "api-tokens.example.env").read_text()
+    assert "\nAPI_TOKENS=\n" in example
+    objects = build(deploy_copy(project, tmp_path) / "k8s")
+    slug = project.context["project_slug"]
+    api = component("api", objects)
+    assert api["kind"] == "Deployment"
+    assert api["spec"]["replicas"] == 2
+    pod = api["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    [worker] = the_worker(objects)["spec"]["template"]["spec"]["containers"]
+    # The worker's image, with the API's console script as its command.
+    assert container["image"] == worker["image"]
+    scripts = tomllib.loads(project.text("pyproject.toml"))["project"]["scripts"]
+    assert container["args"] == [f"{slug}-api"]
+    assert scripts[f"{slug}-api"] == f"{project.context['package_name']}.api:cli"
+    # Stateless: nothing kept but what /tmp's emptyDir holds while it runs.
+    assert [volume["name"] for volume in pod["volumes"]] == ["tmp"]
+    assert "emptyDir" in pod["volumes"][0]
+    assert container["envFrom"] == worker["envFrom"]
+    env = {e["name"]: e for e in container["env"]}
+    port = int(env["API_BIND_ADDRESS"]["value"].rpartition(":")[2])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/livez")):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path
+        assert ports[get["port"]] == port
+    # Its callers: the generated Secret (named after its content), holding the entry.
+    ref = env["API_TOKENS"]["valueFrom"]["secretKeyRef"]
+    assert ref["name"].startswith(f"{slug}-api-tokens-")
+    tokens = named("Secret", ref["name"], objects)
+    assert base64.b64decode(tokens["data"][ref["key"]]).decode() == API_TOKENS
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # The Service reaches the API's pods, and not the worker's, on that port.
+    service = named("Service", f"{slug}-api", objects)
+    selector = service["spec"]["selector"].items()
+    assert selector <= api["spec"]["template"]["metadata"]["labels"].items()
+    assert not selector <= the_worker(objects)["spec"]["template"]["metadata"]["labels"].items()
+    [served] = service["spec"]["ports"]
+    assert ports[served["targetPort"]] == served["port"] == port
+
+
 def test_the_worker_controller_overlay_builds_and_validates(project: BakedProject, tmp_path: Path) -> None:
     if project.derived.host_bound_backends:
         # The controller runs each build as Deployments, whose pods come back
@@ -224,7 +296,10 @@ def test_the_worker_controller_overlay_builds_and_validates(project: BakedProjec
         assert not (project.path / "deploy" / "worker-controller").exists()
         return
     objects = build(deploy_copy(project, tmp_path) / "worker-controller")
-    assert sorted(o["kind"] for o in objects) == ["ConfigMap", "Connection", "Secret", "WorkerDeployment"]
+    # The base's API comes along: it serves every build's runs.
+    assert sorted(o["kind"] for o in objects) == sorted(
+        ["ConfigMap", "Connection", "Secret", "WorkerDeployment", "Deployment", "Service", "Secret"]
+    )
     for kind in ("WorkerDeployment", "Connection"):
         managed = the(kind, objects)
         assert managed["apiVersion"] == "temporal.io/v1alpha1"
@@ -232,7 +307,7 @@ def test_the_worker_controller_overlay_builds_and_validates(project: BakedProjec
     # Its pod template is a Kubernetes pod template, checked as one.
     template = the("WorkerDeployment", objects)["spec"]["template"]
     wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "worker"}, "template": template}
-    built_in = [o for o in objects if o["kind"] in ("ConfigMap", "Secret")] + [wrapped]
+    built_in = [o for o in objects if o["kind"] in ("ConfigMap", "Secret", "Deployment", "Service")] + [wrapped]
     validated = kubernetes_validate(built_in, tmp_path)
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert validated.stdout.count(" passed ") == len(built_in), validated.stdout

@@ -68,16 +68,23 @@ def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProjec
         assert not ignored(needed), needed
     if (project.path / "LICENSE").exists():
         assert not ignored("LICENSE")
-    for secret in [".env", ".env.local", ".venv/bin/python", ".git/config", "deploy/k8s/secret.env"]:
+    for secret in [
+        ".env",
+        ".env.local",
+        ".venv/bin/python",
+        ".git/config",
+        "deploy/k8s/secret.env",
+        "deploy/k8s/api-tokens.env",
+    ]:
         assert ignored(secret), secret
 
 
-def test_compose_runs_the_dev_server_and_the_worker(project: BakedProject) -> None:
+def test_compose_runs_the_dev_server_the_worker_and_the_api(project: BakedProject) -> None:
     schema = project.run(tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", "compose.yaml")
     assert schema.returncode == 0, schema.stdout + schema.stderr
 
     services = yaml.safe_load(project.text("compose.yaml"))["services"]
-    assert set(services) == {"temporal", "worker"}
+    assert set(services) == {"temporal", "worker", "api"}
     temporal = services["temporal"]
     assert temporal["image"].startswith("temporalio/temporal:")
     # Reachable from the worker's container; handing tasks to workers promptly
@@ -113,6 +120,23 @@ def test_compose_runs_the_dev_server_and_the_worker(project: BakedProject) -> No
         assert "root" in project.text("compose.yaml")
     else:
         assert "volumes" not in worker and "group_add" not in worker
+    # The API: the worker's image with its own command, the worker's .env and
+    # Temporal, its callers from the environment, ready while Temporal answers.
+    api = services["api"]
+    slug = project.context["project_slug"]
+    assert api["build"] == worker["build"]
+    assert api["command"] == [f"{slug}-api"]
+    assert api["env_file"] == worker["env_file"]
+    assert api["environment"] == {
+        "TEMPORAL_ADDRESS": "temporal:7233",
+        "TEMPORAL_NAMESPACE": "default",
+        "API_BIND_ADDRESS": "0.0.0.0:8000",
+        "API_TOKENS": "${API_TOKENS:-}",
+    }
+    # Plain HTTP: on this machine's loopback address only.
+    assert api["ports"] == ["127.0.0.1:8000:8000"]
+    assert "http://127.0.0.1:8000/readyz" in " ".join(api["healthcheck"]["test"])
+    assert api["depends_on"]["temporal"]["condition"] == "service_healthy"
 
 
 def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: BakedProject) -> None:

@@ -93,10 +93,10 @@ from sandbox_agent_runtime.testing.conversing import (
     printed,
     session_memos,
     until,
-    user_messages,
 )
 from sandbox_agent_runtime.testing.failing_sandbox import watched
 from sandbox_agent_runtime.testing.long_workflow import ContinuesBetweenPromptsWorkflow
+from sandbox_agent_runtime.testing.scripted_model import user_messages
 from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     activities,

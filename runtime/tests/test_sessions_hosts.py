@@ -90,7 +90,6 @@ from sandbox_agent_runtime.testing.conversing import (
     printed,
     session_memos,
     until,
-    user_messages,
 )
 from sandbox_agent_runtime.testing.handovers import workspaces_used
 from sandbox_agent_runtime.testing.long_workflow import ImpatientSandboxAgentWorkflow
@@ -103,7 +102,7 @@ from sandbox_agent_runtime.testing.processes import (
     service,
     service_environment,
 )
-from sandbox_agent_runtime.testing.scripted_model import steps_done
+from sandbox_agent_runtime.testing.scripted_model import steps_done, user_messages
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,

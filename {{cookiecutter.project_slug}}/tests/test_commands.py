@@ -1,4 +1,4 @@
-"""The worker and the starter as a user runs them.
+"""The worker, the starter and the API as a user runs them.
 
 The tests marked ``process`` run the installed commands as separate
 processes (see processes.py): the worker and the starter against the dev
@@ -7,6 +7,7 @@ OpenAI-compatible server, and a worker killed part-way. The other tests call
 the same ``main`` functions in this process."""
 
 import asyncio
+import hashlib
 import signal
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -15,8 +16,9 @@ import pytest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
-from sandbox_agent_runtime import starter, worker
+from sandbox_agent_runtime import api, starter, worker
 from sandbox_agent_runtime.backends import sandbox_backends
+from sandbox_agent_runtime.settings import API_VARIABLES, api_tokens
 from sandbox_agent_runtime.testing.processes import (
     SCRIPTS,
     STARTER,
@@ -72,7 +74,7 @@ async def test_a_run_survives_its_worker_being_killed_and_the_starter_prints_the
     assert "Worker stopped." in second_worker.output
 
 
-@pytest.mark.parametrize("role", ["worker", "starter"])
+@pytest.mark.parametrize("role", ["worker", "starter", "api"])
 def test_console_scripts_are_installed_and_answer_help(
     role: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,10 +84,40 @@ def test_console_scripts_are_installed_and_answer_help(
     assert script.value == f"{{ cookiecutter.package_name }}.{role}:cli"
     assert (SCRIPTS / script.name).exists(), f"{script.name} is not installed: run `uv sync`"
     with pytest.raises(SystemExit) as exited:
-        {"worker": service_worker, "starter": starter}[role].main(["--help"])
+        {"worker": service_worker, "starter": starter, "api": api}[role].main(["--help"])
 
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: ")
+
+
+def test_a_new_token_is_printed_with_an_entry_the_api_takes_and_nothing_is_stored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        api.main(["--new-token", "ci-bot"])
+
+    assert exited.value.code == 0
+    [token_line, entry_line] = capsys.readouterr().out.splitlines()
+    token = token_line.rpartition(" ")[2]
+    entry = entry_line.rpartition(" ")[2]
+    # The entry holds the token's SHA-256, never the token.
+    assert token not in entry
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    assert api_tokens({"API_TOKENS": entry}) == {digest: "ci-bot"}
+
+
+def test_the_api_without_callers_refuses_to_start_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in API_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SystemExit) as exited:
+        api.main([])
+
+    assert exited.value.code == api.EXIT_CANNOT_SERVE
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("ERROR: API_TOKENS is unset"), line
+    assert "--new-token NAME" in line
 
 
 @pytest.mark.parametrize(("provider", "backend"), BACKENDS)

@@ -1,6 +1,6 @@
 {%- set bound = cookiecutter | host_bound_backends -%}
 {%- set backends = cookiecutter | backends -%}
-"""The manifests in deploy/ name what the worker reads.
+"""The manifests in deploy/ name what the worker and the API read.
 
 Every name is read from both sides: the manifests (deploy.py) and the
 worker's own constants; no name is written down a second time here."""
@@ -10,14 +10,18 @@ from datetime import timedelta
 {% if bound -%}
 import pytest
 {% endif -%}
+from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 
 from sandbox_agent_runtime import health
+from sandbox_agent_runtime.api.app import create_app
 {%- if bound %}
 from sandbox_agent_runtime.backends import sandbox_backends
 {%- endif %}
 from sandbox_agent_runtime.settings import (
+    API_VARIABLES,
     WorkerSettings,
+    api_settings,
     required_credentials,
     worker_variables,
 )
@@ -201,3 +205,34 @@ def test_the_worker_controller_runs_the_same_pod_on_the_same_connection() -> Non
     }
     assert parsed(environ).version is not None
 {%- endif %}
+
+
+async def test_the_api_serves_its_probes_on_the_port_its_manifest_gives(
+    temporal_client: Client,
+) -> None:
+    deployment = the("Deployment", BASE / "api.yaml")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    # The worker's settings and credentials, and its own: where it listens
+    # and who may call it.
+    assert container["envFrom"] == worker_container()["envFrom"]
+    env = {e["name"]: e for e in container["env"]}
+    assert {"API_BIND_ADDRESS", "API_TOKENS"} <= set(env) <= set(API_VARIABLES)
+    # Its callers come from the Secret of api-tokens.env, whose one key it reads.
+    lines = (BASE / "api-tokens.example.env").read_text().splitlines()
+    keys = [line.partition("=")[0] for line in lines if line and not line.startswith("#")]
+    assert keys == [env["API_TOKENS"]["valueFrom"]["secretKeyRef"]["key"]] == ["API_TOKENS"]
+    # With the manifests' settings (and a caller), the address it serves on.
+    given = {**settings(), "API_BIND_ADDRESS": env["API_BIND_ADDRESS"]["value"]}
+    parsed_api = api_settings({**given, "API_TOKENS": "me:" + "0" * 64})
+    port = parsed_api.address[1]
+    app = create_app(parsed_api, temporal_client)
+    routes = {getattr(route, "path", None) for route in app.routes}
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = container[probe]["httpGet"]
+        assert get["path"] in routes
+        assert container_port(container, get["port"]) == port
+    service = the("Service", BASE / "api.yaml")
+    [served] = service["spec"]["ports"]
+    assert container_port(container, served["targetPort"]) == port
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()

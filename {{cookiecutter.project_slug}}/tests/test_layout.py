@@ -17,7 +17,15 @@ RUNTIME = Path(sandbox_agent_runtime.__file__).parent
 TEAMS = ("agent.py", "tools.py", "runs.py")
 # What carries the service's names: its description for the runtime, its
 # workflow type, and its commands.
-NAMED = ("service.py", "workflow.py", "worker.py", "starter.py", "codec_server.py", "histories.py")
+NAMED = (
+    "service.py",
+    "workflow.py",
+    "worker.py",
+    "starter.py",
+    "codec_server.py",
+    "api.py",
+    "histories.py",
+)
 
 
 def file_map() -> set[str]:

@@ -123,6 +123,10 @@ CONVERSATION = "conversation"
 # The memo key under which a conversation shows where it stands (the
 # Conversation without its answer), rewritten at each change of state.
 SESSION_MEMO = "session"
+# The memo key of a run started through the API: who started it ("token:NAME"),
+# carried from run to run of its chain (api/callers.py). The starter's runs
+# have none.
+CALLER_MEMO = "api_caller"
 
 # How long a conversation keeps its sandbox after an answer, and how long it
 # waits for a follow-up before it ends, unless the worker's

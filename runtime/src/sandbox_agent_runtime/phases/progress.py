@@ -10,7 +10,7 @@ from temporalio import workflow
 
 from sandbox_agent_runtime.observability import Usage, count_session
 from sandbox_agent_runtime.run_request import ENDED, RELEASED, WAITING, WORKING, Conversation
-from sandbox_agent_runtime.shared import SESSION_MEMO, USAGE_MEMO
+from sandbox_agent_runtime.shared import CALLER_MEMO, SESSION_MEMO, USAGE_MEMO
 
 
 class Progress:
@@ -48,6 +48,11 @@ class Progress:
         memo: dict[str, Any] = {USAGE_MEMO: asdict(usage)}
         if follow_ups:
             memo[SESSION_MEMO] = self.memo()
+        # Who started the chain through the API (api/callers.py): every run
+        # of the chain is theirs.
+        caller = workflow.memo_value(CALLER_MEMO, None)
+        if caller is not None:
+            memo[CALLER_MEMO] = caller
         return memo
 
     def memo(self) -> dict[str, Any]:

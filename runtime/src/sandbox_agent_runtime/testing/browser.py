@@ -146,3 +146,28 @@ async def headless_chromium(binary: str, profile: Path) -> AsyncIterator[Browser
         if process.returncode is None:
             os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
+
+
+async def evaluate(page: Page, expression: str) -> Any:
+    """The value of ``expression`` in ``page`` (awaited when a promise), as
+    JSON; a JavaScript exception raised as ``RuntimeError``, with its text."""
+    found = await page.send(
+        "Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True
+    )
+    if "exceptionDetails" in found:
+        details = found["exceptionDetails"]
+        raise RuntimeError(
+            f"{details.get('exception', {}).get('description') or details.get('text')}"
+        )
+    return found.get("result", {}).get("value")
+
+
+async def wait_for(page: Page, expression: str, timeout: float = 30.0) -> Any:
+    """The value of ``expression`` in ``page`` once it is truthy (polled);
+    ``TimeoutError`` after ``timeout`` seconds."""
+    async with asyncio.timeout(timeout):
+        while True:
+            value = await evaluate(page, expression)
+            if value:
+                return value
+            await asyncio.sleep(0.1)

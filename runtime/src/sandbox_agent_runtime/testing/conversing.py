@@ -24,19 +24,13 @@ from temporalio.openai_agents.testing import ResponseBuilders
 from sandbox_agent_runtime.run_request import WORKING, Conversation, FollowUp, RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import CONVERSATION, FOLLOW_UP, SESSION_MEMO
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, steps_done, tool_outputs
+from sandbox_agent_runtime.testing.scripted_model import (
+    ScriptedModel,
+    steps_done,
+    tool_outputs,
+    user_messages,
+)
 from sandbox_agent_runtime.testing.support import DATA_CONVERTER
-
-
-def user_messages(conversation: str | list[Any]) -> list[str]:
-    """The text of every user message of the conversation, in order."""
-    if isinstance(conversation, str):
-        return [conversation]
-    return [
-        str(item.get("content"))
-        for item in conversation
-        if isinstance(item, dict) and item.get("role") == "user"
-    ]
 
 
 class Conversing(ScriptedModel):

@@ -70,6 +70,10 @@ def _codec_server() -> list[str]:
     return [str(SCRIPTS / project_service().command("codec-server"))]
 
 
+def _api() -> list[str]:
+    return [str(SCRIPTS / project_service().command("api"))]
+
+
 _LAZY: dict[str, Callable[[], Any]] = {
     "PROJECT": _project_root,
     "WORKER": _worker,
@@ -77,6 +81,7 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "STARTER": _starter,
     "STARTER_MODULE": _starter_module,
     "CODEC_SERVER": _codec_server,
+    "API": _api,
 }
 
 if TYPE_CHECKING:
@@ -86,6 +91,7 @@ if TYPE_CHECKING:
     STARTER: list[str]
     STARTER_MODULE: list[str]
     CODEC_SERVER: list[str]
+    API: list[str]
 
 
 def __getattr__(name: str) -> Any:

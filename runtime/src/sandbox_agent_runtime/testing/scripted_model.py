@@ -134,3 +134,14 @@ class KeepsInputs(ScriptedModel):
     ) -> ModelResponse:
         self.inputs.append(input)
         return await super().get_response(system_instructions, input, *args, **kwargs)
+
+
+def user_messages(conversation: str | list[Any]) -> list[str]:
+    """The text of every user message of the conversation, in order."""
+    if isinstance(conversation, str):
+        return [conversation]
+    return [
+        str(item.get("content"))
+        for item in conversation
+        if isinstance(item, dict) and item.get("role") == "user"
+    ]

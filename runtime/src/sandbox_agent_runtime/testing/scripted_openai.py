@@ -16,12 +16,25 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sandbox_agent_runtime.testing.scripted_model import steps_done, tool_outputs
+from sandbox_agent_runtime.testing.scripted_model import steps_done, tool_outputs, user_messages
 
 
 class ScriptedOpenAIServer:
-    def __init__(self, commands: Sequence[str], *, error_status: int | None = None) -> None:
+    def __init__(
+        self,
+        commands: Sequence[str],
+        *,
+        error_status: int | None = None,
+        prompts: Sequence[Sequence[str]] | None = None,
+    ) -> None:
         self.commands = list(commands)
+        # A conversation's commands by prompt (as conversing.Conversing
+        # takes them): prompt N runs its own, then answers "prompt N: <what
+        # the last command printed>". None: every command, then the answer.
+        self.ends: list[int] | None = None
+        if prompts is not None:
+            self.commands = [command for prompt in prompts for command in prompt]
+            self.ends = [sum(len(each) for each in prompts[: n + 1]) for n in range(len(prompts))]
         # Answer every request with this HTTP error instead (e.g. 401: a bad key).
         self.error_status = error_status
         # Answer with a body that is not JSON (cut short, as by a broken proxy).
@@ -78,7 +91,14 @@ class ScriptedOpenAIServer:
             self.reached.set()
             self.release.wait()
             self.hold_at_step = None
-        if step < len(self.commands):
+        answer_now = False
+        if self.ends is not None:
+            prompt = len(user_messages(request.get("input", [])))
+            answer_now = step >= self.ends[min(max(prompt, 1), len(self.ends)) - 1]
+            if answer_now:
+                printed = outputs[-1].split("Output:\n", 1)[-1] if outputs else ""
+                outputs = [*outputs, f"prompt {prompt}: {printed}"]
+        if step < len(self.commands) and not answer_now:
             item: dict[str, Any] = {
                 "type": "function_call",
                 "id": f"fc_{step}",
@@ -151,9 +171,12 @@ class ScriptedOpenAIServer:
 
 @contextmanager
 def scripted_openai_server(
-    commands: Sequence[str], *, error_status: int | None = None
+    commands: Sequence[str],
+    *,
+    error_status: int | None = None,
+    prompts: Sequence[Sequence[str]] | None = None,
 ) -> Iterator[ScriptedOpenAIServer]:
-    server = ScriptedOpenAIServer(commands, error_status=error_status)
+    server = ScriptedOpenAIServer(commands, error_status=error_status, prompts=prompts)
     thread = threading.Thread(target=server._server.serve_forever, daemon=True)
     thread.start()
     try:

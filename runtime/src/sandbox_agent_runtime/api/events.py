@@ -1,0 +1,431 @@
+"""A run's live events, as Server-Sent Events: every step the starter shows
+(starter/steps.py), each request that waits for a person, the answer and the
+end, in the order the run's history recorded them.
+
+One ``Follower`` per run in an API process reads the run's history (through
+every run of its chain) once, however many clients follow it, and keeps the
+events it made; each client gets them from where it stands. When its last
+client goes, the follower stops: a client that went away costs nothing.
+
+An event's id names where it comes from: ``RUN_ID.EVENT_ID`` for a step of
+a run's history (history event ids restart in each run of a chain), and
+``RUN_ID.EVENT_ID.N`` for what the API asked the run right after that event
+(the requests that wait for a person; a conversation's answer). Any replica
+makes the same ids from the same history, so a client that reconnects with
+``Last-Event-ID``, to this replica or another, gets the events after that
+one: nothing missed, nothing twice."""
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from sandbox_agent_runtime.api.metrics import ApiMetrics
+from sandbox_agent_runtime.api.runs import approval_data
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import CONVERSATION, MODEL_ACTIVITIES
+from sandbox_agent_runtime.starter.approving import pending_requests
+from sandbox_agent_runtime.starter.client import (
+    WORKER_ANSWERS_WITHIN,
+    StoppedAnswering,
+    chain_run,
+    continued_as,
+    history_of,
+)
+from sandbox_agent_runtime.starter.steps import Progress
+
+log = logging.getLogger("api")
+
+# The events' names (the SSE ``event:`` field) for the starter's lines, by
+# the word a line starts with; a line starting with "!" is a failure.
+STEP_NAMES = ("model", "sandbox", "tool", "run", "session", "prompt", "version")
+# The answer of a conversation's prompt comes after the requests asked at
+# the same event (an event id's last part).
+ANSWER_AFTER_REQUESTS = 999
+# A comment sent on a quiet stream this often, so proxies keep it open.
+KEEP_ALIVE_SECONDS = 15.0
+
+# The events that end a run's chain (its last run's last event).
+CLOSED = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "completed",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: "failed",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: "timed out",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: "terminated",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: "cancelled",
+}
+
+
+class BadEventId(ValueError):
+    """A ``Last-Event-ID`` that is not one of the API's."""
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """Where an event stands in a run's chain: the run (its place in the
+    chain), the history event, and what was asked after it."""
+
+    run: int
+    event: int
+    asked: int = 0
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    name: str
+    data: dict[str, Any]
+    position: Position = field(compare=False)
+
+    def sse(self) -> bytes:
+        data = json.dumps(self.data, ensure_ascii=False)
+        # An event without an id has no "id:" line: an empty one would make
+        # the client forget the last id, and a reconnect start over.
+        head = f"id: {self.id}\n" if self.id else ""
+        return f"{head}event: {self.name}\ndata: {data}\n\n".encode()
+
+
+def event_id_parts(text: str) -> tuple[str, int, int]:
+    """``Last-Event-ID`` as (run id, history event id, what was asked after
+    it); ``BadEventId`` in one line for anything else."""
+    parts = text.strip().split(".")
+    if len(parts) in (2, 3) and parts[0] and all(part.isdigit() for part in parts[1:]):
+        return parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else 0
+    raise BadEventId(
+        f"Last-Event-ID {text[:80]!r} is not an event id of this API: send back the id of the "
+        "last event received (RUN_ID.EVENT_ID or RUN_ID.EVENT_ID.N), or none to start over."
+    )
+
+
+def step_event(line: str) -> tuple[str, str]:
+    """A starter's line as (the event's name, its text)."""
+    if line.startswith("!"):
+        return "failure", line[1:].strip()
+    word, _, rest = line.partition(" ")
+    return (word if word in STEP_NAMES else "step"), rest.strip()
+
+
+def answer_data(answer: Any, prompt: int | None) -> dict[str, Any]:
+    """A ``RunAnswer`` (as its JSON form) as an ``answer`` event's data."""
+    answer = answer if isinstance(answer, dict) else {}
+    value = answer.get("answer")
+    structured = bool(answer.get("structured"))
+    outputs = answer.get("outputs") if isinstance(answer.get("outputs"), dict) else {}
+    return {
+        "text": json.dumps(value, ensure_ascii=False) if structured else str(value or ""),
+        "structured": structured,
+        "prompt": prompt,
+        "outputs": [
+            {key: each.get(key) for key in ("path", "size", "sha256")}
+            for each in outputs.get("files") or []
+            if isinstance(each, dict)
+        ],
+        "patch": bool(outputs.get("patch")),
+    }
+
+
+def model_text(response: Any) -> str:
+    """The text of a model call's response (its result in history, as JSON):
+    what the agent answered when that call was its last."""
+    if not isinstance(response, dict):
+        return ""
+    texts = []
+    for item in response.get("output") or []:
+        if isinstance(item, dict) and item.get("type") == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    texts.append(str(part.get("text", "")))
+    return "".join(texts)
+
+
+def call_ids(response: Any) -> set[str]:
+    """The tool calls a model call's response (as JSON) asked for."""
+    if not isinstance(response, dict):
+        return set()
+    return {
+        str(item.get("call_id"))
+        for item in response.get("output") or []
+        if isinstance(item, dict) and item.get("call_id")
+    }
+
+
+class Follower:
+    """Reads one run's chain once and keeps the events it made, for every
+    client that follows it from this API process."""
+
+    def __init__(
+        self, client: Client, workflow_id: str, conversation: bool, metrics: ApiMetrics
+    ) -> None:
+        self.client = client
+        self.metrics = metrics
+        # Events recorded from now on are read as they happen: their delay is measured.
+        self.since = time.time_ns()
+        self.workflow_id = workflow_id
+        self.events: list[Event] = []
+        self.closed = False
+        self.clients = 0
+        self._grew = asyncio.Event()
+        self._progress = Progress(client, conversation)
+        self._runs: dict[str, int] = {}
+        # The requests for approval already shown, and the prompts answered.
+        self._asked: set[str] = set()
+        self._answered = 0
+        # The result of the latest model call (its answer when it was the last).
+        self._model_scheduled: set[int] = set()
+        self._last_model_result: Any = None
+        # The tool calls the latest model call asked for: those a person may
+        # be asked to approve.
+        self._calls: set[str] = set()
+        self._recorded = ""
+        self.task = asyncio.create_task(self._read(), name=f"follow {workflow_id}")
+
+    def run_index(self, run_id: str) -> int | None:
+        return self._runs.get(run_id)
+
+    def _add(
+        self, run_id: str, event: int, name: str, data: dict[str, Any], asked: int = 0
+    ) -> None:
+        position = Position(self._runs[run_id], event, asked)
+        event_id = f"{run_id}.{event}" + (f".{asked}" if asked else "")
+        # When the history event it comes from was recorded.
+        data = {**data, "time": self._recorded}
+        self.events.append(Event(event_id, name, data, position))
+        self._grew.set()
+        self._grew = asyncio.Event()
+
+    async def _read(self) -> None:
+        run: str | None = None
+        try:
+            # From the chain's first run: a client sees every step.
+            run = await self._first_run()
+            handle = chain_run(self.client, self.workflow_id, run)
+            while run is not None:
+                self._runs.setdefault(run, len(self._runs))
+                next_run = None
+                async for event in history_of(handle):
+                    await self._take(run, event)
+                    next_run = continued_as(event)
+                run = next_run
+                if run is not None:
+                    handle = chain_run(self.client, self.workflow_id, run)
+        except StoppedAnswering:
+            self._add_final("unavailable", "Temporal stopped answering; reconnect to go on")
+        except RPCError as e:
+            log.warning("following %s: %s", self.workflow_id, e)
+            self._add_final(
+                "unavailable", "Temporal refused to give the run's history; reconnect to go on"
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("following %s", self.workflow_id)
+            self._add_final("unavailable", "the API could not read the run's history")
+        finally:
+            self.closed = True
+            self._grew.set()
+
+    def _add_final(self, name: str, text: str) -> None:
+        # An event with no id: the stream stops here, and a client that
+        # reconnects goes on from its last real event.
+        self.events.append(Event("", name, {"text": text}, Position(1 << 30, 0)))
+
+    async def _first_run(self) -> str:
+        """The first run of the chain, which every run's first event names."""
+        async for event in chain_run(self.client, self.workflow_id, None).fetch_history_events(
+            page_size=1
+        ):
+            return str(event.workflow_execution_started_event_attributes.first_execution_run_id)
+        raise RuntimeError(f"workflow {self.workflow_id} has no history")
+
+    async def _take(self, run_id: str, event: HistoryEvent) -> None:
+        kind = event.event_type
+        recorded = event.event_time.ToNanoseconds()
+        self._recorded = event.event_time.ToJsonString()
+        if recorded > self.since:
+            self.metrics.event_delay.observe(max(0, time.time_ns() - recorded) / 1e9)
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            self._runs.setdefault(run_id, len(self._runs))
+        was = self._progress.session.get("answered")
+        line = await self._progress.describe(event)
+        if line is not None:
+            name, text = step_event(line)
+            self._add(run_id, event.event_id, name, {"text": text, "line": line})
+        if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            if (
+                event.activity_task_scheduled_event_attributes.activity_type.name
+                in MODEL_ACTIVITIES
+            ):
+                self._model_scheduled.add(event.event_id)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            completed = event.activity_task_completed_event_attributes
+            if completed.scheduled_event_id in self._model_scheduled:
+                self._last_model_result = completed.result
+                if current().approvals:
+                    decoded = await self._decode(completed.result)
+                    self._calls = call_ids(decoded[0] if decoded else None)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and self._calls:
+            await self._ask_pending(run_id, event.event_id)
+        answered = self._progress.session.get("answered")
+        if isinstance(answered, int) and answered != was and answered > self._answered:
+            self._answered = answered
+            await self._conversation_answer(run_id, event.event_id, answered)
+        if kind in CLOSED:
+            await self._closed(run_id, event)
+
+    async def _ask_pending(self, run_id: str, event_id: int) -> None:
+        """The requests that wait for a person once this workflow task is
+        done: asked of the run (a query), each shown once, at the first
+        workflow task after the model call that asked for it. The run says
+        what waits now, not what waited then: a request is placed by the
+        model call it came from, so a replica that reads the history later
+        places it where one that read it live did, and one already decided is
+        not shown."""
+        try:
+            found = await pending_requests(self.client, self.workflow_id, run_id)
+        except Exception as e:
+            # The run moved on (closed, continued) or no worker answered: its
+            # requests are asked again after its next workflow task.
+            log.info("run %s did not say what waits for a person: %s", self.workflow_id, e)
+            return
+        asked = 0
+        for request in found:
+            call_id = str(request.get("call_id"))
+            if call_id in self._asked or call_id not in self._calls:
+                continue
+            self._asked.add(call_id)
+            asked += 1
+            self._add(run_id, event_id, "approval", approval_data(run_id, request), asked=asked)
+
+    async def _conversation_answer(self, run_id: str, event_id: int, prompt: int) -> None:
+        """A conversation's answer to ``prompt``: the run's, when it still
+        holds it (the CONVERSATION query); for an earlier prompt, the text of
+        its last model call, which history keeps."""
+        data: dict[str, Any] | None = None
+        try:
+            state = await chain_run(self.client, self.workflow_id, None).query(
+                CONVERSATION, result_type=dict, rpc_timeout=WORKER_ANSWERS_WITHIN
+            )
+            if isinstance(state, dict) and state.get("answered") == prompt:
+                data = answer_data(state.get("answer"), prompt)
+        except Exception:
+            data = None
+        if data is None:
+            decoded = await self._decode(self._last_model_result)
+            data = {
+                "text": model_text(decoded[0] if decoded else None),
+                "structured": False,
+                "prompt": prompt,
+                "outputs": [],
+                "patch": False,
+            }
+        self._add(run_id, event_id, "answer", data, asked=ANSWER_AFTER_REQUESTS)
+
+    async def _closed(self, run_id: str, event: HistoryEvent) -> None:
+        kind = event.event_type
+        how = CLOSED[kind]
+        if (
+            kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+            and not self._progress.conversation
+        ):
+            decoded = await self._decode(event.workflow_execution_completed_event_attributes.result)
+            self._add(
+                run_id,
+                event.event_id,
+                "answer",
+                answer_data(decoded[0] if decoded else None, None),
+                1,
+            )
+        data: dict[str, Any] = {"status": how}
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+            data["reason"] = event.workflow_execution_failed_event_attributes.failure.message
+        self._add(run_id, event.event_id, "end", data, asked=2)
+
+    async def _decode(self, payloads: Any) -> list[Any]:
+        if payloads is None:
+            return []
+        try:
+            return list(await self.client.data_converter.decode(payloads.payloads))
+        except Exception:
+            return []
+
+    async def after(self, position: Position | None) -> AsyncIterator[Event | None]:
+        """The events after ``position`` (None: all), then each as it comes;
+        None when nothing came for KEEP_ALIVE_SECONDS. Ends with the chain."""
+        index = 0
+        while True:
+            grew = self._grew
+            while index < len(self.events):
+                event = self.events[index]
+                index += 1
+                if position is None or event.position > position:
+                    yield event
+            if self.closed:
+                return
+            try:
+                await asyncio.wait_for(grew.wait(), KEEP_ALIVE_SECONDS)
+            except TimeoutError:
+                yield None
+
+
+class Followers:
+    """The followers of this API process, one per run followed."""
+
+    def __init__(self, client: Client, metrics: ApiMetrics) -> None:
+        self.client = client
+        self.metrics = metrics
+        self.running: dict[str, Follower] = {}
+
+    @property
+    def streams(self) -> int:
+        return sum(each.clients for each in self.running.values())
+
+    async def stream(
+        self, workflow_id: str, conversation: bool, last_event_id: str | None
+    ) -> AsyncIterator[bytes]:
+        """The run's events as SSE, after ``last_event_id`` (None: from the
+        first). ``BadEventId`` before any event for an id not of this API."""
+        wanted = event_id_parts(last_event_id) if last_event_id else None
+        follower = self.running.get(workflow_id)
+        if follower is None or (follower.closed and follower.events and not follower.events[-1].id):
+            follower = Follower(self.client, workflow_id, conversation, self.metrics)
+            self.running[workflow_id] = follower
+            self.metrics.followed_runs.set(len(self.running))
+        follower.clients += 1
+        self.metrics.open_streams.inc()
+        try:
+            position: Position | None = None
+            async for event in follower.after(None):
+                if event is None:
+                    yield b": still following\n\n"
+                    continue
+                if wanted is not None and position is None:
+                    run = follower.run_index(wanted[0])
+                    if run is None:
+                        # Before the run the client last saw: it has them.
+                        continue
+                    position = Position(run, wanted[1], wanted[2])
+                if position is not None and not event.position > position:
+                    continue
+                yield event.sse()
+        finally:
+            follower.clients -= 1
+            self.metrics.open_streams.dec()
+            if follower.clients == 0 and self.running.get(workflow_id) is follower:
+                del self.running[workflow_id]
+                self.metrics.followed_runs.set(len(self.running))
+                follower.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await follower.task
+
+    async def close(self) -> None:
+        for follower in list(self.running.values()):
+            follower.task.cancel()
+        self.running.clear()

@@ -1,0 +1,40 @@
+"""What the API tells its operators, at ``GET /metrics`` (Prometheus's text
+format; no caller needed, as the worker's /metrics): its requests by route
+and status, the streams open and the runs followed, and how long a step
+recorded in a run's history takes to reach the clients that follow it."""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Labels: method, route (the route's template, "/v1/runs/{run}", or
+# "unmatched"), status (the HTTP status answered).
+REQUESTS = "agent_api_requests"
+# Event streams open now, and runs followed now (one follower per run:
+# events.py).
+OPEN_STREAMS = "agent_api_open_streams"
+FOLLOWED_RUNS = "agent_api_followed_runs"
+# From an event's time in history to the API's reading it, for events
+# recorded while the run was followed (seconds).
+EVENT_DELAY = "agent_api_event_delay_seconds"
+
+
+class ApiMetrics:
+    """The API's metrics, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            REQUESTS,
+            "Requests answered, by route and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.open_streams = Gauge(OPEN_STREAMS, "Event streams open", registry=self.registry)
+        self.followed_runs = Gauge(
+            FOLLOWED_RUNS, "Runs followed (one follower each)", registry=self.registry
+        )
+        self.event_delay = Histogram(
+            EVENT_DELAY,
+            "From a step's time in history to the API reading it",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+            registry=self.registry,
+        )

@@ -1,0 +1,67 @@
+"""The API's errors: each an ``application/problem+json`` body (RFC 9457)
+whose ``detail`` is one sentence naming the value, what was wrong and what
+is allowed, with its HTTP status. Nothing else reaches a caller: an
+unexpected error is a 500 whose detail says only that, and the log has the
+rest."""
+
+from typing import Any
+
+PROBLEM_JSON = "application/problem+json"
+
+# Each status the API answers with, and what it means here (the OpenAPI
+# document lists them).
+TITLES = {
+    400: "Bad request",
+    401: "No caller",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Not now",
+    411: "Length required",
+    413: "Too large",
+    415: "Unsupported media type",
+    422: "Unprocessable request",
+    500: "Internal error",
+    502: "The worker refused",
+    503: "Unavailable",
+    504: "No worker answered",
+}
+
+
+class Problem(Exception):
+    """An error the API answers with: ``status`` and one sentence."""
+
+    def __init__(self, status: int, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.extra = extra
+
+    def body(self, instance: str) -> dict[str, Any]:
+        return {
+            "type": "about:blank",
+            "title": TITLES.get(self.status, "Error"),
+            "status": self.status,
+            "detail": self.detail,
+            "instance": instance,
+            **self.extra,
+        }
+
+
+def not_found(workflow_id: str) -> Problem:
+    """The one answer for a run that does not exist and for another
+    caller's: the two must not be told apart."""
+    return Problem(404, f"run {workflow_id!r}: no such run of yours.")
+
+
+# The schema of a problem in the OpenAPI document.
+PROBLEM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "instance": {"type": "string"},
+    },
+    "required": ["title", "status", "detail"],
+}

@@ -1,0 +1,386 @@
+"""What the API does with runs, against the Temporal service: start one for
+a caller, find a caller's own, say where it stands, send it a follow-up or
+its end, hand over its outputs, list and decide what waits for a person.
+Every refusal is a ``Problem`` of one sentence; the routes (app.py) only
+read requests and write answers."""
+
+import asyncio
+import io
+import json
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from sandbox_agent_runtime import approvers
+from sandbox_agent_runtime.api.callers import Caller
+from sandbox_agent_runtime.api.problems import Problem, not_found
+from sandbox_agent_runtime.archives import write_outputs
+from sandbox_agent_runtime.run_request import (
+    ENDED,
+    WORKING,
+    Conversation,
+    FollowUp,
+    RunAnswer,
+    RunRequest,
+)
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import (
+    CALLER_MEMO,
+    CONVERSATION,
+    DECIDE,
+    END,
+    FOLLOW_UP,
+    SESSION_MEMO,
+    USAGE_MEMO,
+    WORKFLOW_TYPE,
+)
+from sandbox_agent_runtime.starter.approving import pending_requests
+from sandbox_agent_runtime.starter.client import WORKER_ANSWERS_WITHIN, chain_run
+from sandbox_agent_runtime.starter.conversation import REFUSALS
+from sandbox_agent_runtime.starter.steps import why_not_completed
+
+
+def no_worker(workflow_id: str) -> Problem:
+    return Problem(
+        504,
+        f"run {workflow_id!r}: no worker answered within "
+        f"{WORKER_ANSWERS_WITHIN.total_seconds():.0f} s; is one running "
+        f"({current().command('worker')})? Ask again.",
+    )
+
+
+async def own_run(client: Client, caller: Caller, workflow_id: str) -> WorkflowExecutionDescription:
+    """The latest run of ``workflow_id`` when ``caller`` started it through
+    the API; a 404 otherwise, the same for a run that does not exist, one of
+    another caller or of the command-line starter, and another service's."""
+    try:
+        description = await chain_run(client, workflow_id, None).describe()
+    except RPCError as e:
+        if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+            raise not_found(workflow_id) from e
+        raise
+    # This service's runs: of its workflow type, or on its task queue (a
+    # subclass of the workflow registered under a name of its own).
+    if (
+        description.workflow_type != WORKFLOW_TYPE
+        and description.task_queue != current().task_queue
+    ):
+        raise not_found(workflow_id)
+    if (await description.memo()).get(CALLER_MEMO) != caller.owner:
+        raise not_found(workflow_id)
+    return description
+
+
+async def start_run(client: Client, caller: Caller, request: RunRequest) -> str:
+    """Start ``request`` for ``caller`` (its owner, in the run's memo); the run's id."""
+    service = current()
+    workflow_id = f"{service.task_queue}-{uuid.uuid4()}"
+    await client.start_workflow(
+        WORKFLOW_TYPE,
+        request,
+        id=workflow_id,
+        task_queue=service.task_queue,
+        execution_timeout=None if request.follow_ups else service.workflow_execution_timeout,
+        memo={CALLER_MEMO: caller.owner},
+    )
+    return workflow_id
+
+
+def session_of(memo: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a conversation stands, from its memo ({} for a job)."""
+    session = memo.get(SESSION_MEMO)
+    return session if isinstance(session, dict) else {}
+
+
+def state_of(description: WorkflowExecutionDescription, session: dict[str, Any]) -> str:
+    """Where a run stands: working, waiting (for a follow-up, holding its
+    sandbox), released (waiting, its workspace in a snapshot), ended
+    (answered and closed, or a conversation ended), or failed (closed
+    without an answer: failed, timed out, terminated, cancelled)."""
+    status = description.status
+    if status == WorkflowExecutionStatus.RUNNING:
+        return str(session.get("state") or WORKING)
+    if status == WorkflowExecutionStatus.COMPLETED:
+        return ENDED
+    return "failed"
+
+
+async def answer_of(
+    client: Client,
+    workflow_id: str,
+    description: WorkflowExecutionDescription,
+    session: dict[str, Any],
+) -> RunAnswer | None:
+    """The run's answer: a closed run's result, or a conversation's latest
+    (asked of the run: a worker answers); None before the first."""
+    handle = chain_run(client, workflow_id, None)
+    if description.status == WorkflowExecutionStatus.COMPLETED:
+        answer: RunAnswer = await handle.result()
+        return answer
+    if description.status != WorkflowExecutionStatus.RUNNING or not session.get("answered"):
+        return None
+    try:
+        state = await handle.query(
+            CONVERSATION, result_type=Conversation, rpc_timeout=WORKER_ANSWERS_WITHIN
+        )
+    except RPCError as e:
+        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise no_worker(workflow_id) from e
+        raise
+    return state.answer if isinstance(state, Conversation) else None
+
+
+def answer_json(answer: RunAnswer) -> dict[str, Any]:
+    outputs = answer.outputs
+    return {
+        "text": json.dumps(answer.answer, ensure_ascii=False)
+        if answer.structured
+        else str(answer.answer),
+        "structured": answer.structured,
+        "value": answer.answer if answer.structured else None,
+        "outputs": [
+            {"path": each.path, "size": each.size, "sha256": each.sha256} for each in outputs.files
+        ],
+        "patch": bool(outputs.patch),
+        "withheld": outputs.withheld,
+    }
+
+
+def approval_data(run_id: str, request: dict[str, Any]) -> dict[str, Any]:
+    """A request that waits for a person, as the run listed it: its detail
+    whole, as the starter shows it (made visible by the run: approvals.py),
+    and the run it waits in (a decision names it)."""
+    return {
+        "run_id": run_id,
+        "call_id": str(request.get("call_id", "")),
+        "tool": str(request.get("tool", "")),
+        "detail": str(request.get("detail", "")),
+        "asked_at": str(request.get("asked_at", "")),
+    }
+
+
+def links(workflow_id: str) -> dict[str, str]:
+    base = f"/v1/runs/{workflow_id}"
+    return {
+        "self": base,
+        "events": f"{base}/events",
+        "messages": f"{base}/messages",
+        "end": f"{base}/end",
+        "outputs": f"{base}/outputs",
+        "approvals": f"{base}/approvals",
+    }
+
+
+async def run_state(client: Client, caller: Caller, workflow_id: str) -> dict[str, Any]:
+    """Where the caller's run stands, with its answer, usage and outputs."""
+    description = await own_run(client, caller, workflow_id)
+    memo = await description.memo()
+    session = session_of(memo)
+    state = state_of(description, session)
+    body: dict[str, Any] = {
+        "id": workflow_id,
+        "state": state,
+        "follow_ups": bool(session),
+        "prompts": session.get("prompts", 1),
+        "answered": session.get("answered", 1 if state == ENDED else 0),
+        "since": session.get("since", ""),
+        "usage": memo.get(USAGE_MEMO) if isinstance(memo.get(USAGE_MEMO), dict) else None,
+        "answer": None,
+        "links": links(workflow_id),
+    }
+    if state == "failed":
+        try:
+            await chain_run(client, workflow_id, None).result()
+        except WorkflowFailureError as e:
+            body["reason"] = why_not_completed(e)
+        return body
+    answer = await answer_of(client, workflow_id, description, session)
+    if answer is not None:
+        body["answer"] = answer_json(answer)
+    return body
+
+
+async def running_conversation(
+    client: Client, caller: Caller, workflow_id: str, doing: str
+) -> None:
+    """A 409 unless the caller's run is a running conversation."""
+    description = await own_run(client, caller, workflow_id)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        raise Problem(409, f"run {workflow_id!r} has ended: {doing} a run that is still going.")
+    memo = await description.memo()
+    if not isinstance(memo.get(SESSION_MEMO), dict):
+        raise Problem(409, REFUSALS["NoFollowUps"].format(id=workflow_id) + ".")
+
+
+async def send_update(client: Client, workflow_id: str, update: str, *args: Any, then: str) -> Any:
+    """Send ``update`` to the latest run and wait until the run takes it;
+    what it answered. A 409 in the run's own words when it refuses."""
+    try:
+        handle = await chain_run(client, workflow_id, None).start_update(
+            update,
+            args=args,
+            id=str(uuid.uuid4()),
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+            result_type=int if update == FOLLOW_UP else str,
+            rpc_timeout=WORKER_ANSWERS_WITHIN,
+        )
+        return await handle.result(rpc_timeout=WORKER_ANSWERS_WITHIN)
+    except WorkflowUpdateFailedError as e:
+        kind = getattr(e.cause, "type", None)
+        if kind in REFUSALS:
+            raise Problem(409, REFUSALS[kind].format(id=workflow_id, then=then) + ".") from e
+        raise Problem(
+            409, f"run {workflow_id!r} refused it: {getattr(e.cause, 'message', e.cause)}."
+        ) from e
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise Problem(409, f"run {workflow_id!r} has ended: start a new run.") from e
+        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise no_worker(workflow_id) from e
+        raise
+
+
+async def follow_up(client: Client, caller: Caller, workflow_id: str, follow_up: FollowUp) -> int:
+    """Send a follow-up; the prompt's number."""
+    await running_conversation(client, caller, workflow_id, "follow up")
+    return int(await send_update(client, workflow_id, FOLLOW_UP, follow_up, then="send it"))
+
+
+async def end(client: Client, caller: Caller, workflow_id: str) -> None:
+    await running_conversation(client, caller, workflow_id, "end")
+    await send_update(client, workflow_id, END, then="end it")
+
+
+def outputs_archive(answer: RunAnswer, workflow_id: str) -> bytes:
+    """The run's outputs as one gzipped tar: each file at its workspace
+    path and, with a repository, the run's changes as ``changes.patch``:
+    what ``--output DIR`` writes, through the same checks (archives.py)."""
+    outputs = answer.outputs
+    if outputs.withheld:
+        raise Problem(409, f"run {workflow_id!r}: its files did not travel ({outputs.withheld}).")
+    with tempfile.TemporaryDirectory(prefix="api-outputs-") as directory:
+        root = Path(directory) / "outputs"
+        try:
+            written, refused = write_outputs(outputs, root)
+        except (OSError, ValueError) as e:
+            raise Problem(
+                500, f"run {workflow_id!r}: its outputs could not be packed ({e})."
+            ) from e
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and not path.is_symlink():
+                    info = tar.gettarinfo(str(path), arcname=path.relative_to(root).as_posix())
+                    info.uid = info.gid = 0
+                    info.uname = info.gname = ""
+                    info.mtime = int(time.time())
+                    with path.open("rb") as file:
+                        tar.addfile(info, file)
+        del written, refused
+        return buffer.getvalue()
+
+
+async def outputs(client: Client, caller: Caller, workflow_id: str) -> bytes:
+    description = await own_run(client, caller, workflow_id)
+    memo = await description.memo()
+    session = session_of(memo)
+    if state_of(description, session) == "failed":
+        raise Problem(409, f"run {workflow_id!r} ended without an answer: it has no outputs.")
+    answer = await answer_of(client, workflow_id, description, session)
+    if answer is None:
+        raise Problem(
+            409, f"run {workflow_id!r} has no answer yet: ask for its outputs once it has."
+        )
+    return await asyncio.to_thread(outputs_archive, answer, workflow_id)
+
+
+async def approvals(client: Client, caller: Caller, workflow_id: str) -> dict[str, Any]:
+    """What waits for a person in the caller's run, as the run lists it."""
+    description = await own_run(client, caller, workflow_id)
+    if not current().approvals or description.status != WorkflowExecutionStatus.RUNNING:
+        return {"run_id": description.run_id, "approvals": []}
+    try:
+        found = await pending_requests(client, workflow_id, description.run_id)
+    except RPCError as e:
+        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise no_worker(workflow_id) from e
+        raise
+    run_id = str(description.run_id)
+    return {"run_id": run_id, "approvals": [approval_data(run_id, each) for each in found]}
+
+
+async def decide(
+    client: Client,
+    caller: Caller,
+    workflow_id: str,
+    decision: dict[str, Any],
+    server_key: Ed25519PrivateKey | None = None,
+) -> str:
+    """Send a person's signed decision to the run it names (``run_id``).
+    An unsigned one is signed with ``server_key``, the operator's choice
+    (API_APPROVER_KEY_FILE), over the request as the run lists it now."""
+    description = await own_run(client, caller, workflow_id)
+    if not current().approvals:
+        raise Problem(409, f"run {workflow_id!r}: this service asks no one for approval.")
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        raise Problem(409, f"run {workflow_id!r} has ended: nothing in it waits for a decision.")
+    run_id = decision.pop("run_id")
+    if not decision.get("signature"):
+        if server_key is None:
+            raise Problem(
+                422,
+                "fields 'approver' and 'signature' are missing: a decision is signed by the "
+                "person's own key (this API holds none).",
+            )
+        listed = await approvals(client, caller, workflow_id)
+        [request] = [
+            each for each in listed["approvals"] if each["call_id"] == decision["call_id"]
+        ] or [None]
+        if request is None or listed["run_id"] != run_id:
+            raise Problem(
+                409,
+                f"call {decision['call_id']!r} does not wait in run {run_id!r}: list the approvals again.",
+            )
+        decision = approvers.signed_decision(
+            server_key,
+            workflow_id,
+            run_id,
+            request,
+            decision["approve"],
+            decision["reason"],
+            decision["always"],
+        )
+    try:
+        answer = await chain_run(client, workflow_id, run_id).execute_update(
+            DECIDE, decision, result_type=str, rpc_timeout=WORKER_ANSWERS_WITHIN
+        )
+    except WorkflowUpdateFailedError as e:
+        why = getattr(e.cause, "message", None) or str(e.cause)
+        raise Problem(
+            409, f"run {workflow_id!r} refused the decision on {decision['call_id']!r}: {why}."
+        ) from e
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise Problem(
+                409,
+                f"run {run_id!r} of {workflow_id!r} is not the running one: list the approvals again.",
+            ) from e
+        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise no_worker(workflow_id) from e
+        raise
+    return str(answer)

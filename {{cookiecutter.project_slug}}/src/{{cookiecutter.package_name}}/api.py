@@ -1,0 +1,15 @@
+"""The API command ({{ cookiecutter.project_slug }}-api): the service over HTTP, with live events
+(docs/api.md).
+"""
+
+from typing import NoReturn
+
+from sandbox_agent_runtime import api
+
+
+def cli() -> NoReturn:
+    api.cli()
+
+
+if __name__ == "__main__":
+    cli()
