@@ -19,7 +19,7 @@ import subprocess
 import tarfile
 from collections.abc import AsyncIterator
 
-import httpx
+import httpx2 as httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client

@@ -10,7 +10,7 @@ test, with a scripted model."""
 import asyncio
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 import pytest
 from temporalio.client import Client
 

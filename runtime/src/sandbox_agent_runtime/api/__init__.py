@@ -50,6 +50,7 @@ address); 2 Temporal or the object store unreachable at start.
 import argparse
 import asyncio
 import logging
+import resource
 import signal
 import socket
 import sys
@@ -75,6 +76,14 @@ def exit_statuses() -> dict[int, str]:
         EXIT_CANNOT_SERVE: "cannot serve: a setting it cannot use, or the address is taken",
         EXIT_UNREACHABLE: "Temporal or the object store did not answer at start",
     }
+
+
+def raise_open_files() -> None:
+    """Each open stream holds a connection: the soft limit on open files
+    raised to the hard one (often 1,024 and 1,048,576)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def listening(settings: ApiSettings) -> socket.socket:
@@ -160,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BadSetting as e:
         print(f"ERROR: {e}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_SERVE)
+    raise_open_files()
     try:
         sock = listening(settings)
     except OSError as e:

@@ -17,6 +17,7 @@ one: nothing missed, nothing twice."""
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -85,7 +86,9 @@ class Event:
     data: dict[str, Any]
     position: Position = field(compare=False)
 
+    @functools.cached_property
     def sse(self) -> bytes:
+        """The event as SSE, encoded once for every client."""
         data = json.dumps(self.data, ensure_ascii=False)
         # An event without an id has no "id:" line: an empty one would make
         # the client forget the last id, and a reconnect start over.
@@ -185,6 +188,7 @@ class Follower:
         # be asked to approve.
         self._calls: set[str] = set()
         self._recorded = ""
+        self._recorded_ns = 0
         self.task = asyncio.create_task(self._read(), name=f"follow {workflow_id}")
 
     def run_index(self, run_id: str) -> int | None:
@@ -198,6 +202,12 @@ class Follower:
         # When the history event it comes from was recorded.
         data = {**data, "time": self._recorded}
         self.events.append(Event(event_id, name, data, position))
+        # From that time to now: the delay a client sees, for the events
+        # recorded while the run is followed (the events a client is shown
+        # are recorded as they happen: an activity's start, written only
+        # once it ends, is never one of them).
+        if self._recorded_ns > self.since:
+            self.metrics.event_delay.observe(max(0, time.time_ns() - self._recorded_ns) / 1e9)
         self._grew.set()
         self._grew = asyncio.Event()
 
@@ -247,10 +257,8 @@ class Follower:
 
     async def _take(self, run_id: str, event: HistoryEvent) -> None:
         kind = event.event_type
-        recorded = event.event_time.ToNanoseconds()
+        self._recorded_ns = event.event_time.ToNanoseconds()
         self._recorded = event.event_time.ToJsonString()
-        if recorded > self.since:
-            self.metrics.event_delay.observe(max(0, time.time_ns() - recorded) / 1e9)
         if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
             self._runs.setdefault(run_id, len(self._runs))
         was = self._progress.session.get("answered")
@@ -414,7 +422,7 @@ class Followers:
                     position = Position(run, wanted[1], wanted[2])
                 if position is not None and not event.position > position:
                     continue
-                yield event.sse()
+                yield event.sse
         finally:
             follower.clients -= 1
             self.metrics.open_streams.dec()

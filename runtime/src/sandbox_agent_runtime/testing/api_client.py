@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 
 from sandbox_agent_runtime.testing.processes import API, Service, service
 from sandbox_agent_runtime.testing.support import free_address
