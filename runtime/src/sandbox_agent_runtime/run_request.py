@@ -48,6 +48,38 @@ class Repo:
 
 
 @dataclass(frozen=True)
+class Check:
+    """A check on what a run left in its workspace, made by the run itself
+    in its own sandbox after the answer and before the workspace goes (a
+    step the model does not take): evaluations (evals/) ask for them, so
+    nothing the agent wrote runs anywhere but in its sandbox."""
+
+    # "file_exists", "file_contains", "file_sha256" or "command".
+    kind: str
+    # The file's path, relative to the workspace (file_*).
+    path: str = ""
+    # The text the file must hold (file_contains), its SHA-256 (file_sha256),
+    # or the shell command that must exit 0 (command).
+    text: str = ""
+    sha256: str = ""
+    command: str = ""
+    # How long the command may run, in seconds.
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What a check found: whether it passed, and in a line why not."""
+
+    kind: str
+    passed: bool
+    # What was checked ("data/report.txt", "pytest -q"), and what was found
+    # when it failed (the command's last lines of output, bounded).
+    subject: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """One run of the agent: the workflow's only input from a client."""
 
@@ -66,6 +98,9 @@ class RunRequest:
     # SESSION_LIFETIME passes with none; its result is then its last answer.
     # Without, the run ends with its answer (its result), as a job does.
     follow_ups: bool = False
+    # Checks the run makes on its workspace after its answer (a job's
+    # only): their results are in its answer (RunAnswer.checks).
+    checks: list[Check] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -110,6 +145,8 @@ class RunAnswer:
     # Whether ``answer`` is a structured output (JSON) rather than text.
     structured: bool = False
     outputs: Outputs = field(default_factory=Outputs)
+    # What the request's checks found, in their order.
+    checks: list[CheckResult] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

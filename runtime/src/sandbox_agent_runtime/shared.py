@@ -113,6 +113,9 @@ COLLECT = "sandbox_workspace_collect"
 SNAPSHOT = "sandbox_workspace_snapshot"
 RESTORE = "sandbox_workspace_restore"
 FORGET = "sandbox_workspace_forget"
+# And one for evaluations: the checks a request asks the run to make on what
+# it left in its workspace, after its answer (run_request.Check).
+CHECK = "sandbox_workspace_check"
 
 # A conversation's handlers (workflow.py): the update that sends a
 # follow-up (a FollowUp; it answers with the prompt's number), the update

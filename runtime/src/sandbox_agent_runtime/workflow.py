@@ -79,7 +79,7 @@ from sandbox_agent_runtime.shared import (
     SANDBOX_HOST_WAIT,
 )
 from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
-from sandbox_agent_runtime.workspace.steps import Preparation, Snapshots, collect, forget
+from sandbox_agent_runtime.workspace.steps import Preparation, Snapshots, check, collect, forget
 
 
 # On a versioned worker (versioning.py) a run stays on the build it started
@@ -196,6 +196,9 @@ class AgentWorkflow:
         """A run without follow-ups: one prompt, its answer, and the sandbox
         removed."""
         answer = await self._answer(first_prompt(request, carried))
+        if request.checks:
+            # An evaluation's checks on what the run left, in its sandbox.
+            answer = dataclasses.replace(answer, checks=await check(self.sandbox, request.checks))
         await self.sandbox.remove()
         return answer
 

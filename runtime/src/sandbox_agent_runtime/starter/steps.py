@@ -20,6 +20,7 @@ from sandbox_agent_runtime.encryption import UnknownKey, WrongKey
 from sandbox_agent_runtime.run_request import RELEASED
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import (
+    CHECK,
     CHOOSING_THE_HOST,
     COLLECT,
     END,
@@ -207,9 +208,10 @@ class Progress:
             # One of the agent's own tools (tools.py), with what the model asked.
             asked = " ".join(json.dumps(each) for each in await self._decode(attributes.input))
             return f"tool     {name} {one_line(asked)}".rstrip()
-        if operation in (PLACE, SNAPSHOT, RESTORE):
+        if operation in (PLACE, SNAPSHOT, RESTORE, CHECK):
             # Its summary, written by the workflow: the inputs' names and
-            # sizes; "snapshot"; which snapshot it restores, and why.
+            # sizes; "snapshot"; which snapshot it restores, and why; how
+            # many checks an evaluation makes.
             [summary] = await self._decode(Payloads(payloads=[event.user_metadata.summary])) or [""]
             return f"sandbox  {one_line(str(summary) or operation.rpartition('_')[2])}"
         if operation == COLLECT:

@@ -26,8 +26,9 @@ from temporalio.openai_agents.sandbox._temporal_worker_env_value import (
 )
 
 from sandbox_agent_runtime import archives
-from sandbox_agent_runtime.run_request import Outputs, Repo
+from sandbox_agent_runtime.run_request import CheckResult, Outputs, Repo
 from sandbox_agent_runtime.shared import (
+    CHECK,
     COLLECT,
     FORGET,
     GIT_TIMEOUT,
@@ -51,6 +52,7 @@ from sandbox_agent_runtime.workspace.census import (
     too_many,
     tree_size,
 )
+from sandbox_agent_runtime.workspace.checks import check as make_check
 from sandbox_agent_runtime.workspace.git import (
     clone,
     clone_dir,
@@ -60,6 +62,7 @@ from sandbox_agent_runtime.workspace.git import (
 )
 from sandbox_agent_runtime.workspace.requests import (
     SNAPSHOT_FORMAT,
+    CheckArgs,
     CollectArgs,
     ForgetArgs,
     PlaceArgs,
@@ -233,6 +236,14 @@ class WorkspaceProvider(SandboxClientProvider):
                 skipped=archives.bounded(skipped),
             )
 
+        @activity.defn(name=f"{self.name}-{CHECK}")
+        @scoped
+        async def check(args: CheckArgs) -> list[CheckResult]:
+            # The run's own checks on what it left (evaluations), in its sandbox.
+            session = await self._session(args)
+            root = str(session.state.manifest.root)
+            return [await make_check(session, root, each) for each in args.checks]
+
         @activity.defn(name=f"{self.name}-{SNAPSHOT}")
         @scoped
         async def snapshot(args: SnapshotArgs) -> Snapshot:
@@ -306,4 +317,4 @@ class WorkspaceProvider(SandboxClientProvider):
             if self.snapshots is not None:
                 await forget(self.snapshots, args.key)
 
-        return [place, collect, snapshot, restore, forget_snapshot]
+        return [place, collect, check, snapshot, restore, forget_snapshot]

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 # reads a session's state the way its own activities do.
 from temporalio.openai_agents.sandbox._temporal_activity_models import _HasState
 
-from sandbox_agent_runtime.run_request import Input, Repo
+from sandbox_agent_runtime.run_request import Check, Input, Repo
 from sandbox_agent_runtime.shared import SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
 
 # Where a snapshot lives: the object store (a worker of any host restores
@@ -49,6 +49,11 @@ class CollectArgs(_HasState):
     # The workspace's census once placed (Placed.files, Placed.size).
     files: int = 0
     size: int = 0
+
+
+class CheckArgs(_HasState):
+    # What to check, in order (run_request.Check).
+    checks: list[Check] = []
 
 
 class SnapshotArgs(_HasState):

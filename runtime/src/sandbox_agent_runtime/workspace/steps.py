@@ -22,6 +22,7 @@ chain.LastingSandboxClient gives), so nothing here imports the chain.
 import dataclasses
 import hashlib
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
 from temporalio import workflow
@@ -30,9 +31,10 @@ from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalS
 
 from sandbox_agent_runtime.archives import size_text
 from sandbox_agent_runtime.failures import GAVE_UP, describe
-from sandbox_agent_runtime.run_request import Outputs, RunRequest
-from sandbox_agent_runtime.shared import COLLECT, FORGET, PLACE, RESTORE, SNAPSHOT
+from sandbox_agent_runtime.run_request import Check, CheckResult, Outputs, RunRequest
+from sandbox_agent_runtime.shared import CHECK, COLLECT, FORGET, PLACE, RESTORE, SNAPSHOT
 from sandbox_agent_runtime.workspace.requests import (
+    CheckArgs,
     CollectArgs,
     ForgetArgs,
     PlaceArgs,
@@ -125,6 +127,39 @@ async def collect(sandbox: RunSandbox, request: RunRequest, placed: Placed | Non
             raise  # e.g. the run was cancelled
         return Outputs(commit=before.commit, withheld=f"they were not collected: {describe(e)}")
     return outputs
+
+
+async def check(sandbox: RunSandbox, checks: list[Check]) -> list[CheckResult]:
+    """The request's checks on what the run left, made in its sandbox
+    (evaluations: run_request.Check), given the time their commands may
+    take. A step that could not be made is a failed check, never a failed
+    run: the answer stands."""
+    if sandbox.inner is None and sandbox.handed_on is not None:
+        await sandbox.resume(sandbox.handed_on)
+    if sandbox.inner is None:
+        return [
+            CheckResult(each.kind, False, each.path or each.command, "no sandbox")
+            for each in checks
+        ]
+    config = _with_summary(
+        sandbox, f"check {len(checks)} thing{'s' if len(checks) != 1 else ''} the run left"
+    )
+    given = config.get("start_to_close_timeout") or timedelta(minutes=2)
+    needed = timedelta(seconds=sum(each.timeout for each in checks if each.kind == "command") + 60)
+    config["start_to_close_timeout"] = max(given, needed)
+    try:
+        found: list[CheckResult] = await workflow.execute_activity(
+            f"{sandbox.provider}-{CHECK}",
+            CheckArgs(state=sandbox.inner.state, checks=checks),
+            result_type=list[CheckResult],
+            **config,
+        )
+    except ActivityError as e:
+        if e.retry_state not in GAVE_UP:
+            raise
+        why = f"the checks could not be made: {describe(e)}"
+        return [CheckResult(each.kind, False, each.path or each.command, why) for each in checks]
+    return found
 
 
 def snapshot_key(workflow_id: str, run_id: str, number: int) -> str:

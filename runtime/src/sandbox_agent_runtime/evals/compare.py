@@ -1,0 +1,161 @@
+"""Two evaluation reports side by side: which cases got better or worse,
+by how much, and whether any got worse by more than chance (or a set
+threshold) explains.
+
+``compare()`` takes two reports (report.py's ``build()``, as read back from
+``report.json``) and gives the lines a person reads, one per case found in
+either (better, worse or unchanged in pass rate, in points; the change in
+mean cost and time, in percent; a case in one report only, said so), an
+overall line, and a verdict; and the exit status a command ends with.
+
+A case, or the overall rate, is a regression when its pass rate dropped:
+
+- with no threshold, beyond the intervals: the new rate is below the old
+  rate's 95% interval and the old rate above the new one's (stats.py's
+  ``clear_drop``), so 5 of 5 falling to 3 of 5 is noise and to 2 of 5 is not;
+- with ``max_drop`` (a fraction: 0.1 is 10 points), by more than that.
+
+The status is 1 when anything is a regression, 0 otherwise: a drop within
+the threshold, a higher cost or a longer time is reported, never failed on,
+and neither is a case in one report only. The overall rate is judged only
+when both reports hold the same cases (else it is shown, not judged).
+"""
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sandbox_agent_runtime.evals.report import money, percent, seconds
+from sandbox_agent_runtime.evals.stats import clear_drop, wilson
+
+# Rates closer than this are equal (a float's rounding is not a change).
+_EPSILON = 1e-9
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check(report: object) -> dict[str, Any]:
+    """``report`` when it is an evaluation report compare() can read;
+    ``ValueError`` ("not an evaluation report: ...") in one line if not."""
+    if not isinstance(report, dict):
+        raise ValueError("not an evaluation report: not a JSON object")
+    if not _number(report.get("pass_rate")):
+        raise ValueError("not an evaluation report: it has no 'pass_rate'")
+    cases = report.get("cases")
+    if not isinstance(cases, list):
+        raise ValueError("not an evaluation report: it has no list of 'cases'")
+    for place, case in enumerate(cases, start=1):
+        if (
+            not isinstance(case, dict)
+            or not isinstance(case.get("id"), str)
+            or not _number(case.get("pass_rate"))
+        ):
+            raise ValueError(f"not an evaluation report: case {place} has no 'id' and 'pass_rate'")
+    return report
+
+
+def _interval(figures: Mapping[str, Any]) -> tuple[float, float]:
+    """The rate's 95% interval: as the report gives it, or from its counts."""
+    interval = figures.get("interval")
+    if isinstance(interval, list) and len(interval) == 2 and all(map(_number, interval)):
+        return (float(interval[0]), float(interval[1]))
+    passed, attempts = figures.get("passed"), figures.get("attempts")
+    if isinstance(passed, int) and isinstance(attempts, int) and 0 <= passed <= attempts:
+        return wilson(passed, attempts)
+    rate = float(figures["pass_rate"])
+    return (rate, rate)
+
+
+def _points(change: float) -> str:
+    text = f"{change * 100:+.1f}".removesuffix(".0")
+    return f"{text} point{'' if abs(change * 100) == 1 else 's'}"
+
+
+def _change(name: str, old: object, new: object, shown: Callable[[float], str]) -> str:
+    """A figure's change in percent ("cost $0.0100 -> $0.0120 (+20%)")."""
+    if not isinstance(old, int | float) or not isinstance(new, int | float):
+        return f"{name} n/a"
+    before, after = float(old), float(new)
+    if abs(after - before) < _EPSILON:
+        return f"{name} {shown(after)} (unchanged)"
+    by = f" ({(after - before) / before * 100:+.0f}%)" if before > 0 else ""
+    return f"{name} {shown(before)} -> {shown(after)}{by}"
+
+
+def _line(
+    name: str, old: Mapping[str, Any], new: Mapping[str, Any], max_drop: float | None
+) -> tuple[str, bool]:
+    """What changed of one case (or overall), and whether it is a regression."""
+    before, after = float(old["pass_rate"]), float(new["pass_rate"])
+    drop = before - after
+    regression = False
+    if abs(drop) < _EPSILON:
+        rate = f"unchanged: pass rate {percent(after)}"
+    elif drop < 0:
+        rate = f"better: pass rate {percent(before)} -> {percent(after)} ({_points(-drop)})"
+    else:
+        if max_drop is None:
+            regression = clear_drop(before, _interval(old), after, _interval(new))
+            how = "beyond the intervals" if regression else "within the intervals"
+        else:
+            regression = drop > max_drop + _EPSILON
+            limit = _points(max_drop).removeprefix("+")
+            how = f"over the {limit} allowed" if regression else f"within the {limit} allowed"
+        rate = f"worse: pass rate {percent(before)} -> {percent(after)} ({_points(-drop)}, {how})"
+    cost = _change("cost", old.get("cost"), new.get("cost"), money)
+    time = _change("time", old.get("duration_seconds"), new.get("duration_seconds"), seconds)
+    return f"{name}: {rate}; {cost}; {time}", regression
+
+
+def compare(
+    old: dict[str, Any], new: dict[str, Any], max_drop: float | None = None
+) -> tuple[list[str], int]:
+    """The lines saying what changed from ``old`` to ``new`` (the new
+    report's cases in its order, then those only in the old one, then the
+    overall line and the verdict) and the exit status: 1 on a regression, 0
+    when nothing got worse beyond the intervals or ``max_drop``."""
+    if max_drop is not None and not 0 <= max_drop <= 1:
+        raise ValueError(f"max_drop {max_drop!r} is not a fraction from 0 to 1 (0.1: 10 points)")
+    for which, report in (("the old one", old), ("the new one", new)):
+        try:
+            check(report)
+        except ValueError as e:
+            raise ValueError(f"{e} ({which})") from None
+    before = {case["id"]: case for case in old["cases"]}
+    after = {case["id"]: case for case in new["cases"]}
+    lines: list[str] = []
+    regressions: list[str] = []
+    for case_id, case in after.items():
+        if case_id not in before:
+            lines.append(
+                f"{case_id}: only in the new report: pass rate {percent(case['pass_rate'])}"
+            )
+            continue
+        line, regression = _line(case_id, before[case_id], case, max_drop)
+        lines.append(line)
+        if regression:
+            regressions.append(case_id)
+    for case_id, case in before.items():
+        if case_id not in after:
+            lines.append(
+                f"{case_id}: only in the old report (pass rate {percent(case['pass_rate'])}): "
+                "not run this time"
+            )
+    line, regression = _line("Overall", old, new, max_drop)
+    if before.keys() != after.keys():
+        # Rates over different cases say nothing of the agent: only the cases are judged.
+        line, regression = f"{line} (not judged: the reports hold different cases)", False
+    lines.append(line)
+    if regression:
+        regressions.append("overall")
+    beyond = (
+        "beyond the intervals"
+        if max_drop is None
+        else f"by more than {_points(max_drop).removeprefix('+')}"
+    )
+    if regressions:
+        lines.append(f"Regression: {', '.join(regressions)} got worse {beyond}.")
+        return lines, 1
+    lines.append(f"No regression: nothing got worse {beyond}.")
+    return lines, 0

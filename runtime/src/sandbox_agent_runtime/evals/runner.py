@@ -1,0 +1,199 @@
+"""Running an evaluation's cases through the real service: each case a run
+started as the starter starts one (the same task queue, workers, backend
+and model a user gets), several at once, each case as many times as asked;
+what each run left checked in its own sandbox (the run's checks:
+run_request.Check), its answer, turns and tokens checked here; each attempt
+an ``Attempt`` for the report (report.py)."""
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import jsonschema
+from temporalio import exceptions
+from temporalio.client import Client, WorkflowFailureError
+
+from sandbox_agent_runtime.archives import inputs_of, repo_of
+from sandbox_agent_runtime.evals.dataset import Case
+from sandbox_agent_runtime.evals.report import Attempt, Price, cost_of
+from sandbox_agent_runtime.run_request import Input, RunAnswer, RunRequest
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import USAGE_MEMO, WORKFLOW_TYPE
+from sandbox_agent_runtime.starter.client import web_ui_link
+from sandbox_agent_runtime.starter.steps import why_not_completed
+
+# How long a run cancelled at its case's time limit has to remove its sandbox.
+CLEAN_UP = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A case with its inputs packed, once for all its attempts."""
+
+    case: Case
+    inputs: list[Input]
+
+
+def prepare(cases: Sequence[Case], has_store: bool) -> list[Prepared]:
+    """Every case's inputs packed, before any run starts: ``BadInput`` (one
+    line) for one a run cannot take."""
+    return [
+        Prepared(case, inputs_of([str(path) for path in case.inputs], has_store)) for case in cases
+    ]
+
+
+def answer_text(answer: RunAnswer) -> str:
+    return json.dumps(answer.answer) if answer.structured else str(answer.answer)
+
+
+def answer_failure(
+    case: Case, answer: RunAnswer, usage: Mapping[str, int]
+) -> tuple[str, str] | None:
+    """The first of the case's checks on the answer, turns and tokens that
+    fails, and why; None when they all pass."""
+    text = answer_text(answer)
+    if case.answer_matches is not None and re.search(case.answer_matches, text) is None:
+        return "answer_matches", f"the answer does not match {case.answer_matches!r}"
+    if case.answer_json_schema is not None:
+        try:
+            value = answer.answer if answer.structured else json.loads(text)
+        except ValueError as e:
+            return "answer_json_schema", f"the answer is not JSON ({e})"
+        try:
+            jsonschema.validate(value, case.answer_json_schema)
+        except jsonschema.ValidationError as e:
+            return "answer_json_schema", f"the answer does not fit the schema: {e.message}"
+    turns = usage.get("model_calls", 0)
+    if case.max_turns is not None and turns > case.max_turns:
+        return "max_turns", f"it took {turns} turns, over {case.max_turns}"
+    tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+    if case.max_tokens is not None and tokens > case.max_tokens:
+        return "max_tokens", f"it used {tokens:,} tokens, over {case.max_tokens:,}"
+    return None
+
+
+async def attempt(
+    client: Client,
+    prepared: Prepared,
+    repetition: int,
+    model: str,
+    prices: Mapping[str, Price],
+    ui_url: str | None,
+) -> Attempt:
+    """One run of one case, to its end; what it found."""
+    case = prepared.case
+    service = current()
+    request = RunRequest(
+        prompt=case.prompt,
+        provider=service.sandbox_provider,
+        inputs=prepared.inputs,
+        repo=repo_of(case.repo) if case.repo else None,
+        checks=list(case.sandbox_checks),
+    )
+    workflow_id = f"{service.task_queue}-eval-{case.id}-{repetition}-{uuid.uuid4().hex[:8]}"
+    began = time.monotonic()
+    handle = await client.start_workflow(
+        WORKFLOW_TYPE,
+        request,
+        id=workflow_id,
+        task_queue=service.task_queue,
+        # The service's backstop, as for any run; the case's own limit is
+        # kept below (the run is cancelled, and removes its sandbox).
+        execution_timeout=max(
+            service.workflow_execution_timeout, timedelta(seconds=case.timeout_seconds)
+        ),
+        result_type=RunAnswer,
+        memo={"evaluation": {"case": case.id, "repetition": repetition}},
+    )
+    failed: tuple[str, str] | None = None
+    answer: RunAnswer | None = None
+    # asyncio.wait, not wait_for: a long poll of the run's history does not
+    # end at once when cancelled, and wait_for would wait for it.
+    waiting = asyncio.ensure_future(handle.result())
+    try:
+        done, _ = await asyncio.wait({waiting}, timeout=case.timeout_seconds)
+        if done:
+            answer = waiting.result()
+        else:
+            failed = ("timeout", f"no answer within {case.timeout_seconds:g} s")
+            # Cancelled, the run stops its work and removes its sandbox.
+            await handle.cancel()
+            await asyncio.wait({waiting}, timeout=CLEAN_UP.total_seconds())
+            waiting.cancel()
+            with contextlib.suppress(WorkflowFailureError, asyncio.CancelledError):
+                await waiting
+    except WorkflowFailureError as e:
+        timed_out = isinstance(e.cause, exceptions.TimeoutError)
+        why = (
+            "the service's WORKFLOW_EXECUTION_TIMEOUT passed"
+            if timed_out
+            else f"the run {why_not_completed(e)}"
+        )
+        failed = ("timeout" if timed_out else "run failed", why)
+    duration = time.monotonic() - began
+    usage: dict[str, Any] = {}
+    try:
+        found = (await (await handle.describe()).memo()).get(USAGE_MEMO)
+        usage = found if isinstance(found, dict) else {}
+    except Exception:
+        usage = {}
+    if answer is not None:
+        for result in answer.checks:
+            if not result.passed:
+                failed = (f"{result.kind} {result.subject}".strip(), result.detail or "it failed")
+                break
+        else:
+            failed = answer_failure(case, answer, usage)
+    input_tokens = int(usage.get("input_tokens", 0))
+    output_tokens = int(usage.get("output_tokens", 0))
+    cached = int(usage.get("cached_input_tokens", 0))
+    return Attempt(
+        case_id=case.id,
+        repetition=repetition,
+        passed=failed is None,
+        failed=None if failed is None else failed[0],
+        reason="" if failed is None else failed[1],
+        run_id=workflow_id,
+        link=web_ui_link(client, workflow_id, ui_url),
+        turns=int(usage.get("model_calls", 0)),
+        input_tokens=input_tokens,
+        cached_tokens=cached,
+        output_tokens=output_tokens,
+        cost=cost_of(model, input_tokens, cached, output_tokens, prices),
+        duration_seconds=duration,
+    )
+
+
+async def run_all(
+    client: Client,
+    prepared: Sequence[Prepared],
+    repeat: int,
+    concurrency: int,
+    model: str,
+    prices: Mapping[str, Price],
+    ui_url: str | None,
+    progress: Any = None,
+) -> list[Attempt]:
+    """Every case ``repeat`` times, ``concurrency`` runs at a time; the
+    attempts in the dataset's order, then by repetition."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(each: Prepared, repetition: int) -> Attempt:
+        async with slots:
+            done = await attempt(client, each, repetition, model, prices, ui_url)
+        if progress is not None:
+            progress(done)
+        return done
+
+    return list(
+        await asyncio.gather(
+            *(one(each, repetition) for each in prepared for repetition in range(1, repeat + 1))
+        )
+    )
