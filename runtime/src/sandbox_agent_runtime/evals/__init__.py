@@ -128,11 +128,18 @@ def shown(attempt: "Attempt") -> str:
     return line
 
 
-async def evaluate(args: argparse.Namespace, model: str, prices: Mapping[str, "Price"]) -> int:
+async def evaluate(
+    args: argparse.Namespace,
+    model: str,
+    prices: Mapping[str, "Price"],
+    grader_model: Any = None,
+    model_settings: Any = None,
+) -> int:
     from sandbox_agent_runtime.archives import BadInput
     from sandbox_agent_runtime.connection import ConnectionFailed
     from sandbox_agent_runtime.evals.dataset import BadDataset, load
     from sandbox_agent_runtime.evals.report import build, write
+    from sandbox_agent_runtime.evals.rubric import grade
     from sandbox_agent_runtime.evals.runner import prepare, run_all
     from sandbox_agent_runtime.object_store import ObjectStoreUnreachable
     from sandbox_agent_runtime.settings import BadSetting, starter_settings
@@ -163,6 +170,9 @@ async def evaluate(args: argparse.Namespace, model: str, prices: Mapping[str, "P
         prices,
         settings.ui_url,
         progress=lambda done: print(shown(done), flush=True),
+        grader=lambda prompt, rubric, answer: grade(
+            grader_model, model_settings, prompt, rubric, answer
+        ),
     )
     finished = datetime.now(UTC).isoformat(timespec="seconds")
     report = build(
@@ -188,9 +198,13 @@ def main(
     *,
     model: str = "",
     prices: "Mapping[str, Price] | None" = None,
+    model_settings: Any = None,
+    grader: Any = None,
 ) -> None:
-    """The command: ``model`` the agent's (agent.py), ``prices`` the project's
-    price table (runs.py), for the cost estimates."""
+    """The command: ``model`` and ``model_settings`` the agent's (agent.py),
+    ``prices`` the project's price table (runs.py), for the cost estimates;
+    a rubric is graded by ``grader`` (an Agents SDK model, or a model's
+    name; the agent's ``model`` unless given)."""
     args = _parser().parse_args(argv)
     if args.compare is not None:
         if args.dataset is not None:
@@ -212,8 +226,10 @@ def main(
         refuse(f"--repeat {args.repeat} is not allowed: use a whole number from 1 to 100.")
     if args.concurrency < 1 or args.concurrency > 64:
         refuse(f"--concurrency {args.concurrency} is not allowed: use a whole number from 1 to 64.")
-    sys.exit(asyncio.run(evaluate(args, model, prices or {})))
+    sys.exit(asyncio.run(evaluate(args, model, prices or {}, grader or model, model_settings)))
 
 
-def cli(*, model: str = "", prices: "Mapping[str, Price] | None" = None) -> NoReturn:
-    exit_after(lambda: main(model=model, prices=prices))
+def cli(
+    *, model: str = "", prices: "Mapping[str, Price] | None" = None, model_settings: Any = None
+) -> NoReturn:
+    exit_after(lambda: main(model=model, prices=prices, model_settings=model_settings))

@@ -11,7 +11,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -28,6 +28,10 @@ from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import USAGE_MEMO, WORKFLOW_TYPE
 from sandbox_agent_runtime.starter.client import web_ui_link
 from sandbox_agent_runtime.starter.steps import why_not_completed
+
+# A rubric's grader (rubric.grade, given the model): the task, the rubric
+# and the answer -> the grade (None: none could be had) and its reason.
+Grader = Callable[[str, str, str], Awaitable[tuple[float | None, str]]]
 
 # How long a run cancelled at its case's time limit has to remove its sandbox.
 CLEAN_UP = timedelta(seconds=60)
@@ -86,8 +90,10 @@ async def attempt(
     model: str,
     prices: Mapping[str, Price],
     ui_url: str | None,
+    grader: Grader | None = None,
 ) -> Attempt:
-    """One run of one case, to its end; what it found."""
+    """One run of one case, to its end; what it found; its rubric graded
+    by ``grader`` (with a rubric and an answer)."""
     case = prepared.case
     service = current()
     request = RunRequest(
@@ -151,6 +157,13 @@ async def attempt(
                 break
         else:
             failed = answer_failure(case, answer, usage)
+    score: float | None = None
+    graded = ""
+    if case.rubric is not None and grader is not None:
+        if answer is None:
+            graded = "not graded: the run has no answer"
+        else:
+            score, graded = await grader(case.prompt, case.rubric, answer_text(answer))
     input_tokens = int(usage.get("input_tokens", 0))
     output_tokens = int(usage.get("output_tokens", 0))
     cached = int(usage.get("cached_input_tokens", 0))
@@ -168,6 +181,8 @@ async def attempt(
         output_tokens=output_tokens,
         cost=cost_of(model, input_tokens, cached, output_tokens, prices),
         duration_seconds=duration,
+        rubric_score=score,
+        rubric_reason=graded,
     )
 
 
@@ -180,6 +195,7 @@ async def run_all(
     prices: Mapping[str, Price],
     ui_url: str | None,
     progress: Any = None,
+    grader: Grader | None = None,
 ) -> list[Attempt]:
     """Every case ``repeat`` times, ``concurrency`` runs at a time; the
     attempts in the dataset's order, then by repetition."""
@@ -187,7 +203,7 @@ async def run_all(
 
     async def one(each: Prepared, repetition: int) -> Attempt:
         async with slots:
-            done = await attempt(client, each, repetition, model, prices, ui_url)
+            done = await attempt(client, each, repetition, model, prices, ui_url, grader)
         if progress is not None:
             progress(done)
         return done
