@@ -27,8 +27,9 @@ BACKEND_WORDS = {
 }
 
 
-# GitHub's own expressions (`${{ matrix.python }}`) in a workflow are not Jinja's.
-GITHUB_EXPRESSION = re.compile(r"\$\{\{ [a-z][a-z0-9_.-]* \}\}")
+# GitHub's own expressions (`${{ matrix.python }}`, `${{ secrets.OPENAI_API_KEY }}`)
+# in a workflow are not Jinja's.
+GITHUB_EXPRESSION = re.compile(r"\$\{\{ [a-z][a-zA-Z0-9_.-]* \}\}")
 # Prometheus's own alert templates (`{{ $value | humanize }}`, `{{ $labels.host }}`)
 # in the rule files are not Jinja's either.
 PROMETHEUS_TEMPLATE = re.compile(r"\{\{ \$[a-z][a-zA-Z0-9_.]*( \| [a-zA-Z]+)? \}\}")

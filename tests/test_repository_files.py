@@ -168,6 +168,55 @@ def test_ci_workflow_installs_with_uv_and_runs_lint_types_and_tests(project: Bak
     assert workflow["permissions"] == {"contents": "read"}
 
 
+def test_evals_workflow_runs_the_dataset_nightly_with_the_secrets_and_keeps_the_report(project: BakedProject) -> None:
+    path = ".github/workflows/evals.yml"
+    schema = project.run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", path)
+    assert schema.returncode == 0, schema.stdout + schema.stderr
+
+    workflow = yaml.safe_load(project.text(path))
+    # YAML 1.1 reads the key "on" as True.
+    assert set(workflow[True]) == {"schedule", "workflow_dispatch"}
+    assert workflow["permissions"] == {"contents": "read"}
+    steps = workflow["jobs"]["evaluate"]["steps"]
+    slug = project.context["project_slug"]
+    commands = [step["run"] for step in steps if "run" in step]
+    assert commands[0] == "uv sync --locked"
+    assert "uv run temporal server start-dev --headless" in commands[1]
+    assert f"uv run {slug}-worker " in commands[2]
+    evaluate = f'uv run {slug}-eval evals/ --repeat "${{REPEAT:-3}}" --report-dir eval-report'
+    if project.context["approval"] == "none":
+        assert commands[3] == evaluate
+    else:
+        # Every command approved as the evaluation's approver, its key from a
+        # secret, in a file only the job's user reads.
+        assert commands[3].splitlines() == [
+            "umask 077",
+            'printf \'%s\\n\' "$EVAL_APPROVER_KEY" > "$RUNNER_TEMP/approver.pem"',
+            f'APPROVER_KEY_FILE="$RUNNER_TEMP/approver.pem" {evaluate} --approve-all',
+        ]
+    # Secrets reach the worker's step and the command's (a rubric's grader) alone.
+    given = {step["name"]: step.get("env", {}) for step in steps if "name" in step}
+    assert {name for name, env in given.items() if "secrets." in str(env)} == {
+        "The worker, with its credentials",
+        "Evaluate",
+    }
+    worker = given["The worker, with its credentials"]
+    # Every credential the worker's Kubernetes Secret holds but the dev
+    # server's (a static Vercel token instead of a short-lived OIDC one).
+    example = project.text("deploy/k8s/secret.example.env")
+    needed = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", example, re.MULTILINE)) - {"TEMPORAL_API_KEY"}
+    if "VERCEL_OIDC_TOKEN" in needed:
+        needed = needed - {"VERCEL_OIDC_TOKEN"} | {"VERCEL_TOKEN", "VERCEL_PROJECT_ID", "VERCEL_TEAM_ID"}
+    if project.context["approval"] != "none":
+        needed.add("APPROVERS")
+    assert {name for name, value in worker.items() if "secrets." in str(value)} == needed
+    for name in needed:
+        assert worker[name] == "${{ secrets." + name + " }}"
+    keep = steps[-1]
+    assert keep["uses"].startswith("actions/upload-artifact@") and keep["if"] == "always()"
+    assert "eval-report/" in keep["with"]["path"]
+
+
 def test_ci_tests_every_python_the_project_claims_each_to_the_end(project: BakedProject) -> None:
     claimed = tomllib.loads(project.text("pyproject.toml"))["project"]["requires-python"]
     assert claimed == f">={project.context['python_version']}"

@@ -29,6 +29,7 @@ from sandbox_agent_runtime.testing.processes import (
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import CREDENTIALS, closed_address
 
+from {{ cookiecutter.package_name }} import evals as service_evals
 from {{ cookiecutter.package_name }} import worker as service_worker
 from {{ cookiecutter.package_name }}.tools import ACTIVITIES
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
@@ -74,17 +75,19 @@ async def test_a_run_survives_its_worker_being_killed_and_the_starter_prints_the
     assert "Worker stopped." in second_worker.output
 
 
-@pytest.mark.parametrize("role", ["worker", "starter", "api"])
+@pytest.mark.parametrize("role", ["worker", "starter", "api", "eval"])
 def test_console_scripts_are_installed_and_answer_help(
     role: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     [script] = entry_points(group="console_scripts", name=f"{{ cookiecutter.project_slug }}-{role}")
     # cli() runs main() and ends the process without the interpreter's
     # shutdown (exits.py); the tests call main() itself.
-    assert script.value == f"{{ cookiecutter.package_name }}.{role}:cli"
+    module = {"eval": "evals"}.get(role, role)
+    assert script.value == f"{{ cookiecutter.package_name }}.{module}:cli"
     assert (SCRIPTS / script.name).exists(), f"{script.name} is not installed: run `uv sync`"
+    commands = {"worker": service_worker, "starter": starter, "api": api, "eval": service_evals}
     with pytest.raises(SystemExit) as exited:
-        {"worker": service_worker, "starter": starter, "api": api}[role].main(["--help"])
+        commands[role].main(["--help"])
 
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: ")

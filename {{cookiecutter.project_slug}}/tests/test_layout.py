@@ -24,6 +24,7 @@ NAMED = (
     "starter.py",
     "codec_server.py",
     "api.py",
+    "evals.py",
     "histories.py",
 )
 
@@ -102,7 +103,10 @@ def test_only_the_workflow_and_the_worker_take_the_agent_and_its_tools() -> None
     for name in NAMED:
         taken = imported_modules(PACKAGE / name) & builds_the_agent
         if name not in ("workflow.py", "worker.py"):
-            assert not taken, f"{name} imports {sorted(taken)}"
+            # The evaluations take the agent's model and its settings (their
+            # report, its cost, a rubric's grader), and nothing else of it.
+            allowed = {f"{PACKAGE_NAME}.agent"} if name == "evals.py" else set()
+            assert taken <= allowed, f"{name} imports {sorted(taken - allowed)}"
 
 
 def test_the_settings_a_team_chooses_import_nothing_of_the_service() -> None:

@@ -5,6 +5,7 @@ deterministic: one run per task says little).
     <service>-eval evals/                          # every dataset in evals/
     <service>-eval evals/tasks.yaml --repeat 5 --concurrency 4 --report-dir out/
     <service>-eval --compare old/report.json new/report.json [--max-drop 0.1]
+    <service>-eval evals/ --approve-all            # a service with approvals: see below
 
 A dataset is YAML a team writes by hand (dataset.py): ``cases``, each an
 ``id``, a ``prompt``, its ``inputs`` (paths beside the file) or a ``repo``,
@@ -21,6 +22,14 @@ duration, and each failure with the check that failed and a link to its run
 in the Web UI; ``report.json`` for machines, ``report.md`` and
 ``report.html`` (with a chart) for people. ``--compare`` (compare.py) says
 which cases got worse or better, and exits 1 on a regression.
+
+In a service with approvals, each command of an evaluation's runs waits for
+a person, as any run's does: a case then waits to its time limit. With
+``--approve-all``, the command approves every request of its own runs,
+signed with the approver's key APPROVER_KEY_FILE names (one of the workers'
+APPROVERS): the person who runs it trusts the dataset's tasks, as they would
+approving each command by hand. A rubric is graded in this process (rubric.py):
+it needs the model's settings (OPENAI_API_KEY, ...) here too.
 
 Exit statuses: 0 the evaluation ran and its reports are written (whatever
 its pass rate), or ``--compare`` found nothing worse; 1 ``--compare`` found
@@ -71,7 +80,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog=current().command("eval"),
-        description=(__doc__ or "").partition("\n")[0],
+        description=" ".join((__doc__ or "").partition("\n\n")[0].split()),
         epilog="exit statuses: " + "; ".join(f"{k} {v}" for k, v in exit_statuses().items()),
     )
     parser.add_argument(
@@ -89,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
         default=Path("eval-report"),
         metavar="DIR",
         help="default: eval-report/",
+    )
+    parser.add_argument(
+        "--approve-all",
+        action="store_true",
+        help="with approvals: approve every request of the evaluation's runs with the approver's key "
+        "(APPROVER_KEY_FILE), as a person who trusts the dataset's tasks would",
     )
     parser.add_argument(
         "--compare", nargs=2, type=Path, metavar=("OLD", "NEW"), help="compare two report.json"
@@ -135,6 +150,7 @@ async def evaluate(
     grader_model: Any = None,
     model_settings: Any = None,
 ) -> int:
+    from sandbox_agent_runtime import approvers
     from sandbox_agent_runtime.archives import BadInput
     from sandbox_agent_runtime.connection import ConnectionFailed
     from sandbox_agent_runtime.evals.dataset import BadDataset, load
@@ -149,7 +165,8 @@ async def evaluate(
         cases = load(args.dataset)
         settings = starter_settings()
         prepared = prepare(cases, settings.object_store is not None)
-    except (BadDataset, BadSetting, BadInput) as e:
+        approver = approvers.load_key(settings.approver_key_file) if args.approve_all else None
+    except (BadDataset, BadSetting, BadInput, approvers.BadKey) as e:
         refuse(str(e).rstrip("."))
     try:
         client = await connected(settings)
@@ -170,6 +187,7 @@ async def evaluate(
         prices,
         settings.ui_url,
         progress=lambda done: print(shown(done), flush=True),
+        approver=approver,
         grader=lambda prompt, rubric, answer: grade(
             grader_model, model_settings, prompt, rubric, answer
         ),
@@ -222,6 +240,8 @@ def main(
         sys.exit(status)
     if args.dataset is None:
         refuse("give a dataset (a YAML file or a directory of them), or --compare OLD NEW.")
+    if args.approve_all and not current().approvals:
+        refuse("--approve-all: this service asks no one for approval; leave it out.")
     if args.repeat < 1 or args.repeat > 100:
         refuse(f"--repeat {args.repeat} is not allowed: use a whole number from 1 to 100.")
     if args.concurrency < 1 or args.concurrency > 64:

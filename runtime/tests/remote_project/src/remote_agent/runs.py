@@ -3,7 +3,8 @@
 The workflow, the worker and the starter read these values; a change
 reaches every run started after the workers restart. The worker's own
 settings (capacity, limits, addresses) are environment variables instead
-(sandbox_agent_runtime/settings.py; docs/operations.md lists them).
+(sandbox_agent_runtime/settings.py; docs/operations.md lists them). PRICES,
+last, is what the evaluations charge a run's tokens at.
 """
 
 from datetime import timedelta
@@ -41,3 +42,16 @@ SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds=300)
 # The longest a request for approval waits for a person (sandbox_agent_runtime/approvals.py);
 # then it is rejected, saying so, and the run goes on.
 APPROVAL_TIMEOUT = timedelta(seconds=3600)
+
+# What the evaluations (remote-agent-eval, docs/evaluations.md) charge a run's
+# tokens at, per model: USD per million input, cached input and output tokens,
+# as the provider's price page lists them. These are OpenAI's standard prices
+# as https://openai.com/api/pricing/ listed them in August 2025: prices
+# change, so check them there, and add the model agent.py uses (MODEL) with
+# its own. A model without an entry gets no cost in the report ("n/a", null
+# in report.json), never a guessed one.
+PRICES: dict[str, dict[str, float]] = {
+    "gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.00},
+    "gpt-5-mini": {"input": 0.25, "cached_input": 0.025, "output": 2.00},
+    "gpt-4.1": {"input": 2.00, "cached_input": 0.50, "output": 8.00},
+}
