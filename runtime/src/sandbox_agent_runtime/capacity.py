@@ -45,6 +45,7 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from sandbox_agent_runtime.model_api import FreeformToolsAsFunctions
 from sandbox_agent_runtime.settings import BadSetting
 
 # Together, the model calls a worker waits on heartbeat Temporal at most this
@@ -108,8 +109,10 @@ class PooledOpenAIProvider(ModelProvider):
     at the first model call, as the default one is, so that a worker that
     cannot start for another reason says that reason."""
 
-    def __init__(self, runs: int) -> None:
+    def __init__(self, runs: int, use_responses: bool = True) -> None:
         self.runs = runs
+        # The endpoint's API (OPENAI_API: model_api.py).
+        self.use_responses = use_responses
         self._providers: list[OpenAIProvider] = []
         self._next = 0
 
@@ -122,10 +125,15 @@ class PooledOpenAIProvider(ModelProvider):
                 client = AsyncOpenAI(
                     max_retries=0, http_client=DefaultAsyncHttpxClient(limits=pool)
                 )
-                self._providers.append(OpenAIProvider(openai_client=client))
+                self._providers.append(
+                    OpenAIProvider(openai_client=client, use_responses=self.use_responses)
+                )
         provider = self._providers[self._next]
         self._next = (self._next + 1) % len(self._providers)
-        return provider.get_model(model_name)
+        model = provider.get_model(model_name)
+        # Chat Completions has no freeform tools: the sandbox's apply_patch
+        # goes as a function of one string (model_api.py).
+        return model if self.use_responses else FreeformToolsAsFunctions(model)
 
 
 # The plugin's model calls (temporalio.openai_agents), which heartbeat.
@@ -155,9 +163,10 @@ class _HeartbeatAtStart(ActivityInboundInterceptor):
         return await super().execute_activity(input)
 
 
-def model_provider(runs: int) -> ModelProvider:
-    """The model provider for ``runs`` model calls in flight."""
-    return PooledOpenAIProvider(runs)
+def model_provider(runs: int, use_responses: bool = True) -> ModelProvider:
+    """The model provider for ``runs`` model calls in flight, over the
+    Responses API or (``use_responses`` false) Chat Completions."""
+    return PooledOpenAIProvider(runs, use_responses)
 
 
 def make_room_for_connections(runs: int) -> None:

@@ -137,6 +137,7 @@ def worker_variables() -> tuple[str, ...]:
         "SESSION_IDLE_TIMEOUT",
         "SESSION_LIFETIME",
         "GIT_TIMEOUT_MINUTES",
+        "OPENAI_API",
         *(("WORKER_HOST_ID",) if service.host_bound else ()),
         *(("APPROVERS",) if service.approvals else ()),
         *(
@@ -371,7 +372,23 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         if "cloudflare" in service.backends
         else "",
         backend_options=backend_options(environ),
+        openai_api=openai_api(environ),
     )
+
+
+def openai_api(environ: Mapping[str, str]) -> str:
+    """``OPENAI_API``: the model endpoint's API (model_api.py)."""
+    value = environ.get("OPENAI_API")
+    if value is None:
+        return "responses"
+    if value.strip() not in ("responses", "chat_completions"):
+        raise refused(
+            "OPENAI_API",
+            value,
+            "responses (OpenAI's Responses API, the default) or chat_completions (an "
+            "endpoint that speaks Chat Completions alone)",
+        )
+    return value.strip()
 
 
 def backend_options(environ: Mapping[str, str]) -> dict[str, dict[str, int | bool | str]]:

@@ -96,3 +96,6 @@ class WorkerSettings:
     # backend and key: what every sandbox it creates is given, and its run's
     # history records.
     backend_options: Mapping[str, Mapping[str, int | bool | str]] = field(default_factory=dict)
+    # OPENAI_API: the model endpoint's API, "responses" or "chat_completions"
+    # (model_api.py).
+    openai_api: str = "responses"

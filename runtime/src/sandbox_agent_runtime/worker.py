@@ -65,6 +65,7 @@ from sandbox_agent_runtime.health import (
     HealthUnavailable,
     serving_health,
 )
+from sandbox_agent_runtime.model_api import RESPONSES, NamesAMissingApi
 from sandbox_agent_runtime.object_store import (
     ObjectStoreUnreachable,
     check_reachable,
@@ -349,7 +350,11 @@ def build_worker(
             workflows=workflows,
             workflow_runner=workflow_runner(),
             activities=tool_activities,
-            interceptors=[SandboxOperationMeter(), HeartbeatAtStart()],
+            interceptors=[
+                SandboxOperationMeter(),
+                HeartbeatAtStart(),
+                NamesAMissingApi(settings.openai_api),
+            ],
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             identity=identity,
             **(
@@ -374,7 +379,12 @@ def build_worker(
         activities=[*affinity.host_activities(host, host_bound), *tool_activities],
         # Outermost first: an operation for another host is refused before
         # it is counted or run.
-        interceptors=[affinity.HostFirst(host), meter, HeartbeatAtStart()],
+        interceptors=[
+            affinity.HostFirst(host),
+            meter,
+            HeartbeatAtStart(),
+            NamesAMissingApi(settings.openai_api),
+        ],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
         **(
@@ -429,7 +439,8 @@ async def serve(
     runtime = metrics_runtime(settings.metrics_address)
     tracing = tracing_plugins(settings.traces_endpoint)
     runs = settings.runs_in_flight
-    plugin = agents_plugin(settings, model_provider=model_provider(runs), traced=bool(tracing))
+    provider = model_provider(runs, use_responses=settings.openai_api == RESPONSES)
+    plugin = agents_plugin(settings, model_provider=provider, traced=bool(tracing))
     client = await connect(
         plugins=[plugin, *tracing],
         runtime=runtime,

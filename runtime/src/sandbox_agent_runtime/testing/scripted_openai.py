@@ -1,8 +1,10 @@
 """A scripted OpenAI-compatible HTTP server, so the real ``openai`` client and
 the real model activity can run without an API key or a network.
 
-It serves the one endpoint the SDK's default model calls, the Responses API
-(``POST /v1/responses``), and answers exactly as ``ScriptedModel`` does: it
+It serves the endpoint the SDK's default model calls, the Responses API
+(``POST /v1/responses``), or (``apis``) Chat Completions (``POST
+/v1/chat/completions``), or both, each other path a 404 as on an endpoint
+without that API; and it answers exactly as ``ScriptedModel`` does: it
 works out the step from the request's input items (the latest tool call's
 id) and asks for the next command, or answers with the last output. Point
 ``OPENAI_BASE_URL`` at ``server.url``.
@@ -19,6 +21,66 @@ from typing import Any
 from sandbox_agent_runtime.testing.scripted_model import steps_done, tool_outputs, user_messages
 
 
+def responses_input(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Chat Completions request's messages as the Responses API's input
+    items, which the script reads its progress from."""
+    items: list[dict[str, Any]] = []
+    for message in request.get("messages", []):
+        role = message.get("role")
+        if role == "assistant":
+            for call in message.get("tool_calls") or []:
+                items.append({"type": "function_call", "call_id": call["id"], **call["function"]})
+            if message.get("content"):
+                items.append({"role": "assistant", "content": message["content"]})
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id"),
+                    "output": message.get("content"),
+                }
+            )
+        elif role in ("user", "system", "developer"):
+            content = message.get("content")
+            if isinstance(content, list):
+                content = "".join(
+                    str(part.get("text", "")) for part in content if isinstance(part, dict)
+                )
+            items.append({"role": role, "content": content})
+    return items
+
+
+def chat_completion(reply: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API answer (one item) as a Chat Completions one."""
+    [item] = reply["output"]
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if item["type"] == "function_call":
+        message["tool_calls"] = [
+            {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
+        ]
+        finish = "tool_calls"
+    else:
+        message["content"] = "".join(part["text"] for part in item["content"])
+        finish = "stop"
+    usage = reply["usage"]
+    return {
+        "id": f"chatcmpl-{reply['id']}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": reply["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": usage["input_tokens"],
+            "completion_tokens": usage["output_tokens"],
+            "total_tokens": usage["total_tokens"],
+        },
+    }
+
+
 class ScriptedOpenAIServer:
     def __init__(
         self,
@@ -26,8 +88,13 @@ class ScriptedOpenAIServer:
         *,
         error_status: int | None = None,
         prompts: Sequence[Sequence[str]] | None = None,
+        apis: Sequence[str] = ("responses",),
     ) -> None:
         self.commands = list(commands)
+        # The APIs it speaks ("responses", "chat_completions"); any other
+        # path is a 404, as on an endpoint without it. And each one called.
+        self.apis = tuple(apis)
+        self.apis_called: list[str] = []
         # A conversation's commands by prompt (as conversing.Conversing
         # takes them): prompt N runs its own, then answers "prompt N: <what
         # the last command printed>". None: every command, then the answer.
@@ -143,11 +210,23 @@ class ScriptedOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                if self.path.rstrip("/") != "/v1/responses":
+                api = {
+                    "/v1/responses": "responses",
+                    "/v1/chat/completions": "chat_completions",
+                }.get(self.path.rstrip("/"))
+                if api not in server.apis:
+                    # As an endpoint without the API does: a 404 with no word of a model.
                     self.send_error(404)
                     return
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status, reply = server.respond(json.loads(body))
+                server.apis_called.append(api)
+                request = json.loads(body)
+                if api == "chat_completions":
+                    status, reply = server.respond({**request, "input": responses_input(request)})
+                    if status == 200:
+                        reply = chat_completion(reply)
+                else:
+                    status, reply = server.respond(request)
                 server.answered.append((time.monotonic(), status))
                 data = json.dumps(reply).encode()
                 if server.malformed:
@@ -175,8 +254,9 @@ def scripted_openai_server(
     *,
     error_status: int | None = None,
     prompts: Sequence[Sequence[str]] | None = None,
+    apis: Sequence[str] = ("responses",),
 ) -> Iterator[ScriptedOpenAIServer]:
-    server = ScriptedOpenAIServer(commands, error_status=error_status, prompts=prompts)
+    server = ScriptedOpenAIServer(commands, error_status=error_status, prompts=prompts, apis=apis)
     thread = threading.Thread(target=server._server.serve_forever, daemon=True)
     thread.start()
     try:
