@@ -77,6 +77,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "WORKER_RUNS_IN_FLIGHT": [*NUMBER, "100001"],
     "SANDBOX_COMMAND_TIME_LIMIT_SECONDS": [*NUMBER, "0", "86401"],
     "GIT_TIMEOUT_MINUTES": [*NUMBER, "0", str(LONGEST_GIT_TIMEOUT + 1)],
+    "OPENAI_API": ["", "Responses", "completions", "chat", "responses,chat_completions"],
     "MODEL_ACTIVITY_TIMEOUT_SECONDS": [*NUMBER, "0", str(longest_model_timeout() + 1)],
     "HEALTH_BIND_ADDRESS": ADDRESS,
     "PROMETHEUS_BIND_ADDRESS": ADDRESS,
@@ -209,6 +210,8 @@ def test_a_bad_value_stops_the_worker_with_one_line_naming_it(
         ({}, "session_idle_timeout", SESSION_IDLE_TIMEOUT),
         ({}, "session_lifetime", SESSION_LIFETIME),
         ({}, "git_timeout", GIT_TIMEOUT),
+        ({}, "openai_api", "responses"),
+        ({"OPENAI_API": " chat_completions "}, "openai_api", "chat_completions"),
         ({"GIT_TIMEOUT_MINUTES": " 1 "}, "git_timeout", timedelta(minutes=1)),
         (
             {"GIT_TIMEOUT_MINUTES": str(LONGEST_GIT_TIMEOUT)},
