@@ -269,6 +269,11 @@ async def test_a_run_is_its_callers_alone(stack: Stack, temporal_client: Client)
     assert [event.name for event in events][-2:] == ["answer", "end"]
 
 
+async def chunks() -> AsyncIterator[bytes]:
+    for _ in range(3):
+        yield b"--x\r\n"
+
+
 def one_line_problem(response: httpx.Response, status: int) -> str:
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/problem+json"
@@ -346,6 +351,15 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
             ),
             "unknown route": one_line_problem(await client.get("/v1/nothing"), 404),
             "wrong method": one_line_problem(await client.delete("/v1/runs"), 405),
+            # A form sent in chunks, with no length: refused before a byte of it is read.
+            "no length": one_line_problem(
+                await client.post(
+                    "/v1/runs",
+                    content=chunks(),
+                    headers={"content-type": "multipart/form-data; boundary=x"},
+                ),
+                411,
+            ),
         }
     assert said["bad json"].startswith("the body is not JSON")
     assert said["no prompt"] == "field 'prompt' is missing or blank: say what the agent should do."
@@ -362,6 +376,7 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
     assert said["dot-dot"].startswith("file name '..' is not allowed")
     assert said["climbing"].startswith("file name '../up.txt' is not allowed")
     assert said["two of a name"] == "two files are named 'a.txt': each must have its own name."
+    assert said["no length"] == "a form's body needs a Content-Length: send its length."
     # Nothing started, nothing kept.
     assert not any("started run" in line for line in stack.b.process.output)
     assert os.listdir(tmp_path_factory.getbasetemp() / "api-tmp-b") == []
