@@ -15,8 +15,10 @@ import hashlib
 import io
 import os
 import signal
+import socket
 import subprocess
 import tarfile
+import time
 from collections.abc import AsyncIterator
 
 import httpx2 as httpx
@@ -28,6 +30,7 @@ from sandbox_agent_runtime.api.events import event_id_parts
 from sandbox_agent_runtime.shared import INLINE_FILES_LIMIT, LONGEST_PROMPT
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing.api_client import (
+    TOKENS,
     ApiProcess,
     Event,
     api_process,
@@ -269,6 +272,34 @@ async def test_a_run_is_its_callers_alone(stack: Stack, temporal_client: Client)
     assert [event.name for event in events][-2:] == ["answer", "end"]
 
 
+def send_forever(url: str) -> tuple[int, bytes]:
+    """A JSON body sent in chunks, without end, with a raw socket, until the
+    API closes the connection (at most 30 s): the bytes sent, and its answer."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    token = TOKENS["alice"]
+    with socket.create_connection((host, int(port))) as connection:
+        connection.sendall(
+            f"POST /v1/runs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        connection.settimeout(0.01)
+        chunk = b"10000\r\n" + b" " * 65536 + b"\r\n"
+        sent, answer, began = 0, b"", time.monotonic()
+        while time.monotonic() - began < 30:
+            try:
+                connection.sendall(chunk)
+                sent += 65536
+                data = connection.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            answer += data
+    return sent, answer
+
+
 async def chunks() -> AsyncIterator[bytes]:
     for _ in range(3):
         yield b"--x\r\n"
@@ -377,6 +408,10 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
     assert said["climbing"].startswith("file name '../up.txt' is not allowed")
     assert said["two of a name"] == "two files are named 'a.txt': each must have its own name."
     assert said["no length"] == "a form's body needs a Content-Length: send its length."
+    # A body that never ends: refused at the limit, the connection closed.
+    sent, answer = await asyncio.to_thread(send_forever, stack.b.url)
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"connection: close" in answer.lower(), answer
+    assert sent < 4 * 1024 * 1024, sent
     # Nothing started, nothing kept.
     assert not any("started run" in line for line in stack.b.process.output)
     assert os.listdir(tmp_path_factory.getbasetemp() / "api-tmp-b") == []

@@ -51,8 +51,15 @@ MULTIPART_OVERHEAD = LONGEST_PROMPT + 1024 * 1024
 RUN_ID = re.compile(r"[A-Za-z0-9._:@=+-]{1,255}")
 
 
+# A body refused unread: the connection closes after the answer, so a
+# client that goes on sending (an endless body) costs nothing more.
+BODY_REFUSED = (411, 413, 415)
+
+
 def problem_response(problem: Problem, request: Request) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if problem.status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if problem.status == 401 else {}
+    if problem.status in BODY_REFUSED:
+        headers["Connection"] = "close"
     return JSONResponse(
         problem.body(request.url.path), problem.status, headers=headers, media_type=PROBLEM_JSON
     )
