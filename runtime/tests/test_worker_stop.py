@@ -26,11 +26,17 @@ from sandbox_agent_runtime.testing.support import SETTINGS, sandboxes_for_tests,
 from sandbox_agent_runtime.worker import ServiceWorker, agents_plugin, build_worker
 
 
-def worker_with(plugin: SimplePlugin, client: Client) -> ServiceWorker:
-    """The service's worker, its pollers wrapped by ``plugin`` too."""
+async def worker_with(plugin: SimplePlugin, client: Client) -> ServiceWorker:
+    """The service's worker, its pollers wrapped by ``plugin`` too, on a
+    connection of its own. A poller that fails before it starts is never
+    shut down by the SDK, so it stays registered on its connection for as
+    long as it is referenced (here: by the error pytest keeps): on the
+    tests' shared connection, the next worker of the same task queue in this
+    process would be refused as a second one."""
+    own = await Client.connect(client.service_client.config.target_host, namespace=client.namespace)
     return build_worker(
         with_plugins(
-            client,
+            own,
             agents_plugin(
                 SETTINGS,
                 sandboxes=sandboxes_for_tests(),
@@ -66,7 +72,7 @@ async def test_an_error_as_the_worker_stops_is_raised_whole_and_the_stop_complet
     temporal_client: Client,
 ) -> None:
     plugin = SimplePlugin("fails-as-it-stops", run_context=failing("stopping"))
-    worker = worker_with(plugin, temporal_client)
+    worker = await worker_with(plugin, temporal_client)
     with pytest.raises(PollerFailed, match="as it stopped"):
         async with worker:
             while not worker.ready:
@@ -78,7 +84,7 @@ async def test_an_error_while_the_block_runs_stops_the_block_with_that_error(
     temporal_client: Client,
 ) -> None:
     plugin = SimplePlugin("fails-as-it-starts", run_context=failing("starting"))
-    worker = worker_with(plugin, temporal_client)
+    worker = await worker_with(plugin, temporal_client)
     block_ended = False
     with pytest.raises(PollerFailed, match="as it started"):
         async with worker:
