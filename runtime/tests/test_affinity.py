@@ -130,7 +130,7 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
     temporal_client: Client,
 ) -> None:
     # Four runs create their sandboxes on host A. Then host A stops taking
-    # runs and model calls (its shared queue), while its own queue still runs:
+    # runs and model calls (its shared queue and the model calls'), while its own queue still runs:
     # host B takes everything else, and four runs more. Sent to the shared
     # queue, host A's sandbox operations would reach host B, which does not
     # hold those workspaces.
@@ -159,7 +159,7 @@ async def test_runs_on_two_hosts_keep_each_sandbox_operation_on_the_host_that_ho
         approving: AbstractAsyncContextManager[None] = (
             approving_everything(plugged_a) if project_service().approvals else nullcontext()
         )
-        async with host_a.shared, approving:
+        async with host_a.models, host_a.shared, approving:
             on_a = [
                 await start(plugged_a, "Add, then print.", provider=BOUND_PROVIDER)
                 for _ in range(4)

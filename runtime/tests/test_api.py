@@ -223,6 +223,34 @@ async def test_a_follow_up_continues_in_the_same_workspace(stack: Stack) -> None
     assert after["state"] == "ended" and after["answered"] == 2
 
 
+async def test_a_prompt_stopped_at_its_budget_says_so_and_a_follow_up_goes_on(
+    stack: Stack,
+) -> None:
+    async with stack.a.client() as client:
+        started = await client.post(
+            "/v1/runs", json={"prompt": "Write made.txt.", "follow_ups": True, "token_budget": 1}
+        )
+        assert started.status_code == 201, started.text
+        workflow_id = started.json()["id"]
+        first = await answer_after(client, workflow_id, None)
+        stopped = (await client.get(f"/v1/runs/{workflow_id}")).json()
+        sent = await client.post(
+            f"/v1/runs/{workflow_id}/messages",
+            data={"prompt": "Read made.txt.", "token_budget": "100000"},
+        )
+        second = await answer_after(client, workflow_id, first[-1].id)
+        going_on = (await client.get(f"/v1/runs/{workflow_id}")).json()
+        await client.post(f"/v1/runs/{workflow_id}/end")
+
+    assert first[-1].data["text"].startswith("stopped: token budget reached: ")
+    assert stopped["answer"]["stopped"] == stopped["answer"]["text"]
+    assert stopped["answer"]["stopped"].endswith(" of 1 tokens (the prompt's own token budget)")
+    # The usage shows its cost: none here, the stand-in's model has no price.
+    assert stopped["usage"]["model_calls"] == 1 and stopped["usage"]["cost_usd"] is None
+    assert sent.status_code == 202, sent.text
+    assert second[-1].data["prompt"] == 2 and going_on["answer"]["stopped"] == ""
+
+
 async def test_a_run_is_its_callers_alone(stack: Stack, temporal_client: Client) -> None:
     async with (
         stack.a.client("alice") as alice,
@@ -340,6 +368,12 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
             "bad provider": one_line_problem(
                 await client.post("/v1/runs", json={"prompt": "x", "provider": "z"}), 422
             ),
+            "bad token budget": one_line_problem(
+                await client.post("/v1/runs", json={"prompt": "x", "token_budget": 0}), 422
+            ),
+            "bad cost budget": one_line_problem(
+                await client.post("/v1/runs", data={"prompt": "x", "cost_budget_usd": "free"}), 422
+            ),
             "bad repo": one_line_problem(
                 await client.post("/v1/runs", json={"prompt": "x", "repo": "a b"}), 422
             ),
@@ -396,7 +430,15 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
     assert said["no prompt"] == "field 'prompt' is missing or blank: say what the agent should do."
     assert (
         said["unknown field"]
-        == "field 'model' is not one of this route's: prompt, follow_ups, provider, repo."
+        == "field 'model' is not one of this route's: prompt, follow_ups, provider, repo, "
+        "token_budget, cost_budget_usd."
+    )
+    assert said["bad token budget"] == (
+        "field 'token_budget' 0 is not allowed: use a whole number of tokens, 1 or more."
+    )
+    assert said["bad cost budget"] == (
+        "field 'cost_budget_usd' 'free' is not allowed: use an amount in USD over 0 "
+        "(0.5 for 50 cents)."
     )
     assert said["bad provider"] == "provider 'z' is not one of this service's: local."
     assert said["plain text"].startswith("content type 'text/plain' is not taken here")

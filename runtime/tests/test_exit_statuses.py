@@ -94,7 +94,9 @@ class Tally:
 
 
 # The starter's last line after an answer.
-USAGE_PRINTED = r"Usage: [\d,]+ model calls, [\d,]+ input tokens, [\d,]+ output tokens"
+USAGE_PRINTED = (
+    r"Usage: [\d,]+ model calls, [\d,]+ input tokens, [\d,]+ output tokens, (\$[\d.]+|cost n/a)"
+)
 
 
 @pytest.mark.process

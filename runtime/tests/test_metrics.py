@@ -157,12 +157,15 @@ async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
             "model_calls": len(model.reported),
             "input_tokens": sum(u.input_tokens for u in model.reported),
             "output_tokens": sum(u.output_tokens for u in model.reported),
+            "cached_input_tokens": 0,
+            # The stand-in's model has no price in its PRICES.
+            "cost_usd": None,
         }
         # ...and the starter prints it.
         line = await usage_line(plugged, handle.id)
         assert line == (
             f"Usage: {usage['model_calls']:,} model calls, {usage['input_tokens']:,} input "
-            f"tokens, {usage['output_tokens']:,} output tokens"
+            f"tokens, {usage['output_tokens']:,} output tokens, cost n/a"
         )
 
 

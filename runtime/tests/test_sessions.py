@@ -226,11 +226,15 @@ async def test_a_follow_up_works_in_the_same_workspace_and_conversation_and_the_
         "model_calls": 2,
         "input_tokens": sum(usage.input_tokens for usage in model.reported[:2]),
         "output_tokens": sum(usage.output_tokens for usage in model.reported[:2]),
+        "cached_input_tokens": 0,
+        "cost_usd": None,
     }
     assert memo == {
         "model_calls": 4,
         "input_tokens": sum(usage.input_tokens for usage in model.reported),
         "output_tokens": sum(usage.output_tokens for usage in model.reported),
+        "cached_input_tokens": 0,
+        "cost_usd": None,
     }
 
 

@@ -100,7 +100,9 @@ def answer_in(seen: list[str]) -> str:
 def answer_printed(out: str) -> str:
     """The answer the starter printed, which its last line, the usage, follows."""
     answer, usage = out.split("\nAnswer:\n", 1)[1].rsplit("Usage: ", 1)
-    assert re.fullmatch(r"[\d,]+ model calls, [\d,]+ input tokens, [\d,]+ output tokens\n", usage)
+    assert re.fullmatch(
+        r"[\d,]+ model calls, [\d,]+ input tokens, [\d,]+ output tokens, cost n/a\n", usage
+    )
     return answer
 
 

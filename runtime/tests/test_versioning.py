@@ -61,9 +61,11 @@ SUGGEST_CONTINUE_AS_NEW = "limit.historyCount.suggestContinueAsNew=20"
 
 
 class HoldsTheFirstCall(ScriptedModel):
-    """Holds the first model call of a run that starts from the prompt until
+    """Holds the first model call it is given, a run's first, until
     ``go_on`` is set (``holding`` is set meanwhile); answers every other call
-    at once."""
+    at once. Only the first: model calls are on a queue of their own that
+    every build's worker polls (model_queue.py), so this build's worker may
+    also be given the first call of a run of the next build."""
 
     def __init__(self, commands: list[str]) -> None:
         super().__init__(commands)
@@ -73,7 +75,7 @@ class HoldsTheFirstCall(ScriptedModel):
     async def get_response(
         self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
     ) -> ModelResponse:
-        if steps_done(input) == 0:
+        if steps_done(input) == 0 and not self.holding.is_set():
             self.holding.set()
             await self.go_on.wait()
         return await super().get_response(system_instructions, input, *args, **kwargs)

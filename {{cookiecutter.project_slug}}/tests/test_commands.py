@@ -75,6 +75,33 @@ async def test_a_run_survives_its_worker_being_killed_and_the_starter_prints_the
     assert "Worker stopped." in second_worker.output
 
 
+@pytest.mark.process
+async def test_a_worker_on_chat_completions_completes_a_run_against_an_endpoint_that_speaks_only_that(
+    temporal_client: Client,
+) -> None:
+    # OPENAI_API=chat_completions, for vLLM, Ollama or a gateway
+    # (docs/configuration.md, The model endpoint), and the fleet's rate set.
+    address = temporal_client.service_client.config.target_host
+    commands = ["printf 'spoken in chat\\n' > note.txt", "cat note.txt"]
+    with scripted_openai_server(commands, apis=("chat_completions",)) as model:
+        environment = {
+            **service_environment(address, model.url),
+            "OPENAI_API": "chat_completions",
+            "MODEL_CALLS_PER_SECOND": "50",
+        }
+        async with service(WORKER, environment) as worker:
+            await worker.wait_for("Worker polling")
+            async with service(STARTER + ["Write a note, then read it."], environment) as asking:
+                status = await asking.exit_status()
+
+    assert status == 0, asking.output
+    assert "spoken in chat" in asking.output
+    assert model.apis_called == ["chat_completions"] * 3
+    [polling] = [line for line in worker.output if line.startswith("Worker polling")]
+    queue = "{{ cookiecutter.task_queue }}-model-calls"
+    assert f"{queue!r} (model calls, at most 50 a second across the fleet)" in polling
+
+
 @pytest.mark.parametrize("role", ["worker", "starter", "api", "eval"])
 def test_console_scripts_are_installed_and_answer_help(
     role: str, capsys: pytest.CaptureFixture[str]

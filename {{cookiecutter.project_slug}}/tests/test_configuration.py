@@ -78,6 +78,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "SANDBOX_COMMAND_TIME_LIMIT_SECONDS": [*NUMBER, "0", "86401"],
     "GIT_TIMEOUT_MINUTES": [*NUMBER, "0", str(LONGEST_GIT_TIMEOUT + 1)],
     "OPENAI_API": ["", "Responses", "completions", "chat", "responses,chat_completions"],
+    "MODEL_CALLS_PER_SECOND": [*NUMBER[:4], "0", "0.0001", "1e3", "2/s", "10001"],
     "MODEL_ACTIVITY_TIMEOUT_SECONDS": [*NUMBER, "0", str(longest_model_timeout() + 1)],
     "HEALTH_BIND_ADDRESS": ADDRESS,
     "PROMETHEUS_BIND_ADDRESS": ADDRESS,
@@ -212,6 +213,9 @@ def test_a_bad_value_stops_the_worker_with_one_line_naming_it(
         ({}, "git_timeout", GIT_TIMEOUT),
         ({}, "openai_api", "responses"),
         ({"OPENAI_API": " chat_completions "}, "openai_api", "chat_completions"),
+        ({}, "model_calls_per_second", None),
+        ({"MODEL_CALLS_PER_SECOND": " 0.5 "}, "model_calls_per_second", 0.5),
+        ({"MODEL_CALLS_PER_SECOND": "10000"}, "model_calls_per_second", 10_000),
         ({"GIT_TIMEOUT_MINUTES": " 1 "}, "git_timeout", timedelta(minutes=1)),
         (
             {"GIT_TIMEOUT_MINUTES": str(LONGEST_GIT_TIMEOUT)},

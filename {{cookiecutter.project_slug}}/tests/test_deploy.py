@@ -18,6 +18,7 @@ from sandbox_agent_runtime.api.app import create_app
 {%- if bound %}
 from sandbox_agent_runtime.backends import sandbox_backends
 {%- endif %}
+from sandbox_agent_runtime.model_queue import model_task_queue
 from sandbox_agent_runtime.settings import (
     API_VARIABLES,
     WorkerSettings,
@@ -101,17 +102,22 @@ def test_the_secret_holds_every_credential_the_worker_needs_and_nothing_else() -
     assert config.get("api_key") == "k"
 
 
-def test_the_autoscaler_watches_this_workers_queue_namespace_and_key() -> None:
+def test_the_autoscaler_watches_this_workers_queues_namespace_and_key() -> None:
     scaled = the("ScaledObject", BASE / "scaledobject.yaml")
-    [trigger] = scaled["spec"]["triggers"]
-    assert trigger["type"] == "temporal"
-    metadata = trigger["metadata"]
-    assert metadata["taskQueue"] == TASK_QUEUE
-    assert metadata["endpoint"] == settings()["TEMPORAL_ADDRESS"]
-    assert metadata["namespace"] == settings()["TEMPORAL_NAMESPACE"]
-    # One more worker for each half a worker's worth of steps waiting.
-    assert metadata["targetQueueSize"] == str(parsed().runs_in_flight // 2)
-    assert all(isinstance(value, str) for value in metadata.values())
+    trigger, models = scaled["spec"]["triggers"]
+    # The service's queue, and the model calls' own (model_queue.py).
+    assert trigger["metadata"]["taskQueue"] == TASK_QUEUE
+    assert models["metadata"]["taskQueue"] == model_task_queue()
+    assert models["metadata"]["queueTypes"] == "activity"
+    for each in (trigger, models):
+        assert each["type"] == "temporal"
+        metadata = each["metadata"]
+        assert metadata["endpoint"] == settings()["TEMPORAL_ADDRESS"]
+        assert metadata["namespace"] == settings()["TEMPORAL_NAMESPACE"]
+        # One more worker for each half a worker's worth of steps waiting.
+        assert metadata["targetQueueSize"] == str(parsed().runs_in_flight // 2)
+        assert all(isinstance(value, str) for value in metadata.values())
+        assert each["authenticationRef"] == trigger["authenticationRef"]
     # The worker's object, by kind (KEDA's default is a Deployment) and name.
     target = scaled["spec"]["scaleTargetRef"]
     worker = documents(WORKER)[0]

@@ -9,7 +9,7 @@ serves, and the alerts fire when they should (``uv run pytest -m monitoring``).
 - Every metric the dashboard and the rules name, with every label they
   group or filter by, is one a real worker serves after real runs: one
   completed, one failed, a model call failing once, a workflow task failing,
-  a conversation, a tool call
+  a conversation, a tool call, a priced model's prompt stopped at its budget
 {%- if bound and approvals %}; a host gone and approvals, too slow to
   cause here, by the names the code declares.
 {%- elif bound %}; a host gone, too slow to cause here, by the
@@ -53,6 +53,7 @@ from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, se
 from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedModel
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import free_address, metered_client, running_worker
+from sandbox_agent_runtime.testing.workspace_agents import PricedAgentWorkflow
 
 from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
@@ -250,10 +251,17 @@ async def test_every_metric_and_label_the_dashboard_and_rules_name_is_served(
                     break
                 await asyncio.sleep(0.1)
             await buggy.terminate("seen")
+        # A model with a price, and a prompt its cost budget stops.
+        priced = ScriptedModel(["echo a", "echo b"])
+        async with running_worker(client, priced, workflows=[PricedAgentWorkflow]) as (plugged, _):
+            stopped = await start(plugged, RunRequest("Two steps.", cost_budget_usd=0.000001))
+            assert (await stopped.result()).stopped
         for name, samples in (await metrics.scrape()).items():
             for sample_labels, _ in samples:
                 served.setdefault(name, set()).update(sample_labels)
-    # The parser names a counter's samples without _total, a histogram's family without _bucket.
+    # The parser names a counter's samples without _total, a histogram's family without
+    # _bucket and _sum.
+    served |= {f"{name}_sum": set(labels) for name, labels in served.items()}
     served |= {f"{name}_bucket": labels | {"le"} for name, labels in served.items()}
     served |= DECLARED
     for expression in queries():

@@ -9,10 +9,12 @@ OpenAI client keeps at most 1,000 connections. One number, the worker's runs
 in flight (``WORKER_RUNS_IN_FLIGHT``, 1,000 unless set: settings.py), sets
 the limits that must agree, together:
 
-- activity slots: each run waiting on the model holds one, as does each
-  sandbox operation in progress; when the service has a host-bound backend,
-  as many again on the worker's host queue, for the operations of the
-  sandboxes on its host (affinity.py);
+- activity slots: as many for model calls, on the model calls' own queue
+  (model_queue.py), where each run waiting on the model holds one; as many
+  again for sandbox operations and the agent's tools on the service's
+  queue; and, when the service has a host-bound backend, as many again on
+  the worker's host queue, for the operations of the sandboxes on its host
+  (affinity.py);
 - cached workflows: twice as many, so that neither a run in flight nor one
   waiting for a slot is dropped from the cache and replayed at its next step
   (past that, runs are dropped safely and replayed: it costs CPU, see
@@ -39,13 +41,16 @@ from datetime import timedelta
 from typing import Any
 
 import httpx2
+from agents.models.default_models import get_default_model
 from agents.models.interface import Model, ModelProvider
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from sandbox_agent_runtime.model_api import FreeformToolsAsFunctions
+from sandbox_agent_runtime import litellm_models
+from sandbox_agent_runtime.model_api import FreeformToolsAsFunctions, through_litellm
+from sandbox_agent_runtime.service import current, priced_as
 from sandbox_agent_runtime.settings import BadSetting
 
 # Together, the model calls a worker waits on heartbeat Temporal at most this
@@ -165,8 +170,43 @@ class _HeartbeatAtStart(ActivityInboundInterceptor):
 
 def model_provider(runs: int, use_responses: bool = True) -> ModelProvider:
     """The model provider for ``runs`` model calls in flight, over the
-    Responses API or (``use_responses`` false) Chat Completions."""
-    return PooledOpenAIProvider(runs, use_responses)
+    Responses API or (``use_responses`` false) Chat Completions; a model
+    named ``litellm/<provider>/<model>`` through LiteLLM instead
+    (litellm_models.py)."""
+    return litellm_models.ThroughLiteLLM(PooledOpenAIProvider(runs, use_responses))
+
+
+def check_the_agents_model(workflow: type) -> None:
+    """At the worker's start, for the model of the agent of ``workflow``:
+    that a money budget (runs.COST_BUDGET_USD) has its price, and, for a
+    model through LiteLLM, LiteLLM imported (seconds of CPU, spent here
+    rather than in its first model call, which would hold up every run of
+    the worker).
+
+    Raises BadSetting, in one line: the model without a price, or the model
+    and what to install when LiteLLM is missing."""
+    try:
+        # The agent's model: a name, a Model object, or None for the SDK's
+        # default. agent() builds the run's agent from agent.py and reads
+        # nothing of the run's: called on an instance the workflow never
+        # initialised. An agent that cannot be built so is left to its
+        # first model call, which says what is wrong.
+        model = workflow.agent(object.__new__(workflow)).model  # type: ignore[attr-defined]
+    except Exception:
+        return
+    # Priced as the workflow prices it (its model's own name).
+    unpriced = current().unpriced(priced_as(model))
+    if unpriced is not None:
+        raise BadSetting(unpriced)
+    # Called as the model provider is called: None for the SDK's default
+    # (OPENAI_DEFAULT_MODEL, which the SDK reads, or its own).
+    name = get_default_model() if model is None else model
+    if not isinstance(name, str) or not through_litellm(name):
+        return
+    try:
+        litellm_models.litellm_model_type()
+    except ImportError:
+        raise BadSetting(litellm_models.missing(name)) from None
 
 
 def make_room_for_connections(runs: int) -> None:

@@ -92,6 +92,9 @@ class Carried:
     since: str = ""
     answer: dict[str, Any] | None = None
     snapshot: dict[str, Any] | None = None
+    # The model calls and tokens the current prompt used in the earlier runs
+    # (what its budget counts; None from a run before budgets: from zero).
+    prompt_usage: Usage | None = None
 
 
 class HistoryFull(AgentsException):
@@ -105,7 +108,8 @@ class HistoryBudget(UsageMeter):
     once the run's history is over ``HISTORY_BUDGET`` (or Temporal suggests
     continuing as new). Both figures come from the workflow task, so replay
     stops at the same turn. As a ``UsageMeter`` it also counts each model
-    call's tokens, from the chain's ``usage`` so far."""
+    call's tokens, from the chain's ``usage`` so far, and stops the agent
+    at the prompt's budget."""
 
     turns: int = 0
     # Awaited once, before the first model call (the sandbox is up by then):
@@ -130,6 +134,7 @@ class HistoryBudget(UsageMeter):
         system_prompt: str | None,
         input_items: list[TResponseInputItem],
     ) -> None:
+        await super().on_llm_start(context, agent, system_prompt, input_items)
         info = workflow.info()
         if self.turns and (
             info.get_current_history_size() > HISTORY_BUDGET or info.is_continue_as_new_suggested()

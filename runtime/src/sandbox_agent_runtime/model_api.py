@@ -14,13 +14,18 @@ conversation (the Compaction capability's), left out. What bounds a
 conversation there is the runtime's own cut (chain.bounded()): each model
 call's input, and what one run of a chain hands the next, stays within
 CONVERSATION_LIMIT bytes: the request and the latest items, with a note
-saying how many earlier items were left out."""
+saying how many earlier items were left out.
+
+A model named ``litellm/<provider>/<model>`` is no endpoint's: it goes
+through LiteLLM (litellm_models.py), whatever OPENAI_API says, and a 404 it
+meets is its provider's, not a missing API's."""
 
 import dataclasses
 import json
 from typing import Any
 
 from agents import CustomTool, FunctionTool, ModelResponse, ModelSettings, Tool, TResponseInputItem
+from agents.models.default_models import get_default_model
 from agents.models.interface import Model
 from openai import NotFoundError
 from openai.types.responses import ResponseCustomToolCall, ResponseFunctionToolCall
@@ -38,6 +43,16 @@ APIS = {
 }
 # The type of the failure a missing API fails the model call with.
 MISSING_API = "ModelApiMissing"
+
+# The prefix of a model name that goes through LiteLLM (the Agents SDK's own
+# MultiProvider routes the same names there).
+LITELLM_PREFIX = "litellm/"
+
+
+def through_litellm(model_name: str | None) -> bool:
+    """Whether a model call of ``model_name`` (None: the default model,
+    OPENAI_DEFAULT_MODEL or the Agents SDK's) goes through LiteLLM."""
+    return (model_name or get_default_model()).startswith(LITELLM_PREFIX)
 
 
 def missing_api(api: str, error: NotFoundError) -> str:
@@ -75,6 +90,7 @@ class _NamesAMissingApi(ActivityInboundInterceptor):
             cause = e.__cause__
             if (
                 activity.info().activity_type in MODEL_ACTIVITIES
+                and not through_litellm(_model_name(input))
                 and isinstance(cause, NotFoundError)
                 and getattr(cause, "code", None) != "model_not_found"
             ):
@@ -84,6 +100,13 @@ class _NamesAMissingApi(ActivityInboundInterceptor):
                     missing_api(self.api, cause), type=MISSING_API, non_retryable=True
                 ) from None
             raise
+
+
+def _model_name(input: ExecuteActivityInput) -> str | None:
+    """The model a model call names (its input's ``model_name``)."""
+    given = input.args[0] if input.args else None
+    name = given.get("model_name") if isinstance(given, dict) else None
+    return name if isinstance(name, str) else None
 
 
 # A freeform tool (the sandbox's apply_patch) as Chat Completions takes a

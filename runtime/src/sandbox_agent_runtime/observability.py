@@ -8,10 +8,15 @@
   or to rebuild its cache) counts nothing twice. Sandbox operations are
   counted on the worker, once per attempt, by provider and outcome (and
   host, when the service has a host-bound backend).
-- Usage. Every run keeps its chain's total of model calls and tokens in its
-  memo (key ``usage``), updated after each model call and handed on when the
-  run continues as new: the Web UI and ``temporal workflow describe`` show
-  it, and the starter prints it after the answer.
+- Usage. Every run keeps its chain's total of model calls and tokens (the
+  cached among the input ones) and their cost in USD at the model's price
+  (null without one) in its memo (key ``usage``), updated as each prompt
+  ends and handed on when the run continues as new: the Web UI and
+  ``temporal workflow describe`` show it, and the starter prints it after
+  the answer.
+- Budgets. Before each model call, the prompt's own use is checked against
+  its budget (service.Budget): one reached stops the prompt
+  (``BudgetReached``), which the workflow answers saying so.
 - Traces. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set (and the ``traces`` extra
   installed), the worker exports OpenTelemetry spans of its workflows, its
   activities and the agent's own spans. The Agents SDK's export to OpenAI is
@@ -19,11 +24,12 @@
 """
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from agents import RunContextWrapper, RunHooks
+from agents import AgentsException, RunContextWrapper, RunHooks, TResponseInputItem
 from agents.agent import Agent
 from agents.items import ModelResponse
 from temporalio import activity, workflow
@@ -38,7 +44,8 @@ from temporalio.worker import (
 
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.approvals import Decision
-from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.model_queue import MODEL_CALL_WAIT, MODEL_CALL_WAIT_BUCKETS
+from sandbox_agent_runtime.service import Budget, Price, cost_of, current
 from sandbox_agent_runtime.shared import (
     CHOOSING_THE_HOST,
     HOST_HEADER,
@@ -50,6 +57,11 @@ from sandbox_agent_runtime.shared import (
 MODEL_CALLS = "agent_model_calls"
 INPUT_TOKENS = "agent_input_tokens"
 OUTPUT_TOKENS = "agent_output_tokens"
+# What each model call cost, in USD at the model's price (a histogram: its
+# _sum is the total; calls of a model without a price are not in it).
+MODEL_COST = "agent_model_cost_usd"
+# Label: kind ("tokens" or "cost"): prompts stopped at their budget.
+BUDGETS_REACHED = "agent_budgets_reached"
 # Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
 # "error"), and, when the service has a host-bound backend, host (the host the
 # sandbox lives on, or "any": affinity.py).
@@ -81,6 +93,8 @@ HOSTS_GONE = "agent_sandbox_hosts_gone"
 BUCKETS = {
     SNAPSHOT_BYTES: [float(4**power * 1024) for power in range(1, 11)],
     SNAPSHOT_SECONDS: [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
+    MODEL_CALL_WAIT: MODEL_CALL_WAIT_BUCKETS,
+    MODEL_COST: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
 }
 
 
@@ -90,36 +104,94 @@ class TelemetryUnavailable(Exception):
 
 @dataclass
 class Usage:
-    """What a chain of runs has used of the model so far."""
+    """What a chain of runs (or one prompt) has used of the model so far.
+
+    It is part of the chain's recorded state (chain.Carried) and of the
+    run's memo: add a field only with a default."""
 
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # Among the input tokens, those the model read from its cache.
+    cached_input_tokens: int = 0
+    # What those tokens cost, in USD at the model's price; None without one.
+    cost_usd: float | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, call: "Usage") -> None:
+        self.model_calls += call.model_calls
+        self.input_tokens += call.input_tokens
+        self.output_tokens += call.output_tokens
+        self.cached_input_tokens += call.cached_input_tokens
+        if call.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
+
+
+class BudgetReached(AgentsException):
+    """Raised before a model call to stop the agent: the prompt has reached
+    its budget (``kind``: "tokens" or "cost"), as ``reason`` says."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
 
 
 @dataclass
 class UsageMeter(RunHooks[Any]):
     """Counts each model call as the workflow receives its response: into
     ``usage`` (the chain's total, which the workflow shows in the run's memo
-    as each prompt ends) and into the worker's metrics, which a replay leaves
-    alone."""
+    as each prompt ends), into ``prompt`` (the current prompt's own, across
+    its chain) and into the worker's metrics, which a replay leaves alone;
+    and stops the agent before a call once ``prompt`` has reached
+    ``budget``. Each call is priced as ``model``'s in ``prices`` (none
+    there: no cost)."""
 
     usage: Usage = field(default_factory=Usage)
+    prompt: Usage = field(default_factory=Usage)
+    budget: Budget = field(default_factory=Budget)
+    model: str = ""
+    prices: Mapping[str, Price] = field(default_factory=dict)
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        reached = self.budget.reached(self.prompt.tokens, self.prompt.cost_usd)
+        if reached is not None:
+            raise BudgetReached(*reached)
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
-        self.usage.model_calls += 1
-        self.usage.input_tokens += response.usage.input_tokens
-        self.usage.output_tokens += response.usage.output_tokens
+        details = response.usage.input_tokens_details
+        cached = (details.cached_tokens if details is not None else 0) or 0
+        input_tokens, output_tokens = response.usage.input_tokens, response.usage.output_tokens
+        call = Usage(
+            model_calls=1,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_input_tokens=cached,
+            cost_usd=cost_of(self.model, input_tokens, cached, output_tokens, self.prices),
+        )
+        self.usage.add(call)
+        self.prompt.add(call)
         meter = workflow.metric_meter()
         meter.create_counter(MODEL_CALLS, "Model calls the agent made").add(1)
-        meter.create_counter(INPUT_TOKENS, "Input tokens of the model calls").add(
-            response.usage.input_tokens
-        )
+        meter.create_counter(INPUT_TOKENS, "Input tokens of the model calls").add(call.input_tokens)
         meter.create_counter(OUTPUT_TOKENS, "Output tokens of the model calls").add(
-            response.usage.output_tokens
+            call.output_tokens
         )
+        if call.cost_usd is not None:
+            meter.create_histogram_float(
+                MODEL_COST, "What each model call cost, at the model's price", unit="USD"
+            ).record(call.cost_usd)
 
 
 # The outcomes every worker reports from its start, at 0 (count_runs_from_zero):
@@ -164,6 +236,13 @@ def count_run(outcome: str) -> None:
     if version is not None:
         labels["build_id"] = version.build_id
     workflow.metric_meter().create_counter(RUNS, "Runs of the workflow, by outcome").add(1, labels)
+
+
+def count_budget_reached(kind: str) -> None:
+    """Count one prompt stopped at its budget of ``kind`` (replay-safe)."""
+    workflow.metric_meter().create_counter(
+        BUDGETS_REACHED, "Prompts stopped at their budget, by kind (tokens or cost)"
+    ).add(1, {"kind": kind})
 
 
 def count_host_gone(host: str, outcome: str) -> None:

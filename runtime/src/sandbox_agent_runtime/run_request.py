@@ -101,6 +101,11 @@ class RunRequest:
     # Checks the run makes on its workspace after its answer (a job's
     # only): their results are in its answer (RunAnswer.checks).
     checks: list[Check] = field(default_factory=list)
+    # The prompt's own budget: the most tokens (input and output) and USD
+    # it may use (None: the service's TOKEN_BUDGET, COST_BUDGET_USD). A
+    # follow-up has its own (FollowUp).
+    token_budget: int | None = None
+    cost_budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,9 @@ class RunAnswer:
     outputs: Outputs = field(default_factory=Outputs)
     # What the request's checks found, in their order.
     checks: list[CheckResult] = field(default_factory=list)
+    # Why the prompt stopped before the agent's own answer, in a line (then
+    # also ``answer``): its budget was reached. "" when the agent answered.
+    stopped: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,6 +164,10 @@ class FollowUp:
 
     prompt: str
     inputs: list[Input] = field(default_factory=list)
+    # Its own budget, as a RunRequest's (None: the service's); each
+    # follow-up starts with a fresh one.
+    token_budget: int | None = None
+    cost_budget_usd: float | None = None
 
 
 # Where a conversation stands: a prompt is being worked on; it has answered

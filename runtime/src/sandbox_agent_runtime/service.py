@@ -10,6 +10,11 @@ worker's one configuration is the one its runs see), the starter and the
 codec server. Nothing here is read from the environment: the worker's own
 settings (addresses, capacity, keys) are settings.py's.
 
+Budgets (``token_budget``, ``cost_budget_usd``) bound each prompt of a run
+in tokens and in USD at the model's price (``prices``, a project's
+runs.PRICES; ``cost_of()`` is the one place tokens become money, the
+evaluations' reports included): ``Budget`` says when one is reached.
+
 A process runs one service. Configuring it again with an equal ``Service``
 changes nothing (the workflow sandbox imports the project's package afresh
 for each run it starts); with another, ``configure()`` refuses.
@@ -17,8 +22,10 @@ for each run it starts); with another, ``configure()`` refuses.
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
@@ -76,6 +83,13 @@ class Service:
     workflow_execution_timeout: timedelta = timedelta(hours=1)
     # The start-to-close timeout of each sandbox operation.
     sandbox_activity_timeout: timedelta = timedelta(minutes=5)
+    # The most tokens (input and output) and the most USD (at ``prices``)
+    # one prompt may use, across its chain; None: no limit. A request or a
+    # follow-up may carry its own.
+    token_budget: int | None = None
+    cost_budget_usd: float | None = None
+    # What each model's tokens cost (runs.PRICES), by model name.
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.providers:
@@ -87,6 +101,32 @@ class Service:
                 )
         if self.approval not in APPROVALS:
             raise ValueError(f"approval {self.approval!r} is not one of {', '.join(APPROVALS)}")
+        for refusal in (
+            bad_token_budget("TOKEN_BUDGET (runs.py)", self.token_budget),
+            bad_cost_budget("COST_BUDGET_USD (runs.py)", self.cost_budget_usd),
+        ):
+            if refusal is not None:
+                raise ValueError(refusal)
+
+    def unpriced(self, model: str) -> str | None:
+        """Why this service cannot run an agent of ``model`` (its money
+        budget needs the model's price), in one line; None when it can."""
+        if self.cost_budget_usd is None or model in self.prices:
+            return None
+        if not model:
+            return (
+                "COST_BUDGET_USD is set (runs.py), but the agent names no model to price: "
+                "name it (agent.py's MODEL) and give its prices in PRICES, or set "
+                "COST_BUDGET_USD = None"
+            )
+        return (
+            f"COST_BUDGET_USD is set (runs.py), but PRICES has no price for the agent's model "
+            f"{model!r}: add the model's prices to PRICES, or set COST_BUDGET_USD = None"
+        )
+
+    def budget(self) -> Budget:
+        """The budget of a prompt that carries none of its own."""
+        return Budget(self.token_budget, self.cost_budget_usd)
 
     @property
     def sandbox_provider(self) -> str:
@@ -111,6 +151,133 @@ class Service:
     def command(self, role: str) -> str:
         """The name of one of the project's commands: "<name>-starter"."""
         return f"{self.name}-{role}"
+
+
+def priced_as(model: object) -> str:
+    """The name PRICES knows an agent's ``model`` by (its ``model``: a name,
+    or a Model object with its name): "" when the agent leaves it to the
+    SDK's default, which a workflow cannot read, so it is never priced."""
+    if isinstance(model, str):
+        return model
+    return str(getattr(model, "model", "") or "")
+
+
+@dataclass(frozen=True)
+class Price:
+    """A model's prices, in USD per million tokens."""
+
+    input: float
+    cached_input: float
+    output: float
+
+
+def cost_of(
+    model: str,
+    input_tokens: int,
+    cached_tokens: int,
+    output_tokens: int,
+    prices: Mapping[str, Price],
+) -> float | None:
+    """What a run's tokens cost in USD at ``prices[model]``, None when the
+    table has no price for it. Cached tokens are among the input tokens (as
+    the OpenAI usage counts them): they are charged at the cached price,
+    the rest of the input at the input price."""
+    price = prices.get(model)
+    if price is None:
+        return None
+    cached = min(max(cached_tokens, 0), input_tokens)
+    return (
+        (input_tokens - cached) * price.input
+        + cached * price.cached_input
+        + output_tokens * price.output
+    ) / 1_000_000
+
+
+# Where a budget came from, as a prompt stopped by it says.
+SERVICE_TOKENS = "TOKEN_BUDGET in runs.py"
+SERVICE_COST = "COST_BUDGET_USD in runs.py"
+OWN_TOKENS = "the prompt's own token budget"
+OWN_COST = "the prompt's own cost budget"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How far one prompt may go: in tokens (input and output), and in USD
+    at its model's price (None: no limit), and where each was set. It is
+    checked before each model call, so the call that reaches it may pass it
+    by its own tokens."""
+
+    tokens: int | None = None
+    cost_usd: float | None = None
+    tokens_set_by: str = SERVICE_TOKENS
+    cost_set_by: str = SERVICE_COST
+
+    def reached(self, tokens: int, cost_usd: float | None) -> tuple[str, str] | None:
+        """Whether a prompt that used ``tokens`` costing ``cost_usd`` (None:
+        unknown) has reached it: the kind ("tokens" or "cost") and why it
+        stopped, in a line; None while it may go on."""
+        if self.tokens is not None and tokens >= self.tokens:
+            return "tokens", (
+                f"stopped: token budget reached: {tokens:,} of {self.tokens:,} tokens "
+                f"({self.tokens_set_by})"
+            )
+        if self.cost_usd is not None and cost_usd is not None and cost_usd >= self.cost_usd:
+            return "cost", (
+                f"stopped: cost budget reached: {usd(cost_usd)} of {usd(self.cost_usd)} "
+                f"({self.cost_set_by})"
+            )
+        return None
+
+
+def prompt_budget(service: Budget, tokens: int | None, cost_usd: float | None) -> Budget:
+    """The budget of a prompt that carries its own ``tokens`` and
+    ``cost_usd`` (each None: the service's)."""
+    if tokens is not None:
+        service = Budget(tokens, service.cost_usd, OWN_TOKENS, service.cost_set_by)
+    if cost_usd is not None:
+        service = Budget(service.tokens, cost_usd, service.tokens_set_by, OWN_COST)
+    return service
+
+
+def usd(amount: float) -> str:
+    """An amount in USD as people read it: $0.0213, $1.50."""
+    return f"${amount:.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
+def bad_token_budget(name: str, value: object) -> str | None:
+    """Why ``value`` is no token budget, in one line naming it (``name``:
+    where it was given); None when it is one (None: no budget)."""
+    if value is None or (type(value) is int and value >= 1):
+        return None
+    return f"{name} {value!r} is not allowed: use a whole number of tokens, 1 or more"
+
+
+def bad_cost_budget(name: str, value: object) -> str | None:
+    """Why ``value`` is no budget in USD, in one line naming it; None when
+    it is one (None: no budget)."""
+    refusal = f"{name} {value!r} is not allowed: use an amount in USD over 0 (0.5 for 50 cents)"
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return refusal
+    return None if math.isfinite(value) and value > 0 else refusal
+
+
+def budgets_given(
+    tokens: object, cost_usd: object, names: tuple[str, str]
+) -> tuple[int | None, float | None]:
+    """A prompt's own budget as a client gave it (text from a command line
+    or a form, or JSON numbers; None: none), ``names`` naming each where it
+    was given; ValueError, in one line naming the bad one, for a bad one."""
+    if isinstance(tokens, str):
+        tokens = int(tokens) if tokens.strip().isdigit() else tokens
+    if isinstance(cost_usd, str):
+        with contextlib.suppress(ValueError):
+            cost_usd = float(cost_usd)
+    refusal = bad_token_budget(names[0], tokens) or bad_cost_budget(names[1], cost_usd)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return tokens, None if cost_usd is None else float(cost_usd)  # type: ignore[arg-type,return-value]
 
 
 _configured: Service | None = None

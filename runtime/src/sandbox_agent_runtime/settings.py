@@ -33,7 +33,7 @@ import ipaddress
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -114,6 +114,9 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _LARGEST_SIZE = 1 << 40  # 1 TiB
 _USER = re.compile(r"([0-9]{1,10})(?::([0-9]{1,10}))?")
 _LARGEST_ID = 2**32 - 2
+# The highest fleet-wide rate of model calls (MODEL_CALLS_PER_SECOND) taken:
+# above it, a typo (an extra digit or three) is likelier than a fleet.
+MOST_MODEL_CALLS_PER_SECOND = 10_000
 _YES_NO = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -138,6 +141,7 @@ def worker_variables() -> tuple[str, ...]:
         "SESSION_LIFETIME",
         "GIT_TIMEOUT_MINUTES",
         "OPENAI_API",
+        "MODEL_CALLS_PER_SECOND",
         *(("WORKER_HOST_ID",) if service.host_bound else ()),
         *(("APPROVERS",) if service.approvals else ()),
         *(
@@ -373,6 +377,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         else "",
         backend_options=backend_options(environ),
         openai_api=openai_api(environ),
+        model_calls_per_second=model_calls_per_second(environ),
     )
 
 
@@ -389,6 +394,36 @@ def openai_api(environ: Mapping[str, str]) -> str:
             "endpoint that speaks Chat Completions alone)",
         )
     return value.strip()
+
+
+def keep_litellm_offline(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Have LiteLLM (litellm_models.py), if the worker imports it, read its
+    table of model prices from its own package rather than fetch it from the
+    internet when it is imported: ``LITELLM_LOCAL_MODEL_COST_MAP``, unless
+    the environment sets it. Called at the worker's start, before any import
+    of LiteLLM."""
+    environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def model_calls_per_second(environ: Mapping[str, str]) -> float | None:
+    """``MODEL_CALLS_PER_SECOND``: the fleet's rate of model calls (a number
+    of calls a second, fractions allowed: 0.5 is one every two seconds), or
+    None when it is unset (model_queue.py)."""
+    value = environ.get("MODEL_CALLS_PER_SECOND")
+    if value is None:
+        return None
+    text = value.strip()
+    allowed = (
+        f"a number of model calls a second for the whole fleet, above 0 and at most "
+        f"{MOST_MODEL_CALLS_PER_SECOND:,} (0.5: one every two seconds), or leave it unset for "
+        "no limit"
+    )
+    if not re.fullmatch(r"[0-9]{1,6}(\.[0-9]{1,3})?", text):
+        raise refused("MODEL_CALLS_PER_SECOND", value, allowed)
+    rate = float(text)
+    if not 0 < rate <= MOST_MODEL_CALLS_PER_SECOND:
+        raise refused("MODEL_CALLS_PER_SECOND", value, allowed)
+    return rate
 
 
 def backend_options(environ: Mapping[str, str]) -> dict[str, dict[str, int | bool | str]]:

@@ -99,3 +99,7 @@ class WorkerSettings:
     # OPENAI_API: the model endpoint's API, "responses" or "chat_completions"
     # (model_api.py).
     openai_api: str = "responses"
+    # MODEL_CALLS_PER_SECOND: the most model calls the whole fleet of the
+    # service's workers starts a second, which Temporal's server holds on the
+    # model calls' task queue (model_queue.py); None: no limit.
+    model_calls_per_second: float | None = None

@@ -33,6 +33,12 @@ def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfi
     )
 
 
+def reporting_only(version: WorkerDeploymentVersion) -> WorkerDeploymentConfig:
+    """The worker options that make a poller report ``version`` but poll
+    unversioned (the model calls' queue: model_queue.py)."""
+    return WorkerDeploymentConfig(version=version, use_worker_versioning=False)
+
+
 def version_label(version: WorkerDeploymentVersion | None) -> str | None:
     """How people and metrics name a version: ``<deployment>.<build id>``."""
     return None if version is None else f"{version.deployment_name}.{version.build_id}"

@@ -3,8 +3,10 @@
     <service>-worker
 
 (the project's worker.py calls ``cli()`` with its workflow type and its tool
-activities). It polls the service's task queue, where the runs, their model
-calls and their sandbox operations arrive. When the service has a host-bound
+activities). It polls the service's task queue, where the runs and their
+sandbox operations arrive, and the model calls' own queue, whose rate the
+server may hold across the fleet (MODEL_CALLS_PER_SECOND: model_queue.py).
+When the service has a host-bound
 backend and a sandbox it creates lives on its host, it polls that host's own
 queue too, where the operations of those sandboxes arrive (affinity.py);
 ``WORKER_HOST_ID`` names the host (the host name by default). Ctrl+C (or
@@ -52,6 +54,7 @@ from sandbox_agent_runtime.backends import Backend, sandbox_backends, use_option
 from sandbox_agent_runtime.bounded_sandbox import BoundedSandboxClient
 from sandbox_agent_runtime.capacity import (
     HeartbeatAtStart,
+    check_the_agents_model,
     make_room_for_connections,
     model_heartbeat_timeout,
     model_provider,
@@ -66,6 +69,7 @@ from sandbox_agent_runtime.health import (
     serving_health,
 )
 from sandbox_agent_runtime.model_api import RESPONSES, NamesAMissingApi
+from sandbox_agent_runtime.model_queue import ModelCallWait, model_task_queue
 from sandbox_agent_runtime.object_store import (
     ObjectStoreUnreachable,
     check_reachable,
@@ -84,6 +88,7 @@ from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import (
     BadSetting,
     WorkerSettings,
+    keep_litellm_offline,
     worker_settings,
 )
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
@@ -191,6 +196,9 @@ def agents_plugin(
             start_to_close_timeout=settings.model_activity_timeout,
             heartbeat_timeout=model_heartbeat_timeout(settings.runs_in_flight),
             retry_policy=model_retry_policy,
+            # On their own queue, whose rate the server holds across the
+            # fleet (MODEL_CALLS_PER_SECOND: model_queue.py).
+            task_queue=model_task_queue(),
             # Model calls stay ordinary activities, so each one shows in the Web
             # UI and the starter's progress, heartbeats, and is retried on its
             # own (use_local_activity=True would trade that for a little speed).
@@ -252,11 +260,11 @@ def backend_client(
 
 class ServiceWorker:
     """The worker's pollers, started and stopped together, and whether they
-    are ready: ``shared`` on the service's task queue (the runs, the model
-    calls, the sandboxes any worker reaches) and ``own`` on its host's queue
-    (the operations of the sandboxes on this host: affinity.py), None when no
-    sandbox it creates lives on its host (always, for a service without a
-    host-bound backend).
+    are ready: ``shared`` on the service's task queue (the runs, the
+    sandboxes any worker reaches), ``models`` on the model calls' queue
+    (model_queue.py) and ``own`` on its host's queue (the operations of the
+    sandboxes on this host: affinity.py), None when no sandbox it creates
+    lives on its host (always, for a service without a host-bound backend).
 
     As ``async with Worker`` does, a poller that fails while the block runs
     stops the block (its task is cancelled) and its error is raised from the
@@ -267,16 +275,18 @@ class ServiceWorker:
     caller saw a bare CancelledError instead of the error. Here the stop
     awaits every poller and raises the first poller's error, whole."""
 
-    def __init__(self, shared: Worker, own: Worker | None = None) -> None:
-        self.shared, self.own = shared, own
+    def __init__(self, shared: Worker, models: Worker, own: Worker | None = None) -> None:
+        self.shared, self.models, self.own = shared, models, own
         self._runs: list[asyncio.Task[None]] = []
         self._block: asyncio.Task[Any] | None = None
         self._draining = False
 
     @property
     def pollers(self) -> list[Worker]:
-        """The pollers, in the order they start (they stop in reverse)."""
-        return [self.shared] if self.own is None else [self.own, self.shared]
+        """The pollers, in the order they start (they stop in reverse: no new
+        run lands here while the model calls and this host's sandbox
+        operations in flight finish)."""
+        return [*([self.own] if self.own else []), self.models, self.shared]
 
     @property
     def ready(self) -> bool:
@@ -305,8 +315,7 @@ class ServiceWorker:
         traceback: TracebackType | None,
     ) -> None:
         # Not ready from here on (health.py): draining. The shared poller
-        # stops first, so no new run lands here while this host's sandbox
-        # operations finish.
+        # stops first (pollers).
         self._draining = True
         for poller, run in reversed(list(zip(self.pollers, self._runs, strict=True))):
             # A poller that failed before it started never completes a stop:
@@ -364,7 +373,8 @@ def build_worker(
             ),
             **options,
         )
-        return ServiceWorker(shared)
+        models = model_calls_worker(client, settings, graceful_shutdown_timeout, identity)
+        return ServiceWorker(shared, models)
     host = settings.host_id
     host_bound = {
         provider: backend.host_bound(settings) for provider, backend in sandbox_backends().items()
@@ -394,8 +404,9 @@ def build_worker(
         ),
         **options,
     )
+    models = model_calls_worker(client, settings, graceful_shutdown_timeout, identity)
     if not any(host_bound.values()):
-        return ServiceWorker(shared, None)
+        return ServiceWorker(shared, models, None)
     # The host's own queue carries only sandbox operations (the agents
     # plugin registers them on every worker): as many at once as runs. It is
     # never versioned: whichever build a run is on, its sandbox is on this
@@ -410,7 +421,38 @@ def build_worker(
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
     )
-    return ServiceWorker(shared, own)
+    return ServiceWorker(shared, models, own)
+
+
+def model_calls_worker(
+    client: Client,
+    settings: WorkerSettings,
+    graceful_shutdown_timeout: timedelta,
+    identity: str | None,
+) -> Worker:
+    """The poller of the model calls' queue (model_queue.py): one call at a
+    time per run in flight, at most MODEL_CALLS_PER_SECOND a second across
+    the fleet. Unversioned, as a host's queue is, so that one rate holds for
+    every build (the agents plugin registers the model activities on every
+    worker, and any build's worker makes a call the same way); a versioned
+    worker's poller still reports its version, for the Web UI."""
+    options = worker_options(settings.runs_in_flight)
+    version = settings.version
+    return Worker(
+        client,
+        task_queue=model_task_queue(),
+        **(
+            {"build_id": unversioned_build()}
+            if version is None
+            else {"deployment_config": versioning.reporting_only(version)}
+        ),
+        max_concurrent_activities=options["max_concurrent_activities"],
+        max_heartbeat_throttle_interval=options["max_heartbeat_throttle_interval"],
+        max_task_queue_activities_per_second=settings.model_calls_per_second,
+        interceptors=[ModelCallWait(), HeartbeatAtStart(), NamesAMissingApi(settings.openai_api)],
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        identity=identity,
+    )
 
 
 async def run_worker(
@@ -462,11 +504,14 @@ async def serve(
         providers = ", ".join(repr(provider) for provider in registered)
         # Only a service with a host-bound backend has a host queue.
         own = worker.own
-        host = f" and {own.task_queue!r} (sandboxes on host {settings.host_id!r})" if own else ""
+        host = f", {own.task_queue!r} (sandboxes on host {settings.host_id!r})" if own else ""
         version = versioning.version_label(settings.version)
         versioned = f" as version {version!r}" if version else ""
+        rate = settings.model_calls_per_second
+        fleet = f", at most {rate:g} a second across the fleet" if rate else ""
         print(
-            f"Worker polling task queue {task_queue!r}{host}{versioned} with sandbox "
+            f"Worker polling task queue {task_queue!r}{host} and "
+            f"{worker.models.task_queue!r} (model calls{fleet}){versioned} with sandbox "
             f"{'providers' if len(registered) > 1 else 'provider'} {providers}. "
             f"Up to {runs} runs in flight. Ctrl+C to stop."
         )
@@ -496,6 +541,7 @@ def main(
     one line when it cannot start."""
     argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
     hide_from_other_processes()
+    keep_litellm_offline()
     try:
         # Every setting, and the credentials, before connecting: a mistake
         # stops the worker here instead of failing its first run.
@@ -503,6 +549,9 @@ def main(
         if current().approvals:
             approvers.trust(settings.approvers)
         make_room_for_connections(settings.runs_in_flight)
+        # The agent's model: priced for a money budget, and through
+        # LiteLLM, loaded now or named with what to install.
+        check_the_agents_model(workflow)
     except BadSetting as e:
         sys.exit(str(e))
     try:

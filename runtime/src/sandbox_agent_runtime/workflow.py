@@ -21,6 +21,11 @@ consequences:
    continues as new before its history grows large, handing the next the
    conversation and the same sandbox, so no run meets Temporal's size limits.
 
+Each prompt is bounded in turns (max_turns) and, when the service or the
+prompt sets one, in tokens and USD (service.Budget), across its chain: a
+prompt that reaches its budget answers saying so, and a conversation waits
+for a follow-up in the same workspace, with a fresh budget.
+
 ``AgentWorkflow`` is the workflow's code without its type: a project defines
 the type (``@workflow.defn(name=WORKFLOW_TYPE)``) as a subclass that gives
 its agent (``agent()``) and whose ``@workflow.run`` method calls
@@ -53,7 +58,13 @@ from sandbox_agent_runtime.chain import (
     HistoryBudget,
     HistoryFull,
 )
-from sandbox_agent_runtime.observability import Usage, count_run, run_outcome
+from sandbox_agent_runtime.observability import (
+    BudgetReached,
+    Usage,
+    count_budget_reached,
+    count_run,
+    run_outcome,
+)
 from sandbox_agent_runtime.phases import begin, between, deciding, ending, interruptions, prompting
 from sandbox_agent_runtime.phases.between import Inbox
 from sandbox_agent_runtime.phases.given import Given
@@ -68,7 +79,7 @@ from sandbox_agent_runtime.run_request import (
     RunAnswer,
     RunRequest,
 )
-from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.service import current, priced_as
 from sandbox_agent_runtime.shared import (
     CONVERSATION,
     DECIDE,
@@ -110,8 +121,10 @@ class AgentWorkflow:
         self.approvals = Approvals()
         self.progress = Progress(Conversation(state=WORKING))
         self.inbox = Inbox()
-        # The chain's model calls and tokens, and which run of it this is.
+        # The chain's model calls and tokens, the current prompt's (what its
+        # budget counts, across the chain), and which run of it this is.
         self.usage = Usage()
+        self.prompt_usage = Usage()
         self.run_of_chain = 1
         # A conversation's (RunRequest.follow_ups): its model input after the
         # latest answer, what the current prompt is redone from after a
@@ -230,7 +243,7 @@ class AgentWorkflow:
             self.sandbox, restore = await between.take_up(
                 self.progress, self.sandbox, self.snapshots.latest, self.given
             )
-            prompt = next_prompt(request, asked.prompt, asked.inputs, self.conversation, restore)
+            prompt = next_prompt(request, asked, self.conversation, restore)
             answer = await self._answer(prompt)
             await self._answered(answer)
         await self.sandbox.remove()
@@ -243,9 +256,15 @@ class AgentWorkflow:
         the agent's first turn (restored, the inputs placed), the agent's
         turns, the outputs collected. The prompt goes on in the next run of
         the chain when the history is full, and a conversation's is redone
-        in a fresh sandbox when its host is gone (interruptions.py)."""
+        in a fresh sandbox when its host is gone (interruptions.py). A
+        prompt that reaches its budget stops, its answer saying so: its
+        workspace stays as it is, for a follow-up."""
         request, agent = prompt.request, self.agent()
         talking = request.follow_ups
+        budget = prompting.budget_of(request, self.given)
+        if prompt.carried is None:
+            self.prompt_usage = Usage()
+        stopped: BudgetReached | None = None
         model_input, turns_before, placed = prompt.model_input, prompt.turns_before, prompt.placed
         if talking and prompt.carried is None:
             # What the prompt is redone from after a restore.
@@ -261,6 +280,8 @@ class AgentWorkflow:
         while True:
             config = prompting.run_config(self.sandbox, agent, prompt, self.given)
             hooks = self.run_hooks(self.usage)
+            hooks.prompt, hooks.budget = self.prompt_usage, budget
+            hooks.model, hooks.prices = self.given.model, self.given.prices
             # What the workspace needs before the first model call (a
             # follow-up without inputs has the answer's snapshot).
             preparation = Preparation(
@@ -288,6 +309,11 @@ class AgentWorkflow:
                     self.usage,
                 )
                 placed = self._placed(preparation, placed)
+                break
+            except BudgetReached as stop:
+                placed = self._placed(preparation, placed)
+                count_budget_reached(stop.kind)
+                stopped = stop
                 break
             except HistoryFull as full:
                 placed = self._placed(preparation, placed)
@@ -329,6 +355,10 @@ class AgentWorkflow:
             if ending.ends_the_run(e):
                 await ending.remove(self.sandbox, e)
             raise
+        if stopped is not None:
+            assert stopped.run_data is not None
+            self.conversation = prompting.conversation_after(stopped.run_data, self.given)
+            return prompting.stopped_answer(stopped, outputs)
         self.conversation = prompting.conversation_after(result, self.given)
         return answer_of(result.final_output, outputs)
 
@@ -383,6 +413,7 @@ class AgentWorkflow:
             conversation,
             self.sandbox,
             self.usage,
+            self.prompt_usage,
             self.progress.state,
             self.snapshots.latest,
             self.approvals.always,
@@ -397,6 +428,7 @@ class AgentWorkflow:
     def _carry_on(self, carried: Carried) -> None:
         """Take up where the run before this one in the chain left off."""
         self.usage = carried.usage
+        self.prompt_usage = carried.prompt_usage or Usage()
         # The run before handed it on in this run's memo (chain_memo).
         self.progress.usage_shown = dataclasses.replace(carried.usage)
         self.run_of_chain = carried.run
@@ -425,6 +457,9 @@ class AgentWorkflow:
             secrets=tuple(service.sandbox_secrets),
             primary_provider=service.sandbox_provider,
             backends=sandbox_backends(),
+            budget=service.budget(),
+            model=priced_as(self.agent().model),
+            prices=service.prices,
         )
 
     # ------------------------------------------------------- conversations
@@ -440,6 +475,11 @@ class AgentWorkflow:
     def only_when_answered(self, follow_up: FollowUp) -> None:
         # Refused here, a follow-up is never written to history.
         self.inbox.check_follow_up(follow_up, self.follow_ups, self.progress.state)
+        refusal = self._given().budget_refusal(follow_up.token_budget, follow_up.cost_budget_usd)
+        if refusal is not None:
+            raise ApplicationError(
+                f"The follow-up has a bad budget: {refusal}.", type="BadFollowUp"
+            )
 
     @workflow.update(name=END)
     async def end(self) -> str:

@@ -5,7 +5,8 @@ The workflow, the worker and the starter read these values; a change
 reaches every run started after the workers restart. The worker's own
 settings (capacity, limits, addresses) are environment variables instead
 (sandbox_agent_runtime/settings.py; docs/operations.md lists them). PRICES,
-last, is what the evaluations charge a run's tokens at.
+last, is what a run's tokens cost: in the usage line, for the money budget
+and in the evaluations' reports.
 """
 
 from datetime import timedelta
@@ -29,6 +30,17 @@ SANDBOX_SECRETS: tuple[str, ...] = ({{ (secrets | map("tojson") | first) ~ "," i
 # prompt that needs more fails the run.
 MAX_TURNS = {{ cookiecutter.max_turns | int }}
 
+# The most tokens (input and output) and the most USD (at PRICES) one prompt
+# may use across every run of its chain; None: no limit. Each prompt (the
+# first, and each follow-up) has its own, checked before each model call, so
+# the call that reaches it may pass it by that call's tokens. A prompt that
+# reaches it stops, its answer saying so, its workspace kept: a follow-up
+# goes on with a fresh budget (the starter's --token-budget and --cost-budget
+# give one prompt another). A money budget needs agent.MODEL in PRICES: the
+# worker refuses to start without it.
+TOKEN_BUDGET: int | None = None
+COST_BUDGET_USD: float | None = None
+
 # The longest a whole run without follow-ups may take before Temporal fails
 # it as timed out (RunRequest.follow_ups false, as API callers start them).
 # It is the backstop for whatever the turn budget and the retry policies do
@@ -51,13 +63,14 @@ SANDBOX_ACTIVITY_TIMEOUT = timedelta(seconds={{ cookiecutter.sandbox_activity_ti
 APPROVAL_TIMEOUT = timedelta(seconds={{ cookiecutter.approval_timeout_seconds | int }})
 {%- endif %}
 
-# What the evaluations ({{ cookiecutter.project_slug }}-eval, docs/evaluations.md) charge a run's
-# tokens at, per model: USD per million input, cached input and output tokens,
+# What a run's tokens cost (the starter's usage line, COST_BUDGET_USD, and the
+# evaluations: {{ cookiecutter.project_slug }}-eval, docs/evaluations.md), per model: USD
+# per million input, cached input and output tokens,
 # as the provider's price page lists them. These are OpenAI's standard prices
 # as https://openai.com/api/pricing/ listed them in August 2025: prices
 # change, so check them there, and add the model agent.py uses (MODEL) with
-# its own. A model without an entry gets no cost in the report ("n/a", null
-# in report.json), never a guessed one.
+# its own. A model without an entry gets no cost ("cost n/a"; in the
+# report "n/a", null in report.json), never a guessed one.
 PRICES: dict[str, dict[str, float]] = {
     "gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.00},
     "gpt-5-mini": {"input": 0.25, "cached_input": 0.025, "output": 2.00},

@@ -30,7 +30,7 @@ from sandbox_agent_runtime.api.metrics import ApiMetrics
 from sandbox_agent_runtime.api.problems import PROBLEM_JSON, PROBLEM_SCHEMA, TITLES, Problem
 from sandbox_agent_runtime.archives import BadInput, inputs_of, repo_of, size_text
 from sandbox_agent_runtime.run_request import FollowUp, Input, RunRequest
-from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.service import budgets_given, current
 from sandbox_agent_runtime.settings import ApiSettings, BadSetting
 from sandbox_agent_runtime.shared import (
     INLINE_FILES_LIMIT,
@@ -133,6 +133,22 @@ def prompt_in(fields: dict[str, Any]) -> str:
             "takes (LONGEST_PROMPT): put the material in a file and ask about it instead.",
         )
     return prompt
+
+
+# A prompt's own budget (None: the service's), a JSON number or a form's text.
+BUDGETS: dict[str, type] = {"token_budget": object, "cost_budget_usd": object}
+
+
+def budgets_in(fields: dict[str, Any]) -> tuple[int | None, float | None]:
+    """The request's own token and cost budgets (None: the service's)."""
+    try:
+        return budgets_given(
+            fields.get("token_budget"),
+            fields.get("cost_budget_usd"),
+            ("field 'token_budget'", "field 'cost_budget_usd'"),
+        )
+    except ValueError as e:
+        raise Problem(422, f"{e}.") from e
 
 
 def boolean(fields: dict[str, Any], name: str) -> bool:
@@ -418,6 +434,8 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
                                 "follow_ups": {"type": "boolean", "default": False},
                                 "provider": {"type": "string"},
                                 "repo": {"type": "string", "description": "URL[@REF]"},
+                                "token_budget": {"type": "integer", "minimum": 1},
+                                "cost_budget_usd": {"type": "number", "exclusiveMinimum": 0},
                             },
                             "required": ["prompt"],
                         }
@@ -430,6 +448,8 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
                                 "follow_ups": {"type": "boolean"},
                                 "provider": {"type": "string"},
                                 "repo": {"type": "string"},
+                                "token_budget": {"type": "integer"},
+                                "cost_budget_usd": {"type": "number"},
                                 "files": {
                                     "type": "array",
                                     "items": {"type": "string", "format": "binary"},
@@ -445,9 +465,12 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
     async def start_run(request: Request) -> JSONResponse:
         caller = await caller_of(request)
         body = await read_body(
-            request, {"prompt": str, "follow_ups": bool, "provider": str, "repo": str}, has_store
+            request,
+            {"prompt": str, "follow_ups": bool, "provider": str, "repo": str, **BUDGETS},
+            has_store,
         )
         prompt = prompt_in(body.fields)
+        token_budget, cost_budget = budgets_in(body.fields)
         provider = str(body.fields.get("provider") or "")
         providers = list(current().providers)
         if provider and provider not in providers:
@@ -467,6 +490,8 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
             inputs=body.inputs,
             repo=repo,
             follow_ups=boolean(body.fields, "follow_ups"),
+            token_budget=token_budget,
+            cost_budget_usd=cost_budget,
         )
         workflow_id = await runs.start_run(client, caller, request_)
         log.info("%s started run %s", caller.owner, workflow_id)
@@ -517,10 +542,11 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         caller = await caller_of(request)
         workflow_id = run_id_of(run)
         await runs.own_run(client, caller, workflow_id)
-        body = await read_body(request, {"prompt": str}, has_store)
-        number = await runs.follow_up(
-            client, caller, workflow_id, FollowUp(prompt=prompt_in(body.fields), inputs=body.inputs)
-        )
+        body = await read_body(request, {"prompt": str, **BUDGETS}, has_store)
+        prompt = prompt_in(body.fields)
+        token_budget, cost_budget = budgets_in(body.fields)
+        follow_up = FollowUp(prompt, body.inputs, token_budget, cost_budget)
+        number = await runs.follow_up(client, caller, workflow_id, follow_up)
         return {"id": workflow_id, "prompt": number, "links": runs.links(workflow_id)}
 
     @app.post(

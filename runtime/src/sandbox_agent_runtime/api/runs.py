@@ -158,6 +158,8 @@ def answer_json(answer: RunAnswer) -> dict[str, Any]:
         ],
         "patch": bool(outputs.patch),
         "withheld": outputs.withheld,
+        # Why the prompt stopped before the agent's own answer (its budget), or "".
+        "stopped": answer.stopped,
     }
 
 

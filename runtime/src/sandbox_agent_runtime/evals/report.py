@@ -28,6 +28,10 @@ from typing import Any
 
 from sandbox_agent_runtime.evals.stats import wilson
 
+# The service's prices, which its budgets use too: one way to turn tokens
+# into money (service.py).
+from sandbox_agent_runtime.service import Price, cost_of, usd
+
 __all__ = ["Attempt", "Price", "build", "cost_of", "markdown", "page", "wilson", "write"]
 
 # The report's format: compare.py reads reports of this one.
@@ -60,37 +64,6 @@ class Attempt:
     # The rubric's grade (0 to 1) and the grader's reason, with a rubric.
     rubric_score: float | None = None
     rubric_reason: str = ""
-
-
-@dataclass(frozen=True)
-class Price:
-    """A model's prices, in USD per million tokens."""
-
-    input: float
-    cached_input: float
-    output: float
-
-
-def cost_of(
-    model: str,
-    input_tokens: int,
-    cached_tokens: int,
-    output_tokens: int,
-    prices: Mapping[str, Price],
-) -> float | None:
-    """What a run's tokens cost in USD at ``prices[model]``, None when the
-    table has no price for it. Cached tokens are among the input tokens (as
-    the OpenAI usage counts them): they are charged at the cached price,
-    the rest of the input at the input price."""
-    price = prices.get(model)
-    if price is None:
-        return None
-    cached = min(max(cached_tokens, 0), input_tokens)
-    return (
-        (input_tokens - cached) * price.input
-        + cached * price.cached_input
-        + output_tokens * price.output
-    ) / 1_000_000
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -194,9 +167,7 @@ def interval_text(interval: Sequence[float]) -> str:
 
 
 def money(cost: float | None) -> str:
-    if cost is None:
-        return "n/a"
-    return f"${cost:.2f}" if cost >= 1 else f"${cost:.4f}"
+    return "n/a" if cost is None else usd(cost)
 
 
 def seconds(value: float) -> str:

@@ -61,6 +61,13 @@ def checked(request: RunRequest, carried: Carried | None, given: Given) -> RunRe
             type="ForgedCarriedState",
             non_retryable=True,
         )
+    refusal = given.budget_refusal(request.token_budget, request.cost_budget_usd)
+    if refusal is not None:
+        raise ApplicationError(
+            f"The run's request has a bad budget: {refusal}.",
+            type="BadRunRequest",
+            non_retryable=True,
+        )
     if provider not in given.backends:
         raise ApplicationError(
             f"Unknown sandbox provider {provider!r}: "

@@ -2,12 +2,13 @@
 it begins (workflow.py) and handed to the phases that need it."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sandbox_agent_runtime.affinity import SandboxHost
 from sandbox_agent_runtime.backends import Backend
 from sandbox_agent_runtime.chain import LastingSandboxClient, sandbox_client
+from sandbox_agent_runtime.service import Budget, Price, bad_cost_budget, bad_token_budget
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,25 @@ class Given:
     # provider name (backends/).
     primary_provider: str
     backends: Mapping[str, Backend]
+    # A prompt's budget unless it carries its own; the agent's model and
+    # what each model's tokens cost (runs.PRICES).
+    budget: Budget = Budget()
+    model: str = ""
+    prices: Mapping[str, Price] = field(default_factory=dict)
+
+    def budget_refusal(self, tokens: int | None, cost_usd: float | None) -> str | None:
+        """Why a prompt cannot have its own budget of ``tokens`` and
+        ``cost_usd`` (a bad value, or money without the model's price), in
+        one line; None when it can."""
+        refusal = bad_token_budget("token_budget", tokens) or bad_cost_budget(
+            "cost_budget_usd", cost_usd
+        )
+        if refusal is None and cost_usd is not None and self.model not in self.prices:
+            refusal = (
+                f"cost_budget_usd {cost_usd!r} cannot be kept: the service has no price for "
+                f"its model {self.model!r} (PRICES in runs.py); give a token_budget instead"
+            )
+        return refusal
 
     def sandbox(self, provider: str, host: SandboxHost | None) -> LastingSandboxClient:
         """A client of a sandbox of ``provider`` on ``host`` (None: any

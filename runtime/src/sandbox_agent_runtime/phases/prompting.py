@@ -7,7 +7,10 @@ follow-up, or a prompt a chain's earlier run handed on (``carried``). The
 workspace it needs before the first model turn (workspace/steps.py's
 ``Preparation``) rides on the chain's run hooks (chain.HistoryBudget), and
 the prompt's end gives the answer (``answer_of()``) and the conversation the
-next prompt goes on from."""
+next prompt goes on from. Each prompt has a budget of its own (``budget_of()``:
+the request's or the follow-up's, else the service's), checked by the run
+hooks before each model call; a prompt that reaches it stops with an answer
+that says so (``stopped_answer()``), its workspace left as it is."""
 
 import dataclasses
 from dataclasses import asdict, dataclass
@@ -33,12 +36,13 @@ from sandbox_agent_runtime.chain import (
     bounded_model_input,
     conversation_so_far,
 )
-from sandbox_agent_runtime.observability import Usage
+from sandbox_agent_runtime.observability import BudgetReached, Usage
 from sandbox_agent_runtime.phases.deciding import decision_on
 from sandbox_agent_runtime.phases.given import Given
 from sandbox_agent_runtime.phases.progress import Progress
-from sandbox_agent_runtime.run_request import Outputs, RunAnswer, RunRequest
+from sandbox_agent_runtime.run_request import FollowUp, Outputs, RunAnswer, RunRequest
 from sandbox_agent_runtime.sandbox_tools import TOLD_WHEN_NOT_FOUND
+from sandbox_agent_runtime.service import Budget, prompt_budget
 from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
 
 
@@ -74,18 +78,35 @@ def first_prompt(request: RunRequest, carried: Carried | None) -> Prompt:
 
 def next_prompt(
     request: RunRequest,
-    text: str,
-    inputs: list[Any],
+    follow_up: FollowUp,
     conversation: list[dict[str, Any]],
     restore: Snapshot | None,
 ) -> Prompt:
-    """A follow-up's prompt: the conversation so far, then its text."""
+    """A follow-up's prompt: the conversation so far, then its text; its
+    inputs, and its own budget (the service's unless it carries one)."""
     return Prompt(
-        dataclasses.replace(request, prompt=text, inputs=inputs),
-        [*conversation, {"role": "user", "content": text}],
+        dataclasses.replace(
+            request,
+            prompt=follow_up.prompt,
+            inputs=follow_up.inputs,
+            token_budget=follow_up.token_budget,
+            cost_budget_usd=follow_up.cost_budget_usd,
+        ),
+        [*conversation, {"role": "user", "content": follow_up.prompt}],
         first=False,
         restore=restore,
     )
+
+
+def budget_of(request: RunRequest, given: Given) -> Budget:
+    """The budget of a prompt of ``request``: its own, else the service's."""
+    return prompt_budget(given.budget, request.token_budget, request.cost_budget_usd)
+
+
+def stopped_answer(stop: BudgetReached, outputs: Outputs) -> RunAnswer:
+    """The answer of a prompt stopped at its budget: the reason, and what
+    the workspace holds by then."""
+    return RunAnswer(answer=stop.reason, outputs=outputs, stopped=stop.reason)
 
 
 def workspace_manifest(

@@ -28,7 +28,13 @@ anything outside DIR (archives.py). An agent with an ``output_type`` (agent.py)
 answers in JSON, printed as JSON. docs/inputs-and-outputs.md has the rest.
 
 After the answer, one line says what the run used of the model (calls,
-input and output tokens, across its chain), and one how to follow up.
+input and output tokens, across its chain) and what that cost at the
+model's price (runs.PRICES; "cost n/a" without one), and one how to follow
+up. ``--token-budget N`` and ``--cost-budget USD`` give the prompt (a new
+run's, or a follow-up's) its own budget instead of the service's
+(TOKEN_BUDGET, COST_BUDGET_USD); a prompt that reaches its budget stops,
+says why, and the starter exits EXIT_NOT_COMPLETED: its workspace is kept,
+and a follow-up goes on with a fresh budget.
 Progress is read from the run's history, so it shows what Temporal recorded:
 the sandbox provider the run uses (and, when the service has a host-bound backend, the
 host its sandbox lives on, or that any worker reaches it), the build a versioned worker
@@ -166,7 +172,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             status = asyncio.run(attach(args.attach, settings, args.output))
         elif args.follow_up is not None:
             inputs = inputs_of(args.input, has_store=settings.object_store is not None)
-            follow_up = FollowUp(prompt=prompt_of(args), inputs=inputs)
+            follow_up = FollowUp(
+                prompt=prompt_of(args),
+                inputs=inputs,
+                token_budget=args.token_budget,
+                cost_budget_usd=args.cost_budget,
+            )
             status = asyncio.run(
                 continue_conversation(args.follow_up, follow_up, settings, args.output)
             )
@@ -199,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 inputs=inputs,
                 repo=repo,
                 follow_ups=True,
+                token_budget=args.token_budget,
+                cost_budget_usd=args.cost_budget,
             )
             status = asyncio.run(run(request, settings, not args.no_wait, args.output))
     except (BadPrompt, BadInput) as e:

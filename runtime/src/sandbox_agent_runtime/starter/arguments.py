@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from sandbox_agent_runtime import approvers
-from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.service import budgets_given, current
 from sandbox_agent_runtime.shared import LONGEST_PROMPT
 from sandbox_agent_runtime.starter.statuses import EXIT_USAGE, exit_statuses, starter_command
 
@@ -122,6 +122,18 @@ def parse_arguments(
         type=Path,
         help="write every file the run created or changed under DIR (made if missing)",
     )
+    parser.add_argument(
+        "--token-budget",
+        metavar="N",
+        help="the most tokens (input and output) the prompt may use; then it stops, saying so "
+        "(default: the service's TOKEN_BUDGET)",
+    )
+    parser.add_argument(
+        "--cost-budget",
+        metavar="USD",
+        help="the most the prompt's tokens may cost, in USD at the model's price (default: the "
+        "service's COST_BUDGET_USD)",
+    )
     if several:
         parser.add_argument(
             "--provider",
@@ -159,6 +171,16 @@ def parse_arguments(
             parser.error("--reason goes with --reject")
         if args.always and not args.approve:
             parser.error("--always goes with --approve")
+    budgeted = args.token_budget is not None or args.cost_budget is not None
+    modes = ("attach", "end", "pending", "approve", "reject", "new_approver_key")
+    if budgeted and any(getattr(args, mode, None) for mode in modes):
+        parser.error("--token-budget and --cost-budget go with a prompt: a new run or --continue")
+    try:
+        args.token_budget, args.cost_budget = budgets_given(
+            args.token_budget, args.cost_budget, ("--token-budget", "--cost-budget")
+        )
+    except ValueError as e:
+        parser.error(str(e))
     if several and (args.attach or args.follow_up or args.end) and args.provider is not None:
         parser.error(
             "--provider goes with a new run: an existing one keeps the provider it started with"

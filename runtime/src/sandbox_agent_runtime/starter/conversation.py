@@ -115,7 +115,7 @@ async def send(
     of the service: it is sent again with the same id, which a run takes
     only once. ``WorkflowUpdateFailedError`` when the run refuses it."""
     latest = chain_run(client, workflow_id, None)
-    waits = asyncio.create_task(show_waits(lambda: latest))
+    waits = asyncio.create_task(show_waits(client, lambda: latest))
     update_id = str(uuid.uuid4())
     try:
         sent: WorkflowUpdateHandle[Any] = await answered(

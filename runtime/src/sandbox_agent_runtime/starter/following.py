@@ -7,12 +7,20 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import PendingActivityState, PendingWorkflowTaskState
+from temporalio.api.enums.v1 import (
+    PendingActivityState,
+    PendingWorkflowTaskState,
+    RateLimitSource,
+    TaskQueueType,
+)
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -22,9 +30,10 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from sandbox_agent_runtime.display import visible
+from sandbox_agent_runtime.model_queue import model_task_queue
 from sandbox_agent_runtime.run_request import Conversation, RunAnswer
 from sandbox_agent_runtime.service import current
-from sandbox_agent_runtime.shared import CONVERSATION, step_name
+from sandbox_agent_runtime.shared import CONVERSATION, MODEL_ACTIVITIES, step_name
 from sandbox_agent_runtime.starter.approving import approvals, ask_for_decisions
 from sandbox_agent_runtime.starter.client import (
     WORKER_ANSWERS_WITHIN,
@@ -49,24 +58,81 @@ from sandbox_agent_runtime.starter.steps import Progress, why_not_completed
 WAIT_NOTICE = timedelta(seconds=10)
 
 
-async def queued_step(run: WorkflowHandle[Any, RunAnswer]) -> tuple[object, str] | None:
-    """The step of a run that waits for a worker to take it, if any: a key
-    that tells one wait from the next, and the step in words."""
+@dataclass(frozen=True)
+class Queued:
+    """A step of a run that waits for a worker: a key that tells one wait
+    from the next, the step in words, and whether it is a model call (which
+    waits on the model calls' queue: model_queue.py)."""
+
+    key: object
+    step: str
+    model_call: bool = False
+
+
+async def queued_step(run: WorkflowHandle[Any, RunAnswer]) -> Queued | None:
+    """The step of a run that waits for a worker to take it, if any."""
     description = (await run.describe()).raw_description
     task = description.pending_workflow_task
     if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
         key = ("workflow task", task.scheduled_time.ToNanoseconds())
-        return key, "the run's next workflow task"
+        return Queued(key, "the run's next workflow task")
     scheduled = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
     for activity in description.pending_activities:
         backing_off = activity.next_attempt_schedule_time.ToNanoseconds() > time.time_ns()
         if activity.state == scheduled and not backing_off:
-            step = step_name(activity.activity_type.name).replace("the ", "its ", 1)
-            return (activity.activity_id, activity.attempt), step
+            name = activity.activity_type.name
+            step = step_name(name).replace("the ", "its ", 1)
+            return Queued((activity.activity_id, activity.attempt), step, name in MODEL_ACTIVITIES)
     return None
 
 
-async def show_waits(following: Callable[[], WorkflowHandle[Any, RunAnswer]]) -> None:
+async def fleet_rate(client: Client) -> float | None:
+    """The rate the server holds the model calls' queue to (its workers'
+    MODEL_CALLS_PER_SECOND, or one set on the queue itself), or None for
+    none: the system's default is no limit a person set."""
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=model_task_queue()),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            report_config=True,
+        )
+    )
+    limit = response.effective_rate_limit
+    if limit.rate_limit_source in (
+        RateLimitSource.RATE_LIMIT_SOURCE_API,
+        RateLimitSource.RATE_LIMIT_SOURCE_WORKER,
+    ):
+        return limit.requests_per_second
+    return None
+
+
+async def wait_notice(client: Client, queued: Queued, waited: float) -> str:
+    """The line saying that ``queued`` has waited ``waited`` seconds for a worker."""
+    if queued.model_call:
+        queue = model_task_queue()
+        try:
+            rate = await fleet_rate(client)
+        except RPCError:
+            rate = None
+        why = (
+            f"the service's model calls (task queue {queue!r}) are held to {rate:g} a second "
+            "across the fleet (MODEL_CALLS_PER_SECOND), or every worker is busy, or none is running"
+            if rate is not None
+            else f"every worker on task queue {queue!r} (the service's model calls) is busy, or "
+            "none is running"
+        )
+    else:
+        why = f"every worker on task queue {current().task_queue!r} is busy, or none is running"
+    return (
+        f"  waiting  {waited:.0f} s for a worker to take {queued.step}: {why}; the run waits, "
+        "nothing is lost"
+    )
+
+
+async def show_waits(
+    client: Client, following: Callable[[], WorkflowHandle[Any, RunAnswer]]
+) -> None:
     """Say so when the run being followed (``following()``) has a step that
     no worker has taken for WAIT_NOTICE."""
     first_seen: dict[object, float] = {}
@@ -77,17 +143,12 @@ async def show_waits(following: Callable[[], WorkflowHandle[Any, RunAnswer]]) ->
             queued = await queued_step(following())
         except RPCError:
             continue
-        if queued is None or queued[0] in shown:
+        if queued is None or queued.key in shown:
             continue
-        key, step = queued
-        waited = time.monotonic() - first_seen.setdefault(key, time.monotonic())
+        waited = time.monotonic() - first_seen.setdefault(queued.key, time.monotonic())
         if waited >= WAIT_NOTICE.total_seconds():
-            shown.add(key)
-            print(
-                f"  waiting  {waited:.0f} s for a worker to take {step}: every worker on task "
-                f"queue {current().task_queue!r} is busy, or none is running; the run waits, nothing is lost",
-                flush=True,
-            )
+            shown.add(queued.key)
+            print(await wait_notice(client, queued, waited), flush=True)
 
 
 async def follow(
@@ -113,7 +174,7 @@ async def follow(
     events before are only read for where the conversation stands."""
     progress = Progress(client, conversation)
     current: WorkflowHandle[Any, RunAnswer] | None = handle
-    waits = asyncio.create_task(show_waits(lambda: current or handle))
+    waits = asyncio.create_task(show_waits(client, lambda: current or handle))
     # With approvals, set on each event of the run's history: ask_for_decisions asks again soon.
     moved = asyncio.Event()
     asking = (

@@ -1,7 +1,8 @@
 """Writing outputs: a run's answer as the starter prints it (JSON for an agent
 with an ``output_type``), its files written under ``--output DIR`` (each one
 refused there named), the line that says how to follow up, and what the
-whole chain used of the model."""
+whole chain used of the model and what that cost. A prompt stopped at its
+budget prints why, and the starter exits EXIT_NOT_COMPLETED."""
 
 import json
 import sys
@@ -12,11 +13,13 @@ from temporalio.client import Client
 from sandbox_agent_runtime.archives import outputs_lines, write_outputs
 from sandbox_agent_runtime.display import visible
 from sandbox_agent_runtime.run_request import Outputs, RunAnswer
+from sandbox_agent_runtime.service import usd
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter.client import StoppedAnswering, answered, chain_run
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
     EXIT_FILES_NOT_WRITTEN,
+    EXIT_NOT_COMPLETED,
     starter_command,
 )
 
@@ -30,6 +33,8 @@ async def show_answer(
     """Print a run's answer, write its files under ``output``, say (when
     ``waiting`` for a follow-up) how to follow up, and what it used; the
     exit status."""
+    if answer.stopped:
+        print(f"Stopped: {answer.stopped.removeprefix('stopped: ')}", file=sys.stderr)
     print("Answer:")
     if answer.structured:
         print(json.dumps(answer.answer, indent=2, ensure_ascii=False))
@@ -42,7 +47,8 @@ async def show_answer(
         print(await answered(lambda: usage_line(client, workflow_id)), flush=True)
     except StoppedAnswering:
         print("Usage: unknown (Temporal stopped answering)", flush=True)
-    return status
+    # The files and the workspace are kept; the prompt did not finish.
+    return EXIT_NOT_COMPLETED if answer.stopped else status
 
 
 def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
@@ -75,14 +81,19 @@ def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
 
 
 async def usage_line(client: Client, workflow_id: str) -> str:
-    """What the whole chain used of the model, from its latest run's memo
-    (the worker keeps it there: observability.py)."""
+    """What the whole chain used of the model and what it cost at the
+    model's price ("cost n/a" without one), from its latest run's memo (the
+    worker keeps it there: observability.py)."""
     description = await chain_run(client, workflow_id, None).describe()
     usage = (await description.memo()).get(USAGE_MEMO)
     if not isinstance(usage, dict):
         return "Usage: not recorded"
+    cached = usage.get("cached_input_tokens", 0)
+    cost = usage.get("cost_usd")
     return (
         f"Usage: {usage.get('model_calls', 0):,} model calls, "
-        f"{usage.get('input_tokens', 0):,} input tokens, "
-        f"{usage.get('output_tokens', 0):,} output tokens"
+        f"{usage.get('input_tokens', 0):,} input tokens"
+        + (f" ({cached:,} cached)" if cached else "")
+        + f", {usage.get('output_tokens', 0):,} output tokens, "
+        + (usd(cost) if isinstance(cost, int | float) else "cost n/a")
     )

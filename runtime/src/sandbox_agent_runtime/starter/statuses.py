@@ -25,7 +25,8 @@ def exit_statuses() -> dict[int, str]:
         EXIT_COMPLETED: "the run (or the follow-up) answered and its answer was printed (with "
         "--no-wait: the run was started; with --end: the conversation ended, its sandbox removed)",
         EXIT_NOT_COMPLETED: "the run ended without an answer: it failed, timed out, was "
-        "terminated or cancelled",
+        "terminated or cancelled; or the prompt stopped at its budget (tokens or cost), "
+        "saying so (a conversation then waits for a follow-up, its workspace kept)",
         EXIT_UNREACHABLE: "the Temporal service could not be reached, is misconfigured "
         "(TEMPORAL_*), has no such namespace, or stopped answering (the run itself may go on); "
         "or the object store (OBJECT_STORE_URL) does not answer or refuses it"

@@ -208,16 +208,17 @@ __getattr__ = defined_at_first_use(
 
 
 async def start_long(
-    client: Client, prompt: str
+    client: Client, prompt: str, token_budget: int | None = None
 ) -> "WorkflowHandle[LongSandboxAgentWorkflow, RunAnswer]":
     """Start a run of the service's workflow with a turn budget of 1,000
     (LongSandboxAgentWorkflow), as the starter starts one: on the service's
-    task queue, with its workflow execution timeout."""
+    task queue, with its workflow execution timeout (and the prompt's own
+    ``token_budget``, if given)."""
     service = project_service()
     long_workflow = __getattr__("LongSandboxAgentWorkflow")
     handle: WorkflowHandle[LongSandboxAgentWorkflow, RunAnswer] = await client.start_workflow(
         long_workflow.run,
-        RunRequest(prompt),
+        RunRequest(prompt, token_budget=token_budget),
         id=f"{service.task_queue}-long-{uuid.uuid4()}",
         task_queue=service.task_queue,
         execution_timeout=service.workflow_execution_timeout,

@@ -1,6 +1,8 @@
 """The service's workflow with another agent than agent.py's, as a team
 would write it there: one that brings files of its own (``default_manifest``)
-and one that answers in a structure (``output_type``). Everything else is the
+one that answers in a structure (``output_type``), and one whose model has a
+price in the service's PRICES (its runs cost money, and may have a money
+budget). Everything else is the
 service's code; the tests of inputs and outputs register them on test workers.
 
 Each is a subclass of the project's workflow type (``Project.workflow``),
@@ -23,6 +25,8 @@ from sandbox_agent_runtime.testing import defined_at_first_use, workflow_type
 
 # What the agent's own file holds.
 NOTES = b"notes the agent brings with it\n"
+# A model the service's PRICES (runs.py) holds.
+PRICED_MODEL = "gpt-5-mini"
 
 
 class Summary(BaseModel):
@@ -57,11 +61,24 @@ def _define(base: Any) -> dict[str, type[Any]]:
             answer: RunAnswer = await super().run(request, carried)
             return answer
 
+    class PricedAgentWorkflow(base):  # type: ignore[misc]
+        """An agent of PRICED_MODEL, registered under the service's own
+        workflow type, so the starter starts it."""
+
+        def agent(self) -> SandboxAgent[Any]:
+            return replace(super().agent(), model=PRICED_MODEL)
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
     workflow_type(AgentWithFilesWorkflow, "AgentWithFilesWorkflow")
     workflow_type(StructuredAnswerWorkflow, WORKFLOW_TYPE)
+    workflow_type(PricedAgentWorkflow, WORKFLOW_TYPE)
     defined: dict[str, type[Any]] = {
         "AgentWithFilesWorkflow": AgentWithFilesWorkflow,
         "StructuredAnswerWorkflow": StructuredAnswerWorkflow,
+        "PricedAgentWorkflow": PricedAgentWorkflow,
     }
     return defined
 
@@ -71,6 +88,7 @@ if TYPE_CHECKING:
 
     AgentWithFilesWorkflow = WorkflowVariant
     StructuredAnswerWorkflow = WorkflowVariant
+    PricedAgentWorkflow = WorkflowVariant
 
 
 __getattr__ = defined_at_first_use(
@@ -78,6 +96,7 @@ __getattr__ = defined_at_first_use(
         {
             "AgentWithFilesWorkflow",
             "StructuredAnswerWorkflow",
+            "PricedAgentWorkflow",
         }
     ),
     _define,

@@ -11,6 +11,7 @@ variables instead (docs/configuration.md).
 """
 
 from sandbox_agent_runtime import Service, configure
+from sandbox_agent_runtime.service import Price
 
 from sandbox_agent import runs
 
@@ -32,6 +33,9 @@ SERVICE = Service(
     max_turns=runs.MAX_TURNS,
     workflow_execution_timeout=runs.WORKFLOW_EXECUTION_TIMEOUT,
     sandbox_activity_timeout=runs.SANDBOX_ACTIVITY_TIMEOUT,
+    token_budget=runs.TOKEN_BUDGET,
+    cost_budget_usd=runs.COST_BUDGET_USD,
+    prices={model: Price(**price) for model, price in runs.PRICES.items()},
 )
 
 configure(SERVICE)

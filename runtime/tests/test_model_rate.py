@@ -1,0 +1,131 @@
+"""The fleet's rate of model calls (MODEL_CALLS_PER_SECOND, model_queue.py),
+held by Temporal's server across worker processes, as on two hosts.
+
+Two real workers, each set to the fleet's rate of RATE calls a second, each
+calling its own scripted endpoint (so each call's endpoint says which
+worker made it, and both log each call's time on one clock), share runs
+that make more calls at once than the rate allows. Stated up front: over
+any WINDOW seconds, the two together made at most BURST + RATE x (WINDOW +
+1) calls. BURST: the server splits the queue's rate among its partitions (4
+here, the server's default) and each one's bucket lets at least one call
+through at once. The 1: a call reaches the endpoint a little after the
+server hands it out (the worker's own latency, well under a second), so
+calls handed out WINDOW + 1 s apart may arrive within WINDOW. Without the
+rate the same load makes its sixty calls in a few seconds, all within one
+window (break it by hand: drop the worker's
+max_task_queue_activities_per_second). The waiting shows: in the worker's
+metric of the calls' wait, and in the starter's progress, which names the
+rate."""
+
+import asyncio
+import re
+import urllib.request
+
+import pytest
+from temporalio.client import Client
+
+from sandbox_agent_runtime.model_queue import MODEL_CALL_WAIT
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project_service
+from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import free_address, with_plugins
+
+pytestmark = pytest.mark.process
+
+RATE = 2.0
+WINDOW = 5.0
+BURST = 4
+# Each run: four commands, then its answer: five model calls. Twelve runs at
+# once: sixty calls, thirty seconds at RATE, a few seconds without it.
+RUNS = 12
+COMMANDS = ["echo one", "echo two", "echo three", "echo four"]
+
+
+def most_in_a_window(times: list[float], window: float) -> int:
+    """The most of ``times`` (seconds, any order) within any ``window`` seconds."""
+    times = sorted(times)
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] > window:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+def metric_sum(text: str, name: str) -> tuple[float, float]:
+    """The count and sum of histogram ``name`` in a /metrics page."""
+    count = re.search(rf"^{name}_count(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
+    total = re.search(rf"^{name}_sum(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
+    assert count and total, f"no {name} in /metrics"
+    return float(count.group(1)), float(total.group(1))
+
+
+async def test_two_workers_together_keep_to_the_fleets_rate(temporal_client: Client) -> None:
+    address = temporal_client.service_client.config.target_host
+    metrics = free_address()
+    with (
+        scripted_openai_server(COMMANDS) as first,
+        scripted_openai_server(COMMANDS) as second,
+    ):
+        rate = {"MODEL_CALLS_PER_SECOND": f"{RATE:g}"}
+        one = {
+            **service_environment(address, first.url),
+            **rate,
+            "PROMETHEUS_BIND_ADDRESS": metrics,
+        }
+        other = {**service_environment(address, second.url), **rate}
+        async with service(WORKER, one) as worker, service(WORKER, other) as another:
+            await worker.wait_for("Worker polling")
+            await another.wait_for("Worker polling")
+            client = with_plugins(temporal_client)
+            handles = [await start(client, RunRequest(f"Count, {n}.")) for n in range(RUNS)]
+            async with asyncio.timeout(180):
+                answers = await asyncio.gather(*(handle.result() for handle in handles))
+            page = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+
+    assert all("four" in str(answer.answer) for answer in answers), answers
+    times = [at for at, status in [*first.answered, *second.answered] if status == 200]
+    assert len(times) == RUNS * (len(COMMANDS) + 1)
+    # Both workers made calls: the rate is the fleet's, not each one's.
+    assert first.answered and second.answered, (len(first.answered), len(second.answered))
+    most = most_in_a_window(times, WINDOW)
+    assert most <= BURST + RATE * (WINDOW + 1), (most, sorted(times))
+    # The calls were held back, not merely slow to come: the whole took
+    # about as long as the rate makes it.
+    assert max(times) - min(times) >= (len(times) - RATE) / RATE - WINDOW
+    # The first worker's calls waited on the queue, and its metric says so.
+    count, waited = metric_sum(page, MODEL_CALL_WAIT)
+    assert count == len(first.answered)
+    assert waited / count > 1.0, (count, waited)
+
+
+def test_most_in_a_window_counts_the_busiest_stretch() -> None:
+    assert most_in_a_window([], 5) == 0
+    assert most_in_a_window([0, 1, 2, 10, 10.5, 11, 11.2], 1) == 3
+    assert most_in_a_window([3, 0, 5, 1], 5) == 4
+    assert most_in_a_window([0, 5.01], 5) == 1
+
+
+async def test_the_starter_shows_a_model_call_waiting_for_the_fleets_rate(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    with scripted_openai_server(["echo one", "echo two"]) as model:
+        # One call every 25 s: the run's second call waits past the notice (10 s).
+        environment = {**service_environment(address, model.url), "MODEL_CALLS_PER_SECOND": "0.04"}
+        async with service(WORKER, environment) as worker:
+            await worker.wait_for("Worker polling")
+            async with service([*STARTER, "Count."], environment) as asking:
+                await asking.wait_for("  waiting", timeout=60)
+
+    [line] = [line for line in asking.output if line.startswith("  waiting")]
+    queue = f"{project_service().task_queue}-model-calls"
+    assert re.fullmatch(
+        r"  waiting  1[0-9] s for a worker to take its model call: the service's model calls "
+        rf"\(task queue '{queue}'\) are held to 0\.04 a second across the fleet "
+        r"\(MODEL_CALLS_PER_SECOND\), or every worker is busy, or none is running; the run "
+        r"waits, nothing is lost",
+        line,
+    ), line
