@@ -145,6 +145,29 @@ async def test_a_dataset_runs_through_the_service_and_its_report_says_what_happe
     )
 
 
+async def test_a_case_past_its_max_tokens_is_stopped_there_and_fails_saying_so(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    # Its max_tokens is its run's token budget: one token, so the run stops
+    # before its second model call, not after its ten commands.
+    text = """
+cases:
+  - id: wordy
+    prompt: Go on and on.
+    checks:
+      - max_tokens: 1
+"""
+    cases = load(dataset(tmp_path, text))
+    script = {"Go on and on.": lambda n: ["echo more"] * 10}
+    async with running_worker(temporal_client, EvalModel(script)) as (client, _):
+        [attempt] = await run_all(client, prepare(cases, False), 1, 1, "scripted", PRICES, None)
+
+    assert not attempt.passed
+    assert attempt.failed == "max_tokens"
+    assert attempt.reason.startswith("stopped: token budget reached: "), attempt.reason
+    assert attempt.turns == 1
+
+
 def run_command(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as stopped:
         main(list(argv), model="scripted", prices=PRICES)

@@ -138,6 +138,10 @@ async def attempt(
         inputs=prepared.inputs,
         repo=repo_of(case.repo) if case.repo else None,
         checks=list(case.sandbox_checks),
+        # A case's max_tokens is its run's token budget too: a run past it
+        # stops there (one model call's tokens past it at most) instead of
+        # running on to its time limit.
+        token_budget=case.max_tokens,
     )
     workflow_id = f"{service.task_queue}-eval-{case.id}-{repetition}-{uuid.uuid4().hex[:8]}"
     began = time.monotonic()
@@ -194,7 +198,12 @@ async def attempt(
         usage = found if isinstance(found, dict) else {}
     except Exception:
         usage = {}
-    if answer is not None:
+    if answer is not None and answer.stopped:
+        # Stopped at its budget: its case's max_tokens, or the service's.
+        token_stop = answer.stopped.startswith("stopped: token budget")
+        kind = "max_tokens" if case.max_tokens is not None and token_stop else "budget"
+        failed = (kind, answer.stopped)
+    elif answer is not None:
         for result in answer.checks:
             if not result.passed:
                 failed = (f"{result.kind} {result.subject}".strip(), result.detail or "it failed")
