@@ -328,6 +328,31 @@ def send_forever(url: str) -> tuple[int, bytes]:
     return sent, answer
 
 
+def send_slowly(url: str) -> bytes:
+    """A small form sent in chunks, without a length, a chunk every 0.2 s,
+    with a raw socket: the API's answer, or what came before the connection
+    was reset."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    token = TOKENS["alice"]
+    answer = b""
+    with socket.create_connection((host, int(port))) as connection:
+        connection.sendall(
+            f"POST /v1/runs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: multipart/form-data; boundary=x\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        try:
+            for part in (b"5\r\n--x\r\n\r\n", b"5\r\n--x\r\n\r\n", b"0\r\n\r\n"):
+                time.sleep(0.2)
+                connection.sendall(part)
+            connection.settimeout(10)
+            while data := connection.recv(65536):
+                answer += data
+        except OSError:
+            pass  # reset: the answer is what came before
+    return answer
+
+
 async def chunks() -> AsyncIterator[bytes]:
     for _ in range(3):
         yield b"--x\r\n"
@@ -454,6 +479,11 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
     sent, answer = await asyncio.to_thread(send_forever, stack.b.url)
     assert answer.startswith(b"HTTP/1.1 413 ") and b"connection: close" in answer.lower(), answer
     assert sent < 4 * 1024 * 1024, sent
+    # A refused body still arriving is read to its end before the answer, so
+    # the answer arrives whole: closed with the body unread, the connection
+    # would be reset, and the answer with it.
+    slow = await asyncio.to_thread(send_slowly, stack.b.url)
+    assert slow.startswith(b"HTTP/1.1 411 "), slow
     # Nothing started, nothing kept.
     assert not any("started run" in line for line in stack.b.process.output)
     assert os.listdir(tmp_path_factory.getbasetemp() / "api-tmp-b") == []
