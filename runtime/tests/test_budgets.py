@@ -43,7 +43,7 @@ from sandbox_agent_runtime.testing.workspace_agents import PRICED_MODEL, PricedA
 # About 60 kB of output a step: a run's history passes the budget in a dozen.
 BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
 USAGE_LINE = re.compile(
-    r"Usage: [\d,]+ model calls, [\d,]+ input tokens( \([\d,]+ cached\))?, [\d,]+ output "
+    r"Usage: [\d,]+ model calls?, [\d,]+ input tokens( \([\d,]+ cached\))?, [\d,]+ output "
     r"tokens, (\$\d+\.\d+|cost n/a)"
 )
 
@@ -265,7 +265,7 @@ async def test_a_money_budget_stops_the_prompt_and_the_cost_shows_in_memo_line_a
         "cost_usd": pytest.approx(cost),
     }
     assert line == (
-        f"Usage: 1 model calls, {call.input_tokens:,} input tokens ({cached:,} cached), "
+        f"Usage: 1 model call, {call.input_tokens:,} input tokens ({cached:,} cached), "
         f"{call.output_tokens:,} output tokens, ${cost:.4f}"
     )
     assert stopped == 1

@@ -101,7 +101,7 @@ def answer_printed(out: str) -> str:
     """The answer the starter printed, which its last line, the usage, follows."""
     answer, usage = out.split("\nAnswer:\n", 1)[1].rsplit("Usage: ", 1)
     assert re.fullmatch(
-        r"[\d,]+ model calls, [\d,]+ input tokens, [\d,]+ output tokens, cost n/a\n", usage
+        r"[\d,]+ model calls?, [\d,]+ input tokens, [\d,]+ output tokens, cost n/a\n", usage
     )
     return answer
 

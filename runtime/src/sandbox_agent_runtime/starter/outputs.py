@@ -90,8 +90,9 @@ async def usage_line(client: Client, workflow_id: str) -> str:
         return "Usage: not recorded"
     cached = usage.get("cached_input_tokens", 0)
     cost = usage.get("cost_usd")
+    calls = usage.get("model_calls", 0)
     return (
-        f"Usage: {usage.get('model_calls', 0):,} model calls, "
+        f"Usage: {calls:,} model {'call' if calls == 1 else 'calls'}, "
         f"{usage.get('input_tokens', 0):,} input tokens"
         + (f" ({cached:,} cached)" if cached else "")
         + f", {usage.get('output_tokens', 0):,} output tokens, "
