@@ -179,6 +179,7 @@ RETRY_AFTER = 6
 
 
 @pytest.mark.process
+@pytest.mark.long  # waits out the Retry-After
 async def test_a_rate_limit_through_litellm_is_waited_out_as_retry_after_asks(
     temporal_client: Client,
 ) -> None:

@@ -11,7 +11,7 @@ here, the server's default) and each one's bucket lets at least one call
 through at once. The 1: a call reaches the endpoint a little after the
 server hands it out (the worker's own latency, well under a second), so
 calls handed out WINDOW + 1 s apart may arrive within WINDOW. Without the
-rate the same load makes its sixty calls in a few seconds, all within one
+rate the same load makes its forty calls in under two seconds, all within one
 window (break it by hand: drop the worker's
 max_task_queue_activities_per_second). The waiting shows: in the worker's
 metric of the calls' wait, and in the starter's progress, which names the
@@ -34,12 +34,12 @@ from sandbox_agent_runtime.testing.support import free_address, with_plugins
 
 pytestmark = pytest.mark.process
 
-RATE = 2.0
+RATE = 4.0
 WINDOW = 5.0
 BURST = 4
-# Each run: four commands, then its answer: five model calls. Twelve runs at
-# once: sixty calls, thirty seconds at RATE, a few seconds without it.
-RUNS = 12
+# Each run: four commands, then its answer: five model calls. Eight runs at
+# once: forty calls, ten seconds at RATE, under two without it.
+RUNS = 8
 COMMANDS = ["echo one", "echo two", "echo three", "echo four"]
 
 
@@ -108,6 +108,7 @@ def test_most_in_a_window_counts_the_busiest_stretch() -> None:
     assert most_in_a_window([0, 5.01], 5) == 1
 
 
+@pytest.mark.long  # waits for the starter's notice (10 s)
 async def test_the_starter_shows_a_model_call_waiting_for_the_fleets_rate(
     temporal_client: Client,
 ) -> None:
