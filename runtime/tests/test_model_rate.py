@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 from temporalio.client import Client
 
-from sandbox_agent_runtime.model_queue import MODEL_CALL_WAIT
+from sandbox_agent_runtime.observability import MODEL_CALL_WAIT
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project_service

@@ -26,54 +26,17 @@ A call over the rate waits on the queue, scheduled and not started, as a
 call waits when every worker is busy: nothing fails, and Temporal retries a
 call the provider still answers with 429 after its Retry-After, as ever
 (the plugin's model activity). The wait shows in the metric
-``agent_model_call_wait_seconds`` (from when a call's attempt was scheduled
-to when a worker started it) and in the starter's progress
-(starter/following.py), which names the rate when the queue has one.
+``agent_model_call_wait_seconds`` (observability.ModelCallWait: from when a
+call's attempt was scheduled to when a worker started it) and in the
+starter's progress (starter/following.py), which names the rate when the
+queue has one. The worker's poller of the queue is worker.model_calls_worker();
+this module names the queue alone, so that the starter reads its name without
+the worker's modules.
 """
 
-from datetime import datetime
-from typing import Any
-
-from temporalio import activity
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
-
 from sandbox_agent_runtime.service import current
-from sandbox_agent_runtime.shared import MODEL_ACTIVITIES
-
-# A histogram, in seconds: how long each model call's attempt waited on the
-# model calls' queue before a worker started it (the fleet's rate, or every
-# worker busy).
-MODEL_CALL_WAIT = "agent_model_call_wait_seconds"
-MODEL_CALL_WAIT_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0]
 
 
 def model_task_queue() -> str:
     """The task queue of this service's model calls."""
     return f"{current().task_queue}-model-calls"
-
-
-class ModelCallWait(Interceptor):
-    """Records how long each model call waited on its queue
-    (MODEL_CALL_WAIT)."""
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _ModelCallWait(next)
-
-
-class _ModelCallWait(ActivityInboundInterceptor):
-    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        info = activity.info()
-        if info.activity_type in MODEL_ACTIVITIES:
-            activity.metric_meter().create_histogram_float(
-                MODEL_CALL_WAIT,
-                "Seconds each model call waited on the model calls' queue before a worker "
-                "started it",
-                "s",
-            ).record(waited(info.current_attempt_scheduled_time, info.started_time))
-        return await super().execute_activity(input)
-
-
-def waited(scheduled: datetime, started: datetime) -> float:
-    """Seconds from ``scheduled`` to ``started`` (never below 0: the two
-    come from the server's clock, which may step)."""
-    return max(0.0, (started - scheduled).total_seconds())

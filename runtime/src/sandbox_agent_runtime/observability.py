@@ -26,7 +26,7 @@
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from agents import AgentsException, RunContextWrapper, RunHooks, TResponseInputItem
@@ -44,11 +44,11 @@ from temporalio.worker import (
 
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.approvals import Decision
-from sandbox_agent_runtime.model_queue import MODEL_CALL_WAIT, MODEL_CALL_WAIT_BUCKETS
 from sandbox_agent_runtime.service import Budget, Price, cost_of, current
 from sandbox_agent_runtime.shared import (
     CHOOSING_THE_HOST,
     HOST_HEADER,
+    MODEL_ACTIVITIES,
     sandbox_operation,
     tool_of,
 )
@@ -89,11 +89,15 @@ SNAPSHOT_SECONDS = "agent_snapshot_seconds"
 # its last snapshot): each time a run took its sandbox's host for gone
 # (affinity.py).
 HOSTS_GONE = "agent_sandbox_hosts_gone"
+# A histogram, in seconds: how long each model call's attempt waited on the
+# model calls' queue before a worker started it (the fleet's rate, or every
+# worker busy: model_queue.py).
+MODEL_CALL_WAIT = "agent_model_call_wait_seconds"
 # Their buckets: the SDK's defaults (50 to 10,000) fit milliseconds, not these.
 BUCKETS = {
     SNAPSHOT_BYTES: [float(4**power * 1024) for power in range(1, 11)],
     SNAPSHOT_SECONDS: [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
-    MODEL_CALL_WAIT: MODEL_CALL_WAIT_BUCKETS,
+    MODEL_CALL_WAIT: [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
     MODEL_COST: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
 }
 
@@ -285,6 +289,33 @@ def run_outcome(error: BaseException) -> str | None:
     if isinstance(error, FailureError):
         return "failed"
     return None
+
+
+class ModelCallWait(Interceptor):
+    """Records how long each model call waited on the model calls' queue
+    (MODEL_CALL_WAIT; model_queue.py)."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _ModelCallWait(next)
+
+
+class _ModelCallWait(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        if info.activity_type in MODEL_ACTIVITIES:
+            activity.metric_meter().create_histogram_float(
+                MODEL_CALL_WAIT,
+                "Seconds each model call waited on the model calls' queue before a worker "
+                "started it",
+                "s",
+            ).record(waited(info.current_attempt_scheduled_time, info.started_time))
+        return await super().execute_activity(input)
+
+
+def waited(scheduled: datetime, started: datetime) -> float:
+    """Seconds from ``scheduled`` to ``started`` (never below 0: the two
+    come from the server's clock, which may step)."""
+    return max(0.0, (started - scheduled).total_seconds())
 
 
 class SandboxOperationMeter(Interceptor):

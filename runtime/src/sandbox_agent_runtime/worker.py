@@ -69,7 +69,7 @@ from sandbox_agent_runtime.health import (
     serving_health,
 )
 from sandbox_agent_runtime.model_api import RESPONSES, NamesAMissingApi
-from sandbox_agent_runtime.model_queue import ModelCallWait, model_task_queue
+from sandbox_agent_runtime.model_queue import model_task_queue
 from sandbox_agent_runtime.object_store import (
     ObjectStoreUnreachable,
     check_reachable,
@@ -77,6 +77,7 @@ from sandbox_agent_runtime.object_store import (
     worker_storage,
 )
 from sandbox_agent_runtime.observability import (
+    ModelCallWait,
     SandboxOperationMeter,
     TelemetryUnavailable,
     count_runs_from_zero,
