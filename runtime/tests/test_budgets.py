@@ -10,6 +10,7 @@ with a price: the default stand-in's model has none (as a default render's),
 so it runs on a worker here, with an agent of a priced model."""
 
 import asyncio
+import dataclasses
 import re
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime.observability import BUDGETS_REACHED, MODEL_COST
 from sandbox_agent_runtime.run_request import RunRequest
-from sandbox_agent_runtime.service import Service, cost_of
+from sandbox_agent_runtime.service import Budget, Service, budgets_given, cost_of
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import EXIT_USAGE, start, usage_line
 from sandbox_agent_runtime.testing import project, project_service
@@ -183,6 +184,35 @@ def test_a_bad_budget_of_the_service_and_a_money_budget_without_a_price_are_one_
         "'gpt-x': add the model's prices to PRICES, or set COST_BUDGET_USD = None"
     )
     assert service.unpriced("gpt-x") is None  # no money budget: no price needed
+
+
+def test_a_prompts_own_budget_over_the_services_is_refused_in_one_line() -> None:
+    # The service's budget bounds every prompt: a caller (the API's, the
+    # starter's, or a run started straight on Temporal) may lower it, never
+    # raise it.
+    service = Budget(tokens=1_000, cost_usd=0.5)
+    names = ("field 'token_budget'", "field 'cost_budget_usd'")
+    with pytest.raises(ValueError) as over:
+        budgets_given(1_001, None, names, service)
+    assert str(over.value) == (
+        "field 'token_budget' 1,001 is over the service's 1,000 (TOKEN_BUDGET in runs.py): "
+        "a prompt's own budget may only be lower"
+    )
+    with pytest.raises(ValueError) as over:
+        budgets_given(None, "0.75", ("--token-budget", "--cost-budget"), service)
+    assert str(over.value) == (
+        "--cost-budget $0.7500 is over the service's $0.5000 (COST_BUDGET_USD in runs.py): "
+        "a prompt's own budget may only be lower"
+    )
+    assert budgets_given("999", 0.25, names, service) == (999, 0.25)
+    # No budget of the service's: any.
+    assert budgets_given(10**12, None, names, Budget()) == (10**12, None)
+    # The workflow refuses it too (a request that did not come through either).
+    # What the workflow is given, from an instance no run initialised.
+    workflow: Any = object.__new__(project().workflow)
+    given = dataclasses.replace(workflow._given(), budget=service)
+    assert "is over the service's 1,000" in str(given.budget_refusal(5_000, None))
+    assert given.budget_refusal(500, None) is None
 
 
 # The worker of the stand-in, its runs.py given a money budget (as a team

@@ -263,12 +263,34 @@ def bad_cost_budget(name: str, value: object) -> str | None:
     return None if math.isfinite(value) and value > 0 else refusal
 
 
+def beyond(
+    service: Budget, tokens: int | None, cost_usd: float | None, names: tuple[str, str]
+) -> str | None:
+    """Why a prompt's own budget of ``tokens`` and ``cost_usd`` cannot be
+    kept: it is over the service's (``service``), which bounds every prompt:
+    whoever may start a run (an API caller among them) may give one a lower
+    budget, never a higher. In one line naming it (``names``: where each was
+    given); None when it can."""
+    if tokens is not None and service.tokens is not None and tokens > service.tokens:
+        return (
+            f"{names[0]} {tokens:,} is over the service's {service.tokens:,} "
+            f"({SERVICE_TOKENS}): a prompt's own budget may only be lower"
+        )
+    if cost_usd is not None and service.cost_usd is not None and cost_usd > service.cost_usd:
+        return (
+            f"{names[1]} {usd(cost_usd)} is over the service's {usd(service.cost_usd)} "
+            f"({SERVICE_COST}): a prompt's own budget may only be lower"
+        )
+    return None
+
+
 def budgets_given(
-    tokens: object, cost_usd: object, names: tuple[str, str]
+    tokens: object, cost_usd: object, names: tuple[str, str], service: Budget
 ) -> tuple[int | None, float | None]:
     """A prompt's own budget as a client gave it (text from a command line
     or a form, or JSON numbers; None: none), ``names`` naming each where it
-    was given; ValueError, in one line naming the bad one, for a bad one."""
+    was given; ValueError, in one line naming the bad one, for a bad one or
+    one over the ``service``'s (beyond())."""
     if isinstance(tokens, str):
         tokens = int(tokens) if tokens.strip().isdigit() else tokens
     if isinstance(cost_usd, str):
@@ -277,7 +299,13 @@ def budgets_given(
     refusal = bad_token_budget(names[0], tokens) or bad_cost_budget(names[1], cost_usd)
     if refusal is not None:
         raise ValueError(refusal)
-    return tokens, None if cost_usd is None else float(cost_usd)  # type: ignore[arg-type,return-value]
+    # Checked above: a whole number and a finite amount, or None.
+    own_tokens = tokens if isinstance(tokens, int) else None
+    own_cost = float(cost_usd) if isinstance(cost_usd, int | float) else None
+    refusal = beyond(service, own_tokens, own_cost, names)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return own_tokens, own_cost
 
 
 _configured: Service | None = None

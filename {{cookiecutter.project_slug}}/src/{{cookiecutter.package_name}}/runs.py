@@ -35,8 +35,8 @@ MAX_TURNS = {{ cookiecutter.max_turns | int }}
 # first, and each follow-up) has its own, checked before each model call, so
 # the call that reaches it may pass it by that call's tokens. A prompt that
 # reaches it stops, its answer saying so, its workspace kept: a follow-up
-# goes on with a fresh budget (the starter's --token-budget and --cost-budget
-# give one prompt another). A money budget needs agent.MODEL in PRICES: the
+# goes on with a fresh budget (the starter's --token-budget and --cost-budget,
+# and the API's fields, give one prompt a lower one). A money budget needs agent.MODEL in PRICES: the
 # worker refuses to start without it.
 TOKEN_BUDGET: int | None = None
 COST_BUDGET_USD: float | None = None

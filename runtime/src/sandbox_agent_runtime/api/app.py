@@ -179,6 +179,7 @@ def budgets_in(fields: dict[str, Any]) -> tuple[int | None, float | None]:
             fields.get("token_budget"),
             fields.get("cost_budget_usd"),
             ("field 'token_budget'", "field 'cost_budget_usd'"),
+            current().budget(),
         )
     except ValueError as e:
         raise Problem(422, f"{e}.") from e

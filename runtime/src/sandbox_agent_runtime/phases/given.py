@@ -8,7 +8,13 @@ from datetime import timedelta
 from sandbox_agent_runtime.affinity import SandboxHost
 from sandbox_agent_runtime.backends import Backend
 from sandbox_agent_runtime.chain import LastingSandboxClient, sandbox_client
-from sandbox_agent_runtime.service import Budget, Price, bad_cost_budget, bad_token_budget
+from sandbox_agent_runtime.service import (
+    Budget,
+    Price,
+    bad_cost_budget,
+    bad_token_budget,
+    beyond,
+)
 
 
 @dataclass(frozen=True)
@@ -40,8 +46,10 @@ class Given:
         """Why a prompt cannot have its own budget of ``tokens`` and
         ``cost_usd`` (a bad value, or money without the model's price), in
         one line; None when it can."""
-        refusal = bad_token_budget("token_budget", tokens) or bad_cost_budget(
-            "cost_budget_usd", cost_usd
+        refusal = (
+            bad_token_budget("token_budget", tokens)
+            or bad_cost_budget("cost_budget_usd", cost_usd)
+            or beyond(self.budget, tokens, cost_usd, ("token_budget", "cost_budget_usd"))
         )
         if refusal is None and cost_usd is not None and self.model not in self.prices:
             refusal = (

@@ -177,7 +177,10 @@ def parse_arguments(
         parser.error("--token-budget and --cost-budget go with a prompt: a new run or --continue")
     try:
         args.token_budget, args.cost_budget = budgets_given(
-            args.token_budget, args.cost_budget, ("--token-budget", "--cost-budget")
+            args.token_budget,
+            args.cost_budget,
+            ("--token-budget", "--cost-budget"),
+            current().budget(),
         )
     except ValueError as e:
         parser.error(str(e))
