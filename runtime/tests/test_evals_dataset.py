@@ -401,3 +401,53 @@ def test_a_long_value_is_cut_in_the_line(tmp_path: Path) -> None:
     path = dataset(tmp_path, f"cases:\n  - {{id: a, {prompt_key}: Go., {OK}}}\n")
     line = refusal(path)
     assert line.startswith(f"{path}: case 'a': '{'p' * 79}... (202 characters) is not one of")
+
+
+# A "billion laughs" in YAML: each level nine aliases of the one before. Four
+# levels here (6,561 strings); nine took the evaluator to 2.3 GB.
+ALIAS_BOMB = """\
+a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+cases: [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        pytest.param(ALIAS_BOMB, "line 2: the alias *a is not allowed", id="alias-bomb"),
+        pytest.param(
+            "base: &base {prompt: Go., checks: [{file_exists: x}]}\n"
+            "cases:\n  - {<<: *base, id: a}\n",
+            "line 3: the alias *base is not allowed",
+            id="merge-key",
+        ),
+    ],
+)
+def test_a_dataset_takes_no_alias_so_none_can_expand_it(
+    tmp_path: Path, text: str, line: str
+) -> None:
+    path = tmp_path / "tasks.yaml"
+    path.write_text(text)
+    assert refusal(path) == (
+        f"{path}: {line}: write the value out (a dataset takes no aliases: a few of them can "
+        "make a small file expand without bound)."
+    )
+
+
+def test_a_file_too_large_or_nested_too_deep_is_refused_before_it_is_read_whole(
+    tmp_path: Path,
+) -> None:
+    large = tmp_path / "large.yaml"
+    large.write_text("cases: []\n" + "#" * (1024 * 1024))
+    deep = tmp_path / "deep.yaml"
+    # Deeper than Python's parser can go (it recursed out of its stack).
+    deep.write_text("cases:\n  - " + "[" * 5000 + "]" * 5000 + "\n")
+    assert refusal(large) == (
+        f"{large}: over 1,048,576 bytes (1 MiB): a dataset file is at most that (put large "
+        "inputs beside it, or split its cases into several files)."
+    )
+    assert (
+        refusal(deep) == f"{deep}: line 2: a value nested over 100 deep is not allowed: nest less."
+    )

@@ -36,6 +36,13 @@ are unique across the dataset and safe in a workflow id; every input exists
 inside its file's directory, and no two inputs of a case share a name. The
 YAML is read with the safe loader, and a key given twice in one mapping is
 refused rather than silently overwritten.
+
+A file is bounded as it is read, so a hostile one is refused in one
+line instead of taking the evaluator's memory: at most ``MAX_FILE_BYTES``,
+nested at most ``MAX_DEPTH`` deep, and without YAML aliases (``*name``,
+``<<: *name``): an alias repeats what its anchor holds, and a few hundred
+bytes of aliases of aliases expand to gigabytes (a "billion laughs"), so a
+dataset writes each value out.
 """
 
 import math
@@ -71,6 +78,12 @@ LONGEST_TIMEOUT_SECONDS = 86_400.0
 
 # The most of a bad value a message shows.
 _SHOWN = 80
+
+# The largest dataset file, and how deep its values may nest (a schema's
+# deepest part included): bounds a file meets long before a team's hand-written
+# cases do, and Python's parser would not reach (it recurses).
+MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 100
 
 
 class BadDataset(ValueError):
@@ -119,9 +132,39 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+class _NotAllowed(yaml.composer.ComposerError):
+    """YAML the loader reads, but a dataset may not hold."""
+
+
 class _Loader(yaml.SafeLoader):
     """``yaml.safe_load``'s loader, refusing a key given twice in one
-    mapping (YAML keeps the last one and says nothing)."""
+    mapping (YAML keeps the last one and says nothing), an alias, and a
+    value nested deeper than ``MAX_DEPTH``."""
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise _NotAllowed(
+                None,
+                None,
+                f"the alias *{event.anchor} is not allowed: write the value out (a dataset "
+                "takes no aliases: a few of them can make a small file expand without bound)",
+                event.start_mark,
+            )
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _NotAllowed(
+                    None,
+                    None,
+                    f"a value nested over {MAX_DEPTH} deep is not allowed: nest less",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -174,13 +217,24 @@ def load(path: Path) -> list[Case]:
 def _cases(file: Path) -> list[Case]:
     """The cases of one YAML file."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise BadDataset(f"{file}: not UTF-8 text (byte {e.start}).") from e
+        with file.open("rb") as opened:
+            data = opened.read(MAX_FILE_BYTES + 1)
     except OSError as e:
         raise BadDataset(f"{file}: cannot be read ({e.strerror or e}).") from e
+    if len(data) > MAX_FILE_BYTES:
+        raise BadDataset(
+            f"{file}: over {MAX_FILE_BYTES:,} bytes (1 MiB): a dataset file is at most that "
+            "(put large inputs beside it, or split its cases into several files)."
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadDataset(f"{file}: not UTF-8 text (byte {e.start}).") from e
     try:
         document = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+    except _NotAllowed as e:
+        line = f"line {e.problem_mark.line + 1}: " if e.problem_mark is not None else ""
+        raise BadDataset(f"{file}: {line}{e.problem}.") from e
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = f" at line {mark.line + 1}" if mark is not None else ""
