@@ -15,7 +15,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
-from sandbox_agent_runtime.evals import EXIT_DONE, EXIT_REGRESSION, EXIT_USAGE, main
+from sandbox_agent_runtime.evals import EXIT_DONE, EXIT_REGRESSION, EXIT_USAGE, answers, main
 from sandbox_agent_runtime.evals.dataset import load
 from sandbox_agent_runtime.evals.report import Price, build, write
 from sandbox_agent_runtime.evals.rubric import grade, grading_input
@@ -170,6 +170,38 @@ cases:
     assert attempt.turns == 1
 
 
+async def test_a_pattern_that_backtracks_without_end_fails_its_case_and_the_rest_run(
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(answers, "CHECK_SECONDS", 1.0)
+    text = """
+cases:
+  - id: backtracks
+    prompt: Print a's.
+    checks:
+      - answer_matches: "(a+)+b"
+  - id: after-it
+    prompt: Print ok.
+    checks:
+      - answer_matches: "ok"
+"""
+    cases = load(dataset(tmp_path, text))
+    # 40 a's and no b: (a+)+b would try some 2**40 ways of cutting them up.
+    script = {"Print a's.": lambda n: [f"echo x{'a' * 40}!"], "Print ok.": lambda n: ["echo ok"]}
+    async with running_worker(temporal_client, EvalModel(script)) as (client, _):
+        attempts = await run_all(client, prepare(cases, False), 1, 1, "scripted", PRICES, None)
+
+    assert [(each.case_id, each.passed, each.failed, each.reason) for each in attempts] == [
+        (
+            "backtracks",
+            False,
+            "answer_matches",
+            "the check took over 1 s and was stopped (a pattern that backtracks without end?)",
+        ),
+        ("after-it", True, None, ""),
+    ]
+
+
 def run_command(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as stopped:
         main(list(argv), model="scripted", prices=PRICES)
@@ -249,3 +281,4 @@ def test_a_bad_dataset_is_refused_in_one_line_before_any_run(
     assert said["unknown check"].startswith("ERROR: ") and "'file_exits'" in said["unknown check"]
     assert "nowhere.csv" in said["missing input"]
     assert "answer_json_schema" in said["bad schema"]
+

@@ -42,7 +42,9 @@ line instead of taking the evaluator's memory: at most ``MAX_FILE_BYTES``,
 nested at most ``MAX_DEPTH`` deep, and without YAML aliases (``*name``,
 ``<<: *name``): an alias repeats what its anchor holds, and a few hundred
 bytes of aliases of aliases expand to gigabytes (a "billion laughs"), so a
-dataset writes each value out.
+dataset writes each value out. A schema refers only within itself: a
+``$ref`` that would need a fetch (``https://``, ``file://``, another file)
+is refused here, and nothing is ever fetched (``schema_validator()``).
 """
 
 import math
@@ -52,6 +54,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
 import yaml
 
 from sandbox_agent_runtime.archives import BadInput, repo_of
@@ -184,6 +189,43 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def _no_fetch(uri: str) -> referencing.Resource[Any]:
+    # referencing's attrs classes: mypy sees no field in their __init__.
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+# Where a schema's references are looked up: in the schema alone. jsonschema
+# would otherwise fetch what it does not hold, from any URL (file:// too),
+# with no time limit.
+_NOTHING_FETCHED: referencing.Registry[Any] = referencing.Registry(retrieve=_no_fetch)  # type: ignore[call-arg]
+
+
+def schema_validator(schema: dict[str, Any]) -> Any:
+    """A draft 2020-12 validator of ``schema`` whose ``$ref`` resolve only
+    within it (and jsonschema's own meta-schemas): nothing is fetched."""
+    return jsonschema.Draft202012Validator(schema, registry=_NOTHING_FETCHED)
+
+
+def _outside_reference(schema: dict[str, Any]) -> str | None:
+    """The first ``$ref`` (or ``$dynamicRef``) of ``schema`` that does not
+    resolve within it; None when they all do."""
+    root = referencing.jsonschema.DRAFT202012.create_resource(schema)
+    todo = [(root, _NOTHING_FETCHED.resolver_with_root(root))]
+    while todo:
+        resource, resolver = todo.pop()
+        resolver = resolver.in_subresource(resource)
+        contents = resource.contents
+        for key in ("$ref", "$dynamicRef"):
+            reference = contents.get(key) if isinstance(contents, dict) else None
+            if isinstance(reference, str):
+                try:
+                    resolver.lookup(reference)
+                except referencing.exceptions.Unresolvable:
+                    return reference
+        todo.extend((each, resolver) for each in resource.subresources())
+    return None
 
 
 def load(path: Path) -> list[Case]:
@@ -443,6 +485,12 @@ def _answer_check(reader: _Reader, where: str, kind: str, value: object, into: _
                 f"{where} is not a JSON Schema (draft 2020-12): {problem}"
                 + (f" at {at}" if at else "")
             ) from e
+        outside = _outside_reference(value)
+        if outside is not None:
+            raise reader.refused(
+                f"{where} $ref {shown(outside)} is not allowed: refer only to a part of this "
+                "schema (#/$defs/NAME): nothing is fetched, from the network or from a file"
+            )
         into.schema = value
     elif kind == "max_turns":
         into.max_turns = reader.whole(where, value)

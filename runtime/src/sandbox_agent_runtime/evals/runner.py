@@ -8,7 +8,6 @@ an ``Attempt`` for the report (report.py)."""
 import asyncio
 import contextlib
 import json
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -16,13 +15,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import jsonschema
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio import exceptions
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from sandbox_agent_runtime.archives import inputs_of, repo_of
+from sandbox_agent_runtime.evals import answers
 from sandbox_agent_runtime.evals.dataset import Case
 from sandbox_agent_runtime.evals.report import Attempt, Price, cost_of
 from sandbox_agent_runtime.run_request import Input, RunAnswer, RunRequest
@@ -60,23 +59,21 @@ def answer_text(answer: RunAnswer) -> str:
     return json.dumps(answer.answer) if answer.structured else str(answer.answer)
 
 
-def answer_failure(
+async def answer_failure(
     case: Case, answer: RunAnswer, usage: Mapping[str, int]
 ) -> tuple[str, str] | None:
     """The first of the case's checks on the answer, turns and tokens that
-    fails, and why; None when they all pass."""
+    fails, and why; None when they all pass. The answer's checks are made
+    in a child process, each under a time limit (answers.py)."""
     text = answer_text(answer)
-    if case.answer_matches is not None and re.search(case.answer_matches, text) is None:
-        return "answer_matches", f"the answer does not match the pattern {case.answer_matches}"
-    if case.answer_json_schema is not None:
-        try:
-            value = answer.answer if answer.structured else json.loads(text)
-        except ValueError as e:
-            return "answer_json_schema", f"the answer is not JSON ({e})"
-        try:
-            jsonschema.validate(value, case.answer_json_schema)
-        except jsonschema.ValidationError as e:
-            return "answer_json_schema", f"the answer does not fit the schema: {e.message}"
+    for kind, given in (
+        ("answer_matches", case.answer_matches),
+        ("answer_json_schema", case.answer_json_schema),
+    ):
+        if given is not None:
+            failed = await answers.checked(kind, given, text)
+            if failed is not None:
+                return failed
     turns = usage.get("model_calls", 0)
     if case.max_turns is not None and turns > case.max_turns:
         return "max_turns", f"it took {turns} turns, over {case.max_turns}"
@@ -209,7 +206,7 @@ async def attempt(
                 failed = (f"{result.kind} {result.subject}".strip(), result.detail or "it failed")
                 break
         else:
-            failed = answer_failure(case, answer, usage)
+            failed = await answer_failure(case, answer, usage)
     score: float | None = None
     graded = ""
     if case.rubric is not None and grader is not None:
