@@ -15,7 +15,9 @@ nothing is fetched, in the child either.
 
 import asyncio
 import json
+import math
 import re
+import resource
 import sys
 from typing import Any
 
@@ -73,7 +75,8 @@ async def checked(kind: str, given: Any, text: str) -> Failure:
         ready = await asyncio.wait_for(child.stdout.readline(), START_SECONDS)
         if ready != _READY:
             return kind, "the check could not be made: its process did not start"
-        child.stdin.write(json.dumps({"kind": kind, "given": given, "text": text}).encode())
+        asked = {"kind": kind, "given": given, "text": text, "seconds": CHECK_SECONDS}
+        child.stdin.write(json.dumps(asked).encode())
         await child.stdin.drain()
         child.stdin.close()
         said = await asyncio.wait_for(child.stdout.read(), CHECK_SECONDS)
@@ -100,10 +103,13 @@ async def checked(kind: str, given: Any, text: str) -> Failure:
 
 def child() -> None:
     """The child's side: ready, then one check read from stdin, its
-    ``failure()`` written to stdout as JSON."""
+    ``failure()`` written to stdout as JSON. Its CPU time is limited too,
+    so it ends by itself should its parent die before killing it."""
     sys.stdout.buffer.write(_READY)
     sys.stdout.buffer.flush()
     asked = json.loads(sys.stdin.buffer.read())
+    limit = math.ceil(asked["seconds"]) + 5
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
     try:
         found = failure(asked["kind"], asked["given"], asked["text"])
     except RecursionError:
