@@ -155,6 +155,28 @@ def test_write_makes_the_three_files_and_escapes_what_runs_said(tmp_path: Path) 
     assert "flaky" not in (directory / "report.html").read_text()
 
 
+def test_a_report_is_written_over_a_link_in_its_directory_never_through_it(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "reports"
+    directory.mkdir()
+    kept = tmp_path / "kept.txt"
+    kept.write_text("a file the links lead to\n")
+    (directory / "report.html").symlink_to(kept)
+    (directory / "report.md").symlink_to(tmp_path / "nowhere.txt")
+    paths = write(report_of(ATTEMPTS), directory)
+    assert kept.read_text() == "a file the links lead to\n"
+    assert not (tmp_path / "nowhere.txt").exists()
+    for path in paths:
+        assert not path.is_symlink() and path.read_text().strip()
+    # Nothing else left behind: no file half-written beside them.
+    assert sorted(each.name for each in directory.iterdir()) == [
+        "report.html",
+        "report.json",
+        "report.md",
+    ]
+
+
 def case_report(rates: dict[str, tuple[int, int]], cost: float = 0.02) -> dict[str, Any]:
     """A report of cases with (passed, attempts) each, at ``cost`` a run."""
     attempts = [
@@ -237,3 +259,4 @@ def test_a_report_not_of_an_evaluation_is_refused() -> None:
         ValueError, match=r"^not an evaluation report: it has no list of 'cases' \(the new one\)$"
     ):
         compare(case_report({"a": (1, 1)}), {"pass_rate": 1.0})
+

@@ -20,7 +20,9 @@ a model's reason cannot add markup to either page.
 
 import html
 import json
+import os
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -395,7 +397,10 @@ def page(report: Mapping[str, Any]) -> str:
 
 def write(report: dict[str, Any], directory: Path) -> list[Path]:
     """Write ``report.json``, ``report.md`` and ``report.html`` in
-    ``directory`` (made if missing), over any already there; their paths."""
+    ``directory`` (made if missing), over any already there; their paths.
+    Each is written to a new file beside it, then renamed over its name:
+    a symbolic link already there is replaced, never written through (its
+    target is left as it was), and a reader never sees half a report."""
     directory.mkdir(parents=True, exist_ok=True)
     written = {
         "report.json": json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
@@ -405,6 +410,15 @@ def write(report: dict[str, Any], directory: Path) -> list[Path]:
     paths = []
     for name, text in written.items():
         path = directory / name
-        path.write_text(text, encoding="utf-8")
+        # A name of its own, made by this call (O_EXCL: never a file or link already there).
+        temporary = directory / f".{name}.{uuid.uuid4().hex}"
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+                file.write(text)
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         paths.append(path)
     return paths
