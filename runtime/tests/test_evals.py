@@ -282,3 +282,42 @@ def test_a_bad_dataset_is_refused_in_one_line_before_any_run(
     assert "nowhere.csv" in said["missing input"]
     assert "answer_json_schema" in said["bad schema"]
 
+
+def test_a_malformed_report_is_refused_with_status_3_in_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = {
+        "pass_rate": 1.0,
+        "interval": [0.44, 1.0],
+        "passed": 3,
+        "attempts": 3,
+        "cases": [
+            {"id": "a", "pass_rate": 1.0, "interval": [0.44, 1.0], "passed": 3, "attempts": 3}
+        ],
+    }
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    bad = {
+        # A NaN compares false with everything: it read as "No regression".
+        "nan": ('{"pass_rate": NaN, "cases": []}', "pass_rate nan is not allowed"),
+        "case-nan": (
+            json.dumps({**good, "cases": [{"id": "a", "pass_rate": float("nan")}]}),
+            "case 1 ('a'): pass_rate nan is not allowed",
+        ),
+        "over-1": (json.dumps({**good, "pass_rate": 2}), "pass_rate 2 is not allowed"),
+        # These made compare() raise: a traceback, and status 1 ("a regression").
+        "case-not-a-mapping": (json.dumps({**good, "cases": ["a"]}), "case 1 has no 'id'"),
+        "cases-not-a-list": (json.dumps({**good, "cases": "a"}), "it has no list of 'cases'"),
+        "too-deep": ("[" * 100_000, "nested too deep"),
+        "not-json": ("{", "not JSON"),
+    }
+    for name, (text, what) in bad.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(text)
+        for argv in (
+            ["--compare", str(path), str(tmp_path / "good.json")],
+            ["--compare", str(tmp_path / "good.json"), str(path)],
+        ):
+            status, out, err = run_command(argv, capsys)
+            assert status == EXIT_USAGE and out == "", (name, out, err)
+            [line] = err.splitlines()
+            assert line.startswith(f"ERROR: --compare {path}: ") and what in line, (name, line)

@@ -5,6 +5,7 @@ adds markup to a page, and only a drop beyond chance (or the threshold
 given) fails a comparison."""
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -260,3 +261,60 @@ def test_a_report_not_of_an_evaluation_is_refused() -> None:
     ):
         compare(case_report({"a": (1, 1)}), {"pass_rate": 1.0})
 
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        pytest.param(
+            {"pass_rate": math.nan},
+            "not an evaluation report: pass_rate nan is not allowed: a report gives a fraction "
+            "from 0 to 1",
+            id="nan",
+        ),
+        pytest.param(
+            {"pass_rate": math.inf},
+            "not an evaluation report: pass_rate inf is not allowed: a report gives a fraction "
+            "from 0 to 1",
+            id="inf",
+        ),
+        pytest.param(
+            {"case": {"pass_rate": -0.5}},
+            "not an evaluation report: case 1 ('a'): pass_rate -0.5 is not allowed: a report "
+            "gives a fraction from 0 to 1",
+            id="negative",
+        ),
+        pytest.param(
+            {"case": {"pass_rate": 1.5}},
+            "not an evaluation report: case 1 ('a'): pass_rate 1.5 is not allowed: a report "
+            "gives a fraction from 0 to 1",
+            id="over-1",
+        ),
+        pytest.param(
+            {"case": {"interval": [math.nan, 1.0]}},
+            "not an evaluation report: case 1 ('a'): interval [nan, 1.0] is not allowed: a "
+            "report gives [low, high], fractions from 0 to 1",
+            id="nan-interval",
+        ),
+        pytest.param(
+            {"cost": "$1"},
+            "not an evaluation report: cost '$1' is not allowed: a report gives a number from "
+            "0, or null",
+            id="cost-not-a-number",
+        ),
+        pytest.param(
+            {"case": {"passed": 6}},
+            "not an evaluation report: case 1 ('a'): passed 6 of attempts 5 is not allowed: a "
+            "report gives whole numbers, passed at most attempts",
+            id="more-passed-than-run",
+        ),
+    ],
+)
+def test_a_figure_no_report_holds_is_refused_not_compared(
+    change: dict[str, Any], line: str
+) -> None:
+    new = case_report({"a": (1, 5)})
+    new["cases"][0].update(change.pop("case", {}))
+    new.update(change)
+    with pytest.raises(ValueError) as refused:
+        compare(case_report({"a": (5, 5)}), new)
+    assert str(refused.value) == f"{line} (the new one)"

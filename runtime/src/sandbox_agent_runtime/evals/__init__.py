@@ -124,15 +124,26 @@ def refuse(message: str) -> NoReturn:
 
 
 def read_report(path: Path) -> dict[str, Any]:
+    """The evaluation report at ``path``, checked whole (compare.check):
+    refused with status 3, in one line naming the file and what is wrong."""
+    from sandbox_agent_runtime.evals.compare import check
+
     try:
-        report = json.loads(path.read_text())
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
-        refuse(f"--compare {path}: cannot read it ({e.strerror}).")
+        refuse(f"--compare {path}: cannot read it ({e.strerror or e}).")
+    except UnicodeDecodeError as e:
+        refuse(f"--compare {path}: not UTF-8 text (byte {e.start}).")
+    try:
+        report = json.loads(text)
     except ValueError as e:
         refuse(f"--compare {path}: not JSON ({e}).")
-    if not isinstance(report, dict) or "cases" not in report or "pass_rate" not in report:
-        refuse(f"--compare {path}: not an evaluation's report.json (no pass_rate and cases).")
-    return report
+    except RecursionError:
+        refuse(f"--compare {path}: not an evaluation report: nested too deep.")
+    try:
+        return check(report)
+    except ValueError as e:
+        refuse(f"--compare {path}: {e}.")
 
 
 def shown(attempt: "Attempt") -> str:

@@ -21,9 +21,11 @@ and neither is a case in one report only. The overall rate is judged only
 when both reports hold the same cases (else it is shown, not judged).
 """
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sandbox_agent_runtime.evals.dataset import shown
 from sandbox_agent_runtime.evals.report import money, percent, seconds
 from sandbox_agent_runtime.evals.stats import clear_drop, wilson
 
@@ -35,23 +37,79 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _fraction(value: object) -> bool:
+    """A number from 0 to 1 (never NaN, which every comparison calls false)."""
+    return _number(value) and 0 <= value <= 1  # type: ignore[operator]
+
+
+def _figures(figures: dict[str, Any], where: str) -> None:
+    """The figures compare() reads of a case, or of the whole report: a
+    ``pass_rate``, and if given an ``interval``, counts, cost and time it
+    can trust; ``ValueError`` naming the first that is not."""
+    rate = figures.get("pass_rate")
+    if not _fraction(rate):
+        raise ValueError(
+            f"not an evaluation report: {where}pass_rate {shown(rate)} is not allowed: "
+            "a report gives a fraction from 0 to 1"
+        )
+    interval = figures.get("interval")
+    if interval is not None and not (
+        isinstance(interval, list)
+        and len(interval) == 2
+        and all(map(_fraction, interval))
+        and interval[0] <= interval[1]
+    ):
+        raise ValueError(
+            f"not an evaluation report: {where}interval {shown(interval)} is not allowed: "
+            "a report gives [low, high], fractions from 0 to 1"
+        )
+    passed, attempts = figures.get("passed"), figures.get("attempts")
+    if (passed, attempts) != (None, None) and not (
+        isinstance(passed, int)
+        and isinstance(attempts, int)
+        and not isinstance(passed, bool)
+        and 0 <= passed <= attempts
+    ):
+        raise ValueError(
+            f"not an evaluation report: {where}passed {shown(passed)} of attempts {shown(attempts)} "
+            "is not allowed: a report gives whole numbers, passed at most attempts"
+        )
+    for name in ("cost", "duration_seconds"):
+        value = figures.get(name)
+        if value is not None and not (_number(value) and 0 <= value < math.inf):
+            raise ValueError(
+                f"not an evaluation report: {where}{name} {shown(value)} is not allowed: "
+                "a report gives a number from 0, or null"
+            )
+
+
 def check(report: object) -> dict[str, Any]:
     """``report`` when it is an evaluation report compare() can read;
-    ``ValueError`` ("not an evaluation report: ...") in one line if not."""
+    ``ValueError`` ("not an evaluation report: ...") in one line if not:
+    a figure missing, or not one a report holds (a NaN, an infinity, a
+    rate below 0 or above 1), or a case given twice."""
     if not isinstance(report, dict):
         raise ValueError("not an evaluation report: not a JSON object")
-    if not _number(report.get("pass_rate")):
+    if "pass_rate" not in report:
         raise ValueError("not an evaluation report: it has no 'pass_rate'")
+    _figures(report, "")
     cases = report.get("cases")
     if not isinstance(cases, list):
         raise ValueError("not an evaluation report: it has no list of 'cases'")
+    ids: set[str] = set()
     for place, case in enumerate(cases, start=1):
         if (
             not isinstance(case, dict)
             or not isinstance(case.get("id"), str)
-            or not _number(case.get("pass_rate"))
+            or "pass_rate" not in case
         ):
             raise ValueError(f"not an evaluation report: case {place} has no 'id' and 'pass_rate'")
+        if case["id"] in ids:
+            raise ValueError(
+                f"not an evaluation report: case {place} ({shown(case['id'])}) is given twice"
+            )
+        ids.add(case["id"])
+        _figures(case, f"case {place} ({shown(case['id'])}): ")
     return report
 
 
