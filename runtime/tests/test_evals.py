@@ -271,6 +271,8 @@ def test_a_bad_dataset_is_refused_in_one_line_before_any_run(
         "bad schema": DATASET.replace(
             'answer_matches: "exited with code 0"', "answer_json_schema: {type: 12}"
         ),
+        # Nine levels of nine aliases took the evaluator to 2.3 GB and a MemoryError.
+        "alias bomb": "a: &a [lol, lol, lol]\nb: &b [*a, *a, *a]\ncases: [*b, *b, *b]\n",
     }
     said = {}
     for why, text in bad.items():
@@ -281,6 +283,7 @@ def test_a_bad_dataset_is_refused_in_one_line_before_any_run(
     assert said["unknown check"].startswith("ERROR: ") and "'file_exits'" in said["unknown check"]
     assert "nowhere.csv" in said["missing input"]
     assert "answer_json_schema" in said["bad schema"]
+    assert "tasks.yaml: line 2: the alias *a is not allowed" in said["alias bomb"]
 
 
 def test_a_malformed_report_is_refused_with_status_3_in_one_line_naming_it(
