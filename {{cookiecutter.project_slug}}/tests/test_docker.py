@@ -33,7 +33,13 @@ from agents import Model, ModelResponse
 from agents.sandbox.sandboxes.docker import DockerSandboxClientOptions
 from agents.sandbox.session import SandboxSession
 from docker.errors import ImageNotFound, NotFound  # type: ignore[import-untyped]
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio import activity
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 
 from sandbox_agent_runtime import archives
 from sandbox_agent_runtime.affinity import host_queue
@@ -45,9 +51,15 @@ from sandbox_agent_runtime.backends.docker import (
     LabelledDockerSandboxClient,
     sandbox_client,
 )
-from sandbox_agent_runtime.run_request import RELEASED, FollowUp, RunRequest
+from sandbox_agent_runtime.run_request import (
+    RELEASED,
+    WORKING,
+    Conversation,
+    FollowUp,
+    RunRequest,
+)
 from sandbox_agent_runtime.settings import docker_limits
-from sandbox_agent_runtime.shared import END, FOLLOW_UP
+from sandbox_agent_runtime.shared import CONVERSATION, END, FOLLOW_UP
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, until
 from sandbox_agent_runtime.testing.faults import figures
@@ -702,6 +714,98 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
     assert os.environ["OPENAI_API_KEY"] == KEY  # the one the worker had
     hostile = f"Hostile commands in contained containers ({len(runs)})"
     figures(hostile, len(runs) + 1, len(runs) + 1, 0, 0)  # the ordinary run too
+
+
+# Commands whose processes go on in their container once they have answered:
+# a fork bomb that holds the container at its process limit (no command in
+# it can fork then), a memory hog that holds it at its memory limit.
+LINGERING = {
+    "fork bomb": "b() { b | b & }; b; sleep 2; echo bombed",
+    "memory hog": "(while :; do tail /dev/zero; done) & sleep 2; echo hogging",
+}
+
+
+class Lingering(Conversing):
+    """Runs a LINGERING command, then finds the run's container and counts
+    its processes on the host before it answers; a follow-up's command reads
+    the workspace."""
+
+    def __init__(self, engine: Any, command: str) -> None:
+        super().__init__([[command], ["ls"]])
+        self.engine = engine
+        self.containers: list[str] = []
+        self.processes: list[int] = []
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        if tool_outputs(input) and not self.containers:
+            # The model is called in an activity of the run.
+            label = f"{docker.workflow_label()}={activity.info().workflow_id}"
+            found = self.engine.containers.list(filters={"label": label})
+            self.containers = [container.id for container in found]
+            self.processes = host_processes_in(self.containers)
+        return await super().get_response(system_instructions, input, *args, **kwargs)
+
+
+async def ended_by(handle: WorkflowHandle[Any, Any], how: str) -> str:
+    """Once the conversation has answered, end it ``how``: "end" (the END
+    update), "cancel" (the run cancelled) or "fail" (a follow-up, which
+    fails for good in a sandbox at its process limit); what the run ended
+    with, its answer or its failure (a run that failed first is not ended)."""
+    while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+        state = await handle.query(CONVERSATION, result_type=Conversation)
+        if state.answered and state.state != WORKING:
+            if how == "end":
+                await handle.execute_update(END)
+            elif how == "cancel":
+                await handle.cancel()
+            else:
+                await handle.execute_update(FOLLOW_UP, FollowUp("List the files."))
+            break
+        await asyncio.sleep(0.1)
+    try:
+        return str((await handle.result()).answer)
+    except WorkflowFailureError as failed:
+        return str(getattr(failed.cause, "message", failed.cause))
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize(
+    ("hostile", "how", "outcome"),
+    [
+        ("fork bomb", "end", "prompt 1: "),
+        ("fork bomb", "fail", "The agent could not finish: the sandbox operation "),
+        ("fork bomb", "cancel", "Workflow cancelled"),
+        ("memory hog", "end", "prompt 1: "),
+    ],
+    ids=["fork-bomb-ended", "fork-bomb-failed", "fork-bomb-cancelled", "memory-hog-ended"],
+)
+async def test_a_conversation_whose_command_lingers_leaves_nothing_on_the_host_once_it_ends(
+    temporal_client: Client,
+    engine: Any,
+    contained: ImageForTests,
+    hostile: str,
+    how: str,
+    outcome: str,
+) -> None:
+    model = Lingering(engine, LINGERING[hostile])
+    async with docker_worker(
+        temporal_client, model, contained, time_limit=timedelta(seconds=150)
+    ) as (client, _):
+        handle = await start(client, RunRequest(hostile, PROVIDER, follow_ups=True))
+        ended = await ended_by(handle, how)
+
+    # The command's processes were running in the run's container...
+    assert len(model.containers) == 1, ended
+    assert len(model.processes) > (20 if hostile == "fork bomb" else 2), ended
+    # ...the conversation answered (a workspace that cannot be counted is
+    # not snapshotted: it goes on without a snapshot) and ended as told...
+    assert ended.startswith(outcome), ended
+    # ...and once it has ended, nothing of them is left on the host: no
+    # container, no process.
+    assert containers_of(engine, handle) == [], ended
+    assert host_processes_in(model.containers) == [], ended
 
 
 class EngineOfItsOwn:

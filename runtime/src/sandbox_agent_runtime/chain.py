@@ -35,6 +35,7 @@ from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 # The classes temporal_sandbox_client() builds, which the plugin requires.
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
@@ -275,15 +276,26 @@ class LastingSandboxClient(TemporalSandboxClient):
     async def remove(self) -> None:
         """Stop the sandbox and delete it, as the runner would have. A run
         that ends before it resumed the sandbox it was handed (cancelled
-        during the resume, say) resumes it to remove it."""
+        during the resume, say) resumes it to remove it. The delete is
+        tried even when the stop or the shutdown before it failed for good
+        (a sandbox at its process limit, say): each is an operation with
+        the sandbox's timeout and retries. Until the delete is done, the
+        client still holds the sandbox, so a removal that failed can be
+        tried again."""
         if self.inner is None and self.handed_on is not None:
             await self.resume(self.handed_on)
-        inner, self.inner, self.handed_on = self.inner, None, None
+        inner = self.inner
         if inner is None:
             return
-        await inner.stop()
-        await inner.shutdown()
+        for step in (inner.stop, inner.shutdown):
+            try:
+                await step()
+            except ActivityError as e:
+                workflow.logger.warning(
+                    f"{e.activity_type} failed, the sandbox is deleted anyway: {e}"
+                )
         await TemporalSandboxClient.delete(self, inner)
+        self.inner = self.handed_on = None
 
 
 def sandbox_retry_policy(non_retryable: Sequence[str]) -> RetryPolicy:

@@ -130,6 +130,10 @@ SESSION_MEMO = "session"
 # carried from run to run of its chain (api/callers.py). The starter's runs
 # have none.
 CALLER_MEMO = "api_caller"
+# The memo key of a run that ended without removing its sandbox (a removal
+# that failed for good): the sandbox's provider, host, session id and why
+# (phases/ending.py), for an operator to find and remove it.
+SANDBOX_LEFT_MEMO = "sandbox_left"
 
 # How long a conversation keeps its sandbox after an answer, and how long it
 # waits for a follow-up before it ends, unless the worker's

@@ -50,7 +50,6 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.openai_agents import AgentsWorkflowError
 
-from sandbox_agent_runtime import affinity
 from sandbox_agent_runtime.approvals import Approvals, Decision, Request, UnknownRequest
 from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.chain import (
@@ -199,11 +198,17 @@ class AgentWorkflow:
             if request.follow_ups:
                 return await self._conversation(request, carried)
             return await self._job(request, carried)
-        except (AgentsException, ActivityError, AgentsWorkflowError) as e:
-            failure = ending.failure(e, self.sandbox, self.given)
-            if failure is None:
-                raise
-            raise failure from e
+        except BaseException as e:
+            # Whatever ends the run, at whichever step (the agent's turns, a
+            # wait cancelled, a sandbox operation that failed for good), its
+            # sandbox and its last snapshot are removed here.
+            if ending.ends_the_run(e):
+                await ending.remove(self.sandbox, e, self.given, self.snapshots.latest)
+            if isinstance(e, AgentsException | ActivityError | AgentsWorkflowError):
+                failure = ending.failure(e, self.sandbox, self.given)
+                if failure is not None:
+                    raise failure from e
+            raise
 
     async def _job(self, request: RunRequest, carried: Carried | None) -> RunAnswer:
         """A run without follow-ups: one prompt, its answer, and the sandbox
@@ -319,7 +324,6 @@ class AgentWorkflow:
                 placed = self._placed(preparation, placed)
                 await self._continue_prompt(prompt, full, turns_before + hooks.turns, placed)
             except MaxTurnsExceeded as e:
-                await ending.remove(self.sandbox, e)
                 raise MaxTurnsExceeded(f"Max turns ({self.given.max_turns}) exceeded") from e
             except BaseException as e:
                 placed = self._placed(preparation, placed)
@@ -342,19 +346,10 @@ class AgentWorkflow:
                     place = place and placed is None
                     turns_before += hooks.turns
                     continue
-                # Only an error that ends the run removes its sandbox, unless
-                # its host is gone (nothing can reach it).
-                if ending.ends_the_run(e) and not (bound and affinity.host_gone(e) is not None):
-                    await ending.remove(self.sandbox, e)
-                raise
+                raise  # the run's end removes the sandbox (_run)
             finally:
                 self.progress.show_usage(self.usage)
-        try:
-            outputs = await collect(self.sandbox, request, placed)
-        except BaseException as e:
-            if ending.ends_the_run(e):
-                await ending.remove(self.sandbox, e)
-            raise
+        outputs = await collect(self.sandbox, request, placed)
         if stopped is not None:
             assert stopped.run_data is not None
             self.conversation = prompting.conversation_after(stopped.run_data, self.given)

@@ -1,7 +1,7 @@
 """How a run that fails ends: which errors end it (``ends_the_run()``), its
-sandbox removed on the way out (``remove()``), and the failure a person reads
-(``failure()``) in place of the agent's own errors and of steps that
-Temporal stopped retrying."""
+sandbox removed on the way out whatever ended it (``remove()``, or the place
+it was left said), and the failure a person reads (``failure()``) in place
+of the agent's own errors and of steps that Temporal stopped retrying."""
 
 import asyncio
 
@@ -15,6 +15,9 @@ from sandbox_agent_runtime.chain import LastingSandboxClient
 from sandbox_agent_runtime.failures import GAVE_UP, describe
 from sandbox_agent_runtime.observability import count_host_gone
 from sandbox_agent_runtime.phases.given import Given
+from sandbox_agent_runtime.shared import SANDBOX_LEFT_MEMO
+from sandbox_agent_runtime.workspace.requests import Snapshot
+from sandbox_agent_runtime.workspace.steps import forget
 
 
 def ends_the_run(error: BaseException) -> bool:
@@ -28,13 +31,52 @@ def ends_the_run(error: BaseException) -> bool:
     )
 
 
-async def remove(sandbox: LastingSandboxClient, ending: BaseException) -> None:
-    """Remove the sandbox of a run that ``ending`` ends; a removal that
-    fails is logged, and the run ends with its own reason."""
+async def remove(
+    sandbox: LastingSandboxClient, ending: BaseException, given: Given, snapshot: Snapshot | None
+) -> None:
+    """Remove the sandbox of a run that ``ending`` ends (whatever it is:
+    a step that failed for good, the agent's own error, a cancellation),
+    and the conversation's last ``snapshot``, which nothing will restore,
+    unless their host is gone with them (nothing can reach it). A removal
+    that fails is logged and written in the run's SANDBOX_LEFT_MEMO, which
+    names the sandbox, so the one left behind can be found; the run ends
+    with its own reason."""
+    if given.host_bound and affinity.host_gone(ending) is not None:
+        return
     try:
         await sandbox.remove()
     except Exception as e:
-        workflow.logger.warning(f"The sandbox of a run that ended ({ending}) was not removed: {e}")
+        why = said(e)
+        workflow.logger.warning(
+            f"The sandbox of a run that ended ({str(ending) or type(ending).__name__}) was not "
+            f"removed: {why}"
+        )
+        workflow.upsert_memo({SANDBOX_LEFT_MEMO: left_behind(sandbox, why)})
+    try:
+        await forget(sandbox, snapshot)
+    except Exception as e:
+        workflow.logger.warning(f"The last snapshot of a run that ended was not deleted: {said(e)}")
+
+
+def said(error: Exception) -> str:
+    """``error`` in one line (a step that failed for good: which, and why)."""
+    if isinstance(error, ActivityError) and error.retry_state in GAVE_UP:
+        return describe(error)
+    return str(error)
+
+
+def left_behind(sandbox: LastingSandboxClient, why: str) -> dict[str, str]:
+    """What SANDBOX_LEFT_MEMO says of a sandbox a run could not remove:
+    its provider, its host (a host-bound backend's), its session id (the
+    backends label their sandboxes with the run's workflow id too:
+    backends.workflow_key) and why."""
+    state = sandbox.inner.state if sandbox.inner is not None else sandbox.handed_on
+    return {
+        "provider": sandbox.provider,
+        "host": sandbox.host.id if sandbox.host is not None else "",
+        "session": str(state.session_id) if state is not None else "",
+        "why": why,
+    }
 
 
 def failure(

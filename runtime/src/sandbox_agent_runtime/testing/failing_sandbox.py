@@ -5,12 +5,15 @@ import tarfile
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from agents.sandbox.errors import ExecTransportError, WorkspaceStartError
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from agents.sandbox.session.pty_types import PtyExecUpdate
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
 from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from agents.sandbox.types import ExecResult
 from temporalio.exceptions import ApplicationError
 
 
@@ -68,6 +71,57 @@ class FailingSandbox(UnixLocalSandboxClient):
             return await run_command(*args, **kwargs)  # type: ignore[arg-type]
 
         session.pty_exec_start = pty_exec_start  # type: ignore[method-assign,assignment]
+        return session
+
+
+class UnstoppableSandbox(UnixLocalSandboxClient):
+    """A sandbox whose stop fails for good, as one at its process limit
+    can (its stop runs commands in it); it can still be deleted."""
+
+    async def create(self, **kwargs: object) -> SandboxSession:
+        return self._unstoppable(await super().create(**kwargs))  # type: ignore[arg-type]
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        return self._unstoppable(await super().resume(state))
+
+    def _unstoppable(self, session: SandboxSession) -> SandboxSession:
+        async def stop() -> None:
+            raise ApplicationError("the sandbox cannot start a process to stop", non_retryable=True)
+
+        session.stop = stop  # type: ignore[method-assign]
+        return session
+
+
+class UncountableSandbox(UnixLocalSandboxClient):
+    """A sandbox in which, once the agent has run a command, the workspace's
+    census cannot start its processes, as in one that a fork bomb holds at
+    its process limit; the agent's own commands run."""
+
+    def __init__(self) -> None:
+        super().__init__(inherit_host_environment=False)
+        self.bombed = False
+
+    async def create(self, **kwargs: object) -> SandboxSession:
+        return self._uncountable(await super().create(**kwargs))  # type: ignore[arg-type]
+
+    async def resume(self, state: SandboxSessionState) -> SandboxSession:
+        return self._uncountable(await super().resume(state))
+
+    def _uncountable(self, session: SandboxSession) -> SandboxSession:
+        run, run_command = session.exec, session.pty_exec_start
+
+        async def exec(*command: str | Path, **options: Any) -> ExecResult:
+            if self.bombed and "find . ! -type d" in " ".join(str(part) for part in command):
+                cannot = b"sh: can't fork: Resource temporarily unavailable"
+                return ExecResult(stdout=b"", stderr=cannot, exit_code=2)
+            return await run(*command, **options)
+
+        async def pty_exec_start(*command: str | Path, **options: Any) -> PtyExecUpdate:
+            self.bombed = True
+            return await run_command(*command, **options)
+
+        session.exec = exec  # type: ignore[method-assign]
+        session.pty_exec_start = pty_exec_start  # type: ignore[method-assign]
         return session
 
 

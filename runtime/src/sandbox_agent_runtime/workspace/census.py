@@ -24,14 +24,16 @@ LARGEST_WORKSPACE = 4 * STORED_FILES_LIMIT
 
 # Counts the files (and links, FIFOs, ...) under the workspace and their
 # sizes as the file system gives them (``ls -ln``: a sparse file at its full
-# size), without reading one; POSIX find, ls, awk and wc alone, so it runs in
-# every backend's sandbox (GNU, busybox, macOS). A line per entry would be
-# split by a name holding a newline: only sizes of digits alone are added
-# (a split line can only add to the count, never take from it).
+# size), without reading one; POSIX find, ls and awk alone, so it runs in
+# every backend's sandbox (GNU, busybox, macOS), with as few processes as
+# that allows (one find, one awk, an ls per batch of names). A line per
+# entry would be split by a name holding a newline: only sizes of digits
+# alone are added (a split line can only add to the count, never take
+# from it). In a sandbox at its process limit it cannot start them: the
+# census fails, and so does its step (a snapshot is then not taken).
 _CENSUS = (
     "find . ! -type d -exec ls -ldn {} + "
-    "| awk '$5 ~ /^[0-9]+$/ { size += $5 } END { printf \"%.0f\\n\", size }'"
-    " && find . ! -type d | wc -l"
+    "| awk '$5 ~ /^[0-9]+$/ { size += $5 } END { printf \"%.0f\\n%d\\n\", size, NR }'"
 )
 
 

@@ -180,19 +180,31 @@ class Snapshots:
 
     async def take(self, sandbox: RunSandbox) -> None:
         """Snapshot the workspace; a snapshot that could not be taken keeps
-        the one before (with the worker's timeouts it answered with)."""
+        the one before (with the worker's timeouts it answered with). One
+        whose step failed for good (a workspace that could not be counted
+        or read: a sandbox at its process or memory limit, say) is not
+        taken either: the run goes on without it, and its end removes the
+        sandbox as ever."""
         self.taken += 1
         info = workflow.info()
-        taken: Snapshot = await workflow.execute_activity(
-            f"{sandbox.provider}-{SNAPSHOT}",
-            SnapshotArgs(
-                state=_session(sandbox).state,
-                key=snapshot_key(info.workflow_id, info.run_id, self.taken),
-                previous=self.latest.key if self.latest else "",
-            ),
-            result_type=Snapshot,
-            **_with_summary(sandbox, "snapshot"),
-        )
+        try:
+            taken: Snapshot = await workflow.execute_activity(
+                f"{sandbox.provider}-{SNAPSHOT}",
+                SnapshotArgs(
+                    state=_session(sandbox).state,
+                    key=snapshot_key(info.workflow_id, info.run_id, self.taken),
+                    previous=self.latest.key if self.latest else "",
+                ),
+                result_type=Snapshot,
+                **_with_summary(sandbox, "snapshot"),
+            )
+        except ActivityError as e:
+            if e.retry_state not in GAVE_UP:
+                raise  # e.g. the run was cancelled
+            workflow.logger.warning(f"The workspace's snapshot was not taken: {describe(e)}")
+            taken = (self.latest or Snapshot()).model_copy(
+                update={"key": "", "why_not": f"it could not be taken: {describe(e)}"}
+            )
         if taken.key or self.latest is None:
             self.latest = taken
         else:
