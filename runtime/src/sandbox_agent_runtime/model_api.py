@@ -20,14 +20,16 @@ A model named ``litellm/<provider>/<model>`` is no endpoint's: it goes
 through LiteLLM (litellm_models.py), whatever OPENAI_API says, and a 404 it
 meets is its provider's, not a missing API's.
 
-Whatever the API, an answer is checked as it arrives (``ChecksTheAnswer``):
-a success (200) that holds no answer, a web page (OPENAI_BASE_URL at a
-sign-in page, a proxy's notice) or an error object (``insufficient_quota``),
-fails the model call at once, for good, with one line naming the endpoint,
-its status and what came back; and the usage an answer reports is counted
-only within what a model call can use (``within_bounds()``): a negative or
-absurd count cannot lower, or overflow, a run's usage and cost, and so
-cannot dodge a budget. The worker's log says so, in one line.
+Over either API, the endpoint's answer is checked as it arrives
+(``refuse_unusable_answers``, ``ChecksTheAnswer``): a success (200) that
+holds no answer, a web page (OPENAI_BASE_URL at a sign-in page, a proxy's
+notice), JSON cut short or an error object (``insufficient_quota``), fails
+the model call at once, for good, with one line naming the endpoint, its
+status and what came back (LiteLLM's calls go through a client of its own,
+left to LiteLLM). And whatever the model, the usage an answer reports is
+counted only within what a model call can use (``within_bounds()``): a
+negative or absurd count cannot lower, or overflow, a run's usage and cost,
+and so cannot dodge a budget; the worker's log says so, in one line.
 """
 
 import dataclasses

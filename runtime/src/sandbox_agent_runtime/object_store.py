@@ -37,7 +37,7 @@ import stat
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -115,6 +115,10 @@ class ObjectStore:
     prefix: str = ""
     # s3: AWS_REGION or AWS_DEFAULT_REGION; None: the AWS SDK's own choice.
     region: str | None = None
+    # s3: the endpoints the AWS SDK reads (AWS_ENDPOINT_URL and
+    # AWS_ENDPOINT_URL_S3, set by settings.py), whose credentials a message
+    # masks wherever the SDK's own text repeats them. Not shown, not compared.
+    endpoints: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
 
 def parse(value: str, region: str | None = None) -> ObjectStore:
@@ -461,7 +465,7 @@ async def _check_bucket(store: ObjectStore) -> None:
 
     def said(error: Exception) -> str:
         """The AWS SDK's message, which repeats the endpoint it was given."""
-        return without_secrets(str(error), *endpoint_settings())
+        return without_secrets(str(error), *store.endpoints)
 
     try:
         async with asyncio.timeout(CHECK_TIMEOUT), session.client("s3", config=quick) as s3:
@@ -480,7 +484,7 @@ async def _check_bucket(store: ObjectStore) -> None:
     except ClientError as e:
         refusal = _refusal(e, store, endpoint)
         raise ObjectStoreUnreachable(
-            f"{where}: {without_secrets(refusal, *endpoint_settings())}"
+            f"{where}: {without_secrets(refusal, *store.endpoints)}"
         ) from None
     except BotoCoreError as e:
         raise ObjectStoreUnreachable(
@@ -493,12 +497,6 @@ async def _check_bucket(store: ObjectStore) -> None:
             f"{where}: the AWS SDK refused its settings ({said(e)}). Set AWS_ENDPOINT_URL to "
             "the store's URL (https://host:port) or unset it, and AWS_REGION to a region."
         ) from None
-
-
-def endpoint_settings() -> list[str]:
-    """The values of the settings that give the AWS SDK an S3 endpoint."""
-    names = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
-    return [os.environ[name] for name in names if os.environ.get(name)]
 
 
 def _refusal(error: "ClientError", store: ObjectStore, endpoint: str) -> str:
