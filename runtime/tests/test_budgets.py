@@ -18,11 +18,13 @@ import urllib.request
 from typing import Any
 
 import pytest
-from agents import ModelResponse
-from openai.types.responses.response_usage import InputTokensDetails
+from agents import ModelResponse, Usage
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 
+from sandbox_agent_runtime.capacity import PooledOpenAIProvider
+from sandbox_agent_runtime.model_api import MOST_TOKENS, within_bounds
 from sandbox_agent_runtime.observability import BUDGETS_REACHED, MODEL_COST
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.service import Budget, Service, budgets_given, cost_of
@@ -300,6 +302,71 @@ async def test_a_money_budget_stops_the_prompt_and_the_cost_shows_in_memo_line_a
     )
     assert stopped == 1
     assert cost_total == pytest.approx(cost)
+
+
+async def test_negative_usage_from_the_endpoint_counts_as_none_and_the_budget_holds(
+    temporal_client: Client, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The worker's own model client, against an HTTP endpoint that says
+    # each call gave back a million input tokens: -$0.25 at the model's price.
+    price = project_service().prices[PRICED_MODEL]
+    with scripted_openai_server(["echo one", "echo never-run"]) as endpoint:
+        endpoint.usage = (-1_000_000, 5_000)
+        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+        model = PooledOpenAIProvider(1).get_model(PRICED_MODEL)
+        async with running_worker(temporal_client, model, workflows=[PricedAgentWorkflow]) as (
+            client,
+            _,
+        ):
+            handle = await start(client, RunRequest("Count.", cost_budget_usd=0.005))
+            answer = await handle.result()
+            usage = (await (await handle.describe()).memo())[USAGE_MEMO]
+
+    # Counted as no input: the output alone reaches the budget, and the
+    # second call is never made.
+    cost = cost_of(PRICED_MODEL, 0, 0, 5_000, {PRICED_MODEL: price})
+    assert cost is not None and cost >= 0.005
+    assert answer.stopped == (
+        f"stopped: cost budget reached: ${cost:.4f} of $0.0050 (the prompt's own cost budget)"
+    )
+    assert endpoint.requests == 1
+    assert usage == {
+        "model_calls": 1,
+        "input_tokens": 0,
+        "output_tokens": 5_000,
+        "cached_input_tokens": 0,
+        "cost_usd": pytest.approx(cost),
+    }
+    said = [line for line in capfd.readouterr().err.splitlines() if "reported usage" in line]
+    assert said == [
+        f"The model endpoint reported usage no model call has for run {handle.id}: counted "
+        "input_tokens -1000000 as 0 (each count from 0 to 10,000,000 tokens)."
+    ]
+
+
+def test_usage_out_of_bounds_is_counted_within_them() -> None:
+    usage = Usage(
+        requests=1,
+        input_tokens=100,
+        input_tokens_details=InputTokensDetails(cached_tokens=500, cache_write_tokens=0),
+        output_tokens=10**15,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=-3),
+        total_tokens=10**15 + 100,
+    )
+    assert within_bounds(usage) == [
+        f"output_tokens {10**15!r} as {MOST_TOKENS:,}",
+        "cached_tokens 500 as 100",
+        "reasoning_tokens -3 as 0",
+    ]
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (
+        100,
+        MOST_TOKENS,
+        MOST_TOKENS + 100,
+    )
+    assert usage.input_tokens_details.cached_tokens == 100
+    # Within bounds already: nothing changed, nothing said.
+    assert within_bounds(usage) == []
 
 
 @pytest.mark.long  # two chains of runs

@@ -159,7 +159,8 @@ async def test_a_model_answering_malformed_json_fails_the_run_at_once_saying_why
 
     assert reason.startswith(
         "The agent could not finish: the model call failed with an error that retrying cannot "
-        "fix: its answer was not JSON (Unterminated string starting at: line 1"
+        f"fix: The model endpoint answered 200 OK to {model.url}/responses with JSON it cannot "
+        "read (Unterminated string starting at: line 1"
     ), reason
     # At once: a body that is not JSON is not retried.
     assert model.requests == 1

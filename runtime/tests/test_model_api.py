@@ -4,7 +4,9 @@ endpoint that speaks one API alone: a worker set to Chat Completions
 completes a run against an endpoint that speaks only that; a worker left on
 the Responses API against it fails the run at the first model call, at once,
 with one line that says what to set; a value that is neither stops the
-worker before it starts, in one line."""
+worker before it starts, in one line. Over either API, a success (200) that
+holds a web page or an error object fails the run at once, after one model
+call, with one line naming the endpoint, the status and what came back."""
 
 import json
 import subprocess
@@ -12,6 +14,7 @@ import subprocess
 import pytest
 from temporalio.client import Client
 
+from sandbox_agent_runtime.model_api import SHOWN_OF_AN_ANSWER
 from sandbox_agent_runtime.shared import CONVERSATION_LIMIT, LONGEST_OUTPUT
 from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
@@ -49,6 +52,64 @@ async def test_a_worker_set_to_chat_completions_runs_against_an_endpoint_that_sp
     ), line
     # No retry: the 404 was the answer.
     assert len(model.apis_called) == 2
+
+
+# A sign-in page, as an OPENAI_BASE_URL that leads to a proxy's answers.
+SIGN_IN_PAGE = (
+    b"<!DOCTYPE html>\n<html>\n  <head><title>Sign in</title></head>\n  <body>"
+    + b"<p>Please sign in to continue.</p>" * 20
+    + b"</body>\n</html>\n"
+)
+# An error in a 200, as some gateways answer a key without credit.
+OUT_OF_QUOTA = json.dumps(
+    {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan.",
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    }
+).encode()
+
+
+@pytest.mark.parametrize("api", ["responses", "chat_completions"])
+async def test_a_200_holding_a_web_page_or_an_error_fails_the_run_at_once_in_one_line(
+    temporal_client: Client, api: str
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    lines, calls = [], []
+    with scripted_openai_server(["echo never-run"], apis=(api,)) as model:
+        environment = {**service_environment(address, model.url), "OPENAI_API": api}
+        async with service(WORKER, environment) as worker:
+            await worker.wait_for("Worker polling")
+            for answer in (
+                ("text/html; charset=utf-8", SIGN_IN_PAGE),
+                ("application/json", OUT_OF_QUOTA),
+            ):
+                model.answer_200 = answer
+                before = model.requests
+                async with service([*STARTER, "Say it."], environment) as asking:
+                    # Eight attempts would take three minutes.
+                    assert await asking.exit_status(timeout=60) == 1, asking.output
+                calls.append(model.requests - before)
+                [line] = [line for line in asking.output if line.startswith("Workflow ")]
+                lines.append(line)
+
+    # One model call each: the answer was the answer.
+    assert calls == [1, 1]
+    page, quota = lines
+    url = f"{model.url}/{'responses' if api == 'responses' else 'chat/completions'}"
+    failed = "the model call failed with an error that retrying cannot fix: "
+    shown = " ".join(SIGN_IN_PAGE.decode().split())[:SHOWN_OF_AN_ANSWER]
+    assert page.endswith(
+        f"{failed}The model endpoint answered 200 OK to {url} with text/html, not JSON: "
+        f"'{shown}...' (OPENAI_BASE_URL must lead to the model API itself)"
+    ), page
+    assert quota.endswith(
+        f"{failed}The model endpoint answered 200 OK to {url} with an error: "
+        "'insufficient_quota: You exceeded your current quota, please check your plan.'"
+    ), quota
 
 
 def test_an_api_that_is_neither_stops_the_worker_in_one_line(temporal_client: Client) -> None:

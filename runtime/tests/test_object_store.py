@@ -31,7 +31,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from sandbox_agent_runtime import archives
-from sandbox_agent_runtime.display import without_credentials
+from sandbox_agent_runtime.display import without_credentials, without_secrets
 from sandbox_agent_runtime.object_store import (
     LARGEST_PAYLOAD,
     DirectoryObjects,
@@ -343,6 +343,8 @@ BAD_URLS = {
     "s3://bucket-a/x/../y": "a prefix is at most",
     "s3://bucket-a?versionId=3": "a query or a fragment",
     "s3://key:secret@bucket-a": "go in the AWS variables",
+    "s3://key:secret/bucket-a": "go in the AWS variables",
+    "s3://bucket-a:9000/runs": "go in the AWS variables",
     "gs://bucket-a": "gs:// is not a kind of store",
     "https://s3.amazonaws.com/bucket-a": "https:// is not a kind of store",
 }
@@ -474,3 +476,101 @@ async def test_an_unreachable_store_stops_the_commands_with_one_line_leaving_not
     assert [path.name for path in tmp_path.iterdir()] == ["a-file"]
     async with aioboto3.Session().client("s3") as s3:
         assert [bucket["Name"] for bucket in (await s3.list_buckets())["Buckets"]] == [BUCKET]
+
+
+# A credential pasted where it does not go, and the part of it that is secret.
+SECRET = "TopSecret42"
+KEY = "AKIAEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (f"s3://{KEY}:{SECRET}@bucket-a/x", "s3://***@bucket-a/x"),
+        (f"s3://{KEY}:{SECRET}/bucket-a", "s3://***/bucket-a"),
+        (f"{KEY}:{SECRET}@127.0.0.1:7233", "***@127.0.0.1:7233"),
+        ("https://host/path?X-Amz-Signature=abc", "https://host/path?***"),
+        # No credential: shown as it is.
+        ("http://127.0.0.1:9000/x", "http://127.0.0.1:9000/x"),
+        ("http://[::1]:9000/x", "http://[::1]:9000/x"),
+        ("localhost:7233", "localhost:7233"),
+    ],
+)
+def test_a_setting_is_shown_with_what_may_be_a_credential_masked(value: str, shown: str) -> None:
+    assert without_credentials(value) == shown
+
+
+def test_an_sdks_message_is_shown_without_the_credentials_it_repeats() -> None:
+    endpoint = f"http://{KEY}:Top%2F{SECRET}@127.0.0.1:9"
+    said = (
+        f"Custom endpoint `{endpoint}` was not a valid URI; the key {KEY}, the secret "
+        f"Top/{SECRET} decoded; another URL's credentials: ftp://user:pw@host/x"
+    )
+    assert without_secrets(said, endpoint) == (
+        "Custom endpoint `http://***@127.0.0.1:9` was not a valid URI; the key ***, the secret "
+        "*** decoded; another URL's credentials: ftp://***@host/x"
+    )
+
+
+@pytest.mark.process
+def test_credentials_in_the_store_s_settings_are_never_printed_by_the_commands(
+    s3_service: dict[str, str],
+) -> None:
+    # Every line is one the commands print before they reach Temporal (or
+    # any network: an endpoint with a port that is none, or no scheme).
+    environment = {
+        **service_environment(closed_address(), "http://127.0.0.1:1"),
+        **CREDENTIALS,
+        **s3_service,
+    }
+    moto = s3_service["AWS_ENDPOINT_URL"].removeprefix("http://")
+    store = f"Cannot use the object store OBJECT_STORE_URL='s3://{BUCKET}/runs': "
+    cases = [
+        (
+            # No '@': KEY:SECRET reads as a host and a port.
+            {"OBJECT_STORE_URL": f"s3://{KEY}:{SECRET}/{BUCKET}"},
+            f"OBJECT_STORE_URL='s3://***/{BUCKET}' is not allowed: use ",
+            "(credentials and the endpoint go in the AWS variables, not the URL: "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), AWS_ENDPOINT_URL).",
+        ),
+        (
+            # botocore repeats the endpoint it was given in its message.
+            {
+                "OBJECT_STORE_URL": f"s3://{BUCKET}/runs",
+                "AWS_ENDPOINT_URL": f"http://{KEY}:{SECRET}@127.0.0.1:99999",
+            },
+            f"{store}no S3 API answers at http://***@127.0.0.1:99999 (Custom endpoint ",
+            "`http://***@127.0.0.1:99999` was not a valid URI). Check AWS_ENDPOINT_URL and the "
+            "network.",
+        ),
+        (
+            # ... and in the ValueError it raises for an endpoint without a scheme.
+            {
+                "OBJECT_STORE_URL": f"s3://{BUCKET}/runs",
+                "AWS_ENDPOINT_URL": f"{KEY}:{SECRET}@127.0.0.1:1",
+            },
+            f"{store}the AWS SDK refused its settings (Invalid endpoint: ***@127.0.0.1:1). ",
+            "Set AWS_ENDPOINT_URL to the store's URL (https://host:port) or unset it, and "
+            "AWS_REGION to a region.",
+        ),
+        (
+            # The S3 API on loopback, reached with credentials in its URL.
+            {
+                "OBJECT_STORE_URL": f"s3://{BUCKET}/runs",
+                "AWS_ENDPOINT_URL": f"http://{KEY}:{SECRET}@{moto}",
+            },
+            f"{store}no S3 API answers at http://***@{moto} (",
+            "Check AWS_ENDPOINT_URL and the network.",
+        ),
+    ]
+    for setting, starts, ends in cases:
+        # The starter: a URL it refuses is bad usage; a store it cannot use, unreachable.
+        refused = "AWS_ENDPOINT_URL" not in setting
+        starter_status = EXIT_USAGE if refused else EXIT_UNREACHABLE
+        for command, status in ((WORKER, 1), ([*STARTER, "Say hello."], starter_status)):
+            ran = run_command(command, {**environment, **setting})
+            printed = ran.stdout + ran.stderr
+            assert SECRET not in printed and KEY not in printed, printed
+            assert ran.returncode == status, ran
+            line = one_line(ran).removeprefix("ERROR: ")
+            assert line.startswith(starts) and line.endswith(ends), line

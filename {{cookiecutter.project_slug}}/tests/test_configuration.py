@@ -408,6 +408,9 @@ def test_a_bad_setting_that_holds_a_credential_is_refused_without_printing_it(
         ("s3://bucket/x?X-Amz-Signature=SECRET", "s3://bucket/x?***"),
         ("https://collector/v1#SECRET", "https://collector/v1#***"),
         ("KEY:SECRET@localhost:7233", "***@localhost:7233"),
+        # No '@': a ':' no port follows is a KEY:SECRET.
+        ("s3://KEY:SECRET/bucket/x", "s3://***/bucket/x"),
+        ("http://127.0.0.1:9000/x", "http://127.0.0.1:9000/x"),
         # An '@' in the query: all of it may be the secret.
         ("s3://bucket/x?token=SE@CRET", "s3://***"),
         ("s3://KEY:SE?CRET@bucket/x", "s3://***"),

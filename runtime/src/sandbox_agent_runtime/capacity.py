@@ -49,7 +49,11 @@ from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from sandbox_agent_runtime import litellm_models
-from sandbox_agent_runtime.model_api import FreeformToolsAsFunctions, through_litellm
+from sandbox_agent_runtime.model_api import (
+    FreeformToolsAsFunctions,
+    refuse_unusable_answers,
+    through_litellm,
+)
 from sandbox_agent_runtime.service import current, priced_as
 from sandbox_agent_runtime.settings import BadSetting
 
@@ -127,9 +131,11 @@ class PooledOpenAIProvider(ModelProvider):
             kept = -(-self.runs // pools)
             for _ in range(pools):
                 pool = httpx2.Limits(max_connections=self.runs, max_keepalive_connections=kept)
-                client = AsyncOpenAI(
-                    max_retries=0, http_client=DefaultAsyncHttpxClient(limits=pool)
+                # Each answer checked as it arrives (model_api.py).
+                http = DefaultAsyncHttpxClient(
+                    limits=pool, event_hooks={"response": [refuse_unusable_answers]}
                 )
+                client = AsyncOpenAI(max_retries=0, http_client=http)
                 self._providers.append(
                     OpenAIProvider(openai_client=client, use_responses=self.use_responses)
                 )

@@ -27,7 +27,7 @@ from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from sandbox_agent_runtime.display import without_credentials
+from sandbox_agent_runtime.display import without_credentials, without_secrets
 
 DEFAULT_ADDRESS = "localhost:7233"
 # The variables naming the TLS files that envconfig reads.
@@ -124,8 +124,10 @@ async def connect(
     namespace = config.get("namespace", "default")
 
     def unreachable(error: Exception) -> ConnectionFailed:
+        # The SDK's message may repeat the address, credentials and all.
+        said = without_secrets(str(error), config["target_host"])
         return ConnectionFailed(
-            f"Cannot reach Temporal at {address} (namespace {namespace}): {error}. "
+            f"Cannot reach Temporal at {address} (namespace {namespace}): {said}. "
             "Start a dev server with `uv run temporal server start-dev`, "
             "or set TEMPORAL_ADDRESS."
         )

@@ -19,10 +19,16 @@ the starter's progress lines show each command as this module made it.
 
 A setting's value that may hold a credential (a URL, an address) is shown
 through ``without_credentials()``, in every process: a refused
-``OBJECT_STORE_URL=s3://KEY:SECRET@bucket`` is named as ``s3://***@bucket``.
+``OBJECT_STORE_URL=s3://KEY:SECRET@bucket`` is named as ``s3://***@bucket``,
+``s3://KEY:SECRET/bucket`` as ``s3://***/bucket``. An SDK's message that
+may repeat such a value (botocore's, naming the endpoint it was given) is
+shown through ``without_secrets()``: those credentials masked wherever they
+appear in it, and any URL's.
 """
 
+import re
 import unicodedata
+from urllib.parse import unquote
 
 # Characters shown by a short name.
 NAMES = {
@@ -128,9 +134,11 @@ def without_credentials(value: str) -> str:
     """``value`` (a URL or an address from a setting) as a message may show
     it: what may be a credential masked. That is everything between its
     scheme and its last '@' (a user and a password, an access key and its
-    secret, '/' and all), and its query and fragment (a signature, a token):
-    ``s3://***@bucket/x``, ``https://host/path?***``; all of it after the
-    scheme when an '@' follows a '?' or a '#'."""
+    secret, '/' and all), or, in a URL without one, a host that holds a ':'
+    not followed by a port (``s3://KEY:SECRET/bucket``); and its query and
+    fragment (a signature, a token): ``s3://***@bucket/x``,
+    ``https://host/path?***``; all of it after the scheme when an '@'
+    follows a '?' or a '#'."""
     scheme, separator, rest = value.partition("://")
     if not separator:
         scheme, rest = "", value
@@ -138,7 +146,61 @@ def without_credentials(value: str) -> str:
     if at:
         # An '@' in a query or a fragment: any of it may be the secret.
         rest = MASK if any(mark in before for mark in "?#") else MASK + at + after
+    elif separator and _holds_a_secret(_authority(rest)):
+        rest = MASK + rest[len(_authority(rest)) :]
     cut = min((rest.index(mark) for mark in "?#" if mark in rest), default=len(rest))
     if cut < len(rest):
         rest = rest[: cut + 1] + MASK
     return f"{scheme}{separator}{rest}"
+
+
+def _authority(rest: str) -> str:
+    """The host (and port, or credentials) of a URL without its scheme."""
+    return re.split(r"[/?#]", rest, maxsplit=1)[0]
+
+
+def _holds_a_secret(authority: str) -> bool:
+    """Whether a URL's ``authority`` without an '@' holds a ':' that no
+    port follows (not an IPv6 address in brackets): a KEY:SECRET."""
+    return (
+        ":" in authority
+        and not authority.startswith("[")
+        and not re.fullmatch(r"[^:]*:[0-9]{0,5}", authority)
+    )
+
+
+def credentials_of(value: str) -> list[str]:
+    """What ``without_credentials()`` masks in ``value``, as an SDK's message
+    may repeat it: the credentials whole, their user and password apart, as
+    given and decoded, and the query and the fragment; longest first, none
+    shorter than four characters (shorter ones are masked in URLs alone)."""
+    scheme, separator, rest = value.partition("://")
+    if not separator:
+        rest = value
+    before, at, _ = rest.rpartition("@")
+    found = []
+    if at:
+        found.append(before)
+    elif separator and _holds_a_secret(_authority(rest)):
+        found.append(_authority(rest))
+    found += [part for each in found for part in each.split(":", 1)]
+    marks = [rest.index(mark) for mark in "?#" if mark in rest]
+    if marks:
+        found.append(rest[min(marks) + 1 :])
+    found += [unquote(each) for each in found]
+    return sorted({each for each in found if len(each) >= 4}, key=len, reverse=True)
+
+
+# A URL's credentials in free text.
+_URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@'\"`]+@")
+
+
+def without_secrets(text: str, *values: str) -> str:
+    """``text`` (an SDK's message, which may repeat a setting it was given)
+    as a message may show it: the credentials of each of ``values`` (the
+    settings' values: credentials_of()) masked wherever they appear, and
+    the credentials of any URL in it."""
+    secrets = {each for value in values for each in credentials_of(value)}
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return _URL_CREDENTIALS.sub(rf"\g<1>{MASK}@", text)

@@ -18,21 +18,44 @@ saying how many earlier items were left out.
 
 A model named ``litellm/<provider>/<model>`` is no endpoint's: it goes
 through LiteLLM (litellm_models.py), whatever OPENAI_API says, and a 404 it
-meets is its provider's, not a missing API's."""
+meets is its provider's, not a missing API's.
+
+Over either API, the endpoint's answer is checked as it arrives
+(``refuse_unusable_answers``, ``ChecksTheAnswer``): a success (200) that
+holds no answer, a web page (OPENAI_BASE_URL at a sign-in page, a proxy's
+notice), JSON cut short or an error object (``insufficient_quota``), fails
+the model call at once, for good, with one line naming the endpoint, its
+status and what came back (LiteLLM's calls go through a client of its own,
+left to LiteLLM). And whatever the model, the usage an answer reports is
+counted only within what a model call can use (``within_bounds()``): a
+negative or absurd count cannot lower, or overflow, a run's usage and cost,
+and so cannot dodge a budget; the worker's log says so, in one line.
+"""
 
 import dataclasses
 import json
+import sys
 from typing import Any
 
-from agents import CustomTool, FunctionTool, ModelResponse, ModelSettings, Tool, TResponseInputItem
+import httpx2
+from agents import (
+    CustomTool,
+    FunctionTool,
+    ModelResponse,
+    ModelSettings,
+    Tool,
+    TResponseInputItem,
+    Usage,
+)
 from agents.models.default_models import get_default_model
 from agents.models.interface import Model
-from openai import NotFoundError
+from openai import APIStatusError, NotFoundError
 from openai.types.responses import ResponseCustomToolCall, ResponseFunctionToolCall
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from sandbox_agent_runtime.display import visible, without_credentials
 from sandbox_agent_runtime.shared import MODEL_ACTIVITIES
 
 RESPONSES, CHAT_COMPLETIONS = "responses", "chat_completions"
@@ -107,6 +130,141 @@ def _model_name(input: ExecuteActivityInput) -> str | None:
     given = input.args[0] if input.args else None
     name = given.get("model_name") if isinstance(given, dict) else None
     return name if isinstance(name, str) else None
+
+
+# The type of the failure a model call fails with when the endpoint answered
+# a success that holds no answer.
+UNUSABLE_ANSWER = "ModelAnswerUnusable"
+# How many characters of such an answer its line shows.
+SHOWN_OF_AN_ANSWER = 200
+# The most tokens a model call counts, each way, whatever its endpoint
+# reports: five times the largest context window (2M tokens).
+MOST_TOKENS = 10_000_000
+
+
+class UnusableAnswer(APIStatusError):
+    """A success (2xx) from the model endpoint that holds no answer; its
+    message is the line that says so. An OpenAIError, which the OpenAI
+    client hands on as it is when its HTTP client raises it."""
+
+
+async def refuse_unusable_answers(response: httpx2.Response) -> None:
+    """The model client's hook on each response it receives: a success
+    whose body is not a JSON object, or holds an error, raises
+    UnusableAnswer. A streamed answer is left to the client."""
+    if not response.is_success or "event-stream" in response.headers.get("content-type", ""):
+        return
+    await response.aread()
+    what = unusable(response.content, response.headers.get("content-type", ""))
+    if what is not None:
+        url = without_credentials(str(response.request.url))
+        line = f"The model endpoint answered {response.status_code} {response.reason_phrase} "
+        raise UnusableAnswer(f"{line}to {url} with {what}", response=response, body=None)
+
+
+def unusable(body: bytes, content_type: str) -> str | None:
+    """What a successful answer whose body is ``body`` (of ``content_type``)
+    holds instead of an answer, in words, or None when it is a JSON object
+    without an error."""
+    try:
+        data = json.loads(body)
+    except ValueError as e:
+        text = body.decode(errors="replace")
+        if not text.strip():
+            return "an empty body"
+        if "json" in content_type:
+            return f"JSON it cannot read ({e}): {trimmed(text)}"
+        kind = content_type.partition(";")[0].strip() or "a body"
+        return (
+            f"{visible(kind)}, not JSON: {trimmed(text)} (OPENAI_BASE_URL must lead to the "
+            "model API itself)"
+        )
+    if not isinstance(data, dict):
+        return f"JSON that is not an answer: {trimmed(json.dumps(data))}"
+    error = data.get("error")
+    if not error:
+        return None
+    if isinstance(error, dict):
+        said = [error.get("code") or error.get("type"), error.get("message")]
+        error = ": ".join(str(part) for part in said if part) or json.dumps(error)
+    return f"an error: {trimmed(str(error))}"
+
+
+def trimmed(text: str) -> str:
+    """``text`` on one line, visibly (display.visible()), cut at
+    SHOWN_OF_AN_ANSWER characters."""
+    line = " ".join(text.split())
+    cut = line[:SHOWN_OF_AN_ANSWER] + ("..." if len(line) > SHOWN_OF_AN_ANSWER else "")
+    return repr(visible(cut))
+
+
+def within_bounds(usage: Usage) -> list[str]:
+    """Bring ``usage`` (a model call's, as its endpoint reported it) within
+    what a model call can use: its input and output tokens each from 0 to
+    MOST_TOKENS, the cached input tokens no more than the input ones, the
+    reasoning tokens no more than the output ones, the total their sum.
+    Returns each count it changed, as "name reported as counted"."""
+    changed: list[str] = []
+
+    def bound(name: str, value: Any, most: int) -> int:
+        try:
+            number = int(value or 0)
+        except (TypeError, ValueError, OverflowError):
+            number = 0
+        counted = min(max(number, 0), most)
+        if counted != value:
+            changed.append(f"{name} {value!r} as {counted:,}")
+        return counted
+
+    usage.input_tokens = bound("input_tokens", usage.input_tokens, MOST_TOKENS)
+    usage.output_tokens = bound("output_tokens", usage.output_tokens, MOST_TOKENS)
+    details = usage.input_tokens_details
+    details.cached_tokens = bound("cached_tokens", details.cached_tokens, usage.input_tokens)
+    output = usage.output_tokens_details
+    output.reasoning_tokens = bound(
+        "reasoning_tokens", output.reasoning_tokens, usage.output_tokens
+    )
+    if changed:
+        usage.total_tokens = usage.input_tokens + usage.output_tokens
+    return changed
+
+
+class ChecksTheAnswer(Interceptor):
+    """A model call the endpoint answered with a success that holds no
+    answer (UnusableAnswer) fails at once, for good, with its line; the
+    usage of one it answered is counted within bounds (within_bounds()),
+    and a count out of them is said in the worker's log."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _ChecksTheAnswer(next)
+
+
+class _ChecksTheAnswer(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        if info.activity_type not in MODEL_ACTIVITIES:
+            return await super().execute_activity(input)
+        try:
+            answer = await super().execute_activity(input)
+        except ApplicationError as e:
+            # The plugin's failure for any status error: retried unless the
+            # answer said otherwise. This one is for good.
+            if isinstance(e.__cause__, UnusableAnswer):
+                raise ApplicationError(
+                    e.__cause__.message, type=UNUSABLE_ANSWER, non_retryable=True
+                ) from None
+            raise
+        if isinstance(answer, ModelResponse):
+            changed = within_bounds(answer.usage)
+            if changed:
+                print(
+                    f"The model endpoint reported usage no model call has for run "
+                    f"{info.workflow_id}: counted {', '.join(changed)} (each count from 0 to "
+                    f"{MOST_TOKENS:,} tokens).",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        return answer
 
 
 # A freeform tool (the sandbox's apply_patch) as Chat Completions takes a

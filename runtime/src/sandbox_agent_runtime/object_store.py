@@ -37,7 +37,7 @@ import stat
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -45,7 +45,7 @@ from urllib.parse import unquote, urlsplit
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
 from temporalio.converter import DataConverter, ExternalStorage, PayloadCodec
 
-from sandbox_agent_runtime.display import without_credentials
+from sandbox_agent_runtime.display import without_credentials, without_secrets
 from sandbox_agent_runtime.shared import STORE_THRESHOLD, STORED_FILES_LIMIT
 
 if TYPE_CHECKING:
@@ -82,6 +82,14 @@ _DIRECTORY_BUCKET = "directory"
 PIECE = 1024 * 1024
 
 
+# Where an S3 store's credentials and endpoint go, for the line that
+# refuses a URL holding them.
+CREDENTIALS_ELSEWHERE = (
+    "credentials and the endpoint go in the AWS variables, not the URL: AWS_ACCESS_KEY_ID "
+    "and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), AWS_ENDPOINT_URL"
+)
+
+
 class NotAStore(ValueError):
     """OBJECT_STORE_URL is no store this service can use; the message says why."""
 
@@ -107,6 +115,10 @@ class ObjectStore:
     prefix: str = ""
     # s3: AWS_REGION or AWS_DEFAULT_REGION; None: the AWS SDK's own choice.
     region: str | None = None
+    # s3: the endpoints the AWS SDK reads (AWS_ENDPOINT_URL and
+    # AWS_ENDPOINT_URL_S3, set by settings.py), whose credentials a message
+    # masks wherever the SDK's own text repeats them. Not shown, not compared.
+    endpoints: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
 
 def parse(value: str, region: str | None = None) -> ObjectStore:
@@ -118,9 +130,15 @@ def parse(value: str, region: str | None = None) -> ObjectStore:
         raise NotAStore("a URL holds no spaces or control characters")
     try:
         parts = urlsplit(text)
-        port = parts.port
     except ValueError:
         # (Not the parser's message: it quotes the value, which may hold a secret.)
+        raise NotAStore("not a URL: its host or its port cannot be read") from None
+    # s3://KEY:SECRET@bucket, s3://KEY:SECRET/bucket, s3://host:9000/bucket.
+    if parts.scheme == "s3" and ("@" in parts.netloc or ":" in parts.netloc):
+        raise NotAStore(CREDENTIALS_ELSEWHERE)
+    try:
+        parts.port  # noqa: B018 (raises ValueError for a port that is not one)
+    except ValueError:
         raise NotAStore("not a URL: its host or its port cannot be read") from None
     if parts.query or parts.fragment or "?" in text or "#" in text:
         raise NotAStore("a query or a fragment means nothing here")
@@ -134,8 +152,6 @@ def parse(value: str, region: str | None = None) -> ObjectStore:
             raise NotAStore("the path may hold no '.' or '..'")
         return ObjectStore(url=text, kind="file", directory=Path(path))
     if parts.scheme == "s3":
-        if "@" in parts.netloc or port is not None:
-            raise NotAStore("credentials and the endpoint go in the AWS variables, not the URL")
         bucket = parts.netloc
         if not bucket:
             raise NotAStore("it names no bucket")
@@ -446,6 +462,11 @@ async def _check_bucket(store: ObjectStore) -> None:
     quick = AioConfig(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2})
     where = f"Cannot use the object store OBJECT_STORE_URL={without_credentials(store.url)!r}"
     endpoint = "?"
+
+    def said(error: Exception) -> str:
+        """The AWS SDK's message, which repeats the endpoint it was given."""
+        return without_secrets(str(error), *store.endpoints)
+
     try:
         async with asyncio.timeout(CHECK_TIMEOUT), session.client("s3", config=quick) as s3:
             endpoint = without_credentials(s3.meta.endpoint_url)
@@ -461,11 +482,20 @@ async def _check_bucket(store: ObjectStore) -> None:
             "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or give the process a role)."
         ) from None
     except ClientError as e:
-        raise ObjectStoreUnreachable(f"{where}: {_refusal(e, store, endpoint)}") from None
+        refusal = _refusal(e, store, endpoint)
+        raise ObjectStoreUnreachable(
+            f"{where}: {without_secrets(refusal, *store.endpoints)}"
+        ) from None
     except BotoCoreError as e:
         raise ObjectStoreUnreachable(
-            f"{where}: no S3 API answers at {endpoint} ({e}). Check AWS_ENDPOINT_URL "
+            f"{where}: no S3 API answers at {endpoint} ({said(e)}). Check AWS_ENDPOINT_URL "
             "and the network."
+        ) from None
+    except ValueError as e:
+        # An endpoint the AWS SDK cannot take (no scheme), before any request.
+        raise ObjectStoreUnreachable(
+            f"{where}: the AWS SDK refused its settings ({said(e)}). Set AWS_ENDPOINT_URL to "
+            "the store's URL (https://host:port) or unset it, and AWS_REGION to a region."
         ) from None
 
 

@@ -34,7 +34,7 @@ import os
 import re
 import socket
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -479,11 +479,14 @@ def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:
         return None
     region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or None
     try:
-        return stores.parse(value, region)
+        store = stores.parse(value, region)
     except stores.NotAStore as e:
         raise refused(
             "OBJECT_STORE_URL", without_credentials(value), stores.ALLOWED, str(e)
         ) from None
+    # What the AWS SDK reads itself, for the store's messages to mask.
+    endpoints = (environ.get("AWS_ENDPOINT_URL"), environ.get("AWS_ENDPOINT_URL_S3"))
+    return replace(store, endpoints=tuple(filter(None, endpoints)))
 
 
 def encryption_keys(environ: Mapping[str, str]) -> encryption.Keys | None:

@@ -68,7 +68,7 @@ from sandbox_agent_runtime.health import (
     HealthUnavailable,
     serving_health,
 )
-from sandbox_agent_runtime.model_api import RESPONSES, NamesAMissingApi
+from sandbox_agent_runtime.model_api import RESPONSES, ChecksTheAnswer, NamesAMissingApi
 from sandbox_agent_runtime.model_queue import model_task_queue
 from sandbox_agent_runtime.object_store import (
     ObjectStoreUnreachable,
@@ -156,9 +156,11 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 # not lift) ends the run after about three minutes of retries instead of
 # backing off for ever. Errors the provider says retrying cannot fix (a bad
 # key: 401, a bad request: 400) are not retried at all, and a Retry-After
-# header from the provider overrides these intervals. Nor is an answer that
-# is not JSON (OPENAI_BASE_URL at a web page, a proxy that cuts answers
-# short): it fails the run at once, naming the parse error.
+# header from the provider overrides these intervals. Nor is a success that
+# holds no answer (OPENAI_BASE_URL at a web page, a proxy that cuts answers
+# short, an error object in a 200: model_api.ChecksTheAnswer): it fails the
+# run at once, in one line; an answer cut short that a parser meets
+# elsewhere (JSONDecodeError) fails it at once too, naming the parse error.
 MODEL_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
@@ -450,7 +452,12 @@ def model_calls_worker(
         max_concurrent_activities=options["max_concurrent_activities"],
         max_heartbeat_throttle_interval=options["max_heartbeat_throttle_interval"],
         max_task_queue_activities_per_second=settings.model_calls_per_second,
-        interceptors=[ModelCallWait(), HeartbeatAtStart(), NamesAMissingApi(settings.openai_api)],
+        interceptors=[
+            ModelCallWait(),
+            HeartbeatAtStart(),
+            NamesAMissingApi(settings.openai_api),
+            ChecksTheAnswer(),
+        ],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
     )

@@ -106,6 +106,12 @@ class ScriptedOpenAIServer:
         self.error_status = error_status
         # Answer with a body that is not JSON (cut short, as by a broken proxy).
         self.malformed = False
+        # Answer every request 200 with this body, of this Content-Type,
+        # instead (a web page, an error object).
+        self.answer_200: tuple[str, bytes] | None = None
+        # Report these input and output tokens in every answer instead of
+        # its own count (negative, absurd).
+        self.usage: tuple[int, int] | None = None
         # A storm: from its first request until `storm` seconds later, answer
         # 429 with Retry-After `retry_after` and 500, in turn.
         self.storm: float | None = None
@@ -185,6 +191,7 @@ class ScriptedOpenAIServer:
             }
         # About four bytes a token, as for English text.
         tokens = (len(json.dumps(request.get("input", []))) // 4, len(json.dumps(item)) // 4)
+        tokens = self.usage or tokens
         self.reported.append(tokens)
         return 200, {
             "id": f"resp_{self.requests}",
@@ -231,11 +238,14 @@ class ScriptedOpenAIServer:
                 data = json.dumps(reply).encode()
                 if server.malformed:
                     data = data[: len(data) // 2]
+                content_type = "application/json"
+                if server.answer_200 is not None:
+                    status, (content_type, data) = 200, server.answer_200
                 try:
                     self.send_response(status)
                     if status == 429:
                         self.send_header("Retry-After", str(server.retry_after))
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
