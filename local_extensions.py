@@ -30,6 +30,7 @@ import base64
 import functools
 import json
 import keyword
+import logging
 import re
 import subprocess
 import sys
@@ -364,6 +365,35 @@ def refusal(answers: Mapping[str, object], question: str | None = None) -> str:
     return ""
 
 
+# Marks the exception stop_at_refusal raises, so that cookiecutter's logger
+# (in this process, and across the re-imports of this module) knows it.
+REFUSED = "sandbox_agent_template_refusal"
+
+
+def stop_at_refusal(answers: Mapping[str, object]) -> str:
+    """For cookiecutter's pre-generation hook, as it is rendered, in
+    cookiecutter's own process: the first rule the answers break stops
+    generation with cookiecutter's FailedHookException, whose message is the
+    rule's one line. Cookiecutter then removes the directory it made and its
+    command prints that message, alone: the traceback its logger would write
+    first (hooks.py, run_hook_from_repo_dir) is dropped for this exception
+    only. Empty when no rule is broken."""
+    line = refusal(answers)
+    if not line:
+        return ""
+    from cookiecutter.exceptions import FailedHookException
+
+    stop = FailedHookException(f"ERROR: {line}")
+    setattr(stop, REFUSED, True)
+    raise stop
+
+
+def _not_a_refusals_traceback(record: logging.LogRecord) -> bool:
+    """Cookiecutter logs a failed hook with its traceback before its command
+    prints the exception's message: for a refusal, the message alone."""
+    return not (record.exc_info and getattr(record.exc_info[1], REFUSED, False))
+
+
 def unused_files(answers: Mapping[str, object]) -> list[str]:
     """The template's files (and directories) that a project with these
     answers leaves out, relative to its root: the tests of backends not
@@ -607,6 +637,7 @@ class DerivedAnswers(Extension):
             secret_env_vars=lambda answers: derive(answers).secret_env_vars,
             providers=lambda answers: derive(answers).providers,
             refusal=refusal,
+            stop_at_refusal=stop_at_refusal,
             unused_files=unused_files,
             python_versions=python_versions,
             answers_json=answers_json,
@@ -617,6 +648,9 @@ class DerivedAnswers(Extension):
         # base64: the workflow's input, a RunRequest naming the provider, is one.
         environment.filters["b64encode"] = lambda text: base64.b64encode(str(text).encode()).decode()
         environment.globals["choices"] = CHOICES
+        hooks_logger = logging.getLogger("cookiecutter.hooks")
+        if not any(getattr(f, "__name__", "") == _not_a_refusals_traceback.__name__ for f in hooks_logger.filters):
+            hooks_logger.addFilter(_not_a_refusals_traceback)
         environment.globals["default_model_activity_timeout"] = DEFAULT_MODEL_ACTIVITY_TIMEOUT
         # The copyright line's year (cookiecutter's {% now %} tag is not copier's).
         environment.globals["this_year"] = lambda: str(datetime.now(UTC).year)
