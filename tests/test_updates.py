@@ -3,6 +3,7 @@ it came from and brings template changes in without losing the project's own
 changes. Both take a version by its git tag."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -312,7 +313,25 @@ def test_copier_update_brings_a_newer_tag_and_a_backend_added_later_keeping_hand
     assert_made_from(project, head(template_repo), follow="copier update --trust")
     commit_b = edit_and_release(project, template_repo)
 
-    copier("update", cwd=project)
+    # As docs/updating.md says, with no one to answer: without
+    # --skip-answered (or --defaults) copier asks every question again.
+    documented = re.search(
+        r"^copier update --trust --skip-answered +# to the template's newest release",
+        (project / "docs" / "updating.md").read_text(),
+        re.MULTILINE,
+    )
+    assert documented, "docs/updating.md shows no update that asks only new questions"
+    updated = subprocess.run(
+        [tool("copier"), "update", "--trust", "--skip-answered"],
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **GIT_IDENTITY},
+    )
+    assert updated.returncode == 0, updated.stdout + updated.stderr
 
     assert answers_of(project)["_commit"] == "v1.1.0"
     assert_made_from(project, commit_b, follow="copier update --trust")
