@@ -7,6 +7,7 @@ prove" says which combination proves what). A chosen test module that did not
 run, or skipped a test, fails the combination."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import NamedTuple
 
 import pytest
 
-from .baked import BakedProject, find_python, one_mypy_at_a_time, tool
+from .baked import TEMPLATE, BakedProject, find_python, one_mypy_at_a_time, tool
 from .combinations import COMBINATIONS
 
 # The default selection of a generated suite (`uv run pytest`).
@@ -231,3 +232,19 @@ def test_the_model_settings_test_passes_whatever_the_model(bake) -> None:
             PYTHONPATH=str(render.path / "src"),
         )
         assert tests.returncode == 0 and "1 passed" in tests.stdout, f"{model}:\n{tests.stdout}{tests.stderr}"
+
+
+@pytest.mark.slow
+def test_the_templates_docs_count_a_default_projects_tests(bake) -> None:
+    """docs/benchmarks.md gives the number of tests a default render runs
+    (its default selection, of all it has), as `--collect-only` counts them."""
+    project: BakedProject = bake({})
+    installed = project.install()
+    assert installed.returncode == 0, installed.stderr
+    collected = project.run_tests("--collect-only", "-n", "0")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    counted = re.search(r"^(\d+)/(\d+) tests collected", collected.stdout, re.MULTILINE)
+    assert counted, collected.stdout
+    selected, every = counted.groups()
+    said = re.sub(r"\s+", " ", (TEMPLATE / "docs" / "benchmarks.md").read_text())
+    assert f"**{selected} tests** in its default selection, of {every}," in said
