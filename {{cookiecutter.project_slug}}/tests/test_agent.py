@@ -38,5 +38,5 @@ def test_the_agents_settings_are_the_sdks_defaults_for_its_model() -> None:
     # efforts it does not know (gpt-5-mini), none for another model or a chat
     # alias (gpt-5-chat-latest). (Set others in agent.py, and say so here.)
     defaults = get_default_model_settings(MODEL)
-    assert MODEL_SETTINGS == defaults
+    assert defaults == MODEL_SETTINGS
     assert sandbox_agent().model_settings == defaults
