@@ -73,6 +73,24 @@ def dockerignored(relative: str, patterns: list[str]) -> bool:
     return left_out
 
 
+def test_a_private_template_repositorys_token_reaches_the_builds_clone_as_a_secret_alone(project: BakedProject) -> None:
+    """docs/kubernetes.md says what a private template repository needs and
+    how to give it to the build: the secret it names is the one both of the
+    Dockerfile's installs mount, and nothing else in the Dockerfile reads it."""
+    dockerfile = project.text("Dockerfile")
+    assert re.findall(r"--mount=type=secret,id=(\w+),target=/root/\.netrc \\$", dockerfile, re.MULTILINE) == [
+        "netrc",
+        "netrc",
+    ]
+    mounts = [line.strip() for line in dockerfile.splitlines() if "netrc" in line and not line.startswith("#")]
+    assert mounts == ["--mount=type=secret,id=netrc,target=/root/.netrc \\"] * 2
+    guide = re.sub(r"\s+", " ", project.text("docs/kubernetes.md"))
+    assert "### A private template repository" in project.text("docs/kubernetes.md")
+    assert "docker build --secret id=netrc,src=netrc" in guide
+    for where in ("build stage", "CI (`.github/workflows/`, `uv sync`)", "teammate"):
+        assert where in guide, where
+
+
 def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProject) -> None:
     patterns = dockerignore(project)
 
