@@ -153,13 +153,19 @@ ANSWERS = {"project_name": "Data Cleaner", "sandbox_backend": "e2b", "license": 
 
 
 def create_with_cookiecutter(template: Path, into: Path) -> Path:
-    """A project made with plain cookiecutter (nothing records its answers), in git."""
+    """A project made with plain cookiecutter (nothing records its answers),
+    in git: from the template's git address, as cruft and copier take it
+    (here a file:// one: its clone, as theirs, pins the runtime at its commit)."""
+    config = into.parent / "cookiecutter.yaml"
+    config.write_text(f'cookiecutters_dir: "{into.parent / "clones"}"\nreplay_dir: "{into.parent / "replay"}"\n')
     sh(
         tool("cookiecutter"),
         "--no-input",
+        "--config-file",
+        str(config),
         "--output-dir",
         str(into),
-        str(template),
+        f"git+{template.resolve().as_uri()}",
         *(f"{key}={value}" for key, value in ANSWERS.items()),
         cwd=into.parent,
     )
