@@ -30,11 +30,13 @@ import base64
 import functools
 import json
 import keyword
+import logging
 import re
 import subprocess
 import sys
 import tomllib
 import unicodedata
+import urllib.parse
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -364,6 +366,35 @@ def refusal(answers: Mapping[str, object], question: str | None = None) -> str:
     return ""
 
 
+# Marks the exception stop_at_refusal raises, so that cookiecutter's logger
+# (in this process, and across the re-imports of this module) knows it.
+REFUSED = "sandbox_agent_template_refusal"
+
+
+def stop_at_refusal(answers: Mapping[str, object]) -> str:
+    """For cookiecutter's pre-generation hook, as it is rendered, in
+    cookiecutter's own process: the first rule the answers break stops
+    generation with cookiecutter's FailedHookException, whose message is the
+    rule's one line. Cookiecutter then removes the directory it made and its
+    command prints that message, alone: the traceback its logger would write
+    first (hooks.py, run_hook_from_repo_dir) is dropped for this exception
+    only. Empty when no rule is broken."""
+    line = refusal(answers)
+    if not line:
+        return ""
+    from cookiecutter.exceptions import FailedHookException
+
+    stop = FailedHookException(f"ERROR: {line}")
+    setattr(stop, REFUSED, True)
+    raise stop
+
+
+def _not_a_refusals_traceback(record: logging.LogRecord) -> bool:
+    """Cookiecutter logs a failed hook with its traceback before its command
+    prints the exception's message: for a refusal, the message alone."""
+    return not (record.exc_info and getattr(record.exc_info[1], REFUSED, False))
+
+
 def unused_files(answers: Mapping[str, object]) -> list[str]:
     """The template's files (and directories) that a project with these
     answers leaves out, relative to its root: the tests of backends not
@@ -526,36 +557,34 @@ RUNTIME_DIRECTORY = "runtime"
 COPIER_CLONE_PREFIX = "copier._vcs.clone."
 
 
-def _engine_clone(root: Path) -> bool:
-    """Whether ``root`` is a temporary clone an engine made of the template:
-    copier's (named for it), cookiecutter's (in its cookiecutters_dir), or
-    cruft's (a temporary directory of its own, cloned into)."""
-    if root.name.startswith(COPIER_CLONE_PREFIX):
-        return True
-    try:
-        from cookiecutter.config import get_user_config
-
-        if root.parent.resolve() == Path(get_user_config()["cookiecutters_dir"]).resolve():
-            return True
-    except Exception:  # no cookiecutter (copier alone), or an unreadable config
-        pass
-    import tempfile
-
-    temporary = Path(tempfile.gettempdir()).resolve()
-    root = root.resolve()
-    # cruft clones into a temporary directory of its own, or a directory in one.
-    return (root.parent == temporary and root.name.startswith("tmp")) or (
-        root.parent.parent == temporary and root.parent.name.startswith("tmp")
-    )
+def _engine_clone(root: Path, answers: Mapping[str, object]) -> bool:
+    """Whether ``root`` is a clone an engine made of the template, not a
+    directory it was given: cookiecutter says what it was given
+    (``_template``) and the directory it renders (``_repo_dir``), the same
+    string for a local directory, wherever its config file puts its clones
+    (``cookiecutters_dir``); cruft gives ``_template`` alone and always
+    renders its own clone; copier's clones are named for it."""
+    if "_template" in answers:
+        return answers.get("_repo_dir") != answers["_template"]
+    return root.name.startswith(COPIER_CLONE_PREFIX)
 
 
 @functools.cache
-def runtime_origin(root: Path = Path(__file__).parent) -> dict[str, str]:
-    """Where a project takes the runtime from: the template's own commit. A
-    template rendered in place (a local checkout) gives its runtime directory
-    ({"path": ...}); an engine's temporary clone gives the repository it
-    cloned: a directory when that is local (the same bytes as rendering the
-    checkout in place), else {"git": url, "rev": commit, "subdirectory": ...}."""
+def runtime_origin(
+    root: Path = Path(__file__).parent, template: str | None = None, repo_dir: str | None = None
+) -> dict[str, str]:
+    """Where a project takes the runtime from, given the template's root
+    and, from cookiecutter or cruft, what they were given (``template``)
+    and rendered (``repo_dir``).
+
+    An engine's clone of a repository elsewhere gives that repository at the
+    commit it cloned ({"git": url, "rev": commit, "subdirectory": ...}): on
+    another machine when its address is a URL, on this one when it is a
+    directory (``file://``), so that ``copier copy --vcs-ref OLD`` runs OLD's
+    runtime. A template rendered in place (a local checkout, or files outside
+    git), or a clone of a checkout's uncommitted changes (copier's draft
+    commit), gives its runtime directory ({"path": ...}): the working tree,
+    which no commit pins (``runtime_notice`` says so)."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=True)
@@ -564,29 +593,68 @@ def runtime_origin(root: Path = Path(__file__).parent) -> dict[str, str]:
     def path(directory: Path) -> dict[str, str]:
         return {"path": str((directory / RUNTIME_DIRECTORY).resolve())}
 
-    if not _engine_clone(root):
+    answers = {} if template is None else {"_template": template, "_repo_dir": repo_dir}
+    if not _engine_clone(root, answers):
         return path(root)
     try:
         origin = git("config", "--get", "remote.origin.url")
-        commit = git("rev-parse", "HEAD^" if git("log", "-1", "--format=%s") == COPIER_DRAFT_COMMIT else "HEAD")
+        draft = git("log", "-1", "--format=%s") == COPIER_DRAFT_COMMIT
+        commit = git("rev-parse", "HEAD^" if draft else "HEAD")
     except (OSError, subprocess.SubprocessError):
         return path(root)
     remote = re.match(r"^[a-z][a-z0-9+.-]*://|^[^/]+@[^/]+:", origin) and not origin.startswith("file://")
-    local = Path(origin.removeprefix("file://")).expanduser()
-    if not remote and local.is_dir():
-        return path(local)
+    if not remote:
+        local = Path(origin.removeprefix("file://")).expanduser().resolve()
+        if draft or not local.is_dir():
+            return path(local if local.is_dir() else root)
+        return {"git": local.as_uri(), "rev": commit, "subdirectory": RUNTIME_DIRECTORY}
     url = origin.removesuffix("/").removesuffix(".git")
     return {"git": url, "rev": commit, "subdirectory": RUNTIME_DIRECTORY}
 
 
-def runtime_source() -> str:
+def _origin(answers: Mapping[str, object] | None) -> dict[str, str]:
+    """runtime_origin() for the answers an engine renders with (copier's
+    and a bare call's have no ``_template``)."""
+    answers = answers or {}
+    if "_template" not in answers:
+        return runtime_origin()
+    repo_dir = answers.get("_repo_dir")
+    return runtime_origin(Path(__file__).parent, str(answers["_template"]), None if repo_dir is None else str(repo_dir))
+
+
+def runtime_source(answers: Mapping[str, object] | None = None) -> str:
     """runtime_origin() as pyproject.toml's [tool.uv.sources] entry (TOML)."""
-    return "{ " + ", ".join(f"{key} = {json.dumps(value)}" for key, value in runtime_origin().items()) + " }"
+    return "{ " + ", ".join(f"{key} = {json.dumps(value)}" for key, value in _origin(answers).items()) + " }"
 
 
-def runtime_directory() -> str:
-    """The runtime's directory when a project takes it from one, else ""."""
-    return runtime_origin().get("path", "")
+def runtime_directory(answers: Mapping[str, object] | None = None) -> str:
+    """The directory on this machine that the runtime's source reads, which
+    an image build needs as its named context: the runtime's directory (a
+    path source), or the repository (a git source on this machine); else ""."""
+    origin = _origin(answers)
+    if "path" in origin:
+        return origin["path"]
+    return urllib.parse.unquote(origin["git"].removeprefix("file://")) if origin["git"].startswith("file://") else ""
+
+
+def runtime_notice(answers: Mapping[str, object] | None = None) -> str:
+    """One line for a project whose runtime no one else can install (empty
+    for one pinned at a commit of a repository with an address): it names
+    where the runtime is and what to do."""
+    origin = _origin(answers)
+    if "path" in origin:
+        return (
+            f"Note: the runtime is {origin['path']}, the template's working tree, unpinned "
+            "(uv.lock records that directory, no commit): only this machine can install it. Render from the "
+            "template's git address to pin a commit (docs/updating.md, The runtime)."
+        )
+    if origin["git"].startswith("file://"):
+        return (
+            f"Note: the runtime is pinned at commit {origin['rev'][:12]} of {origin['git']}, a repository on "
+            "this machine: only this machine can install it. Render from the template's git address for a "
+            "teammate or CI (docs/updating.md, The runtime)."
+        )
+    return ""
 
 
 class DerivedAnswers(Extension):
@@ -607,6 +675,7 @@ class DerivedAnswers(Extension):
             secret_env_vars=lambda answers: derive(answers).secret_env_vars,
             providers=lambda answers: derive(answers).providers,
             refusal=refusal,
+            stop_at_refusal=stop_at_refusal,
             unused_files=unused_files,
             python_versions=python_versions,
             answers_json=answers_json,
@@ -617,6 +686,9 @@ class DerivedAnswers(Extension):
         # base64: the workflow's input, a RunRequest naming the provider, is one.
         environment.filters["b64encode"] = lambda text: base64.b64encode(str(text).encode()).decode()
         environment.globals["choices"] = CHOICES
+        hooks_logger = logging.getLogger("cookiecutter.hooks")
+        if not any(getattr(f, "__name__", "") == _not_a_refusals_traceback.__name__ for f in hooks_logger.filters):
+            hooks_logger.addFilter(_not_a_refusals_traceback)
         environment.globals["default_model_activity_timeout"] = DEFAULT_MODEL_ACTIVITY_TIMEOUT
         # The copyright line's year (cookiecutter's {% now %} tag is not copier's).
         environment.globals["this_year"] = lambda: str(datetime.now(UTC).year)
@@ -628,6 +700,7 @@ class DerivedAnswers(Extension):
         # Where the project takes the runtime from (pyproject.toml).
         environment.globals["runtime_source"] = runtime_source
         environment.globals["runtime_directory"] = runtime_directory
+        environment.globals["runtime_notice"] = runtime_notice
 
 
 class CookiecutterNamespace(ContextHook):

@@ -263,10 +263,11 @@ def test_copier_judges_a_rule_at_the_first_question_that_lets_it(
 
 
 def hook_line(cookies: Cookies, capfd: pytest.CaptureFixture[str], answers: dict[str, object]) -> str:
-    """The one line cookiecutter's pre-generation hook prints for these answers."""
+    """The one line cookiecutter's pre-generation hook stops it with for these
+    answers (the message of its FailedHookException, which its command prints)."""
     result = cookies.bake(extra_context=answers)
     assert result.exit_code != 0
-    (line,) = [line for line in capfd.readouterr().err.splitlines() if line.startswith("ERROR: ")]
+    (line,) = str(result.exception).splitlines()
     return line.removeprefix("ERROR: ")
 
 

@@ -6,6 +6,8 @@ the answers change what it rests on (the README's "What the template's tests
 prove" says which combination proves what). A chosen test module that did not
 run, or skipped a test, fails the combination."""
 
+import json
+import re
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import NamedTuple
 
 import pytest
 
-from .baked import BakedProject, find_python, one_mypy_at_a_time, tool
+from .baked import TEMPLATE, BakedProject, find_python, one_mypy_at_a_time, tool
 from .combinations import COMBINATIONS
 
 # The default selection of a generated suite (`uv run pytest`).
@@ -197,3 +199,52 @@ def test_generated_suite_types_and_hooks_pass(request, mypy_cache: str, tmp_path
         assert any(line.startswith(hook) and line.endswith("Passed") for line in hooks.stdout.splitlines()), (
             hooks.stdout
         )
+
+
+# Models a new user may well pick: a GPT-5 model whose reasoning efforts the
+# SDK knows, variants whose efforts it does not (verbosity alone), a chat
+# alias that takes no reasoning at all, and a model of another family.
+MODELS = ("gpt-5.6-luna", "gpt-5-mini", "gpt-5-nano", "gpt-5-codex", "gpt-5-chat-latest", "gpt-4.1")
+
+
+@pytest.mark.slow
+def test_the_model_settings_test_passes_whatever_the_model(bake) -> None:
+    """Each model's render runs its own test of the agent's settings, in one
+    installed render's environment with the model's package first on the
+    path (only agent.py and its test differ between them)."""
+    installed: BakedProject = bake({"model_name": MODELS[0]})
+    done = installed.install()
+    assert done.returncode == 0, done.stderr
+    python = str(installed.path / ".venv" / "bin" / "python")
+    for model in MODELS:
+        render: BakedProject = bake({"model_name": model})
+        assert f"MODEL = {json.dumps(model)}" in render.text(f"src/{render.context['package_name']}/agent.py")
+        tests = render.run(
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+            "tests/test_agent.py::test_the_agents_settings_are_the_sdks_defaults_for_its_model",
+            PYTHONPATH=str(render.path / "src"),
+        )
+        assert tests.returncode == 0 and "1 passed" in tests.stdout, f"{model}:\n{tests.stdout}{tests.stderr}"
+
+
+@pytest.mark.slow
+def test_the_templates_docs_count_a_default_projects_tests(bake) -> None:
+    """docs/benchmarks.md gives the number of tests a default render runs
+    (its default selection, of all it has), as `--collect-only` counts them."""
+    project: BakedProject = bake({})
+    installed = project.install()
+    assert installed.returncode == 0, installed.stderr
+    collected = project.run_tests("--collect-only", "-n", "0")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    counted = re.search(r"^(\d+)/(\d+) tests collected", collected.stdout, re.MULTILINE)
+    assert counted, collected.stdout
+    selected, every = counted.groups()
+    said = re.sub(r"\s+", " ", (TEMPLATE / "docs" / "benchmarks.md").read_text())
+    assert f"**{selected} tests** in its default selection, of {every}," in said

@@ -8,6 +8,7 @@ pre-commit's own validator, and the structure each file must have.
 
 import fnmatch
 import re
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -51,13 +52,50 @@ def test_dockerfile_caches_dependencies_runs_the_worker_unprivileged(project: Ba
     assert scripts[command.group(1)].endswith(".worker:cli")
 
 
-def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProject) -> None:
-    patterns = [
+def dockerignore(project: BakedProject) -> list[str]:
+    """The patterns of the project's .dockerignore, in order."""
+    return [
         line.strip() for line in project.text(".dockerignore").splitlines() if line.strip() and not line.startswith("#")
     ]
 
+
+def dockerignored(relative: str, patterns: list[str]) -> bool:
+    """Whether the image build leaves ``relative`` out of its context, as
+    Docker reads .dockerignore: the last pattern that matches the path or a
+    directory above it decides, a ``!`` pattern bringing it back in."""
+    parts = relative.split("/")
+    above = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    left_out = False
+    for pattern in patterns:
+        keep = pattern.startswith("!")
+        if any(fnmatch.fnmatch(path, pattern.removeprefix("!")) for path in above):
+            left_out = not keep
+    return left_out
+
+
+def test_a_private_template_repositorys_token_reaches_the_builds_clone_as_a_secret_alone(project: BakedProject) -> None:
+    """docs/kubernetes.md says what a private template repository needs and
+    how to give it to the build: the secret it names is the one both of the
+    Dockerfile's installs mount, and nothing else in the Dockerfile reads it."""
+    dockerfile = project.text("Dockerfile")
+    assert re.findall(r"--mount=type=secret,id=(\w+),target=/root/\.netrc \\$", dockerfile, re.MULTILINE) == [
+        "netrc",
+        "netrc",
+    ]
+    mounts = [line.strip() for line in dockerfile.splitlines() if "netrc" in line and not line.startswith("#")]
+    assert mounts == ["--mount=type=secret,id=netrc,target=/root/.netrc \\"] * 2
+    guide = re.sub(r"\s+", " ", project.text("docs/kubernetes.md"))
+    assert "### A private template repository" in project.text("docs/kubernetes.md")
+    assert "docker build --secret id=netrc,src=netrc" in guide
+    for where in ("build stage", "CI (`.github/workflows/`, `uv sync`)", "teammate"):
+        assert where in guide, where
+
+
+def test_dockerignore_keeps_secrets_out_and_build_inputs_in(project: BakedProject) -> None:
+    patterns = dockerignore(project)
+
     def ignored(path: str) -> bool:
-        return any(fnmatch.fnmatch(path, p) or path.startswith(p.rstrip("/") + "/") for p in patterns)
+        return dockerignored(path, patterns)
 
     for needed in [
         "pyproject.toml",
@@ -277,6 +315,27 @@ def test_license_file_and_metadata_match_the_choice(project: BakedProject) -> No
     assert text.endswith("\n") and not text.endswith("\n\n")
 
 
+def test_dockerignore_says_all_the_build_context_carries(project: BakedProject, tmp_path: Path) -> None:
+    """Its comment names what the build's context carries, and it carries
+    that alone: of the render, with a lock, files added later and secrets."""
+    copy = tmp_path / "project"
+    shutil.copytree(project.path, copy)
+    for added in ("uv.lock", "NOTES.md", "scratch/data.csv", ".env", "src/.env", "deploy/k8s/secret.env"):
+        (copy / added).parent.mkdir(parents=True, exist_ok=True)
+        (copy / added).touch()
+    patterns = dockerignore(project)
+    carried = {
+        path.relative_to(copy).parts[0]
+        for path in copy.rglob("*")
+        if path.is_file() and not dockerignored(path.relative_to(copy).as_posix(), patterns)
+    }
+    licensed = (copy / "LICENSE").exists()
+    assert carried == {"pyproject.toml", "uv.lock", "README.md", "src"} | ({"LICENSE"} if licensed else set())
+    assert dockerignored("src/.env", patterns)
+    comment = " ".join(line.lstrip("# ") for line in project.text(".dockerignore").splitlines()[:2])
+    assert "pyproject.toml, uv.lock, README.md, LICENSE and src/" in comment
+
+
 def seconds(duration: str) -> float:
     """A compose duration such as "45s" or "1m30s", in seconds."""
     units = {"h": 3600, "m": 60, "s": 1}
@@ -304,16 +363,11 @@ def test_the_images_installs_need_only_the_build_context_and_the_runtime(bake, t
     project: BakedProject = bake({})
     locked = project.run(tool("uv"), "lock", "--offline", "--no-python-downloads")
     assert locked.returncode == 0, locked.stderr
-    patterns = [
-        line.strip() for line in project.text(".dockerignore").splitlines() if line.strip() and not line.startswith("#")
-    ]
+    patterns = dockerignore(project)
     context = tmp_path / "context"
     for path in project.path.rglob("*"):
         relative = path.relative_to(project.path).as_posix()
-        if path.is_file() and not any(
-            fnmatch.fnmatch(relative, p) or relative.startswith(p.rstrip("/") + "/") or f"/{p.strip('*/')}/" in f"/{relative}"
-            for p in patterns
-        ):
+        if path.is_file() and not dockerignored(relative, patterns):
             (context / relative).parent.mkdir(parents=True, exist_ok=True)
             (context / relative).write_bytes(path.read_bytes())
     assert (context / "uv.lock").exists() and not (context / "tests").exists()

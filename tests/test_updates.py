@@ -3,6 +3,7 @@ it came from and brings template changes in without losing the project's own
 changes. Both take a version by its git tag."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -152,13 +153,19 @@ ANSWERS = {"project_name": "Data Cleaner", "sandbox_backend": "e2b", "license": 
 
 
 def create_with_cookiecutter(template: Path, into: Path) -> Path:
-    """A project made with plain cookiecutter (nothing records its answers), in git."""
+    """A project made with plain cookiecutter (nothing records its answers),
+    in git: from the template's git address, as cruft and copier take it
+    (here a file:// one: its clone, as theirs, pins the runtime at its commit)."""
+    config = into.parent / "cookiecutter.yaml"
+    config.write_text(f'cookiecutters_dir: "{into.parent / "clones"}"\nreplay_dir: "{into.parent / "replay"}"\n')
     sh(
         tool("cookiecutter"),
         "--no-input",
+        "--config-file",
+        str(config),
         "--output-dir",
         str(into),
-        str(template),
+        f"git+{template.resolve().as_uri()}",
         *(f"{key}={value}" for key, value in ANSWERS.items()),
         cwd=into.parent,
     )
@@ -312,7 +319,25 @@ def test_copier_update_brings_a_newer_tag_and_a_backend_added_later_keeping_hand
     assert_made_from(project, head(template_repo), follow="copier update --trust")
     commit_b = edit_and_release(project, template_repo)
 
-    copier("update", cwd=project)
+    # As docs/updating.md says, with no one to answer: without
+    # --skip-answered (or --defaults) copier asks every question again.
+    documented = re.search(
+        r"^copier update --trust --skip-answered +# to the template's newest release",
+        (project / "docs" / "updating.md").read_text(),
+        re.MULTILINE,
+    )
+    assert documented, "docs/updating.md shows no update that asks only new questions"
+    updated = subprocess.run(
+        [tool("copier"), "update", "--trust", "--skip-answered"],
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **GIT_IDENTITY},
+    )
+    assert updated.returncode == 0, updated.stdout + updated.stderr
 
     assert answers_of(project)["_commit"] == "v1.1.0"
     assert_made_from(project, commit_b, follow="copier update --trust")

@@ -118,7 +118,7 @@ async def test_the_starter_exits_with_its_documented_status_every_time(
                     await tally.record("completed", completed, EXIT_COMPLETED, USAGE_PRINTED)
                 async with service(starter + ["--no-wait", "Say it."], environment) as no_wait:
                     last = (
-                        r"Requests for approval: \S+ --pending \S+"
+                        r"Requests for approval: uv run \S+ --pending \S+"
                         if project_service().approvals
                         else r"Web UI: \S+"
                     )

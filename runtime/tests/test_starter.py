@@ -30,6 +30,7 @@ from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import LONGEST_PROMPT, WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import attach, run, start, web_ui_link
 from sandbox_agent_runtime.starter import following as starter_following
+from sandbox_agent_runtime.starter.approving import decide_lines
 from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
@@ -239,6 +240,29 @@ async def test_no_wait_starts_and_returns_then_attach_follows_the_run_to_its_ans
     assert out.startswith(f"Following workflow {workflow_id}\n")
     assert "  sandbox  $ seq 3 | paste -sd+\n" in out
     assert answer_printed(out).endswith("1+2+3\n")
+
+
+async def test_the_lines_that_suggest_a_next_step_run_the_starter_through_uv(
+    starter_env: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Outside an activated environment only `uv run`, in the project's
+    # directory, finds the project's commands: every hint says it.
+    model = ScriptedModel(["echo kept > notes.txt"])
+    async with running_worker(starter_env, model):
+        status = await run(RunRequest("Write a note.", follow_ups=True), STARTER_SETTINGS)
+    out = capsys.readouterr().out
+    workflow_id = started_id(out)
+    await starter_env.get_workflow_handle(workflow_id).terminate(reason="test over")
+
+    command = f"uv run {project_service().command('starter')}"
+    assert status == 0
+    assert (
+        f'Follow up: {command} --continue {workflow_id} "..."   End: --end {workflow_id}\n' in out
+    )
+    assert f"Fetch them with: {command} --attach {workflow_id} --output DIR\n" in out
+    approve, reject = (line.strip() for line in decide_lines(workflow_id, "call_1"))
+    assert approve == f"approve: {command} --approve {workflow_id} call_1"
+    assert reject.startswith(f"reject:  {command} --reject {workflow_id} call_1 ")
 
 
 def test_a_prompt_comes_from_a_file_or_from_standard_input(

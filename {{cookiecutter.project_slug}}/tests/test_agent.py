@@ -9,7 +9,7 @@ from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import openai_model, running_worker
 
-from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS, MODEL, MODEL_SETTINGS
+from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS, MODEL, MODEL_SETTINGS, sandbox_agent
 
 
 async def test_every_request_carries_the_agents_instructions_model_and_settings(
@@ -33,9 +33,10 @@ async def test_every_request_carries_the_agents_instructions_model_and_settings(
 def test_the_agents_settings_are_the_sdks_defaults_for_its_model() -> None:
     # A bare ModelSettings() in agent.py would lose them without a word: the
     # SDK applies a model's defaults only to an agent that leaves its settings
-    # alone. (Set others in agent.py, and say so here.)
-    assert get_default_model_settings(MODEL) == MODEL_SETTINGS
-{%- if cookiecutter.model_name.startswith("gpt-5") %}
-    assert MODEL_SETTINGS.reasoning is not None and MODEL_SETTINGS.reasoning.effort is not None
-    assert MODEL_SETTINGS.verbosity == "low"
-{%- endif %}
+    # alone. What they are is the SDK's to say, for any model: a GPT-5 model's
+    # reasoning effort and verbosity, the verbosity alone for a variant whose
+    # efforts it does not know (gpt-5-mini), none for another model or a chat
+    # alias (gpt-5-chat-latest). (Set others in agent.py, and say so here.)
+    defaults = get_default_model_settings(MODEL)
+    assert defaults == MODEL_SETTINGS
+    assert sandbox_agent().model_settings == defaults

@@ -37,7 +37,7 @@ from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    starter_command,
+    hint_command,
 )
 
 
@@ -81,9 +81,9 @@ def request_lines(request: dict[str, Any]) -> list[str]:
 def decide_lines(workflow_id: str, call_id: str) -> list[str]:
     """The commands that decide a request later, or from elsewhere."""
     return [
-        safe_line(f"           approve: {starter_command()} --approve {workflow_id} {call_id}"),
+        safe_line(f"           approve: {hint_command()} --approve {workflow_id} {call_id}"),
         safe_line(
-            f'           reject:  {starter_command()} --reject {workflow_id} {call_id} --reason "..."'
+            f'           reject:  {hint_command()} --reject {workflow_id} {call_id} --reason "..."'
         ),
     ]
 

@@ -20,7 +20,7 @@ from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
     EXIT_FILES_NOT_WRITTEN,
     EXIT_NOT_COMPLETED,
-    starter_command,
+    hint_command,
 )
 
 # The line after a conversation's answer.
@@ -42,7 +42,7 @@ async def show_answer(
         print(str(answer.answer).rstrip("\n"))
     status = deliver(answer.outputs, output, workflow_id)
     if waiting:
-        print(FOLLOW_UP_LINE.format(command=starter_command(), id=workflow_id), flush=True)
+        print(FOLLOW_UP_LINE.format(command=hint_command(), id=workflow_id), flush=True)
     try:
         print(await answered(lambda: usage_line(client, workflow_id)), flush=True)
     except StoppedAnswering:
@@ -60,7 +60,7 @@ def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
     if output is None:
         if outputs.files or outputs.patch:
             print(
-                f"Fetch them with: {starter_command()} --attach {workflow_id} --output DIR",
+                f"Fetch them with: {hint_command()} --attach {workflow_id} --output DIR",
                 flush=True,
             )
         return EXIT_COMPLETED

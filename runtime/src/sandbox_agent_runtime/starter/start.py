@@ -20,7 +20,7 @@ from sandbox_agent_runtime.starter.following import follow
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
-    starter_command,
+    hint_command,
 )
 
 
@@ -72,6 +72,6 @@ async def run(
     print(f"Web UI: {web_ui_link(client, handle.id, settings.ui_url)}", flush=True)
     if not wait:
         if approvals():
-            print(f"Requests for approval: {starter_command()} --pending {handle.id}")
+            print(f"Requests for approval: {hint_command()} --pending {handle.id}")
         return EXIT_COMPLETED
     return await follow(client, handle, key_file_of(settings), output)

@@ -65,6 +65,13 @@ def starter_command() -> str:
     return current().command("starter")
 
 
+def hint_command() -> str:
+    """The starter's command as the lines that suggest a next step print it:
+    through ``uv run``, which finds the project's environment from its
+    directory (the command alone works only in an activated one)."""
+    return f"uv run {starter_command()}"
+
+
 class Refused(Exception):
     """What the starter asked of a run was refused, or cannot be done now;
     the message says why and what to do, in one line, and ``status`` is the
