@@ -130,6 +130,11 @@ SESSION_MEMO = "session"
 # carried from run to run of its chain (api/callers.py). The starter's runs
 # have none.
 CALLER_MEMO = "api_caller"
+# The memo key of every run a service starts (the API, the starter, the
+# evaluations): the service it belongs to (its task queue), carried from run
+# to run of its chain. The API and the starter act only on their own
+# service's runs (owners.py).
+SERVICE_MEMO = "service"
 
 # How long a conversation keeps its sandbox after an answer, and how long it
 # waits for a follow-up before it ends, unless the worker's
