@@ -7,7 +7,7 @@ Each has an API with a caller named alice. B's alice can neither read,
 download the outputs of, follow the events of, follow up nor end A's
 alice's run: each answer is the 404 of an id that names no run. B's starter
 refuses A's run with the line and exit status of an unknown id. A's run
-goes on untouched. docs/api.md."""
+goes on untouched. A's record-histories leaves B's runs out. docs/api.md."""
 
 import asyncio
 import json
@@ -16,12 +16,14 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 
+from sandbox_agent_runtime.histories import record
 from sandbox_agent_runtime.owners import of_this_service, service_memo
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import SERVICE_MEMO, WORKFLOW_TYPE
@@ -280,3 +282,23 @@ async def test_another_services_starter_finds_a_run_as_no_run_at_all(two: TwoSer
     # Nothing reached the run: it waits after its one answer.
     assert after["state"] in ("waiting", "released") and after["answered"] == 1, after
     assert ended.status_code == 202
+
+
+async def test_recording_histories_leaves_another_services_runs_out(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    ours = await start(temporal_client, RunRequest("Wait.", follow_ups=True))
+    theirs = await workflow(
+        temporal_client, {SERVICE_MEMO: OTHER_QUEUE}, OTHER_QUEUE, WORKFLOW_TYPE
+    )
+    both = f"WorkflowId = {ours.id!r} OR WorkflowId = {theirs.id!r}"
+    try:
+        # Both listed (visibility catches up with a start shortly after it).
+        while len([run async for run in temporal_client.list_workflows(both)]) < 2:
+            await asyncio.sleep(0.1)
+        written = await record(temporal_client, tmp_path, 10, both)
+    finally:
+        await ours.terminate()
+        await theirs.terminate()
+
+    assert [path.name.partition(".")[0] for path in written] == [ours.id]

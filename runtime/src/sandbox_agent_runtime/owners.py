@@ -18,7 +18,7 @@ for an unknown id), so a service learns nothing of another's runs.
 from collections.abc import Mapping
 from typing import Any
 
-from temporalio.client import WorkflowExecutionDescription
+from temporalio.client import WorkflowExecution
 
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import SERVICE_MEMO
@@ -31,12 +31,12 @@ def service_memo() -> dict[str, Any]:
     return {SERVICE_MEMO: current().task_queue}
 
 
-def of_this_service(description: WorkflowExecutionDescription, memo: Mapping[str, Any]) -> bool:
-    """Whether the run ``description`` describes (its memo: ``memo``) is this
+def of_this_service(run: WorkflowExecution, memo: Mapping[str, Any]) -> bool:
+    """Whether ``run`` (described or listed; its memo: ``memo``) is this
     service's: its memo names this service's task queue or, recorded before
     runs named their service, it is on that queue. Its workflow type is not
     asked: it is the same in every render."""
     recorded = memo.get(SERVICE_MEMO)
     if recorded is None:
-        return description.task_queue == current().task_queue
+        return run.task_queue == current().task_queue
     return bool(recorded == current().task_queue)
