@@ -185,7 +185,7 @@ async def answered(client: httpx.AsyncClient, workflow_id: str, last: str | None
             return last
 
 
-async def a_conversation(two: TwoServices, alice: httpx.AsyncClient) -> tuple[str, str]:
+async def a_conversation(alice: httpx.AsyncClient) -> tuple[str, str]:
     """A conversation A's alice started, answered once: its id, and its answer's event id."""
     started = await alice.post("/v1/runs", json={"prompt": "Write made.txt.", "follow_ups": True})
     assert started.status_code == 201, started.text
@@ -210,7 +210,7 @@ async def answer_to(
 @pytest.mark.process
 async def test_another_services_api_finds_a_run_as_no_run_at_all(two: TwoServices) -> None:
     async with two.a.client("alice") as alice, two.b.client("alice") as b_alice:
-        workflow_id, answer = await a_conversation(two, alice)
+        workflow_id, answer = await a_conversation(alice)
         recorded = await (await two.client.get_workflow_handle(workflow_id).describe()).memo()
         unknown = f"{workflow_id}-no-such-run"
         asked = {
@@ -259,7 +259,7 @@ async def test_another_services_starter_finds_a_run_as_no_run_at_all(two: TwoSer
         return done.returncode, done.stderr, done.stdout
 
     async with two.a.client("alice") as alice:
-        workflow_id, _ = await a_conversation(two, alice)
+        workflow_id, _ = await a_conversation(alice)
         unknown = f"{workflow_id}-no-such-run"
         said = {}
         for option, prompt in (("--attach", []), ("--continue", ["Go on."]), ("--end", [])):
