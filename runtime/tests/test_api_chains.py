@@ -2,6 +2,7 @@
 events come from both runs of its chain, in order, each id naming its run
 (history event ids restart in each run), and a client that reconnects with
 the id of the first run's last event gets the second run's events, once.
+Every run of the chain names its service and its caller, as the first did.
 
 The API is a process; the worker runs in the test (a variant of the
 service's workflow that continues as new between two prompts,
@@ -14,8 +15,9 @@ import pytest
 from temporalio.client import Client
 
 from sandbox_agent_runtime.api.events import event_id_parts
+from sandbox_agent_runtime.owners import service_memo
 from sandbox_agent_runtime.run_request import RunRequest
-from sandbox_agent_runtime.shared import CALLER_MEMO, END
+from sandbox_agent_runtime.shared import CALLER_MEMO, END, SERVICE_MEMO
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.api_client import api_process, read_events
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, follow_up
@@ -47,8 +49,8 @@ async def test_a_stream_follows_a_conversation_across_its_continue_as_new(
             RunRequest("Write a file.", follow_ups=True),
             id=f"{project_service().task_queue}-{uuid.uuid4()}",
             task_queue=project_service().task_queue,
-            # As the API records its caller (api/callers.py).
-            memo={CALLER_MEMO: "token:alice"},
+            # As the API records its service and caller (owners.py, api/callers.py).
+            memo={**service_memo(), CALLER_MEMO: "token:alice"},
         )
         await answered(handle, 1)
         # The first run answered, then handed the conversation on.
@@ -58,6 +60,7 @@ async def test_a_stream_follows_a_conversation_across_its_continue_as_new(
         await answered(handle, 2)
         await handle.execute_update(END)
         await handle.result()
+        last_memo = await (await handle.describe()).memo()
         whole = await read_events(alice, handle.id)
         # Every run of the chain is alice's, and no one else's.
         state = await alice.get(f"/v1/runs/{handle.id}")
@@ -79,3 +82,6 @@ async def test_a_stream_follows_a_conversation_across_its_continue_as_new(
     assert rest == whole[last_of_first + 1 :] and event_id_parts(rest[0].id)[0] == runs[-1]
     assert state.status_code == 200 and state.json()["answered"] == 2
     assert refused.status_code == 404
+    # The chain's last run names its service and caller as its first did.
+    assert last_memo[SERVICE_MEMO] == project_service().task_queue
+    assert last_memo[CALLER_MEMO] == "token:alice"

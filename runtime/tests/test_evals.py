@@ -20,6 +20,8 @@ from sandbox_agent_runtime.evals.dataset import load
 from sandbox_agent_runtime.evals.report import Price, build, write
 from sandbox_agent_runtime.evals.rubric import grade, grading_input
 from sandbox_agent_runtime.evals.runner import Grader, prepare, run_all
+from sandbox_agent_runtime.shared import SERVICE_MEMO
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.eval_model import EvalModel
 from sandbox_agent_runtime.testing.support import running_worker
 
@@ -163,9 +165,12 @@ cases:
     script = {"Go on and on.": lambda n: ["echo more"] * 10}
     async with running_worker(temporal_client, EvalModel(script)) as (client, _):
         [attempt] = await run_all(client, prepare(cases, False), 1, 1, "scripted", PRICES, None)
+        memo = await (await client.get_workflow_handle(attempt.run_id).describe()).memo()
 
     assert not attempt.passed
     assert attempt.failed == "max_tokens"
+    # The run is the service's, as every run it starts (owners.py).
+    assert memo[SERVICE_MEMO] == project_service().task_queue
     assert attempt.reason.startswith("stopped: token budget reached: "), attempt.reason
     assert attempt.turns == 1
 

@@ -24,8 +24,8 @@ import pytest
 from temporalio.client import Client
 
 from sandbox_agent_runtime import starter
+from sandbox_agent_runtime.owners import service_memo
 from sandbox_agent_runtime.run_request import RunRequest
-from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import (
     EXIT_COMPLETED,
     EXIT_INTERRUPTED,
@@ -162,6 +162,8 @@ async def interrupted_while_following(
         RunRequest("Wait."),
         id=f"interrupted-{uuid.uuid4()}",
         task_queue=f"nobody-polls-{uuid.uuid4()}",
+        # This service's run all the same (owners.py), as the starter records it.
+        memo=service_memo(),
     )
     async with service(starter + ["--attach", handle.id], environment) as following:
         await following.wait_for("Web UI: ")
@@ -315,11 +317,8 @@ async def test_an_id_that_names_no_conversation_is_refused_at_once_with_no_worke
         for option, prompt in (("--continue", ["Go on."]), ("--end", []), ("--attach", [])):
             assert await asyncio.to_thread(starter, option, other.id, *prompt) == (
                 EXIT_USAGE,
-                [
-                    f"ERROR: {option} {other.id!r}: it is a SomeoneElsesWorkflow (on task queue "
-                    f"'someone-else'), not a run of this service (a {WORKFLOW_TYPE}): {option} "
-                    "takes the id of one."
-                ],
+                # Another service's run: the line of an unknown id (owners.py).
+                [f"ERROR: {option} {other.id!r}: no such workflow in namespace 'default'."],
                 "",
             ), option
         # A run of this service started without follow-ups takes none.

@@ -6,7 +6,8 @@
 
 It connects as the starter does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 TEMPORAL_API_KEY, a profile: connection.py) and writes the history of each of
-the latest runs of this service's workflow, open or closed, as JSON: the
+the latest runs of this service's workflow (not another service's in the
+namespace: owners.py), open or closed, as JSON: the
 format ``temporal workflow show --output json`` writes, which the suite reads
 too. tests/test_histories.py replays every file there against the workflow's
 current code; a change that would make runs in flight fail replay then fails
@@ -28,6 +29,7 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.exits import exit_after
+from sandbox_agent_runtime.owners import of_this_service
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 
 DEFAULT_DIRECTORY = Path("tests/histories")
@@ -43,13 +45,18 @@ def file_name(workflow_id: str, run_id: str) -> str:
 async def record(
     client: Client, directory: Path, limit: int, query: str | None = None
 ) -> list[Path]:
-    """Write the histories of the ``limit`` latest runs of the workflow (of
-    those ``query`` selects, a visibility query) into ``directory``; the
-    files written."""
+    """Write the histories of the ``limit`` latest runs of this service's
+    workflow (of those ``query`` selects, a visibility query) into
+    ``directory``; the files written. Another service's runs in the
+    namespace (owners.py) are left out."""
     directory.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: list[Path] = []
     query = f"WorkflowType = {WORKFLOW_TYPE!r}" + (f" AND ({query})" if query else "")
-    async for run in client.list_workflows(query, limit=limit):
+    async for run in client.list_workflows(query):
+        if len(written) == limit:
+            break
+        if not of_this_service(run, await run.memo()):
+            continue
         history = await client.get_workflow_handle(run.id, run_id=run.run_id).fetch_history()
         path = directory / file_name(run.id, run.run_id)
         path.write_text(history.to_json() + "\n")

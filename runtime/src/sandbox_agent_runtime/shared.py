@@ -134,6 +134,11 @@ CALLER_MEMO = "api_caller"
 # that failed for good): the sandbox's provider, host, session id and why
 # (phases/ending.py), for an operator to find and remove it.
 SANDBOX_LEFT_MEMO = "sandbox_left"
+# The memo key of every run a service starts (the API, the starter, the
+# evaluations): the service it belongs to (its task queue), carried from run
+# to run of its chain. The API and the starter act only on their own
+# service's runs (owners.py).
+SERVICE_MEMO = "service"
 
 # How long a conversation keeps its sandbox after an answer, and how long it
 # waits for a follow-up before it ends, unless the worker's

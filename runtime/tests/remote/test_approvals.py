@@ -30,6 +30,7 @@ from temporalio.worker import Replayer
 
 from sandbox_agent_runtime import starter
 from sandbox_agent_runtime.observability import APPROVAL_WAIT, APPROVALS
+from sandbox_agent_runtime.owners import service_memo
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import DECIDE, END, PENDING
 from sandbox_agent_runtime.starter import (
@@ -623,6 +624,8 @@ async def test_pending_with_no_worker_running_says_so_in_one_line_in_bounded_tim
         f"{project_service().name}-no-such-worker",
         id=f"nobody-{uuid.uuid4()}",
         task_queue="nobody",
+        # This service's run all the same (owners.py), as the starter records it.
+        memo=service_memo(),
     )
     environment = starter_environment(starter_env)
     try:

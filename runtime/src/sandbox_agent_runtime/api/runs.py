@@ -30,6 +30,7 @@ from sandbox_agent_runtime import approvers
 from sandbox_agent_runtime.api.callers import Caller
 from sandbox_agent_runtime.api.problems import Problem, not_found
 from sandbox_agent_runtime.archives import write_outputs
+from sandbox_agent_runtime.owners import of_this_service, service_memo
 from sandbox_agent_runtime.run_request import (
     ENDED,
     WORKING,
@@ -67,21 +68,16 @@ def no_worker(workflow_id: str) -> Problem:
 async def own_run(client: Client, caller: Caller, workflow_id: str) -> WorkflowExecutionDescription:
     """The latest run of ``workflow_id`` when ``caller`` started it through
     the API; a 404 otherwise, the same for a run that does not exist, one of
-    another caller or of the command-line starter, and another service's."""
+    another caller or of the command-line starter, and another service's
+    (owners.py), whatever its workflow type."""
     try:
         description = await chain_run(client, workflow_id, None).describe()
     except RPCError as e:
         if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
             raise not_found(workflow_id) from e
         raise
-    # This service's runs: of its workflow type, or on its task queue (a
-    # subclass of the workflow registered under a name of its own).
-    if (
-        description.workflow_type != WORKFLOW_TYPE
-        and description.task_queue != current().task_queue
-    ):
-        raise not_found(workflow_id)
-    if (await description.memo()).get(CALLER_MEMO) != caller.owner:
+    memo = await description.memo()
+    if not of_this_service(description, memo) or memo.get(CALLER_MEMO) != caller.owner:
         raise not_found(workflow_id)
     return description
 
@@ -96,7 +92,7 @@ async def start_run(client: Client, caller: Caller, request: RunRequest) -> str:
         id=workflow_id,
         task_queue=service.task_queue,
         execution_timeout=None if request.follow_ups else service.workflow_execution_timeout,
-        memo={CALLER_MEMO: caller.owner},
+        memo={**service_memo(), CALLER_MEMO: caller.owner},
     )
     return workflow_id
 

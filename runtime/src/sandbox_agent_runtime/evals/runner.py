@@ -24,6 +24,7 @@ from sandbox_agent_runtime.archives import inputs_of, repo_of
 from sandbox_agent_runtime.evals import answers
 from sandbox_agent_runtime.evals.dataset import Case
 from sandbox_agent_runtime.evals.report import Attempt, Price, cost_of
+from sandbox_agent_runtime.owners import service_memo
 from sandbox_agent_runtime.run_request import Input, RunAnswer, RunRequest
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import USAGE_MEMO, WORKFLOW_TYPE
@@ -153,7 +154,7 @@ async def attempt(
             service.workflow_execution_timeout, timedelta(seconds=case.timeout_seconds)
         ),
         result_type=RunAnswer,
-        memo={"evaluation": {"case": case.id, "repetition": repetition}},
+        memo={**service_memo(), "evaluation": {"case": case.id, "repetition": repetition}},
     )
     failed: tuple[str, str] | None = None
     answer: RunAnswer | None = None

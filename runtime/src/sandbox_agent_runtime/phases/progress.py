@@ -10,7 +10,7 @@ from temporalio import workflow
 
 from sandbox_agent_runtime.observability import Usage, count_session
 from sandbox_agent_runtime.run_request import ENDED, RELEASED, WAITING, WORKING, Conversation
-from sandbox_agent_runtime.shared import CALLER_MEMO, SESSION_MEMO, USAGE_MEMO
+from sandbox_agent_runtime.shared import CALLER_MEMO, SERVICE_MEMO, SESSION_MEMO, USAGE_MEMO
 
 
 class Progress:
@@ -48,11 +48,12 @@ class Progress:
         memo: dict[str, Any] = {USAGE_MEMO: asdict(usage)}
         if follow_ups:
             memo[SESSION_MEMO] = self.memo()
-        # Who started the chain through the API (api/callers.py): every run
-        # of the chain is theirs.
-        caller = workflow.memo_value(CALLER_MEMO, None)
-        if caller is not None:
-            memo[CALLER_MEMO] = caller
+        # The service the chain belongs to (owners.py), and who started it
+        # through the API (api/callers.py): every run of the chain is theirs.
+        for owner in (SERVICE_MEMO, CALLER_MEMO):
+            recorded = workflow.memo_value(owner, None)
+            if recorded is not None:
+                memo[owner] = recorded
         return memo
 
     def memo(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from sandbox_agent_runtime import approvers
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.display import safe_line
+from sandbox_agent_runtime.owners import of_this_service
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import (
     BadSetting,
@@ -32,6 +33,7 @@ from sandbox_agent_runtime.starter.client import (
     no_such_workflow,
     quiet_runtime,
     stopped_answering,
+    unknown_workflow,
 )
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
@@ -100,8 +102,11 @@ async def pending_requests(
 
 async def running_run(client: Client, workflow_id: str) -> str:
     """The latest run of ``workflow_id``; ``NoDecision`` unless it is running
-    (an ``RPCError`` NOT_FOUND for no such workflow)."""
+    (an ``RPCError`` NOT_FOUND for no such workflow), and for another
+    service's run the line of an unknown id (owners.py)."""
     description = await answered(chain_run(client, workflow_id, None).describe)
+    if not of_this_service(description, await description.memo()):
+        raise NoDecision(unknown_workflow(client, workflow_id))
     if description.status != WorkflowExecutionStatus.RUNNING:
         status = (
             description.status.name.lower().replace("_", " ") if description.status else "ended"

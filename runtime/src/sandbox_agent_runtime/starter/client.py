@@ -151,13 +151,16 @@ def web_ui_link(client: Client, workflow_id: str, ui_url: str | None) -> str:
     return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
 
 
+def unknown_workflow(client: Client, workflow_id: str) -> str:
+    """What the starter says of a workflow id that names no workflow, or
+    another service's (owners.py): the same, so it tells them apart by nothing."""
+    return f"no such workflow {workflow_id!r} in namespace {client.namespace!r}."
+
+
 def no_such_workflow(error: RPCError, client: Client, workflow_id: str) -> int:
     """The status for a workflow id that names no workflow; any other
     error goes on up."""
     if error.status != RPCStatusCode.NOT_FOUND:
         raise error
-    print(
-        safe_line(f"ERROR: no such workflow {workflow_id!r} in namespace {client.namespace!r}."),
-        file=sys.stderr,
-    )
+    print(safe_line(f"ERROR: {unknown_workflow(client, workflow_id)}"), file=sys.stderr)
     return EXIT_USAGE

@@ -1,5 +1,5 @@
 """Finding a run and where it stands: the latest run of a workflow id,
-described and checked to be this service's; where a conversation stands
+described and checked to be this service's (owners.py); where a conversation stands
 (its SESSION_MEMO), in words; and from which event of its history the
 prompt it works on is shown."""
 
@@ -11,21 +11,22 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
+from sandbox_agent_runtime.owners import of_this_service
 from sandbox_agent_runtime.run_request import RELEASED, WAITING
-from sandbox_agent_runtime.service import current
-from sandbox_agent_runtime.shared import FOLLOW_UP, SESSION_MEMO, WORKFLOW_TYPE
+from sandbox_agent_runtime.shared import FOLLOW_UP, SESSION_MEMO
 from sandbox_agent_runtime.starter.client import answered, chain_run
 from sandbox_agent_runtime.starter.statuses import EXIT_USAGE, Refused
 
 
 async def described(client: Client, workflow_id: str, option: str) -> WorkflowExecutionDescription:
     """The latest run of ``workflow_id``, described; ``Refused`` (EXIT_USAGE)
-    when there is no such workflow, or it is another service's: neither of
-    this service's workflow type nor on its task queue (whose history and
-    updates this one cannot read, and whose queue its workers do not poll).
-    A run of this service's type on another queue, or of a type of its own
-    on this service's queue (a subclass of the workflow registered under
-    another name), is followed."""
+    when there is no such workflow or it is another service's (owners.py),
+    whatever its workflow type: the same line for both, so a service learns
+    nothing of another's runs."""
+    unknown = Refused(
+        f"{option} {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
+        EXIT_USAGE,
+    )
     try:
         description: WorkflowExecutionDescription = await answered(
             chain_run(client, workflow_id, None).describe
@@ -33,17 +34,9 @@ async def described(client: Client, workflow_id: str, option: str) -> WorkflowEx
     except RPCError as e:
         if e.status != RPCStatusCode.NOT_FOUND:
             raise
-        raise Refused(
-            f"{option} {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
-            EXIT_USAGE,
-        ) from e
-    kind, queue = description.workflow_type, description.task_queue
-    if kind != WORKFLOW_TYPE and queue != current().task_queue:
-        raise Refused(
-            f"{option} {workflow_id!r}: it is a {kind} (on task queue {queue!r}), not a run of "
-            f"this service (a {WORKFLOW_TYPE}): {option} takes the id of one.",
-            EXIT_USAGE,
-        )
+        raise unknown from e
+    if not of_this_service(description, await description.memo()):
+        raise unknown
     return description
 
 

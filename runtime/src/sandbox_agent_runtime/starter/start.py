@@ -10,6 +10,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from sandbox_agent_runtime.owners import service_memo
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import StarterSettings
@@ -47,6 +48,7 @@ async def start(
         task_queue=service.task_queue,
         execution_timeout=None if request.follow_ups else service.workflow_execution_timeout,
         result_type=RunAnswer,
+        memo=service_memo(),
     )
 
 

@@ -40,11 +40,13 @@ class ApiProcess:
 
 
 @asynccontextmanager
-async def api_process(environment: dict[str, str]) -> AsyncIterator[ApiProcess]:
-    """The project's API command, serving on a free local port."""
+async def api_process(
+    environment: dict[str, str], command: list[str] | None = None
+) -> AsyncIterator[ApiProcess]:
+    """The project's API command (or ``command``), serving on a free local port."""
     address = free_address()
     environment = {**environment, "API_BIND_ADDRESS": address, "API_TOKENS": api_tokens()}
-    async with service(API, environment) as process:
+    async with service(command or API, environment) as process:
         await process.wait_for("Application startup complete", timeout=60)
         yield ApiProcess(process, f"http://{address}")
 
