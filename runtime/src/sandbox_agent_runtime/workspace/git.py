@@ -100,8 +100,9 @@ _PR_SET_PDEATHSIG = 1
 # (SIGTERM, its parent-death signal), it kills its whole process group, git
 # and the helpers git started (which no parent-death signal reaches),
 # whatever they are waiting on. Otherwise it ends as git ends, with git's
-# status.
-_GUARD = ("sh", "-c", 'trap "kill -s KILL 0" TERM; "$@" & wait $!', "git", "git")
+# status. Git runs under ``env``, which sets what it may not inherit
+# (``git``: its transports, no prompt).
+_GUARD = ("sh", "-c", 'trap "kill -s KILL 0" TERM; "$@" & wait $!', "git", "env")
 
 
 @functools.cache
@@ -197,18 +198,15 @@ async def git(
     configuration: none unless given)."""
     limit = timeout if isinstance(timeout, Limit) else Limit(timeout)
     seconds, said = limit.next()
-    environment = {
-        **os.environ,
-        "GIT_ALLOW_PROTOCOL": ":".join(protocols),
-        "GIT_TERMINAL_PROMPT": "0",
-        "GCM_INTERACTIVE": "never",
-    }
     process = await asyncio.create_subprocess_exec(
         *_GUARD,
+        f"GIT_ALLOW_PROTOCOL={':'.join(protocols)}",
+        "GIT_TERMINAL_PROMPT=0",
+        "GCM_INTERACTIVE=never",
+        "git",
         *STALLED,
         *arguments,
         cwd=cwd,
-        env=environment,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
