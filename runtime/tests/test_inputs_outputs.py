@@ -1150,7 +1150,7 @@ async def test_the_starter_refuses_bad_input_in_one_line_leaving_nothing_behind(
         (
             ["--repo", "two words"],
             "ERROR: --repo 'two words': give a git URL, optionally @ a branch, tag or commit "
-            "(https://github.com/org/repo@v1.2, /path/to/repo@main).",
+            "(https://github.com/org/repo@v1.2, git@github.com:org/repo@main).",
         ),
     ]
 

@@ -12,6 +12,7 @@ import dataclasses
 import http.server
 import ipaddress
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -31,6 +32,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from sandbox_agent_runtime import repos
 from sandbox_agent_runtime.archives import BadInput, repo_of
+from sandbox_agent_runtime.evals.dataset import load
+from sandbox_agent_runtime.evals.runner import prepare
 from sandbox_agent_runtime.repos import BadRepo
 from sandbox_agent_runtime.run_request import Repo, RunRequest
 from sandbox_agent_runtime.settings import BadSetting, repo_policy
@@ -160,11 +163,26 @@ def test_a_bad_repository_setting_is_one_line(variable: str, value: str, said: s
     assert said in str(refused.value) and "\n" not in str(refused.value)
 
 
-def test_the_clients_refuse_before_a_run_starts_and_connect_to_nothing() -> None:
+def test_the_clients_refuse_before_a_run_starts_and_connect_to_nothing(tmp_path: Path) -> None:
     """The starter's and the evaluations' check (archives.repo_of, with the
     service's settings): a host on loopback, named by address or by a name
     that resolves to it, is refused without a connection."""
     with listening() as listener:
+        dataset = tmp_path / "cases.yaml"
+        dataset.write_text(
+            f"cases:\n- {{id: a, prompt: Go., repo: 'https://localhost:{listener.port}/r.git@v1', "
+            "checks: [{file_exists: out.txt}]}\n"
+        )
+        # The dataset's form is fine; the service's settings refuse it
+        # before any case runs.
+        with pytest.raises(
+            BadInput,
+            match=re.escape(
+                f"case 'a': repo 'https://localhost:{listener.port}/r.git' is not allowed: "
+                f"its host localhost resolves to 127.0.0.1, {NOT_PUBLIC}"
+            ),
+        ):
+            prepare(load(dataset), False, SETTINGS.repos)
         for url in (
             f"https://127.0.0.1:{listener.port}/org/repo.git",
             f"https://localhost:{listener.port}/org/repo.git@main",

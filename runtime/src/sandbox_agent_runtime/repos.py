@@ -133,10 +133,10 @@ def target_of(url: str, policy: RepoPolicy = DEFAULT_POLICY) -> Target:
 
 
 def checked(url: str, policy: RepoPolicy = DEFAULT_POLICY) -> Target:
-    """``url``'s target, every address its host resolves to looked up and
-    allowed (public, or in REPO_ALLOWED_NETWORKS); else ``BadRepo``. A host
-    that does not resolve here is refused too (the worker resolves it again
-    before it clones; a client may pass one, ``unresolved_ok``)."""
+    """``url``'s target, as the worker checks it before it clones: every
+    address its host resolves to looked up and allowed (public, or in
+    REPO_ALLOWED_NETWORKS); else ``BadRepo``, a host that does not resolve
+    included. Blocking: a coroutine runs it in a thread."""
     return _checked(url, policy, unresolved_ok=False)
 
 
@@ -210,13 +210,6 @@ def git_options(target: Target, policy: RepoPolicy) -> list[str]:
         )
         options += ["-c", f"http.curloptResolve={target.host}:{port}:{pinned}"]
     return options
-
-
-def policy_line(policy: RepoPolicy) -> str:
-    """The policy in words, for a log line."""
-    hosts = ", ".join(policy.hosts) or "any host"
-    networks = ", ".join(str(each) for each in policy.networks) or "none"
-    return f"schemes {', '.join(policy.schemes)}; hosts {hosts}; private networks {networks}"
 
 
 def parse_schemes(value: str) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from temporalio import exceptions
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from sandbox_agent_runtime.archives import inputs_of, repo_of
+from sandbox_agent_runtime.archives import BadInput, inputs_of, repo_of
 from sandbox_agent_runtime.evals.dataset import Case
 from sandbox_agent_runtime.evals.report import Attempt, Price, cost_of
 from sandbox_agent_runtime.repos import DEFAULT_POLICY, RepoPolicy
@@ -60,10 +60,20 @@ def prepare(
         Prepared(
             case,
             inputs_of([str(path) for path in case.inputs], has_store),
-            repo_of(case.repo, repos) if case.repo else None,
+            allowed_repo(case, repos),
         )
         for case in cases
     ]
+
+
+def allowed_repo(case: Case, repos: RepoPolicy) -> Repo | None:
+    """The case's repository, allowed by ``repos``; ``BadInput`` naming the case."""
+    if not case.repo:
+        return None
+    try:
+        return repo_of(case.repo, repos)
+    except BadInput as e:
+        raise BadInput(f"case {case.id!r}: {str(e).replace('--repo', 'repo', 1)}") from None
 
 
 def answer_text(answer: RunAnswer) -> str:
