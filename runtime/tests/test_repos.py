@@ -429,7 +429,9 @@ async def test_a_request_that_cannot_be_sent_on_fails_its_run_at_once(
     converter): the run fails at once in one line naming the field, instead
     of its workflow task failing for ever (with follow_ups, a run with no
     timeout that /end could not end)."""
-    plain = Client(**{**temporal_client.config(), "data_converter": DataConverter.default})
+    config = temporal_client.config()
+    config["data_converter"] = DataConverter.default
+    plain = Client(**config)
     request = RunRequest(
         "Look.", repo=Repo(url="https://github.com/org/\ud800", name="r"), follow_ups=follow_ups
     )

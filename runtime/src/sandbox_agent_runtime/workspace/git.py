@@ -272,7 +272,7 @@ async def clone(
     own: ``Limit``) each fails for good, naming it, before any connection to
     a host that is not allowed."""
     try:
-        target = await asyncio.to_thread(repos.checked, repo.url, policy)
+        allowed = await asyncio.to_thread(repos.checked, repo.url, policy)
     except repos.BadRepo as e:
         raise ApplicationError(
             f"Repository {e}", type="RepoNotAllowed", non_retryable=True
@@ -289,7 +289,7 @@ async def clone(
     try:
         try:
             await git(
-                *repos.git_options(target, policy),
+                *repos.git_options(allowed, policy),
                 "clone",
                 "--quiet",
                 "--no-checkout",
