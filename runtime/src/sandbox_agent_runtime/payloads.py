@@ -10,11 +10,11 @@ plain dicts at run time, so reading them as JSON gives the model the same
 items, cheaply. Everything else in the input (settings, tools, tracing) is
 still validated.
 
-A payload it cannot read (a lone surrogate in a run's request, which JSON
-escapes but the plugin's JSON reader refuses) is an ``UndecodablePayload``,
-a failure retrying cannot fix: a run's request that cannot be read fails the
-run at once in one line naming the field, instead of failing its workflow
-task for ever (issue 61).
+A payload no code could read (a lone surrogate in a run's request, which
+JSON escapes but the plugin's JSON reader refuses) is an
+``UndecodablePayload``, a failure retrying cannot fix: such a request fails
+its run at once in one line naming the field, instead of failing its
+workflow task for ever (issue 61).
 """
 
 import dataclasses
@@ -34,7 +34,7 @@ from temporalio.openai_agents._invoke_model_activity import ActivityModelInput
 
 
 class UndecodablePayload(ApplicationError, ValueError):
-    """A payload the converter cannot read, in one line: a failure (the
+    """A payload no code could read, in one line: a failure (the
     workflow's, where its input is read), never retried."""
 
     def __init__(self, message: str) -> None:
@@ -61,8 +61,9 @@ def not_text(value: Any, where: str = "") -> str | None:
     return None
 
 
-def unreadable(payloads: Sequence[Payload], error: ValueError) -> str:
-    """Why ``payloads`` cannot be read, in a line."""
+def unreadable(payloads: Sequence[Payload]) -> str | None:
+    """Why ``payloads`` can never be read, whatever code reads them, in a
+    line: a field holding a lone surrogate; None when none does."""
     for payload in payloads:
         try:
             where = not_text(json.loads(payload.data))
@@ -73,23 +74,25 @@ def unreadable(payloads: Sequence[Payload], error: ValueError) -> str:
                 f"A payload cannot be read: its {where} holds a lone surrogate (a character "
                 "UTF-8 cannot carry); send UTF-8 text."
             )
-    first = " ".join(str(error).split())[:300]
-    return f"A payload cannot be read: {first}"
+    return None
 
 
 class AgentPayloadConverter(OpenAIPayloadConverter):
     """The plugin's converter, except for a model call's conversation; a
-    payload it cannot read is an ``UndecodablePayload``."""
+    payload no code could read is an ``UndecodablePayload``."""
 
     def from_payloads(
         self, payloads: Sequence[Payload], type_hints: list[type] | None = None
     ) -> list[Any]:
         try:
             return self._read(payloads, type_hints)
-        except UndecodablePayload:
-            raise
-        except ValueError as e:
-            raise UndecodablePayload(unreadable(payloads, e)) from None
+        except ValueError:
+            # Any other error may be the reading code's, which a deploy can
+            # fix: it fails the workflow task, which waits for the fix.
+            why = unreadable(payloads)
+            if why is None:
+                raise
+            raise UndecodablePayload(why) from None
 
     def _read(self, payloads: Sequence[Payload], type_hints: list[type] | None) -> list[Any]:
         if not type_hints or ActivityModelInput not in type_hints:
