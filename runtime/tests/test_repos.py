@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from temporalio import activity, workflow
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import RetryPolicy
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -34,13 +34,15 @@ from sandbox_agent_runtime import repos
 from sandbox_agent_runtime.archives import BadInput, repo_of
 from sandbox_agent_runtime.evals.dataset import load
 from sandbox_agent_runtime.evals.runner import prepare
+from sandbox_agent_runtime.payloads import AgentPayloadConverter, UndecodablePayload
 from sandbox_agent_runtime.repos import BadRepo
-from sandbox_agent_runtime.run_request import Repo, RunRequest
+from sandbox_agent_runtime.run_request import ENDED, FollowUp, Input, Repo, RunRequest
 from sandbox_agent_runtime.settings import BadSetting, repo_policy
-from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from sandbox_agent_runtime.shared import END, FOLLOW_UP, WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.api_client import api_process
+from sandbox_agent_runtime.testing.conversing import answered
 from sandbox_agent_runtime.testing.faults import silent_git_server
 from sandbox_agent_runtime.testing.processes import service_environment
 from sandbox_agent_runtime.testing.repositories import (
@@ -450,6 +452,67 @@ async def test_a_request_that_cannot_be_sent_on_fails_its_run_at_once(
         "cannot carry); send UTF-8 text."
     )
     assert model.input_sizes == []
+
+
+async def test_a_request_read_by_its_type_that_cannot_be_sent_on_fails_at_once(
+    temporal_client: Client,
+) -> None:
+    """A start with both arguments is read by its types, lone surrogate and
+    all: the run refuses it before its next payload would fail its task for
+    ever; so is a follow-up, refused by the update's validator (END still
+    ends the conversation)."""
+    config = temporal_client.config()
+    config["data_converter"] = DataConverter.default
+    plain = Client(**config)
+    model = ScriptedModel(["echo hi", "echo again"])
+    async with running_worker(temporal_client, model) as (client, _):
+        typed = await plain.start_workflow(
+            WORKFLOW_TYPE,
+            args=[RunRequest("Look.", repo=Repo(url="https://github.com/\ud800", name="r")), None],
+            id=f"surrogate-{uuid.uuid4().hex[:8]}",
+            task_queue=project_service().task_queue,
+        )
+        async with asyncio.timeout(60):
+            reason = await failure_of(typed)
+        talking = await start(client, RunRequest("Say hi.", follow_ups=True))
+        await answered(talking, 1)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await plain.get_workflow_handle(talking.id).execute_update(
+                FOLLOW_UP, FollowUp("again \udc80")
+            )
+        assert await talking.execute_update(END, result_type=str) == ENDED
+    assert reason == (
+        "The run's request cannot be sent on: its repo.url holds a lone surrogate (a character "
+        "UTF-8 cannot carry); send UTF-8 text."
+    )
+    cause = refused.value.cause
+    assert isinstance(cause, ApplicationError) and cause.message == (
+        "The follow-up cannot be sent on: its prompt holds a lone surrogate (a character "
+        "UTF-8 cannot carry); send UTF-8 text."
+    )
+
+
+def test_only_a_payload_no_code_could_read_is_a_failure_of_its_own() -> None:
+    """A lone surrogate is an UndecodablePayload naming its field; a payload
+    today's code cannot read (JSON cut short) stays the error it was, which
+    fails the workflow task until a deploy fixes the code."""
+    converter = AgentPayloadConverter()
+    escaped = DataConverter.default.payload_converter.to_payloads(
+        [RunRequest("Look.", inputs=[Input("a\udc00", "file", 1, 1, "", "")])]
+    )
+    # As a client's start (the request alone) arrives: no type to read it by.
+    with pytest.raises(UndecodablePayload) as undecodable:
+        converter.from_payloads(escaped, None)
+    assert undecodable.value.non_retryable
+    assert undecodable.value.message == (
+        "A payload cannot be read: its inputs[0].name holds a lone surrogate (a character "
+        "UTF-8 cannot carry); send UTF-8 text."
+    )
+    [misread] = DataConverter.default.payload_converter.to_payloads([{"provider": "local"}])
+    misread.data = b'{"provider": "local"'
+    with pytest.raises(ValueError) as other:
+        converter.from_payloads([misread], None)
+    assert not isinstance(other.value, UndecodablePayload)
 
 
 # ------------------------------------------------------------ the API
