@@ -192,9 +192,21 @@ BAD_CASES = [
     ),
     pytest.param(
         f"{{id: a, prompt: Go., repo: 'not a url', {OK}}}",
-        "case 'a': repo 'not a url' is not allowed: give a git URL, optionally @ a branch, "
-        "tag or commit (https://github.com/org/repo@v1.2).",
+        "case 'a': repo 'not a url': give a git URL, optionally @ a branch, "
+        "tag or commit (https://github.com/org/repo@v1.2, git@github.com:org/repo@main).",
         id="bad-repo",
+    ),
+    pytest.param(
+        f"{{id: a, prompt: Go., repo: '/srv/repos/secret@main', {OK}}}",
+        "case 'a': repo '/srv/repos/secret' is not allowed: a path names a directory on the "
+        "worker's own disk; use an https:// or ssh:// URL, or user@host:path.",
+        id="repo-path",
+    ),
+    pytest.param(
+        f"{{id: a, prompt: Go., repo: 'file:///etc', {OK}}}",
+        "case 'a': repo 'file:///etc' is not allowed: a file:// URL reads the worker's own "
+        "disk; use an https:// or ssh:// URL, or user@host:path.",
+        id="repo-file-url",
     ),
     pytest.param(
         "{id: a, prompt: Go., checks: [{answer_json_schema: {type: strin}}]}",

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tarfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -80,6 +81,7 @@ from sandbox_agent_runtime.testing.handovers import StallsAfterTheFirstCommand
 from sandbox_agent_runtime.testing.object_stores import client_with, objects_in, payloads_in
 from sandbox_agent_runtime.testing.plugin import BUCKET
 from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
+from sandbox_agent_runtime.testing.repositories import LOOPBACK_REPOS, bare_copy, serving
 from sandbox_agent_runtime.testing.scripted_model import (
     Call,
     ScriptedModel,
@@ -104,6 +106,7 @@ from sandbox_agent_runtime.testing.workspace_agents import (
     StructuredAnswerWorkflow,
 )
 from sandbox_agent_runtime.workspace import clone_dir
+from sandbox_agent_runtime.workspace.git import NOT_CLONED
 
 # A table of 12 rows.
 ROWS = "".join(f"{row},x\n" for row in range(12))
@@ -674,16 +677,24 @@ def git(*arguments: str, cwd: Path) -> str:
 
 @dataclass(frozen=True)
 class Repository:
-    """A git repository on this machine, and what its README says at each ref."""
+    """A git repository on this machine, what its README says at each ref,
+    and its bare copy (``served``) served over HTTP on loopback at ``url``."""
 
     path: Path
     readme_at: dict[str, str]
+    served: Path
+    url: str
+
+
+# The tests' worker, allowed to clone the repositories they serve on loopback.
+CLONING = replace(SETTINGS, repos=LOOPBACK_REPOS)
 
 
 @pytest.fixture
-def repository(tmp_path: Path) -> Repository:
+def repository(tmp_path: Path) -> Iterator[Repository]:
     """``project``, of three commits on ``main``: the first tagged ``v1``,
-    the second (a commit, named by its hash) and the third, the branch's latest."""
+    the second (a commit, named by its hash) and the third, the branch's latest;
+    served on loopback while the test runs (a run is never given a path)."""
     if shutil.which("git") is None:
         pytest.fail("The --repo tests need git on this machine")
     path = tmp_path / "project"
@@ -701,7 +712,10 @@ def repository(tmp_path: Path) -> Repository:
             readme_at["v1"] = readme
         if version == "second":
             readme_at[git("rev-parse", "HEAD", cwd=path).strip()] = readme
-    return Repository(path, readme_at)
+    (tmp_path / "served").mkdir()
+    served = bare_copy(path, tmp_path / "served")
+    with serving(tmp_path / "served") as url:
+        yield Repository(path, readme_at, served, f"{url}/{served.name}")
 
 
 @pytest.mark.parametrize("at", ["tag", "commit"])
@@ -720,8 +734,8 @@ async def test_a_repository_is_cloned_at_its_ref_and_its_changes_apply_to_it(
         ]
     )
     out = tmp_path / "out"
-    request = RunRequest("Fix it.", repo=archives.repo_of(f"{repository.path}@{ref}"))
-    async with running_worker(starter_env, model):
+    request = RunRequest("Fix it.", repo=archives.repo_of(f"{repository.url}@{ref}"))
+    async with running_worker(starter_env, model, settings=CLONING):
         status = await run(request, STARTER_SETTINGS, output=out)
     printed = capsys.readouterr()
 
@@ -777,8 +791,8 @@ async def test_a_git_file_or_directory_in_the_repository_never_leads_git_elsewhe
         ]
     )
     out = tmp_path / "out"
-    request = RunRequest("Go.", repo=archives.repo_of(str(repository.path)))
-    async with running_worker(starter_env, model):
+    request = RunRequest("Go.", repo=archives.repo_of(repository.url))
+    async with running_worker(starter_env, model, settings=CLONING):
         status = await run(request, STARTER_SETTINGS, output=out)
     printed = capsys.readouterr()
 
@@ -808,9 +822,9 @@ async def test_outputs_that_cannot_be_collected_are_withheld_and_the_answer_arri
     # agent, on the worker's own host, removes both) when the outputs are
     # collected: the patch cannot be made, for good.
     commit = git("rev-parse", "v1", cwd=repository.path).strip()
-    repo = archives.repo_of(f"{repository.path}@v1")
-    model = ScriptedModel([f"rm -rf {clone_dir(repo, commit)} {repository.path} && echo removed"])
-    async with running_worker(starter_env, model) as (client, _):
+    repo = archives.repo_of(f"{repository.url}@v1")
+    model = ScriptedModel([f"rm -rf {clone_dir(repo, commit)} {repository.served} && echo removed"])
+    async with running_worker(starter_env, model, settings=CLONING) as (client, _):
         answer = await (await start(client, RunRequest("Go.", repo=repo))).result()
 
     assert "removed" in answer.answer
@@ -825,17 +839,17 @@ async def test_outputs_that_cannot_be_collected_are_withheld_and_the_answer_arri
 async def test_a_repository_or_ref_that_does_not_exist_fails_the_run_in_one_line(
     temporal_client: Client, repository: Repository, tmp_path: Path
 ) -> None:
-    path = repository.path
+    url = repository.url
     model = ScriptedModel(["ls"])
-    async with running_worker(temporal_client, model) as (client, _):
-        no_ref = await start(client, RunRequest("Look.", repo=archives.repo_of(f"{path}@nope")))
+    async with running_worker(temporal_client, model, settings=CLONING) as (client, _):
+        no_ref = await start(client, RunRequest("Look.", repo=archives.repo_of(f"{url}@nope")))
         no_ref_reason = await failure_of(no_ref)
-        gone = archives.repo_of(str(tmp_path / "gone"))
+        gone = archives.repo_of(url.replace("project.git", "gone.git"))
         no_repo_reason = await failure_of(await start(client, RunRequest("Look.", repo=gone)))
 
     assert "\n" not in no_ref_reason and "\n" not in no_repo_reason
-    assert no_ref_reason.endswith(f"{path} has no branch, tag or commit 'nope'"), no_ref_reason
-    assert f"Cannot clone {tmp_path / 'gone'}: " in no_repo_reason, no_repo_reason
+    assert no_ref_reason.endswith(f"{url} has no branch, tag or commit 'nope'"), no_ref_reason
+    assert no_repo_reason.endswith(f"Cannot clone {gone.url}: {NOT_CLONED}"), no_repo_reason
     # The agent never took a turn.
     assert model.input_sizes == []
 
@@ -847,7 +861,7 @@ async def test_an_input_named_like_the_repository_fails_the_run_in_one_line(
     # test below) asks for both in one directory.
     (tmp_path / "material" / "project").mkdir(parents=True)
     same_name = pack_input(tmp_path / "material" / "project")
-    request = RunRequest("Look.", inputs=[same_name], repo=archives.repo_of(str(repository.path)))
+    request = RunRequest("Look.", inputs=[same_name], repo=archives.repo_of(repository.url))
     model = ScriptedModel(["ls"])
     async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, request)
@@ -1136,7 +1150,7 @@ async def test_the_starter_refuses_bad_input_in_one_line_leaving_nothing_behind(
         (
             ["--repo", "two words"],
             "ERROR: --repo 'two words': give a git URL, optionally @ a branch, tag or commit "
-            "(https://github.com/org/repo@v1.2, /path/to/repo@main).",
+            "(https://github.com/org/repo@v1.2, git@github.com:org/repo@main).",
         ),
     ]
 

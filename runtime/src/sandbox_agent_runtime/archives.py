@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, cast
 
+from sandbox_agent_runtime import repos
+from sandbox_agent_runtime.repos import RepoPolicy
 from sandbox_agent_runtime.run_request import Input, OutputFile, Outputs, Repo
 from sandbox_agent_runtime.shared import (
     INLINE_FILES_LIMIT,
@@ -577,21 +579,38 @@ def inputs_of(paths: list[str], has_store: bool) -> list[Input]:
     return [_packed(each) for each in found]
 
 
-def repo_of(text: str) -> Repo:
+def repo_of(text: str, policy: RepoPolicy | None = None) -> Repo:
     """``--repo URL[@REF]`` as a ``Repo``. The ref follows the last ``@``
     that comes after the repository's path (``git@host:org/repo`` has none;
     ``git@host:org/repo@v1`` has ``v1``); the directory is the URL's last
-    part without ``.git``."""
+    part without ``.git``. The URL is one a run may be given
+    (repos.py): with ``policy``, allowed by it, its host's addresses
+    looked up (blocking: a coroutine runs this in a thread); without, of a
+    form a policy could allow (an evaluation's dataset, before the
+    settings are read)."""
     url, ref = text, None
     head, at, tail = text.rpartition("@")
     if at and tail and ("/" in head.split("://", 1)[-1] or ":" in head.split("://", 1)[-1]):
         url, ref = head, tail
     name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
-    if not url.strip() or not name or name in (".", "..") or any(c.isspace() for c in text):
+    if (
+        not url.strip()
+        or not name
+        or name in (".", "..")
+        or any(c.isspace() for c in text)
+        or not repos.text(ref or "")
+    ):
         raise BadInput(
-            f"--repo {text!r}: give a git URL, optionally @ a branch, tag or commit "
-            "(https://github.com/org/repo@v1.2, /path/to/repo@main)"
+            f"--repo {repos.shown(text)}: give a git URL, optionally @ a branch, tag or commit "
+            "(https://github.com/org/repo@v1.2, git@github.com:org/repo@main)"
         )
+    try:
+        if policy is None:
+            repos.target_of(url, repos.RepoPolicy(schemes=repos.SCHEMES))
+        else:
+            repos.checked_by_client(url, policy)
+    except repos.BadRepo as e:
+        raise BadInput(f"--repo {e}") from None
     return Repo(url=url, ref=ref, name=name)
 
 

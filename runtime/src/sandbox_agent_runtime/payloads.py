@@ -9,6 +9,12 @@ worker CPU per call at 350 kB: a third of a 300-step run's CPU
 plain dicts at run time, so reading them as JSON gives the model the same
 items, cheaply. Everything else in the input (settings, tools, tracing) is
 still validated.
+
+A payload no code could read (a lone surrogate in a run's request, which
+JSON escapes but the plugin's JSON reader refuses) is an
+``UndecodablePayload``, a failure retrying cannot fix: such a request fails
+its run at once in one line naming the field, instead of failing its
+workflow task for ever (issue 61).
 """
 
 import dataclasses
@@ -19,6 +25,7 @@ from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import OpenAIPayloadConverter
 
 # Not exported by the plugin; if it moves, the worker fails at import and
@@ -26,12 +33,68 @@ from temporalio.openai_agents import OpenAIPayloadConverter
 from temporalio.openai_agents._invoke_model_activity import ActivityModelInput
 
 
+class UndecodablePayload(ApplicationError, ValueError):
+    """A payload no code could read, in one line: a failure (the
+    workflow's, where its input is read), never retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, type="UndecodablePayload", non_retryable=True)
+
+
+def not_text(value: Any, where: str = "") -> str | None:
+    """The first string in ``value`` (JSON: objects, lists, strings) that
+    UTF-8 cannot carry (a lone surrogate), by its path ("repo.url"); None."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return where or "value"
+        return None
+    if not isinstance(value, dict | list):
+        return None
+    items: Any = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, each in items:
+        path = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key
+        found = not_text(each, str(path))
+        if found:
+            return found
+    return None
+
+
+def unreadable(payloads: Sequence[Payload]) -> str | None:
+    """Why ``payloads`` can never be read, whatever code reads them, in a
+    line: a field holding a lone surrogate; None when none does."""
+    for payload in payloads:
+        try:
+            where = not_text(json.loads(payload.data))
+        except ValueError:
+            continue
+        if where:
+            return (
+                f"A payload cannot be read: its {where} holds a lone surrogate (a character "
+                "UTF-8 cannot carry); send UTF-8 text."
+            )
+    return None
+
+
 class AgentPayloadConverter(OpenAIPayloadConverter):
-    """The plugin's converter, except for a model call's conversation."""
+    """The plugin's converter, except for a model call's conversation; a
+    payload no code could read is an ``UndecodablePayload``."""
 
     def from_payloads(
         self, payloads: Sequence[Payload], type_hints: list[type] | None = None
     ) -> list[Any]:
+        try:
+            return self._read(payloads, type_hints)
+        except ValueError:
+            # Any other error may be the reading code's, which a deploy can
+            # fix: it fails the workflow task, which waits for the fix.
+            why = unreadable(payloads)
+            if why is None:
+                raise
+            raise UndecodablePayload(why) from None
+
+    def _read(self, payloads: Sequence[Payload], type_hints: list[type] | None) -> list[Any]:
         if not type_hints or ActivityModelInput not in type_hints:
             return super().from_payloads(payloads, type_hints)
         return [

@@ -44,6 +44,7 @@ from temporalio.common import WorkerDeploymentVersion
 
 from sandbox_agent_runtime import encryption
 from sandbox_agent_runtime import object_store as stores
+from sandbox_agent_runtime import repos as repositories
 from sandbox_agent_runtime.approvers import default_key_file, public_text
 from sandbox_agent_runtime.display import without_credentials
 from sandbox_agent_runtime.service import current
@@ -140,6 +141,7 @@ def worker_variables() -> tuple[str, ...]:
         "SESSION_IDLE_TIMEOUT",
         "SESSION_LIFETIME",
         "GIT_TIMEOUT_MINUTES",
+        *REPO_VARIABLES,
         "OPENAI_API",
         "MODEL_CALLS_PER_SECOND",
         *(("WORKER_HOST_ID",) if service.host_bound else ()),
@@ -170,6 +172,7 @@ def starter_variables() -> tuple[str, ...]:
         "TEMPORAL_UI_URL",
         "OBJECT_STORE_URL",
         "PAYLOAD_ENCRYPTION_KEYS",
+        *REPO_VARIABLES,
         *(("APPROVER_KEY_FILE",) if current().approvals else ()),
     )
 
@@ -262,6 +265,53 @@ def web_address(
             allowed += f", or leave it unset for {unset}"
         raise refused(name, without_credentials(value), allowed)
     return value.strip()
+
+
+# The repositories a run may be given (repos.py): read by the worker, which
+# checks before it clones, and by the starter and the API (and so the
+# evaluations), which refuse before a run starts; set them alike.
+REPO_VARIABLES = ("REPO_ALLOWED_SCHEMES", "REPO_ALLOWED_HOSTS", "REPO_ALLOWED_NETWORKS")
+
+
+def repo_policy(environ: Mapping[str, str]) -> repositories.RepoPolicy:
+    """The REPO_ALLOWED_* settings; each unset keeps its default."""
+    schemes, hosts, networks = (environ.get(name) for name in REPO_VARIABLES)
+    default = repositories.DEFAULT_POLICY
+    try:
+        allowed_schemes = repositories.parse_schemes(schemes) if schemes is not None else None
+    except ValueError as e:
+        raise refused(
+            "REPO_ALLOWED_SCHEMES",
+            schemes or "",
+            f"some of {', '.join(repositories.SCHEMES)}, separated by commas, or leave it unset "
+            f"for {','.join(default.schemes)}",
+            str(e),
+        ) from None
+    try:
+        allowed_hosts = repositories.parse_hosts(hosts) if hosts is not None else None
+    except ValueError as e:
+        raise refused(
+            "REPO_ALLOWED_HOSTS",
+            hosts or "",
+            "host names (github.com, or *.example.com for every name under it), separated by "
+            "commas, or leave it unset for any host",
+            str(e),
+        ) from None
+    try:
+        allowed_networks = repositories.parse_networks(networks) if networks is not None else None
+    except ValueError as e:
+        raise refused(
+            "REPO_ALLOWED_NETWORKS",
+            networks or "",
+            "networks (10.20.0.0/16, 127.0.0.1/32, fd00::/8), separated by commas, or leave it "
+            "unset for public addresses only",
+            str(e),
+        ) from None
+    return repositories.RepoPolicy(
+        schemes=allowed_schemes or default.schemes,
+        hosts=allowed_hosts or default.hosts,
+        networks=allowed_networks or default.networks,
+    )
 
 
 # ---------------------------------------------------------------- the worker
@@ -358,6 +408,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
                 "minutes",
             )
         ),
+        repos=repo_policy(environ),
         # In this order: the first one refused is the one named.
         host_id=host_id(environ) if service.host_bound else "",
         approvers=approvers(environ) if service.approvals else {},
@@ -698,6 +749,8 @@ class StarterSettings:
     # APPROVER_KEY_FILE: the approver's private key (approvers.py); read only
     # with approvals (without, the default, which nothing reads).
     approver_key_file: Path
+    # REPO_ALLOWED_*: the repositories a run may be given (repos.py).
+    repos: repositories.RepoPolicy = repositories.DEFAULT_POLICY
 
 
 def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings:
@@ -719,6 +772,7 @@ def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings
         object_store=object_store(environ),
         keys=encryption_keys(environ),
         approver_key_file=Path(key_file or default_key_file()).expanduser(),
+        repos=repo_policy(environ),
     )
 
 

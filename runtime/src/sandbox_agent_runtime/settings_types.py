@@ -16,6 +16,7 @@ from temporalio.common import WorkerDeploymentVersion
 
 from sandbox_agent_runtime import encryption
 from sandbox_agent_runtime import object_store as stores
+from sandbox_agent_runtime.repos import DEFAULT_POLICY, RepoPolicy
 
 # /tmp of each docker backend container, where the SDK keeps its helper
 # scripts: an in-memory file system, counted in DOCKER_SANDBOX_MEMORY.
@@ -40,7 +41,7 @@ class DockerLimits:
 @dataclass(frozen=True)
 class WorkerSettings:
     """Everything the worker takes from its environment, parsed. The fields
-    after ``git_timeout`` are read only for a service that needs them (each
+    after ``repos`` are read only for a service that needs them (each
     says when); otherwise they keep their defaults."""
 
     # WORKER_RUNS_IN_FLIGHT: the runs it keeps in flight (capacity.py).
@@ -73,6 +74,9 @@ class WorkerSettings:
     # GIT_TIMEOUT_MINUTES: the longest one of its git processes (a --repo's
     # clone) may run before it is killed (workspace/git.py).
     git_timeout: timedelta
+    # REPO_ALLOWED_SCHEMES, REPO_ALLOWED_HOSTS, REPO_ALLOWED_NETWORKS: the
+    # repositories it clones (repos.py), checked again before each clone.
+    repos: RepoPolicy = DEFAULT_POLICY
     # With a host-bound backend: WORKER_HOST_ID, or the host name: the host
     # its sandboxes are bound to (affinity.py).
     host_id: str = ""

@@ -229,6 +229,7 @@ def agents_plugin(
                 idle_timeout=settings.session_idle_timeout,
                 lifetime=settings.session_lifetime,
                 git_timeout=settings.git_timeout,
+                repos=settings.repos,
             )
             for provider, client in sandboxes.items()
         ],

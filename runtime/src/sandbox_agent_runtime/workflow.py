@@ -64,6 +64,7 @@ from sandbox_agent_runtime.observability import (
     count_run,
     run_outcome,
 )
+from sandbox_agent_runtime.payloads import not_text
 from sandbox_agent_runtime.phases import begin, between, deciding, ending, interruptions, prompting
 from sandbox_agent_runtime.phases.between import Inbox
 from sandbox_agent_runtime.phases.given import Given
@@ -470,6 +471,13 @@ class AgentWorkflow:
     def only_when_answered(self, follow_up: FollowUp) -> None:
         # Refused here, a follow-up is never written to history.
         self.inbox.check_follow_up(follow_up, self.follow_ups, self.progress.state)
+        unsendable = not_text(dataclasses.asdict(follow_up))
+        if unsendable is not None:
+            raise ApplicationError(
+                f"The follow-up cannot be sent on: its {unsendable} holds a lone surrogate "
+                "(a character UTF-8 cannot carry); send UTF-8 text.",
+                type="BadFollowUp",
+            )
         refusal = self._given().budget_refusal(follow_up.token_budget, follow_up.cost_budget_usd)
         if refusal is not None:
             raise ApplicationError(

@@ -523,7 +523,9 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         repo = None
         if body.fields.get("repo"):
             try:
-                repo = repo_of(str(body.fields["repo"]))
+                repo = await asyncio.to_thread(
+                    repo_of, str(body.fields["repo"]), settings.starter.repos
+                )
             except BadInput as e:
                 raise Problem(422, str(e).replace("--repo", "field 'repo'") + ".") from e
         request_ = RunRequest(

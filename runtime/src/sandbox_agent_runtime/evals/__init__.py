@@ -175,7 +175,7 @@ async def evaluate(
     try:
         cases = load(args.dataset)
         settings = starter_settings()
-        prepared = prepare(cases, settings.object_store is not None)
+        prepared = prepare(cases, settings.object_store is not None, settings.repos)
         approver = approvers.load_key(settings.approver_key_file) if args.approve_all else None
     except (BadDataset, BadSetting, BadInput, approvers.BadKey) as e:
         refuse(str(e).rstrip("."))

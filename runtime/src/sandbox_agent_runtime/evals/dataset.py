@@ -373,13 +373,15 @@ class _Reader:
         return tuple(paths)
 
     def repo(self, value: object) -> str:
+        """A repository of a form a run may be given (repos.py); the
+        service's REPO_ALLOWED_* settings are checked before any run starts
+        (runner.prepare)."""
         if isinstance(value, str):
             try:
                 repo_of(value)
-            except BadInput:
-                pass
-            else:
-                return value
+            except BadInput as e:
+                raise self.refused(str(e).replace("--repo", "repo", 1)) from None
+            return value
         raise self.refused(
             f"repo {shown(value)} is not allowed: give a git URL, optionally @ a branch, tag "
             "or commit (https://github.com/org/repo@v1.2)"

@@ -20,12 +20,13 @@ from temporalio import exceptions
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from sandbox_agent_runtime.archives import inputs_of, repo_of
+from sandbox_agent_runtime.archives import BadInput, inputs_of, repo_of
 from sandbox_agent_runtime.evals import answers
 from sandbox_agent_runtime.evals.dataset import Case
 from sandbox_agent_runtime.evals.report import Attempt, Price, cost_of
 from sandbox_agent_runtime.owners import service_memo
-from sandbox_agent_runtime.run_request import Input, RunAnswer, RunRequest
+from sandbox_agent_runtime.repos import DEFAULT_POLICY, RepoPolicy
+from sandbox_agent_runtime.run_request import Input, Repo, RunAnswer, RunRequest
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import USAGE_MEMO, WORKFLOW_TYPE
 from sandbox_agent_runtime.starter.approving import NoDecision, send_decision, waiting_requests
@@ -46,14 +47,33 @@ class Prepared:
 
     case: Case
     inputs: list[Input]
+    repo: Repo | None = None
 
 
-def prepare(cases: Sequence[Case], has_store: bool) -> list[Prepared]:
-    """Every case's inputs packed, before any run starts: ``BadInput`` (one
-    line) for one a run cannot take."""
+def prepare(
+    cases: Sequence[Case], has_store: bool, repos: RepoPolicy = DEFAULT_POLICY
+) -> list[Prepared]:
+    """Every case's inputs packed and its repository checked (``repos``:
+    the service's REPO_ALLOWED_* settings), before any run starts:
+    ``BadInput`` (one line) for one a run cannot take."""
     return [
-        Prepared(case, inputs_of([str(path) for path in case.inputs], has_store)) for case in cases
+        Prepared(
+            case,
+            inputs_of([str(path) for path in case.inputs], has_store),
+            allowed_repo(case, repos),
+        )
+        for case in cases
     ]
+
+
+def allowed_repo(case: Case, repos: RepoPolicy) -> Repo | None:
+    """The case's repository, allowed by ``repos``; ``BadInput`` naming the case."""
+    if not case.repo:
+        return None
+    try:
+        return repo_of(case.repo, repos)
+    except BadInput as e:
+        raise BadInput(f"case {case.id!r}: {str(e).replace('--repo', 'repo', 1)}") from None
 
 
 def answer_text(answer: RunAnswer) -> str:
@@ -134,7 +154,7 @@ async def attempt(
         prompt=case.prompt,
         provider=service.sandbox_provider,
         inputs=prepared.inputs,
-        repo=repo_of(case.repo) if case.repo else None,
+        repo=prepared.repo,
         checks=list(case.sandbox_checks),
         # A case's max_tokens is its run's token budget too: a run past it
         # stops there (one model call's tokens past it at most) instead of

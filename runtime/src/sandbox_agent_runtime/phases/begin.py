@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from sandbox_agent_runtime import affinity
 from sandbox_agent_runtime.chain import Carried, LastingSandboxClient
+from sandbox_agent_runtime.payloads import not_text
 from sandbox_agent_runtime.phases.given import Given
 from sandbox_agent_runtime.run_request import RunRequest
 
@@ -47,6 +48,16 @@ def run_request(given: RunRequest | Any) -> RunRequest:
 def checked(request: RunRequest, carried: Carried | None, given: Given) -> RunRequest:
     """The request with its provider (the service's primary one unless it
     names another), once the run may go on with it."""
+    unsendable = not_text(dataclasses.asdict(request))
+    if unsendable is not None:
+        # Read by its type (a start with both arguments), it would fail
+        # the run's next payload: its workflow task, for ever.
+        raise ApplicationError(
+            f"The run's request cannot be sent on: its {unsendable} holds a lone surrogate "
+            "(a character UTF-8 cannot carry); send UTF-8 text.",
+            type="BadRunRequest",
+            non_retryable=True,
+        )
     provider = request.provider or given.primary_provider
     request = dataclasses.replace(request, provider=provider)
     if carried is not None and workflow.info().continued_run_id is None:

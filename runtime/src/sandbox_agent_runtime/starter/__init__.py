@@ -203,6 +203,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"--repo {args.repo}: its directory {repo.name!r} is the name of an --input "
                     "too; each must have its own name"
                 )
+            if args.repo:
+                # Allowed by REPO_ALLOWED_*, its host's addresses looked up.
+                repo = repo_of(args.repo, settings.repos)
             request = RunRequest(
                 prompt=prompt_of(args),
                 # --provider, with several providers; else the primary one.

@@ -45,8 +45,14 @@ Each snapshot replaces the one before (which is deleted), and
 ``<provider>-sandbox_workspace_forget`` deletes the last once the
 conversation ends.
 
+A repository is cloned only once the worker has checked it again (repos.py:
+its scheme, host and every address its host resolves to, against the
+REPO_ALLOWED_* settings), over the transports allowed alone, following no
+redirect; a clone that fails says so in one line whatever git said.
+
 Every git process runs in a process group of its own, under a time limit
-(GIT_TIMEOUT_MINUTES): when the limit passes, or the attempt ends any other
+(GIT_TIMEOUT_MINUTES, and all of one operation's git a margin within the
+operation's own timeout, so that git's line wins: ``Limit``): when the limit passes, or the attempt ends any other
 way (cancelled, timed out, failed), the whole group is killed. On Linux the
 group also dies with the worker, however the worker dies (a parent-death
 signal to the shell git runs under, which kills the group: ``_GUARD``). And

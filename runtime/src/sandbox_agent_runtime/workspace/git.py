@@ -3,9 +3,12 @@
 (``repo_archive``), and a workspace's copy of one as a patch against its
 commit (``patch_of``), git running only on the worker's own clone
 (``UNSTEERED``, ``repo_tree``). Every git process runs in a process group of
-its own, under its time limit (``git``: GitTimedOut, GIT_TIMEOUT_MINUTES),
-killed however it ends and, on Linux, with the worker (``_GUARD``), its
-transport giving up on a server that stops answering (``STALLED``)."""
+its own, under its time limit (``git``: GitTimedOut, GIT_TIMEOUT_MINUTES,
+and never past its sandbox operation's own: ``Limit``), killed however it
+ends and, on Linux, with the worker (``_GUARD``), its transport giving up on
+a server that stops answering (``STALLED``). A clone is of a repository
+the service allows (repos.py), checked again here, over the transports it
+allows alone."""
 
 import asyncio
 import contextlib
@@ -14,6 +17,7 @@ import functools
 import gzip
 import hashlib
 import io
+import logging
 import os
 import shlex
 import shutil
@@ -21,17 +25,24 @@ import signal
 import sys
 import tarfile
 import tempfile
-from datetime import timedelta
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from sandbox_agent_runtime import archives
+from sandbox_agent_runtime import archives, repos
+from sandbox_agent_runtime.display import without_credentials
+from sandbox_agent_runtime.repos import DEFAULT_POLICY, RepoPolicy
 from sandbox_agent_runtime.run_request import Repo
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import GIT_TIMEOUT
+
+log = logging.getLogger(__name__)
 
 
 def clones() -> Path:
@@ -89,8 +100,9 @@ _PR_SET_PDEATHSIG = 1
 # (SIGTERM, its parent-death signal), it kills its whole process group, git
 # and the helpers git started (which no parent-death signal reaches),
 # whatever they are waiting on. Otherwise it ends as git ends, with git's
-# status.
-_GUARD = ("sh", "-c", 'trap "kill -s KILL 0" TERM; "$@" & wait $!', "git", "git")
+# status. Git runs under ``env``, which sets what it may not inherit
+# (``git``: its transports, no prompt).
+_GUARD = ("sh", "-c", 'trap "kill -s KILL 0" TERM; "$@" & wait $!', "git", "env")
 
 
 @functools.cache
@@ -118,6 +130,49 @@ def _dies_with_this_process() -> Any:
     return die_with_parent
 
 
+# What git is left of its sandbox operation's start-to-close timeout: a
+# tenth of it, at most this much, for the operation to fail with git's own
+# line (GitTimedOut) before Temporal times the operation out and retries it.
+OPERATION_MARGIN = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """How long git may run in one sandbox operation: each process at most
+    ``each`` (GIT_TIMEOUT_MINUTES), and all of them ending by ``ends``
+    (time.monotonic()), a margin before the operation's own timeout (None:
+    outside an activity, no such end)."""
+
+    each: timedelta
+    ends: float | None = None
+    # The operation's start-to-close timeout, as the line says it.
+    operation: timedelta | None = None
+
+    @classmethod
+    def of(cls, each: timedelta) -> "Limit":
+        """``each``, within the current activity's start-to-close timeout."""
+        if not activity.in_activity():
+            return cls(each)
+        info = activity.info()
+        total = info.start_to_close_timeout
+        if not total:
+            return cls(each)
+        spent = max(timedelta(0), datetime.now(UTC) - info.started_time)
+        left = total - min(OPERATION_MARGIN, total / 10) - spent
+        return cls(each, time.monotonic() + max(left.total_seconds(), 0.0), total)
+
+    def next(self) -> tuple[float, str]:
+        """The seconds the next git process may take, and the line that
+        says so when it takes them all."""
+        each = self.each.total_seconds()
+        if self.ends is None or self.operation is None or each <= self.ends - time.monotonic():
+            return each, f"git did not finish within {minutes(self.each)} (GIT_TIMEOUT_MINUTES)"
+        return max(self.ends - time.monotonic(), 0.0), (
+            f"git did not finish within the time its sandbox operation leaves it (the "
+            f"operation's timeout is {minutes(self.operation)}, under GIT_TIMEOUT_MINUTES)"
+        )
+
+
 def minutes(limit: timedelta) -> str:
     """A time limit in words: "5 minutes", "1 minute", "30 seconds"."""
     seconds = int(limit.total_seconds())
@@ -126,16 +181,29 @@ def minutes(limit: timedelta) -> str:
     return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
 
 
-async def git(*arguments: str, cwd: Path | None = None, timeout: timedelta = GIT_TIMEOUT) -> bytes:
+async def git(
+    *arguments: str,
+    cwd: Path | None = None,
+    timeout: timedelta | Limit = GIT_TIMEOUT,
+    protocols: Sequence[str] = (),
+) -> bytes:
     """Run git; its output, or ``GitFailed`` with the last line it printed
     (``GitTimedOut`` once ``timeout`` has passed). In a session of its own,
     so it has no terminal to ask a password on (a repository that needs one
     fails instead of waiting) and its process group holds git and every
     helper it starts: the group is killed however this ends (the limit, the
     activity cancelled or timed out, an error), and, on Linux, with the
-    worker (``_GUARD``, ``_dies_with_this_process``)."""
+    worker (``_GUARD``, ``_dies_with_this_process``). Its transports are
+    ``protocols`` alone (GIT_ALLOW_PROTOCOL, which overrides any
+    configuration: none unless given)."""
+    limit = timeout if isinstance(timeout, Limit) else Limit(timeout)
+    seconds, said = limit.next()
     process = await asyncio.create_subprocess_exec(
         *_GUARD,
+        f"GIT_ALLOW_PROTOCOL={':'.join(protocols)}",
+        "GIT_TERMINAL_PROMPT=0",
+        "GCM_INTERACTIVE=never",
+        "git",
         *STALLED,
         *arguments,
         cwd=cwd,
@@ -146,12 +214,10 @@ async def git(*arguments: str, cwd: Path | None = None, timeout: timedelta = GIT
         preexec_fn=_dies_with_this_process(),
     )
     try:
-        async with asyncio.timeout(timeout.total_seconds()):
+        async with asyncio.timeout(seconds):
             out, err = await _communicate(process)
     except TimeoutError:
-        raise GitTimedOut(
-            f"git did not finish within {minutes(timeout)} (GIT_TIMEOUT_MINUTES) and was stopped"
-        ) from None
+        raise GitTimedOut(f"{said} and was stopped") from None
     finally:
         # git and its helpers: whatever is left of the group, even when git
         # itself has exited.
@@ -185,31 +251,67 @@ def clone_dir(repo: Repo, commit: str) -> Path:
     return clones() / key
 
 
-async def clone(repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> tuple[Path, str]:
+# Why a clone failed, whatever git said: the same line for a repository
+# that does not exist, one the worker may not read, and a host that did not
+# answer as a git server, so that a run tells nothing of the worker's
+# network (which port is closed, which filtered). The worker's log has
+# git's own line.
+NOT_CLONED = (
+    "it could not be cloned (no such repository, the worker may not read it, or its host "
+    "did not answer as a git server)"
+)
+
+
+async def clone(
+    repo: Repo, timeout: timedelta = GIT_TIMEOUT, policy: RepoPolicy = DEFAULT_POLICY
+) -> tuple[Path, str]:
     """The worker's clone of ``repo`` checked out at its ref, and the commit.
-    A repository or a ref that does not exist fails for good, naming it, as
-    does one that git cannot clone within ``timeout``."""
+    A repository ``policy`` does not allow (repos.py, its host's addresses
+    looked up again), one that does not exist, a ref that does not, and one
+    that git cannot clone within ``timeout`` (or the sandbox operation's
+    own: ``Limit``) each fails for good, naming it, before any connection to
+    a host that is not allowed."""
+    try:
+        allowed = await asyncio.to_thread(repos.checked, repo.url, policy)
+    except repos.BadRepo as e:
+        raise ApplicationError(
+            f"Repository {e}", type="RepoNotAllowed", non_retryable=True
+        ) from None
     if shutil.which("git") is None:
         raise ApplicationError(
             "--repo needs git on the worker, and this worker has none: install git",
             type="GitMissing",
             non_retryable=True,
         )
+    limit = Limit.of(timeout)
     clones().mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix="clone-", dir=clones()))
     try:
         try:
             await git(
-                "clone", "--quiet", "--no-checkout", "--", repo.url, str(fresh), timeout=timeout
+                *repos.git_options(allowed, policy),
+                "clone",
+                "--quiet",
+                "--no-checkout",
+                "--",
+                repo.url,
+                str(fresh),
+                timeout=limit,
+                protocols=policy.schemes,
             )
-        except GitFailed as e:
+        except GitTimedOut as e:
             # No cause: the run's failure names the innermost one alone
             # (workflow.describe), which would drop the URL.
             raise ApplicationError(
                 f"Cannot clone {repo.url}: {e}", type="RepoUnavailable", non_retryable=True
             ) from None
-        commit = await resolve(fresh, repo, timeout)
-        await git("checkout", "--quiet", "--detach", commit, cwd=fresh, timeout=timeout)
+        except GitFailed as e:
+            log.warning("Cannot clone %s: %s", without_credentials(repo.url), e)
+            raise ApplicationError(
+                f"Cannot clone {repo.url}: {NOT_CLONED}", type="RepoUnavailable", non_retryable=True
+            ) from None
+        commit = await resolve(fresh, repo, limit)
+        await git("checkout", "--quiet", "--detach", commit, cwd=fresh, timeout=limit)
         target = clone_dir(repo, commit)
         if target.exists():
             shutil.rmtree(fresh)
@@ -221,10 +323,11 @@ async def clone(repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> tuple[Path, str
         raise
 
 
-async def resolve(clone: Path, repo: Repo, timeout: timedelta = GIT_TIMEOUT) -> str:
+async def resolve(clone: Path, repo: Repo, timeout: timedelta | Limit = GIT_TIMEOUT) -> str:
     """The commit ``repo.ref`` names in ``clone`` (a commit, a tag, a branch)."""
     ref = repo.ref or "HEAD"
-    for candidate in (ref, f"origin/{ref}"):
+    # A ref git would read as an option names nothing.
+    for candidate in (ref, f"origin/{ref}") if not ref.startswith("-") else ():
         try:
             out = await git(
                 "rev-parse",
@@ -303,6 +406,7 @@ async def patch_of(
     changed, its files (by their path in it), and what was left out. Git reads the worker's own repository,
     and the workspace's files only as a work tree (``repo_tree``: no ``.git``
     of theirs)."""
+    limit = Limit.of(timeout)
     with tempfile.TemporaryDirectory(prefix="worktree-") as scratch:
         # A clone sharing the worker's objects (nothing copied), whose work
         # tree then becomes the workspace's copy.
@@ -315,12 +419,13 @@ async def patch_of(
             "--no-checkout",
             str(clone),
             str(work),
-            timeout=timeout,
+            timeout=limit,
+            protocols=("file",),
         )
         tree, skipped = await asyncio.to_thread(repo_tree, archive, name, work)
         named = (*UNSTEERED, f"--git-dir={work / '.git'}", f"--work-tree={work}")
-        await git(*named, "read-tree", commit, cwd=work, timeout=timeout)
-        await git(*named, "add", "--all", cwd=work, timeout=timeout)
+        await git(*named, "read-tree", commit, cwd=work, timeout=limit)
+        await git(*named, "add", "--all", cwd=work, timeout=limit)
         patch = await git(
             *named,
             "diff",
@@ -331,7 +436,7 @@ async def patch_of(
             "--no-textconv",
             commit,
             cwd=work,
-            timeout=timeout,
+            timeout=limit,
         )
         names = await git(
             *named,
@@ -343,7 +448,7 @@ async def patch_of(
             "-z",
             commit,
             cwd=work,
-            timeout=timeout,
+            timeout=limit,
         )
     return patch, [name for name in names.decode().split("\0") if name], tree, skipped
 

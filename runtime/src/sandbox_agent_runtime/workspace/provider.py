@@ -26,6 +26,7 @@ from temporalio.openai_agents.sandbox._temporal_worker_env_value import (
 )
 
 from sandbox_agent_runtime import archives
+from sandbox_agent_runtime.repos import DEFAULT_POLICY, RepoPolicy
 from sandbox_agent_runtime.run_request import CheckResult, Outputs, Repo
 from sandbox_agent_runtime.shared import (
     CHECK,
@@ -91,7 +92,8 @@ class WorkspaceProvider(SandboxClientProvider):
     """The SDK's provider, with the two workspace operations beside its own.
     ``has_store``: the worker keeps large payloads in an object store, so a
     run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT.
-    ``git_timeout``: the longest one of its git processes may run."""
+    ``git_timeout``: the longest one of its git processes may run;
+    ``repos``: the repositories it clones (REPO_ALLOWED_*: repos.py)."""
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class WorkspaceProvider(SandboxClientProvider):
         idle_timeout: timedelta = SESSION_IDLE_TIMEOUT,
         lifetime: timedelta = SESSION_LIFETIME,
         git_timeout: timedelta = GIT_TIMEOUT,
+        repos: RepoPolicy = DEFAULT_POLICY,
     ) -> None:
         super().__init__(name, client)
         self.limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
@@ -110,6 +113,7 @@ class WorkspaceProvider(SandboxClientProvider):
         self.idle_timeout = idle_timeout
         self.lifetime = lifetime
         self.git_timeout = git_timeout
+        self.repos = repos
 
     def _get_activities(
         self, resolvable_worker_env_vars: Collection[str] | AllowAllWorkerEnvVars
@@ -149,7 +153,7 @@ class WorkspaceProvider(SandboxClientProvider):
             commit = ""
             repo = Census(files=0, size=0)
             if args.repo is not None:
-                clone_path, commit = await clone(args.repo, self.git_timeout)
+                clone_path, commit = await clone(args.repo, self.git_timeout, self.repos)
                 repo = await asyncio.to_thread(tree_size, clone_path)
                 if repo.size > LARGEST_WORKSPACE:
                     raise too_large(f"The repository {args.repo.url}", repo.size)
@@ -202,7 +206,9 @@ class WorkspaceProvider(SandboxClientProvider):
                     clone_path = clone_dir(args.repo, args.commit)
                     if not clone_path.exists():
                         clone_path, _ = await clone(
-                            Repo(args.repo.url, args.commit, args.repo.name), self.git_timeout
+                            Repo(args.repo.url, args.commit, args.repo.name),
+                            self.git_timeout,
+                            self.repos,
                         )
                     patch, paths, tree, left_out = await patch_of(
                         clone_path, args.commit, workspace, args.repo.name, self.git_timeout
