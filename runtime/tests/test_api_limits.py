@@ -10,7 +10,9 @@ import hashlib
 import io
 import socket
 import tarfile
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx2 as httpx
 import pytest
@@ -40,6 +42,10 @@ BOUNDS = {
 }
 
 
+# The API process's temporary directory, where it makes the archives it sends.
+API_TMP = Path(tempfile.mkdtemp(prefix="api-limits-"))
+
+
 @pytest.fixture(scope="module")
 async def api(
     temporal_client: Client, tmp_path_factory: pytest.TempPathFactory
@@ -53,7 +59,7 @@ async def api(
         }
         async with (
             service(WORKER, environment) as worker,
-            api_process({**environment, **BOUNDS}) as api,
+            api_process({**environment, **BOUNDS, "TMPDIR": str(API_TMP)}) as api,
         ):
             await worker.wait_for("Worker polling")
             yield api
@@ -68,7 +74,7 @@ async def start(client: httpx.AsyncClient, follow_ups: bool) -> str:
 
 
 def too_many(response: httpx.Response, setting: str) -> str:
-    assert response.status_code == 429, response.text
+    assert response.status_code == 429, response.content[:300]
     assert response.headers["retry-after"] == "5"
     assert response.headers["content-type"] == "application/problem+json"
     detail = str(response.json()["detail"])
@@ -103,7 +109,10 @@ async def test_a_caller_holds_one_stream_open_at_a_time(api: ApiProcess) -> None
         conversation = await start(alice, follow_ups=True)
         async with alice.stream("GET", f"/v1/runs/{conversation}/events") as first:
             assert first.status_code == 200
-            second = await alice.get(f"/v1/runs/{conversation}/events")
+            async with alice.stream("GET", f"/v1/runs/{conversation}/events") as second:
+                # Served, it would stay open as long as the conversation.
+                assert second.status_code == 429
+                await second.aread()
             detail = too_many(second, "API_STREAMS_PER_CALLER")
         # The first closed: the slot is free again, once the API sees it gone.
         await answered(alice, conversation)
@@ -184,6 +193,8 @@ async def test_downloads_are_bounded_per_caller_and_in_all_and_streamed(
             await asyncio.to_thread(held_download, api.url, runs["alice"], "alice"),
         ]
         per_caller = await alice.get(f"/v1/runs/{runs['alice']}/outputs")
+        # Alice's two downloads of one run send one archive, made once.
+        making = sorted(path.name for path in API_TMP.iterdir())
         held.append(await asyncio.to_thread(held_download, api.url, runs["bob"], "bob"))
         in_all = await bob.get(f"/v1/runs/{runs['bob']}/outputs")
         # A client that goes gives its slot back.
@@ -195,6 +206,12 @@ async def test_downloads_are_bounded_per_caller_and_in_all_and_streamed(
             await asyncio.sleep(0.1)
         for connection in held:
             connection.close()
+        # Every download gone, so are their archives.
+        for _ in range(200):
+            left = list(API_TMP.iterdir())
+            if not left:
+                break
+            await asyncio.sleep(0.1)
 
     assert too_many(per_caller, "API_DOWNLOADS_PER_CALLER").startswith(
         "you have 2 downloads open, the most one caller may"
@@ -202,7 +219,9 @@ async def test_downloads_are_bounded_per_caller_and_in_all_and_streamed(
     assert too_many(in_all, "API_DOWNLOADS_AT_ONCE").startswith(
         "3 downloads are open, the most this API serves at once"
     )
-    assert whole.status_code == 200, whole.text
+    assert len(making) == 1 and making[0].startswith("api-outputs-"), making
+    assert left == []
+    assert whole.status_code == 200, whole.content[:300]
     assert whole.headers["content-length"] == str(len(whole.content))
     with tarfile.open(fileobj=io.BytesIO(whole.content)) as tar:
         member = tar.extractfile("noise.bin")

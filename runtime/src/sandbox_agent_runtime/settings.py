@@ -881,7 +881,7 @@ class ApiSettings:
     # caller, and all callers, may be downloading at once from one API
     # process (each takes memory while its archive is made).
     downloads_per_caller: int = 2
-    downloads_at_once: int = 8
+    downloads_at_once: int = 4
 
 
 # Each of the API's bounds on a caller (API_*: ApiSettings): its variable,
@@ -890,7 +890,7 @@ API_BOUNDS: dict[str, tuple[str, int, int, str]] = {
     "streams_per_caller": ("API_STREAMS_PER_CALLER", 20, 10_000, "streams"),
     "runs_per_caller": ("API_RUNS_IN_FLIGHT_PER_CALLER", 50, 100_000, "runs"),
     "downloads_per_caller": ("API_DOWNLOADS_PER_CALLER", 2, 100, "downloads"),
-    "downloads_at_once": ("API_DOWNLOADS_AT_ONCE", 8, 1_000, "downloads"),
+    "downloads_at_once": ("API_DOWNLOADS_AT_ONCE", 4, 1_000, "downloads"),
 }
 
 

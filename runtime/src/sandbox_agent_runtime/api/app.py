@@ -5,6 +5,7 @@ caller, and hands the rest to runs.py or events.py. Every error is a
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -29,7 +30,7 @@ from sandbox_agent_runtime import approvers
 from sandbox_agent_runtime.api import runs
 from sandbox_agent_runtime.api.callers import Caller, Issuer, IssuerUnreachable, Tokens
 from sandbox_agent_runtime.api.events import BadEventId, Followers, event_id_parts
-from sandbox_agent_runtime.api.limits import HeldStream, Slots, runs_in_flight
+from sandbox_agent_runtime.api.limits import HeldStream, SharedFiles, Slots, runs_in_flight
 from sandbox_agent_runtime.api.metrics import ApiMetrics, method_label, status_label
 from sandbox_agent_runtime.api.problems import PROBLEM_JSON, PROBLEM_SCHEMA, TITLES, Problem
 from sandbox_agent_runtime.archives import BadInput, inputs_of, repo_of, size_text
@@ -427,6 +428,7 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         (settings.downloads_per_caller, "API_DOWNLOADS_PER_CALLER"),
         (settings.downloads_at_once, "API_DOWNLOADS_AT_ONCE"),
     )
+    archives = SharedFiles()
     has_store = settings.starter.object_store is not None
 
     @asynccontextmanager
@@ -694,18 +696,21 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         caller = await caller_of(request)
         workflow_id = run_id_of(run)
         release = downloads.take(caller)
-        # The archive is made on disk and sent from there, a chunk at a time.
-        directory = Path(tempfile.mkdtemp(prefix="api-outputs-"))
+        # The archive is made on disk, once for the caller's downloads of the
+        # run at the same time, and sent from there, a chunk at a time.
+        try:
+            archive, let_go = await archives.get(
+                (caller.owner, workflow_id),
+                functools.partial(runs.outputs, client, caller, workflow_id),
+            )
+        except BaseException:
+            release()
+            raise
 
         def done() -> None:
-            shutil.rmtree(directory, ignore_errors=True)
+            let_go()
             release()
 
-        try:
-            archive = await runs.outputs(client, caller, workflow_id, directory)
-        except BaseException:
-            done()
-            raise
         return HeldStream(
             file_chunks(archive),
             done,

@@ -4,8 +4,13 @@ this API process (``Slots``), and its runs in flight, across the service
 (``runs_in_flight``). Past a bound, a 429 with ``Retry-After``, naming the
 setting that sets it (ApiSettings: API_STREAMS_PER_CALLER, ...)."""
 
+import asyncio
+import shutil
+import tempfile
 from collections import Counter
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from starlette.responses import StreamingResponse
@@ -80,6 +85,54 @@ class HeldStream(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             self.release()
+
+
+@dataclass
+class _Making:
+    directory: Path
+    task: "asyncio.Task[Path]"
+    users: int = 0
+
+
+class SharedFiles:
+    """A file made once for everyone who asks for it by the same key while
+    it is in use (a run's outputs archive, for downloads of it by its owner
+    at once: its answer is read, and the archive made, once), in a
+    directory of its own removed when the last of them lets go."""
+
+    def __init__(self) -> None:
+        self.making: dict[tuple[str, str], _Making] = {}
+
+    async def get(
+        self, key: tuple[str, str], make: Callable[[Path], Awaitable[Path]]
+    ) -> tuple[Path, Callable[[], None]]:
+        """The file ``make`` makes in a directory it is given, and what lets
+        go of it (once, however often it is called)."""
+        making = self.making.get(key)
+        if making is None or (making.task.done() and making.task.exception() is not None):
+            directory = Path(tempfile.mkdtemp(prefix="api-outputs-"))
+            making = _Making(directory, asyncio.ensure_future(make(directory)))
+            self.making[key] = making
+        making.users += 1
+        let_go = False
+
+        def release() -> None:
+            nonlocal let_go
+            if let_go:
+                return
+            let_go = True
+            making.users -= 1
+            if making.users == 0:
+                if self.making.get(key) is making:
+                    del self.making[key]
+                making.task.cancel()
+                shutil.rmtree(making.directory, ignore_errors=True)
+
+        try:
+            return await asyncio.shield(making.task), release
+        except BaseException:
+            release()
+            raise
 
 
 async def runs_in_flight(client: Client, caller: Caller, most: int) -> None:
