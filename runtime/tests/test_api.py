@@ -399,6 +399,9 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
             "bad token budget": one_line_problem(
                 await client.post("/v1/runs", json={"prompt": "x", "token_budget": 0}), 422
             ),
+            "a fraction of a token": one_line_problem(
+                await client.post("/v1/runs", json={"prompt": "x", "token_budget": 1.5}), 422
+            ),
             "bad cost budget": one_line_problem(
                 await client.post("/v1/runs", data={"prompt": "x", "cost_budget_usd": "free"}), 422
             ),
@@ -443,7 +446,7 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
                 await client.get("/v1/runs/sandbox-agent-nothing"), 404
             ),
             "unknown route": one_line_problem(await client.get("/v1/nothing"), 404),
-            "wrong method": one_line_problem(await client.delete("/v1/runs"), 405),
+            "wrong method": one_line_problem(wrong_method := await client.delete("/v1/runs"), 405),
             # A lone surrogate (half of a pair: no UTF-8 carries it), anywhere.
             "surrogate in repo": one_line_problem(
                 await client.post(
@@ -488,7 +491,7 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
             "a superscript event id": one_line_problem(
                 await client.get(
                     f"/v1/runs/{finished}/events",
-                    headers={"Last-Event-ID": f"{finished}.\u00b2".encode()},
+                    headers={b"Last-Event-ID": f"{finished}.\u00b2".encode()},
                 ),
                 400,
             ),
@@ -532,6 +535,7 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
     assert said["climbing"].startswith("file name '../up.txt' is not allowed")
     assert said["two of a name"] == "two files are named 'a.txt': each must have its own name."
     assert said["no length"] == "a form's body needs a Content-Length: send its length."
+    assert wrong_method.headers["allow"] == "POST"
     assert said["surrogate in repo"] == (
         "field 'repo' holds a lone surrogate ('\\ud800') at character 21: send Unicode text; "
         "a surrogate only as half of a pair."

@@ -135,6 +135,78 @@ def problem_response(problem: Problem, request: Request) -> JSONResponse:
     )
 
 
+# The fields of each route's body, as the OpenAPI document shows them.
+PROMPT_FIELD = {"type": "string", "minLength": 1, "pattern": "\\S"}
+
+
+def budget_fields() -> dict[str, Any]:
+    """A prompt's own budgets: at most the service's (a higher one is refused)."""
+    budget = current().budget()
+    # null, or the field left out: the service's.
+    tokens: dict[str, Any] = {"type": ["integer", "null"], "minimum": 1}
+    cost: dict[str, Any] = {"type": ["number", "null"], "exclusiveMinimum": 0}
+    if budget.tokens is not None:
+        tokens["maximum"] = budget.tokens
+    if budget.cost_usd is not None:
+        cost["maximum"] = budget.cost_usd
+    return {"token_budget": tokens, "cost_budget_usd": cost}
+
+
+def run_fields() -> dict[str, Any]:
+    return {
+        "prompt": PROMPT_FIELD,
+        "follow_ups": {"type": "boolean", "default": False},
+        "provider": {"type": "string", "enum": ["", *current().providers]},
+        "repo": {"type": "string", "description": "URL[@REF]", "pattern": "^\\S*$"},
+        **budget_fields(),
+    }
+
+
+DECISION_FIELDS: dict[str, Any] = {
+    "run_id": {"type": "string"},
+    "approve": {"type": "boolean"},
+    "reason": {"type": "string"},
+    "always": {"type": "boolean"},
+    "approver": {"type": "string"},
+    "signature": {"type": "string"},
+}
+
+
+def form_field(field: dict[str, Any]) -> dict[str, Any]:
+    """A JSON field as a form's: never null (a form leaves it out instead)."""
+    kind = field.get("type")
+    if isinstance(kind, list):
+        return {**field, "type": next(each for each in kind if each != "null")}
+    return field
+
+
+def request_body(
+    fields: dict[str, Any], required: list[str], files: bool = False
+) -> dict[str, Any]:
+    """The OpenAPI document's entry for a route's body: a JSON object of
+    ``fields`` and nothing else, or (``files``) a form of them with files."""
+
+    def schema(properties: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+
+    content = {"application/json": {"schema": schema(fields)}}
+    if files:
+        binary = {"type": "array", "items": {"type": "string", "format": "binary"}}
+        # A form's yes or no is text (boolean() reads it).
+        text = {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no", "on", "off"]}
+        in_form = {
+            name: text if field.get("type") == "boolean" else form_field(field)
+            for name, field in fields.items()
+        }
+        content["multipart/form-data"] = {"schema": schema({**in_form, "files": binary})}
+    return {"requestBody": {"required": True, "content": content}}
+
+
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI document's entry for the problems a route answers with."""
     return {
@@ -234,9 +306,13 @@ BUDGETS: dict[str, type] = {"token_budget": object, "cost_budget_usd": object}
 
 def budgets_in(fields: dict[str, Any]) -> tuple[int | None, float | None]:
     """The request's own token and cost budgets (None: the service's)."""
+    tokens = fields.get("token_budget")
+    # A whole number written with a point (JSON's 1500.0) is a whole number.
+    if isinstance(tokens, float) and tokens.is_integer() and abs(tokens) < 2**53:
+        tokens = int(tokens)
     try:
         return budgets_given(
-            fields.get("token_budget"),
+            tokens,
             fields.get("cost_budget_usd"),
             ("field 'token_budget'", "field 'cost_budget_usd'"),
             current().budget(),
@@ -318,7 +394,9 @@ async def read_body(request: Request, allowed: dict[str, type], has_store: bool)
         try:
             form = await request.form(max_files=MOST_FILES, max_fields=len(allowed) + 1)
         except HTTPException as e:
-            raise Problem(400, f"the multipart body cannot be read: {e.detail}.") from e
+            raise Problem(
+                400, f"the multipart body cannot be read: {str(e.detail).rstrip('.')}."
+            ) from e
         try:
             fields: dict[str, Any] = {}
             paths: list[str] = []
@@ -469,7 +547,10 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
             404: f"{request.url.path[:200]!r} is not a route of this API (see /openapi.json).",
             405: f"{request.method} is not allowed on {request.url.path[:200]!r} (see /openapi.json).",
         }.get(error.status_code, str(error.detail))
-        return problem_response(Problem(error.status_code, detail), request)
+        response = problem_response(Problem(error.status_code, detail), request)
+        # A 405's Allow: the methods the route takes.
+        response.headers.update(error.headers or {})
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -543,45 +624,7 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         status_code=201,
         summary="Start a run",
         responses=problems(400, 401, 411, 413, 415, 422, 429, 503),
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "properties": {
-                                "prompt": {"type": "string"},
-                                "follow_ups": {"type": "boolean", "default": False},
-                                "provider": {"type": "string"},
-                                "repo": {"type": "string", "description": "URL[@REF]"},
-                                "token_budget": {"type": "integer", "minimum": 1},
-                                "cost_budget_usd": {"type": "number", "exclusiveMinimum": 0},
-                            },
-                            "required": ["prompt"],
-                        }
-                    },
-                    "multipart/form-data": {
-                        "schema": {
-                            "type": "object",
-                            "properties": {
-                                "prompt": {"type": "string"},
-                                "follow_ups": {"type": "boolean"},
-                                "provider": {"type": "string"},
-                                "repo": {"type": "string"},
-                                "token_budget": {"type": "integer"},
-                                "cost_budget_usd": {"type": "number"},
-                                "files": {
-                                    "type": "array",
-                                    "items": {"type": "string", "format": "binary"},
-                                },
-                            },
-                            "required": ["prompt"],
-                        }
-                    },
-                },
-            }
-        },
+        openapi_extra=request_body(run_fields(), ["prompt"], files=True),
     )
     async def start_run(request: Request) -> JSONResponse:
         caller = await caller_of(request)
@@ -660,6 +703,9 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         status_code=202,
         summary="A follow-up to a conversation that has answered",
         responses=problems(400, 401, 404, 409, 411, 413, 415, 422, 504),
+        openapi_extra=request_body(
+            {"prompt": PROMPT_FIELD, **budget_fields()}, ["prompt"], files=True
+        ),
     )
     async def message(run: str, request: Request) -> dict[str, Any]:
         caller = await caller_of(request)
@@ -734,6 +780,7 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         "/v1/runs/{run}/approvals/{call_id}",
         summary="A person's decision, signed with their key (docs: approvals)",
         responses=problems(400, 401, 404, 409, 422, 504),
+        openapi_extra=request_body(DECISION_FIELDS, ["run_id", "approve"]),
     )
     async def decide(run: str, call_id: str, request: Request) -> dict[str, Any]:
         caller = await caller_of(request)
