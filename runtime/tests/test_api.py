@@ -300,14 +300,16 @@ async def test_a_run_is_its_callers_alone(stack: Stack, temporal_client: Client)
     assert [event.name for event in events][-2:] == ["answer", "end"]
 
 
-def send_forever(url: str) -> tuple[int, bytes]:
+def send_forever(
+    url: str, request: str = "POST /v1/runs", caller: str | None = "alice"
+) -> tuple[int, bytes]:
     """A JSON body sent in chunks, without end, with a raw socket, until the
     API closes the connection (at most 30 s): the bytes sent, and its answer."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
-    token = TOKENS["alice"]
+    token = f"Authorization: Bearer {TOKENS[caller]}\r\n" if caller else ""
     with socket.create_connection((host, int(port))) as connection:
         connection.sendall(
-            f"POST /v1/runs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+            f"{request} HTTP/1.1\r\nHost: {host}\r\n{token}"
             "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
         )
         connection.settimeout(0.01)
@@ -373,6 +375,7 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
 ) -> None:
     heavy = b"x" * (INLINE_FILES_LIMIT + 1)
     async with stack.b.client() as client:
+        finished = await start_job(client, with_file=False)
         said = {
             "bad json": one_line_problem(
                 await client.post(
@@ -395,6 +398,9 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
             ),
             "bad token budget": one_line_problem(
                 await client.post("/v1/runs", json={"prompt": "x", "token_budget": 0}), 422
+            ),
+            "a fraction of a token": one_line_problem(
+                await client.post("/v1/runs", json={"prompt": "x", "token_budget": 1.5}), 422
             ),
             "bad cost budget": one_line_problem(
                 await client.post("/v1/runs", data={"prompt": "x", "cost_budget_usd": "free"}), 422
@@ -440,7 +446,61 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
                 await client.get("/v1/runs/sandbox-agent-nothing"), 404
             ),
             "unknown route": one_line_problem(await client.get("/v1/nothing"), 404),
-            "wrong method": one_line_problem(await client.delete("/v1/runs"), 405),
+            "wrong method": one_line_problem(wrong_method := await client.delete("/v1/runs"), 405),
+            # A lone surrogate (half of a pair: no UTF-8 carries it), anywhere.
+            "surrogate in repo": one_line_problem(
+                await client.post(
+                    "/v1/runs",
+                    content=b'{"prompt": "x", "repo": "https://example.com/r\\ud800"}',
+                    headers={"content-type": "application/json"},
+                ),
+                422,
+            ),
+            "surrogate in prompt": one_line_problem(
+                await client.post(
+                    "/v1/runs",
+                    content=b'{"prompt": "x\\udfff"}',
+                    headers={"content-type": "application/json"},
+                ),
+                422,
+            ),
+            "nested deep": one_line_problem(
+                await client.post(
+                    "/v1/runs",
+                    content=b"[" * 100_000 + b"]" * 100_000,
+                    headers={"content-type": "application/json"},
+                ),
+                400,
+            ),
+            "nested deep in a field": one_line_problem(
+                await client.post(
+                    "/v1/runs",
+                    content=b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                    headers={"content-type": "application/json"},
+                ),
+                400,
+            ),
+            "many small files": one_line_problem(
+                await client.post(
+                    "/v1/runs",
+                    data={"prompt": "x"},
+                    files=[("files", (f"f{n}.txt", b"x")) for n in range(9_999)],
+                ),
+                413,
+            ),
+            "a superscript event id": one_line_problem(
+                await client.get(
+                    f"/v1/runs/{finished}/events",
+                    headers={b"Last-Event-ID": f"{finished}.\u00b2".encode()},
+                ),
+                400,
+            ),
+            "a long event id": one_line_problem(
+                await client.get(
+                    f"/v1/runs/{finished}/events", params={"last_event_id": f"r.{'9' * 5_000}"}
+                ),
+                400,
+            ),
             # A form sent in chunks, with no length: refused before a byte of it is read.
             "no length": one_line_problem(
                 await client.post(
@@ -475,6 +535,18 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
     assert said["climbing"].startswith("file name '../up.txt' is not allowed")
     assert said["two of a name"] == "two files are named 'a.txt': each must have its own name."
     assert said["no length"] == "a form's body needs a Content-Length: send its length."
+    assert wrong_method.headers["allow"] == "POST"
+    assert said["surrogate in repo"] == (
+        "field 'repo' holds a lone surrogate ('\\ud800') at character 21: send Unicode text; "
+        "a surrogate only as half of a pair."
+    )
+    assert said["surrogate in prompt"].startswith("field 'prompt' holds a lone surrogate")
+    assert said["nested deep"].startswith("the body nests too deep to read")
+    assert said["many small files"].startswith("field 'files': 9,999 files pack to ")
+    assert "OBJECT_STORE_URL" in said["many small files"]
+    for long_or_odd in ("a superscript event id", "a long event id"):
+        assert said[long_or_odd].startswith("Last-Event-ID "), said[long_or_odd]
+        assert "at most 19 digits 0-9" in said[long_or_odd]
     # A body that never ends: refused at the limit, the connection closed.
     sent, answer = await asyncio.to_thread(send_forever, stack.b.url)
     assert answer.startswith(b"HTTP/1.1 413 ") and b"connection: close" in answer.lower(), answer
@@ -484,9 +556,54 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
     # would be reset, and the answer with it.
     slow = await asyncio.to_thread(send_slowly, stack.b.url)
     assert slow.startswith(b"HTTP/1.1 411 "), slow
-    # Nothing started, nothing kept.
-    assert not any("started run" in line for line in stack.b.process.output)
+    # Nothing started but the finished run, nothing kept.
+    assert [line for line in stack.b.process.output if "started run" in line] == [
+        line for line in stack.b.process.output if f"started run {finished}" in line
+    ]
+    assert not any("Traceback" in line for line in stack.b.process.output)
     assert os.listdir(tmp_path_factory.getbasetemp() / "api-tmp-b") == []
+
+
+@pytest.mark.parametrize(
+    ("request_line", "caller", "status"),
+    [
+        ("POST /v1/runs", None, 401),
+        ("POST /v1/nothing", "alice", 404),
+        ("PUT /v1/runs", "alice", 405),
+        ("POST /v1/runs/sandbox-agent-no-such-run/messages", "alice", 404),
+        ("GET /livez", None, 200),
+    ],
+)
+async def test_an_answer_given_before_the_body_is_read_closes_the_connection(
+    stack: Stack, request_line: str, caller: str | None, status: int
+) -> None:
+    # A body that never ends, after headers the API answers without reading it.
+    sent, answer = await asyncio.to_thread(send_forever, stack.a.url, request_line, caller)
+    assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:200]
+    assert b"connection: close" in answer.lower(), answer[:400]
+    # The API stopped reading: what it read and dropped (DRAIN_LIMIT), and
+    # what the sockets' buffers held, no more.
+    assert sent < 16 * 1024 * 1024, sent
+
+
+async def test_the_metrics_label_a_method_they_do_not_know_as_other(stack: Stack) -> None:
+    odd = [f"X{n}{'Q' * 2_000}" for n in range(20)]
+    async with stack.a.client(None) as client:
+        for method in odd:
+            assert (await client.request(method, "/v1/runs")).status_code in (401, 405)
+        await client.request("BREW", "/v1/nothing")
+        scraped = (await client.get("/metrics")).text
+
+    labels = {
+        sample.labels["method"]
+        for family in text_string_to_metric_families(scraped)
+        for sample in family.samples
+        if family.name == "agent_api_requests"
+    }
+    assert labels <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+    assert "other" in labels
+    assert "QQQQ" not in scraped and "BREW" not in scraped
+    assert len(scraped) < 64 * 1024, len(scraped)
 
 
 async def test_a_stream_goes_on_from_another_replica_when_one_is_killed(stack: Stack) -> None:

@@ -927,6 +927,28 @@ class ApiSettings:
     # call the API as that caller then decides as that approver); None:
     # every decision is signed by the person's own key.
     approver_key_file: Path | None = None
+    # API_STREAMS_PER_CALLER: the event streams one caller may hold open at
+    # once on one API process.
+    streams_per_caller: int = 20
+    # API_RUNS_IN_FLIGHT_PER_CALLER: the runs of one caller still going
+    # (conversations waiting for a follow-up among them) past which it may
+    # start no other, counted across the service.
+    runs_per_caller: int = 50
+    # API_DOWNLOADS_PER_CALLER and API_DOWNLOADS_AT_ONCE: the outputs one
+    # caller, and all callers, may be downloading at once from one API
+    # process (each takes memory while its archive is made).
+    downloads_per_caller: int = 2
+    downloads_at_once: int = 4
+
+
+# Each of the API's bounds on a caller (API_*: ApiSettings): its variable,
+# default and the most it takes. Past these, a bound is no bound.
+API_BOUNDS: dict[str, tuple[str, int, int, str]] = {
+    "streams_per_caller": ("API_STREAMS_PER_CALLER", 20, 10_000, "streams"),
+    "runs_per_caller": ("API_RUNS_IN_FLIGHT_PER_CALLER", 50, 100_000, "runs"),
+    "downloads_per_caller": ("API_DOWNLOADS_PER_CALLER", 2, 100, "downloads"),
+    "downloads_at_once": ("API_DOWNLOADS_AT_ONCE", 4, 1_000, "downloads"),
+}
 
 
 def caller_name(name: str) -> bool:
@@ -1002,6 +1024,10 @@ def api_settings(environ: Mapping[str, str] = os.environ) -> ApiSettings:
         raise BadSetting(
             "API_APPROVER_KEY_FILE is set, but this service asks no one for approval: unset it."
         )
+    bounds = {
+        field: whole_number(environ, name, default, 1, most, unit)
+        for field, (name, default, most, unit) in API_BOUNDS.items()
+    }
     return ApiSettings(
         starter=starter_settings(environ),
         address=bind or API_ADDRESS,
@@ -1009,4 +1035,8 @@ def api_settings(environ: Mapping[str, str] = os.environ) -> ApiSettings:
         oidc_issuer=issuer.rstrip("/") if issuer else None,
         oidc_audience=audience.strip() if audience else None,
         approver_key_file=Path(key_file).expanduser() if key_file else None,
+        streams_per_caller=bounds["streams_per_caller"],
+        runs_per_caller=bounds["runs_per_caller"],
+        downloads_per_caller=bounds["downloads_per_caller"],
+        downloads_at_once=bounds["downloads_at_once"],
     )

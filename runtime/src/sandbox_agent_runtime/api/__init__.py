@@ -42,6 +42,12 @@ decisions sent unsigned, as that approver, and whoever may call the API as a
 run's owner decides for it as that approver.
 
 Every error is ``application/problem+json`` with one sentence (problems.py).
+No caller grows it without bound (limits.py): each holds at most so many
+event streams and downloads open on a replica, and so many runs in flight
+in the service (API_STREAMS_PER_CALLER, API_DOWNLOADS_PER_CALLER,
+API_DOWNLOADS_AT_ONCE, API_RUNS_IN_FLIGHT_PER_CALLER; past one, 429 with
+Retry-After); any answer given before a request's body is read closes its
+connection (app.py); /metrics labels only what the API itself names.
 
 Exit statuses: 0 stopped (SIGTERM, Ctrl+C); 1 cannot serve (a setting, the
 address); 2 Temporal or the object store unreachable at start.

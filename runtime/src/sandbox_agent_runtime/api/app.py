@@ -3,6 +3,9 @@ caller, and hands the rest to runs.py or events.py. Every error is a
 ``Problem`` (problems.py), answered as ``application/problem+json``."""
 
 import asyncio
+import contextlib
+import dataclasses
+import functools
 import json
 import logging
 import re
@@ -19,7 +22,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -27,7 +30,8 @@ from sandbox_agent_runtime import approvers
 from sandbox_agent_runtime.api import runs
 from sandbox_agent_runtime.api.callers import Caller, Issuer, IssuerUnreachable, Tokens
 from sandbox_agent_runtime.api.events import BadEventId, Followers, event_id_parts
-from sandbox_agent_runtime.api.metrics import ApiMetrics
+from sandbox_agent_runtime.api.limits import HeldStream, SharedFiles, Slots, runs_in_flight
+from sandbox_agent_runtime.api.metrics import ApiMetrics, method_label, status_label
 from sandbox_agent_runtime.api.problems import PROBLEM_JSON, PROBLEM_SCHEMA, TITLES, Problem
 from sandbox_agent_runtime.archives import BadInput, inputs_of, repo_of, size_text
 from sandbox_agent_runtime.run_request import FollowUp, Input, RunRequest
@@ -47,49 +51,160 @@ LARGEST_JSON = LONGEST_PROMPT + 64 * 1024
 # What a multipart body may weigh beside its files: its fields and the
 # parts' headers.
 MULTIPART_OVERHEAD = LONGEST_PROMPT + 1024 * 1024
+# Without an object store, a run's request (or a follow-up) travels in
+# history as one payload, which Temporal takes up to 2 MiB: its files,
+# packed (each a gzipped tar in base64, with its name and checksum), weigh
+# at most what is left beside the longest prompt. INLINE_FILES_LIMIT of
+# files in one input fits; thousands of small ones may not.
+INLINE_REQUEST = 2 * 1024 * 1024 - LONGEST_PROMPT - 64 * 1024
 # A run's id, as the API makes them (task queue, "-", a UUID) or a
 # starter's --workflow-id: printable, no slash.
 RUN_ID = re.compile(r"[A-Za-z0-9._:@=+-]{1,255}")
 
 
-# A body refused unread: the connection closes after the answer, so a
-# client that goes on sending (an endless body) costs nothing more.
-BODY_REFUSED = (411, 413, 415)
-# Before it answers so, the API reads and throws away what is left of the
-# body, up to this many bytes, for at most this long. A connection closed
-# with bytes of the client's still unread is reset (RST) rather than closed,
-# and a reset may drop the answer on its way: the client then sees its
-# connection broken instead of the problem (CI at 8b0e234: a chunked form
-# refused with 411). A body up to the limit (an oversized JSON prompt among
-# them) is read to its end and the answer arrives whole; an endless one, or
-# a form whose Content-Length is past it, is cut there, as before.
+# An answer given before the request's body was read to its end (401
+# without a token, 404, 405, 411, 413, 415, 429, any answer): the
+# connection closes after it, so a client that goes on sending (an endless
+# body) costs nothing more; kept open, the server would read whatever comes
+# and throw it away. Before it answers, the API reads and throws away what
+# is left of the body, up to this many bytes, for at most this long. A
+# connection closed with bytes of the client's still unread is reset (RST)
+# rather than closed, and a reset may drop the answer on its way: the client
+# then sees its connection broken instead of the problem (CI at 8b0e234: a
+# chunked form refused with 411). A body up to the limit (an oversized JSON
+# prompt among them) is read to its end and the answer arrives whole; an
+# endless one, or a form whose Content-Length is past it, is cut there.
 DRAIN_LIMIT = 1024 * 1024
 DRAIN_TIME = 1.0
 
 
-async def refused_unread(request: Request, problem: Problem) -> Problem:
-    """``problem`` (a status of BODY_REFUSED), once what is left of the
-    request's body is read and thrown away: to its end, DRAIN_LIMIT bytes
-    or DRAIN_TIME, whichever comes first."""
-    read = 0
-    try:
-        async with asyncio.timeout(DRAIN_TIME):
-            async for chunk in request.stream():
-                read += len(chunk)
-                if read > DRAIN_LIMIT:
-                    break
-    except (TimeoutError, ClientDisconnect, RuntimeError):
-        pass  # out of time, the client gone, or the body already read
-    return problem
+class UnreadBodies:
+    """ASGI around the whole API (every answer, a 500 among them): an answer
+    that starts while the request's body is still arriving ends its
+    connection, once what is left of the body is read and thrown away: to its
+    end, DRAIN_LIMIT bytes or DRAIN_TIME, whichever comes first."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or ()) if scope["type"] == "http" else {}
+        pending = b"transfer-encoding" in headers or headers.get(b"content-length", b"0") != b"0"
+        if not pending:
+            await self.app(scope, receive, send)
+            return
+
+        async def receiving() -> Message:
+            nonlocal pending
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                pending = False
+            return message
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start" and pending:
+                await drain()
+                if pending:
+                    close = (b"connection", b"close")
+                    message = {**message, "headers": [*message.get("headers", ()), close]}
+            await send(message)
+
+        async def drain() -> None:
+            read = 0
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(DRAIN_TIME):
+                    while pending and read <= DRAIN_LIMIT:
+                        read += len((await receiving()).get("body", b""))
+
+        await self.app(scope, receiving, sending)
+
+
+class Api(FastAPI):
+    """The API's application, whose outermost layer is ``UnreadBodies``."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return UnreadBodies(super().build_middleware_stack())
 
 
 def problem_response(problem: Problem, request: Request) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if problem.status == 401 else {}
-    if problem.status in BODY_REFUSED:
-        headers["Connection"] = "close"
+    if problem.retry_after is not None:
+        headers["Retry-After"] = str(problem.retry_after)
     return JSONResponse(
         problem.body(request.url.path), problem.status, headers=headers, media_type=PROBLEM_JSON
     )
+
+
+# The fields of each route's body, as the OpenAPI document shows them.
+PROMPT_FIELD = {"type": "string", "minLength": 1, "pattern": "\\S"}
+
+
+def budget_fields() -> dict[str, Any]:
+    """A prompt's own budgets: at most the service's (a higher one is refused)."""
+    budget = current().budget()
+    # null, or the field left out: the service's.
+    tokens: dict[str, Any] = {"type": ["integer", "null"], "minimum": 1}
+    cost: dict[str, Any] = {"type": ["number", "null"], "exclusiveMinimum": 0}
+    if budget.tokens is not None:
+        tokens["maximum"] = budget.tokens
+    if budget.cost_usd is not None:
+        cost["maximum"] = budget.cost_usd
+    return {"token_budget": tokens, "cost_budget_usd": cost}
+
+
+def run_fields() -> dict[str, Any]:
+    return {
+        "prompt": PROMPT_FIELD,
+        "follow_ups": {"type": "boolean", "default": False},
+        "provider": {"type": "string", "enum": ["", *current().providers]},
+        "repo": {"type": "string", "description": "URL[@REF]", "pattern": "^\\S*$"},
+        **budget_fields(),
+    }
+
+
+DECISION_FIELDS: dict[str, Any] = {
+    "run_id": {"type": "string"},
+    "approve": {"type": "boolean"},
+    "reason": {"type": "string"},
+    "always": {"type": "boolean"},
+    "approver": {"type": "string"},
+    "signature": {"type": "string"},
+}
+
+
+def form_field(field: dict[str, Any]) -> dict[str, Any]:
+    """A JSON field as a form's: never null (a form leaves it out instead)."""
+    kind = field.get("type")
+    if isinstance(kind, list):
+        return {**field, "type": next(each for each in kind if each != "null")}
+    return field
+
+
+def request_body(
+    fields: dict[str, Any], required: list[str], files: bool = False
+) -> dict[str, Any]:
+    """The OpenAPI document's entry for a route's body: a JSON object of
+    ``fields`` and nothing else, or (``files``) a form of them with files."""
+
+    def schema(properties: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+
+    content = {"application/json": {"schema": schema(fields)}}
+    if files:
+        binary = {"type": "array", "items": {"type": "string", "format": "binary"}}
+        # A form's yes or no is text (boolean() reads it).
+        text = {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no", "on", "off"]}
+        in_form = {
+            name: text if field.get("type") == "boolean" else form_field(field)
+            for name, field in fields.items()
+        }
+        content["multipart/form-data"] = {"schema": schema({**in_form, "files": binary})}
+    return {"requestBody": {"required": True, "content": content}}
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -113,20 +228,14 @@ async def body_of(request: Request, limit: int) -> bytes:
     """The request's body, refused (413) past ``limit`` bytes before more is read."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
-        raise await refused_unread(
-            request,
-            Problem(
-                413, f"the body weighs {int(length):,} bytes, over the {limit:,} this route takes."
-            ),
+        raise Problem(
+            413, f"the body weighs {int(length):,} bytes, over the {limit:,} this route takes."
         )
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise await refused_unread(
-                request,
-                Problem(413, f"the body weighs over {limit:,} bytes, the most this route takes."),
-            )
+            raise Problem(413, f"the body weighs over {limit:,} bytes, the most this route takes.")
     return bytes(body)
 
 
@@ -136,11 +245,19 @@ def json_object(body: bytes, allowed: dict[str, type]) -> dict[str, Any]:
         value = json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
         raise Problem(400, f"the body is not JSON ({e}): send a JSON object.") from e
+    except RecursionError as e:
+        raise Problem(
+            400,
+            "the body nests too deep to read: send a JSON object of this route's fields, "
+            "each a string, a number or a boolean.",
+        ) from e
     if not isinstance(value, dict):
         raise Problem(
             400, f"the body is a JSON {type(value).__name__}, not an object: send a JSON object."
         )
     for name, field_value in value.items():
+        if isinstance(field_value, str):
+            text_field(name, field_value)
         if name not in allowed:
             raise Problem(
                 422, f"field {name[:40]!r} is not one of this route's: {', '.join(allowed)}."
@@ -152,6 +269,21 @@ def json_object(body: bytes, allowed: dict[str, type]) -> dict[str, Any]:
                 f"field {name!r} is a JSON {type(field_value).__name__}: it must be a "
                 f"{'boolean' if kind is bool else 'string' if kind is str else kind.__name__}.",
             )
+    return value
+
+
+def text_field(name: str, value: str) -> str:
+    """``value``, refused (422) when it holds a lone surrogate: JSON's
+    ``\\ud800`` escape, half of a pair, which no UTF-8 carries (a run's
+    request could not be sent to its worker)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError as e:
+        raise Problem(
+            422,
+            f"field {name[:40]!r} holds a lone surrogate ({value[e.start]!r}) at character "
+            f"{e.start}: send Unicode text; a surrogate only as half of a pair.",
+        ) from e
     return value
 
 
@@ -174,9 +306,13 @@ BUDGETS: dict[str, type] = {"token_budget": object, "cost_budget_usd": object}
 
 def budgets_in(fields: dict[str, Any]) -> tuple[int | None, float | None]:
     """The request's own token and cost budgets (None: the service's)."""
+    tokens = fields.get("token_budget")
+    # A whole number written with a point (JSON's 1500.0) is a whole number.
+    if isinstance(tokens, float) and tokens.is_integer() and abs(tokens) < 2**53:
+        tokens = int(tokens)
     try:
         return budgets_given(
-            fields.get("token_budget"),
+            tokens,
             fields.get("cost_budget_usd"),
             ("field 'token_budget'", "field 'cost_budget_usd'"),
             current().budget(),
@@ -233,40 +369,34 @@ async def read_body(request: Request, allowed: dict[str, type], has_store: bool)
     if kind == "application/json":
         return Body(json_object(await body_of(request, LARGEST_JSON), allowed), [])
     if kind not in ("multipart/form-data", "application/x-www-form-urlencoded"):
-        raise await refused_unread(
-            request,
-            Problem(
-                415,
-                f"content type {kind or 'none'!r} is not taken here: send application/json, or "
-                "multipart/form-data (with files) or application/x-www-form-urlencoded.",
-            ),
+        raise Problem(
+            415,
+            f"content type {kind or 'none'!r} is not taken here: send application/json, or "
+            "multipart/form-data (with files) or application/x-www-form-urlencoded.",
         )
     files_limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
     length = request.headers.get("content-length")
     if length is None or not length.isdigit():
-        raise await refused_unread(
-            request, Problem(411, "a form's body needs a Content-Length: send its length.")
-        )
+        raise Problem(411, "a form's body needs a Content-Length: send its length.")
     if int(length) > files_limit + MULTIPART_OVERHEAD:
         how = (
             "through the object store"
             if has_store
             else "without an object store (OBJECT_STORE_URL)"
         )
-        raise await refused_unread(
-            request,
-            Problem(
-                413,
-                f"the body weighs {int(length):,} bytes; a run takes at most "
-                f"{size_text(files_limit)} of files {how}.",
-            ),
+        raise Problem(
+            413,
+            f"the body weighs {int(length):,} bytes; a run takes at most "
+            f"{size_text(files_limit)} of files {how}.",
         )
     directory = Path(tempfile.mkdtemp(prefix="api-inputs-"))
     try:
         try:
             form = await request.form(max_files=MOST_FILES, max_fields=len(allowed) + 1)
         except HTTPException as e:
-            raise Problem(400, f"the multipart body cannot be read: {e.detail}.") from e
+            raise Problem(
+                400, f"the multipart body cannot be read: {str(e.detail).rstrip('.')}."
+            ) from e
         try:
             fields: dict[str, Any] = {}
             paths: list[str] = []
@@ -292,7 +422,7 @@ async def read_body(request: Request, allowed: dict[str, type], has_store: bool)
                         f"part {name[:40]!r} is not one of this route's (once each): "
                         f"{', '.join([*allowed, 'files'])}.",
                     )
-                fields[name] = value
+                fields[name] = text_field(name, value)
         finally:
             await form.close()
         try:
@@ -300,6 +430,16 @@ async def read_body(request: Request, allowed: dict[str, type], has_store: bool)
         except BadInput as e:
             text = str(e).replace(str(directory) + "/", "").replace("--input", "file")
             raise Problem(413 if "weigh" in text else 422, text + ".") from e
+        if not has_store:
+            packed = len(json.dumps([dataclasses.asdict(each) for each in inputs]))
+            if packed > INLINE_REQUEST:
+                raise Problem(
+                    413,
+                    f"field 'files': {len(inputs):,} files pack to {size_text(packed)}, over the "
+                    f"{size_text(INLINE_REQUEST)} a request carries without an object store "
+                    "(OBJECT_STORE_URL): send fewer files (many small ones as one archive), or "
+                    "set OBJECT_STORE_URL.",
+                )
         return Body(fields, inputs)
     finally:
         await asyncio.to_thread(shutil.rmtree, directory, True)
@@ -322,6 +462,16 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
+
+
+# What a download sends at a time, read from its file on disk.
+DOWNLOAD_CHUNK = 256 * 1024
+
+
+async def file_chunks(path: Path) -> AsyncIterator[bytes]:
+    with path.open("rb") as file:
+        while chunk := await asyncio.to_thread(file.read, DOWNLOAD_CHUNK):
+            yield chunk
 
 
 def page_file(name: str) -> Response:
@@ -350,6 +500,13 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
     )
     metrics = ApiMetrics()
     followers = Followers(client, metrics)
+    streams = Slots("event streams", (settings.streams_per_caller, "API_STREAMS_PER_CALLER"))
+    downloads = Slots(
+        "downloads",
+        (settings.downloads_per_caller, "API_DOWNLOADS_PER_CALLER"),
+        (settings.downloads_at_once, "API_DOWNLOADS_AT_ONCE"),
+    )
+    archives = SharedFiles()
     has_store = settings.starter.object_store is not None
 
     @asynccontextmanager
@@ -357,7 +514,7 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         yield
         await followers.close()
 
-    app = FastAPI(
+    app = Api(
         title=f"{current().name} API",
         version="1",
         description="Start runs of the agent, follow their steps live, follow up, decide "
@@ -371,14 +528,14 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
 
     @app.middleware("http")
     async def count(request: Request, call_next: Any) -> Response:
-        status = "500"
+        status = 500
         try:
             response: Response = await call_next(request)
-            status = str(response.status_code)
+            status = response.status_code
             return response
         finally:
             route = getattr(request.scope.get("route"), "path", "unmatched")
-            metrics.requests.labels(request.method, route, status).inc()
+            metrics.requests.labels(method_label(request.method), route, status_label(status)).inc()
 
     @app.exception_handler(Problem)
     async def on_problem(request: Request, problem: Problem) -> JSONResponse:
@@ -390,7 +547,10 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
             404: f"{request.url.path[:200]!r} is not a route of this API (see /openapi.json).",
             405: f"{request.method} is not allowed on {request.url.path[:200]!r} (see /openapi.json).",
         }.get(error.status_code, str(error.detail))
-        return problem_response(Problem(error.status_code, detail), request)
+        response = problem_response(Problem(error.status_code, detail), request)
+        # A 405's Allow: the methods the route takes.
+        response.headers.update(error.headers or {})
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -463,49 +623,12 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         "/v1/runs",
         status_code=201,
         summary="Start a run",
-        responses=problems(400, 401, 411, 413, 415, 422, 503),
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "properties": {
-                                "prompt": {"type": "string"},
-                                "follow_ups": {"type": "boolean", "default": False},
-                                "provider": {"type": "string"},
-                                "repo": {"type": "string", "description": "URL[@REF]"},
-                                "token_budget": {"type": "integer", "minimum": 1},
-                                "cost_budget_usd": {"type": "number", "exclusiveMinimum": 0},
-                            },
-                            "required": ["prompt"],
-                        }
-                    },
-                    "multipart/form-data": {
-                        "schema": {
-                            "type": "object",
-                            "properties": {
-                                "prompt": {"type": "string"},
-                                "follow_ups": {"type": "boolean"},
-                                "provider": {"type": "string"},
-                                "repo": {"type": "string"},
-                                "token_budget": {"type": "integer"},
-                                "cost_budget_usd": {"type": "number"},
-                                "files": {
-                                    "type": "array",
-                                    "items": {"type": "string", "format": "binary"},
-                                },
-                            },
-                            "required": ["prompt"],
-                        }
-                    },
-                },
-            }
-        },
+        responses=problems(400, 401, 411, 413, 415, 422, 429, 503),
+        openapi_extra=request_body(run_fields(), ["prompt"], files=True),
     )
     async def start_run(request: Request) -> JSONResponse:
         caller = await caller_of(request)
+        await runs_in_flight(client, caller, settings.runs_per_caller)
         body = await read_body(
             request,
             {"prompt": str, "follow_ups": bool, "provider": str, "repo": str, **BUDGETS},
@@ -555,7 +678,7 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         summary="A run's live events (Server-Sent Events)",
         responses={
             200: {"description": "text/event-stream", "content": {"text/event-stream": {}}},
-            **problems(400, 401, 404),
+            **problems(400, 401, 404, 429),
         },
     )
     async def run_events(
@@ -570,8 +693,9 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
                 event_id_parts(after)
             except BadEventId as e:
                 raise Problem(400, str(e)) from e
-        return StreamingResponse(
+        return HeldStream(
             followers.stream(workflow_id, False, after),
+            streams.take(caller),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -581,6 +705,9 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         status_code=202,
         summary="A follow-up to a conversation that has answered",
         responses=problems(400, 401, 404, 409, 411, 413, 415, 422, 504),
+        openapi_extra=request_body(
+            {"prompt": PROMPT_FIELD, **budget_fields()}, ["prompt"], files=True
+        ),
     )
     async def message(run: str, request: Request) -> dict[str, Any]:
         caller = await caller_of(request)
@@ -610,17 +737,36 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         summary="The run's outputs: a gzipped tar (the patch inside, as changes.patch)",
         responses={
             200: {"description": "application/gzip", "content": {"application/gzip": {}}},
-            **problems(401, 404, 409, 504),
+            **problems(401, 404, 409, 429, 504),
         },
     )
     async def outputs(run: str, request: Request) -> Response:
         caller = await caller_of(request)
         workflow_id = run_id_of(run)
-        archive = await runs.outputs(client, caller, workflow_id)
-        return Response(
-            archive,
+        release = downloads.take(caller)
+        # The archive is made on disk, once for the caller's downloads of the
+        # run at the same time, and sent from there, a chunk at a time.
+        try:
+            archive, let_go = await archives.get(
+                (caller.owner, workflow_id),
+                functools.partial(runs.outputs, client, caller, workflow_id),
+            )
+        except BaseException:
+            release()
+            raise
+
+        def done() -> None:
+            let_go()
+            release()
+
+        return HeldStream(
+            file_chunks(archive),
+            done,
             media_type="application/gzip",
-            headers={"Content-Disposition": f'attachment; filename="{workflow_id}-outputs.tar.gz"'},
+            headers={
+                "Content-Disposition": f'attachment; filename="{workflow_id}-outputs.tar.gz"',
+                "Content-Length": str(archive.stat().st_size),
+            },
         )
 
     @app.get(
@@ -636,6 +782,7 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         "/v1/runs/{run}/approvals/{call_id}",
         summary="A person's decision, signed with their key (docs: approvals)",
         responses=problems(400, 401, 404, 409, 422, 504),
+        openapi_extra=request_body(DECISION_FIELDS, ["run_id", "approve"]),
     )
     async def decide(run: str, call_id: str, request: Request) -> dict[str, Any]:
         caller = await caller_of(request)

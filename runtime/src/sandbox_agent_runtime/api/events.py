@@ -20,6 +20,7 @@ import contextlib
 import functools
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -65,6 +66,11 @@ CLOSED = {
 }
 
 
+# A number in an event id: ASCII digits ("²" is a digit to str.isdigit, not
+# to int), no more than a history event's id (a 64-bit integer) takes.
+EVENT_NUMBER = re.compile(r"[0-9]{1,19}")
+
+
 class BadEventId(ValueError):
     """A ``Last-Event-ID`` that is not one of the API's."""
 
@@ -100,11 +106,12 @@ def event_id_parts(text: str) -> tuple[str, int, int]:
     """``Last-Event-ID`` as (run id, history event id, what was asked after
     it); ``BadEventId`` in one line for anything else."""
     parts = text.strip().split(".")
-    if len(parts) in (2, 3) and parts[0] and all(part.isdigit() for part in parts[1:]):
+    if len(parts) in (2, 3) and parts[0] and all(EVENT_NUMBER.fullmatch(p) for p in parts[1:]):
         return parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else 0
     raise BadEventId(
         f"Last-Event-ID {text[:80]!r} is not an event id of this API: send back the id of the "
-        "last event received (RUN_ID.EVENT_ID or RUN_ID.EVENT_ID.N), or none to start over."
+        "last event received (RUN_ID.EVENT_ID or RUN_ID.EVENT_ID.N, each number at most 19 "
+        "digits 0-9), or none to start over."
     )
 
 

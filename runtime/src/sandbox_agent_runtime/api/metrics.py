@@ -5,9 +5,14 @@ recorded in a run's history takes to reach the clients that follow it."""
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-# Labels: method, route (the route's template, "/v1/runs/{run}", or
-# "unmatched"), status (the HTTP status answered).
+# Labels: method (one of METHODS, or "other"), route (the route's template,
+# "/v1/runs/{run}", or "unmatched"), status (the HTTP status answered, one
+# of 100 to 599, or "other"). Each label takes a bounded set of values,
+# whatever a caller sends: a label is a series for good.
 REQUESTS = "agent_api_requests"
+METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+)
 # Event streams open now, and runs followed now (one follower per run:
 # events.py).
 OPEN_STREAMS = "agent_api_open_streams"
@@ -15,6 +20,16 @@ FOLLOWED_RUNS = "agent_api_followed_runs"
 # From an event's time in history to the API's reading it, for events
 # recorded while the run was followed (seconds).
 EVENT_DELAY = "agent_api_event_delay_seconds"
+
+
+def method_label(method: str) -> str:
+    """A request's method as the metrics label it: by name when it is one
+    of HTTP's, else "other" (a caller may send any token as a method)."""
+    return method if method in METHODS else "other"
+
+
+def status_label(status: int) -> str:
+    return str(status) if 100 <= status <= 599 else "other"
 
 
 class ApiMetrics:

@@ -20,6 +20,7 @@ TITLES = {
     413: "Too large",
     415: "Unsupported media type",
     422: "Unprocessable request",
+    429: "Too many",
     500: "Internal error",
     502: "The worker refused",
     503: "Unavailable",
@@ -30,10 +31,14 @@ TITLES = {
 class Problem(Exception):
     """An error the API answers with: ``status`` and one sentence."""
 
-    def __init__(self, status: int, detail: str, **extra: Any) -> None:
+    def __init__(
+        self, status: int, detail: str, *, retry_after: int | None = None, **extra: Any
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        # Seconds, for a 429 or a 503: the Retry-After header.
+        self.retry_after = retry_after
         self.extra = extra
 
     def body(self, instance: str) -> dict[str, Any]:

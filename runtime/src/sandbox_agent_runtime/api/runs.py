@@ -5,10 +5,9 @@ Every refusal is a ``Problem`` of one sentence; the routes (app.py) only
 read requests and write answers."""
 
 import asyncio
-import io
 import json
+import shutil
 import tarfile
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -264,36 +263,35 @@ async def end(client: Client, caller: Caller, workflow_id: str) -> None:
     await send_update(client, workflow_id, END, then="end it")
 
 
-def outputs_archive(answer: RunAnswer, workflow_id: str) -> bytes:
-    """The run's outputs as one gzipped tar: each file at its workspace
-    path and, with a repository, the run's changes as ``changes.patch``:
-    what ``--output DIR`` writes, through the same checks (archives.py)."""
+def outputs_archive(answer: RunAnswer, workflow_id: str, directory: Path) -> Path:
+    """The run's outputs as one gzipped tar in ``directory``: each file at
+    its workspace path and, with a repository, the run's changes as
+    ``changes.patch``: what ``--output DIR`` writes, through the same checks
+    (archives.py). Made on disk, a file at a time, and sent from there."""
     outputs = answer.outputs
     if outputs.withheld:
         raise Problem(409, f"run {workflow_id!r}: its files did not travel ({outputs.withheld}).")
-    with tempfile.TemporaryDirectory(prefix="api-outputs-") as directory:
-        root = Path(directory) / "outputs"
-        try:
-            written, refused = write_outputs(outputs, root)
-        except (OSError, ValueError) as e:
-            raise Problem(
-                500, f"run {workflow_id!r}: its outputs could not be packed ({e})."
-            ) from e
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            for path in sorted(root.rglob("*")):
-                if path.is_file() and not path.is_symlink():
-                    info = tar.gettarinfo(str(path), arcname=path.relative_to(root).as_posix())
-                    info.uid = info.gid = 0
-                    info.uname = info.gname = ""
-                    info.mtime = int(time.time())
-                    with path.open("rb") as file:
-                        tar.addfile(info, file)
-        del written, refused
-        return buffer.getvalue()
+    root = directory / "outputs"
+    try:
+        write_outputs(outputs, root)
+    except (OSError, ValueError) as e:
+        raise Problem(500, f"run {workflow_id!r}: its outputs could not be packed ({e}).") from e
+    archive = directory / "outputs.tar.gz"
+    with tarfile.open(archive, mode="w:gz") as tar:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                info = tar.gettarinfo(str(path), arcname=path.relative_to(root).as_posix())
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.mtime = int(time.time())
+                with path.open("rb") as file:
+                    tar.addfile(info, file)
+    shutil.rmtree(root, ignore_errors=True)
+    return archive
 
 
-async def outputs(client: Client, caller: Caller, workflow_id: str) -> bytes:
+async def outputs(client: Client, caller: Caller, workflow_id: str, directory: Path) -> Path:
+    """The caller's run's outputs, a gzipped tar made in ``directory``."""
     description = await own_run(client, caller, workflow_id)
     memo = await description.memo()
     session = session_of(memo)
@@ -304,7 +302,7 @@ async def outputs(client: Client, caller: Caller, workflow_id: str) -> bytes:
         raise Problem(
             409, f"run {workflow_id!r} has no answer yet: ask for its outputs once it has."
         )
-    return await asyncio.to_thread(outputs_archive, answer, workflow_id)
+    return await asyncio.to_thread(outputs_archive, answer, workflow_id, directory)
 
 
 async def approvals(client: Client, caller: Caller, workflow_id: str) -> dict[str, Any]:

@@ -15,7 +15,12 @@ from sandbox_agent_runtime.testing.processes import API, Service, service
 from sandbox_agent_runtime.testing.support import free_address
 
 # The callers every API process of the tests knows, by name: their tokens.
-TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef"}
+TOKENS = {
+    "alice": "alice-token-0123456789abcdef",
+    "bob": "bob-token-0123456789abcdef",
+    # Whose runs only the tests of the API's bounds start (test_api_limits.py).
+    "dana": "dana-token-0123456789abcdef",
+}
 
 
 def api_tokens() -> str:
