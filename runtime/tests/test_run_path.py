@@ -13,6 +13,7 @@ template's ``tests/histories/``, rendered): a chain of two runs, the first
 continued as new, and a conversation of two prompts, released and restored
 between them."""
 
+import asyncio
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -81,3 +82,25 @@ def test_each_phase_of_a_recorded_run_is_entered_from_at_most_two_modules(name: 
     }
     assert crowded == {}, crowded
     assert "phases.prompting" in entered
+
+
+def test_a_coroutine_closed_under_another_modules_frame_is_no_call_from_it() -> None:
+    """The garbage collector closes a replayed run's coroutines whenever it
+    runs, under whatever frame runs then: closing (or throwing into) a
+    suspended coroutine is not a call into its module from that frame."""
+    workflow: dict[str, object] = {"__name__": "sandbox_agent_runtime.workflow", "asyncio": asyncio}
+    exec(
+        "async def run_agent():\n    await _run()\n"
+        "async def _run():\n    await asyncio.sleep(3600)\n",
+        workflow,
+    )
+    prompting: dict[str, object] = {"__name__": "sandbox_agent_runtime.phases.prompting"}
+    exec("def close(run):\n    run.close()\n", prompting)
+
+    async def replay() -> None:
+        run = workflow["run_agent"]()  # type: ignore[operator]
+        run.send(None)
+        prompting["close"](run)  # type: ignore[operator]
+
+    entries = traced(replay, project().package)
+    assert [e for e in entries if e.called == "workflow"] == [], entries

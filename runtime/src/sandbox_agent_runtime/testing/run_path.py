@@ -73,12 +73,15 @@ def module_of(frame: FrameType, package: str) -> str | None:
 
 
 def _first_call(frame: FrameType) -> bool:
-    """Whether a ``call`` event is the function's start, not a coroutine or
-    generator resumed."""
+    """Whether a ``call`` event is the function's start (at its first
+    ``RESUME``), not a coroutine or generator resumed, or thrown into or
+    closed where it waits: the garbage collector closing a finished
+    replay's workflow coroutines, at any moment and under whatever frame
+    happens to run then, would otherwise read as calls from that frame."""
     code, at = frame.f_code.co_code, frame.f_lasti
-    if at < 0 or at + 1 >= len(code) or code[at] != _RESUME:
+    if at < 0:
         return True
-    return code[at + 1] & 3 == 0
+    return at + 1 < len(code) and code[at] == _RESUME and code[at + 1] & 3 == 0
 
 
 def traced(replay: Callable[[], Awaitable[None]], package: str) -> list[Entry]:
