@@ -199,13 +199,13 @@ BAD_CASES = [
     pytest.param(
         f"{{id: a, prompt: Go., repo: '/srv/repos/secret@main', {OK}}}",
         "case 'a': repo '/srv/repos/secret' is not allowed: a path names a directory on the "
-        "worker's own disk; use an https:// or ssh:// URL, or user@host:path.",
+        "worker's own disk; use an https:// or ssh:// URL, or user@server:path.",
         id="repo-path",
     ),
     pytest.param(
         f"{{id: a, prompt: Go., repo: 'file:///etc', {OK}}}",
         "case 'a': repo 'file:///etc' is not allowed: a file:// URL reads the worker's own "
-        "disk; use an https:// or ssh:// URL, or user@host:path.",
+        "disk; use an https:// or ssh:// URL, or user@server:path.",
         id="repo-file-url",
     ),
     pytest.param(

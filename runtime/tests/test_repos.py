@@ -55,10 +55,10 @@ from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import SETTINGS, failure_of, running_worker
 from sandbox_agent_runtime.workspace.git import NOT_CLONED, clone
 
-ALLOWED = "use an https:// or ssh:// URL, or user@host:path"
+ALLOWED = "use an https:// or ssh:// URL, or user@server:path"
 NOT_PUBLIC = (
     "a loopback, private or link-local address this service does not allow "
-    "(REPO_ALLOWED_NETWORKS); use a repository on a public host"
+    "(REPO_ALLOWED_NETWORKS); use a repository on a public server"
 )
 
 
@@ -102,20 +102,20 @@ def project_repo(tmp_path: Path) -> Path:
         (
             "http://github.com/org/repo",
             "its scheme http is not one this service allows (REPO_ALLOWED_SCHEMES); "
-            "use https://, ssh:// or user@host:path",
+            "use https://, ssh:// or user@server:path",
         ),
         ("git://github.com/org/repo", "its scheme git is not one this service allows"),
-        ("https://127.0.0.1/org/repo", f"its host is 127.0.0.1, {NOT_PUBLIC}"),
-        ("https://10.1.2.3/org/repo", f"its host is 10.1.2.3, {NOT_PUBLIC}"),
-        ("https://192.168.1.1/org/repo", f"its host is 192.168.1.1, {NOT_PUBLIC}"),
-        ("https://169.254.169.254/latest", f"its host is 169.254.169.254, {NOT_PUBLIC}"),
-        ("https://[::1]/org/repo", f"its host is ::1, {NOT_PUBLIC}"),
-        ("https://[::ffff:10.0.0.1]/org/repo", f"its host is 10.0.0.1, {NOT_PUBLIC}"),
-        ("git@10.0.0.1:org/repo", f"its host is 10.0.0.1, {NOT_PUBLIC}"),
-        ("ssh://git@[fe80::1]/org/repo", f"its host is fe80::1, {NOT_PUBLIC}"),
-        ("https://localhost/org/repo", f"its host localhost resolves to 127.0.0.1, {NOT_PUBLIC}"),
+        ("https://127.0.0.1/org/repo", f"its server is 127.0.0.1, {NOT_PUBLIC}"),
+        ("https://10.1.2.3/org/repo", f"its server is 10.1.2.3, {NOT_PUBLIC}"),
+        ("https://192.168.1.1/org/repo", f"its server is 192.168.1.1, {NOT_PUBLIC}"),
+        ("https://169.254.169.254/latest", f"its server is 169.254.169.254, {NOT_PUBLIC}"),
+        ("https://[::1]/org/repo", f"its server is ::1, {NOT_PUBLIC}"),
+        ("https://[::ffff:10.0.0.1]/org/repo", f"its server is 10.0.0.1, {NOT_PUBLIC}"),
+        ("git@10.0.0.1:org/repo", f"its server is 10.0.0.1, {NOT_PUBLIC}"),
+        ("ssh://git@[fe80::1]/org/repo", f"its server is fe80::1, {NOT_PUBLIC}"),
+        ("https://localhost/org/repo", f"its server localhost resolves to 127.0.0.1, {NOT_PUBLIC}"),
         ("https://2130706433/org/repo", f"resolves to 127.0.0.1, {NOT_PUBLIC}"),
-        ("ssh://-oProxyCommand=x/repo", "it names no host, or a host that is not a name"),
+        ("ssh://-oProxyCommand=x/repo", "it names no server, or one that is not a name"),
         ("https://github.com/\ud800", "a character that is not text"),
     ],
 )
@@ -124,7 +124,7 @@ def test_a_repository_the_service_does_not_allow_is_refused_in_one_line(url: str
         repos.checked(url)
     said = str(refused.value)
     assert said.startswith(f"{repos.shown(url)} is not allowed: ") and why in said, said
-    assert "\n" not in said and said.endswith(("host", ALLOWED, "user@host:path"))
+    assert "\n" not in said and said.endswith(("server", ALLOWED, "user@server:path"))
 
 
 def test_allowed_repositories_pass_and_the_settings_widen_them() -> None:
@@ -143,7 +143,7 @@ def test_allowed_repositories_pass_and_the_settings_widen_them() -> None:
     assert repos.checked("https://10.20.3.4/x", networks).addresses == (
         ipaddress.ip_address("10.20.3.4"),
     )
-    with pytest.raises(BadRepo, match=r"its host github.com is not one this service allows"):
+    with pytest.raises(BadRepo, match=r"its server github.com is not one this service allows"):
         repos.target_of("https://github.com/org/repo", policy)
     with pytest.raises(BadRepo, match=r"its scheme ssh is not one"):
         repos.target_of("git@git.internal.example:org/repo", policy)
@@ -154,7 +154,7 @@ def test_allowed_repositories_pass_and_the_settings_widen_them() -> None:
     [
         ("REPO_ALLOWED_SCHEMES", "https,file", "'file' is not one"),
         ("REPO_ALLOWED_SCHEMES", "", "'' is not one"),
-        ("REPO_ALLOWED_HOSTS", "github.com,*", "'*' is not a host name"),
+        ("REPO_ALLOWED_HOSTS", "github.com,*", "'*' is not a server name"),
         ("REPO_ALLOWED_NETWORKS", "10.0.0.0/33", "'10.0.0.0/33' is not a network"),
     ],
 )
@@ -181,7 +181,7 @@ def test_the_clients_refuse_before_a_run_starts_and_connect_to_nothing(tmp_path:
             BadInput,
             match=re.escape(
                 f"case 'a': repo 'https://localhost:{listener.port}/r.git' is not allowed: "
-                f"its host localhost resolves to 127.0.0.1, {NOT_PUBLIC}"
+                f"its server localhost resolves to 127.0.0.1, {NOT_PUBLIC}"
             ),
         ):
             prepare(load(dataset), False, SETTINGS.repos)
@@ -236,8 +236,8 @@ async def test_the_worker_refuses_a_repository_it_may_not_clone_before_any_conne
     assert "a path names a directory on the worker's own disk" in reasons[0]
     assert "a file:// URL reads the worker's own disk" in reasons[1]
     assert "its scheme http is not one this service allows" in reasons[2]
-    assert reasons[4].endswith(f"its host localhost resolves to 127.0.0.1, {NOT_PUBLIC}")
-    assert reasons[8].endswith(f"its host is 169.254.169.254, {NOT_PUBLIC}")
+    assert reasons[4].endswith(f"its server localhost resolves to 127.0.0.1, {NOT_PUBLIC}")
+    assert reasons[8].endswith(f"its server is 169.254.169.254, {NOT_PUBLIC}")
 
 
 async def test_the_worker_clones_from_loopback_when_the_settings_allow_it(
@@ -546,5 +546,9 @@ async def test_the_api_refuses_a_repository_before_a_run_starts(temporal_client:
     assert listener.accepted == []
     for url, (status, detail) in zip(bad, said, strict=True):
         assert status == 422, detail
-        assert detail.startswith(f"field 'repo' {repos.shown(url)} is not allowed: "), detail
+        # A lone surrogate is refused in any field before the URL is read.
+        refused = (
+            "holds a lone surrogate" if "\ud800" in url else f"{repos.shown(url)} is not allowed: "
+        )
+        assert detail.startswith(f"field 'repo' {refused}"), detail
         assert "\n" not in detail and detail.endswith("."), detail

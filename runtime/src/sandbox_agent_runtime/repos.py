@@ -35,7 +35,7 @@ _TRANSPORT = re.compile(r"[A-Za-z0-9][A-Za-z0-9+.-]*::")
 _SCP = re.compile(r"(?:[^@/:\s]+@)?(\[[0-9A-Fa-f:.]+\]|[^@/:\[\]\s]+):(?!//)(.+)")
 
 # What a repository may be, as the refusals say it.
-FORMS = "an https:// or ssh:// URL, or user@host:path"
+FORMS = "an https:// or ssh:// URL, or user@server:path"
 # The most of a value a refusal shows.
 _SHOWN = 100
 
@@ -109,7 +109,7 @@ def target_of(url: str, policy: RepoPolicy = DEFAULT_POLICY) -> Target:
             parts = urlsplit(url)
             port = parts.port
         except ValueError:
-            raise refuse("its host or port is not one") from None
+            raise refuse("its server or port is not one") from None
         scheme, host = parts.scheme.lower(), parts.hostname or ""
         if scheme == "file":
             raise refuse("a file:// URL reads the worker's own disk")
@@ -119,14 +119,14 @@ def target_of(url: str, policy: RepoPolicy = DEFAULT_POLICY) -> Target:
         allowed = ", ".join(f"{each}://" for each in policy.schemes)
         raise refuse(
             f"its scheme {scheme} is not one this service allows (REPO_ALLOWED_SCHEMES)",
-            allowed + (" or user@host:path" if "ssh" in policy.schemes else ""),
+            allowed + (" or user@server:path" if "ssh" in policy.schemes else ""),
         )
     host = host.strip("[]").lower()
     if not host or not (_HOST_NAME.fullmatch(host) or _ip(host)):
-        raise refuse("it names no host, or a host that is not a name or an address")
+        raise refuse("it names no server, or one that is not a name or an address")
     if policy.hosts and not any(_host_matches(host, each) for each in policy.hosts):
         raise refuse(
-            f"its host {host} is not one this service allows (REPO_ALLOWED_HOSTS)",
+            f"its server {host} is not one this service allows (REPO_ALLOWED_HOSTS)",
             "a repository on " + ", ".join(policy.hosts),
         )
     return Target(scheme, host, port)
@@ -159,17 +159,17 @@ def _checked(url: str, policy: RepoPolicy, unresolved_ok: bool) -> Target:
             if unresolved_ok:
                 return target
             raise BadRepo(
-                f"{shown(url)} is not allowed: its host {target.host} does not "
-                "resolve to an address; use a repository on a host with a DNS name"
+                f"{shown(url)} is not allowed: its server {target.host} does not "
+                "resolve to an address; use a repository on a server with a DNS name"
             ) from None
         addresses = tuple(dict.fromkeys(_plain(ipaddress.ip_address(f[4][0])) for f in found))
     for address in addresses:
         if not address.is_global and not any(address in net for net in policy.networks):
-            said = "" if literal is not None else f"its host {target.host} resolves to "
+            said = "" if literal is not None else f"its server {target.host} resolves to "
             raise BadRepo(
-                f"{shown(url)} is not allowed: {said or 'its host is '}{address}, "
+                f"{shown(url)} is not allowed: {said or 'its server is '}{address}, "
                 "a loopback, private or link-local address this service does not allow "
-                "(REPO_ALLOWED_NETWORKS); use a repository on a public host"
+                "(REPO_ALLOWED_NETWORKS); use a repository on a public server"
             )
     return Target(target.scheme, target.host, target.port, addresses)
 
@@ -226,7 +226,7 @@ def parse_hosts(value: str) -> tuple[str, ...]:
     for host in hosts:
         name = host.removeprefix("*.")
         if not (_HOST_NAME.fullmatch(name) or _ip(name)) or "*" in name:
-            raise ValueError(f"{host!r} is not a host name")
+            raise ValueError(f"{host!r} is not a server name")
     return hosts
 
 

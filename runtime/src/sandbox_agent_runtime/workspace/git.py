@@ -257,7 +257,7 @@ def clone_dir(repo: Repo, commit: str) -> Path:
 # network (which port is closed, which filtered). The worker's log has
 # git's own line.
 NOT_CLONED = (
-    "it could not be cloned (no such repository, the worker may not read it, or its host "
+    "it could not be cloned (no such repository, the worker may not read it, or its server "
     "did not answer as a git server)"
 )
 
