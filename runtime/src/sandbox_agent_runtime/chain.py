@@ -41,7 +41,7 @@ from temporalio.exceptions import ActivityError
 from temporalio.openai_agents.sandbox._temporal_sandbox_client import TemporalSandboxClient
 from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
-from sandbox_agent_runtime.affinity import SandboxHost, routed_to
+from sandbox_agent_runtime.affinity import SandboxHost, host_gone, routed_to
 from sandbox_agent_runtime.bounded_sandbox import LastingSession
 from sandbox_agent_runtime.observability import Usage, UsageMeter
 from sandbox_agent_runtime.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
@@ -281,7 +281,9 @@ class LastingSandboxClient(TemporalSandboxClient):
         (a sandbox at its process limit, say): each is an operation with
         the sandbox's timeout and retries. Until the delete is done, the
         client still holds the sandbox, so a removal that failed can be
-        tried again."""
+        tried again; but a sandbox whose host is gone (no worker of it took
+        the stop) went with its host: the client holds it no more, and the
+        error is raised for the caller to tell (phases/between.py)."""
         if self.inner is None and self.handed_on is not None:
             await self.resume(self.handed_on)
         inner = self.inner
@@ -291,6 +293,11 @@ class LastingSandboxClient(TemporalSandboxClient):
             try:
                 await step()
             except ActivityError as e:
+                if host_gone(e) is not None:
+                    # No worker of its host took it: the sandbox went with
+                    # its host, and there is nothing left to delete.
+                    self.inner = self.handed_on = None
+                    raise
                 workflow.logger.warning(
                     f"{e.activity_type} failed, the sandbox is deleted anyway: {e}"
                 )
