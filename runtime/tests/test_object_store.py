@@ -494,6 +494,8 @@ KEY = "AKIAEXAMPLEKEY"
         ("http://127.0.0.1:9000/x", "http://127.0.0.1:9000/x"),
         ("http://[::1]:9000/x", "http://[::1]:9000/x"),
         ("localhost:7233", "localhost:7233"),
+        # A port out of range is what the line refusing it must show.
+        ("http://x:99999999999999999999", "http://x:99999999999999999999"),
     ],
 )
 def test_a_setting_is_shown_with_what_may_be_a_credential_masked(value: str, shown: str) -> None:

@@ -161,11 +161,13 @@ def _authority(rest: str) -> str:
 
 def _holds_a_secret(authority: str) -> bool:
     """Whether a URL's ``authority`` without an '@' holds a ':' that no
-    port follows (not an IPv6 address in brackets): a KEY:SECRET."""
+    port follows (not an IPv6 address in brackets): a KEY:SECRET. Digits
+    alone after it are a port, one out of range too (the line that refuses
+    it must show it)."""
     return (
         ":" in authority
         and not authority.startswith("[")
-        and not re.fullmatch(r"[^:]*:[0-9]{0,5}", authority)
+        and not re.fullmatch(r"[^:]*:[0-9]*", authority)
     )
 
 

@@ -293,8 +293,8 @@ def repo_policy(environ: Mapping[str, str]) -> repositories.RepoPolicy:
         raise refused(
             "REPO_ALLOWED_HOSTS",
             hosts or "",
-            "host names (github.com, or *.example.com for every name under it), separated by "
-            "commas, or leave it unset for any host",
+            "server names (github.com, or *.example.com for every name under it), separated by "
+            "commas, or leave it unset for any server",
             str(e),
         ) from None
     try:
