@@ -33,10 +33,11 @@ import ipaddress
 import os
 import re
 import socket
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -275,42 +276,38 @@ REPO_VARIABLES = ("REPO_ALLOWED_SCHEMES", "REPO_ALLOWED_HOSTS", "REPO_ALLOWED_NE
 
 def repo_policy(environ: Mapping[str, str]) -> repositories.RepoPolicy:
     """The REPO_ALLOWED_* settings; each unset keeps its default."""
-    schemes, hosts, networks = (environ.get(name) for name in REPO_VARIABLES)
     default = repositories.DEFAULT_POLICY
-    try:
-        allowed_schemes = repositories.parse_schemes(schemes) if schemes is not None else None
-    except ValueError as e:
-        raise refused(
-            "REPO_ALLOWED_SCHEMES",
-            schemes or "",
+    # Each setting: how it is read, and what it may be.
+    readers: dict[str, tuple[Callable[[str], tuple[Any, ...]], str]] = {
+        "REPO_ALLOWED_SCHEMES": (
+            repositories.parse_schemes,
             f"some of {', '.join(repositories.SCHEMES)}, separated by commas, or leave it unset "
             f"for {','.join(default.schemes)}",
-            str(e),
-        ) from None
-    try:
-        allowed_hosts = repositories.parse_hosts(hosts) if hosts is not None else None
-    except ValueError as e:
-        raise refused(
-            "REPO_ALLOWED_HOSTS",
-            hosts or "",
+        ),
+        "REPO_ALLOWED_HOSTS": (
+            repositories.parse_hosts,
             "server names (github.com, or *.example.com for every name under it), separated by "
             "commas, or leave it unset for any server",
-            str(e),
-        ) from None
-    try:
-        allowed_networks = repositories.parse_networks(networks) if networks is not None else None
-    except ValueError as e:
-        raise refused(
-            "REPO_ALLOWED_NETWORKS",
-            networks or "",
+        ),
+        "REPO_ALLOWED_NETWORKS": (
+            repositories.parse_networks,
             "networks (10.20.0.0/16, 127.0.0.1/32, fd00::/8), separated by commas, or leave it "
             "unset for public addresses only",
-            str(e),
-        ) from None
+        ),
+    }
+    read: dict[str, tuple[Any, ...]] = {}
+    for name, (parse, allowed) in readers.items():
+        value = environ.get(name)
+        if value is None:
+            continue
+        try:
+            read[name] = parse(value)
+        except ValueError as e:
+            raise refused(name, value, allowed, str(e)) from None
     return repositories.RepoPolicy(
-        schemes=allowed_schemes or default.schemes,
-        hosts=allowed_hosts or default.hosts,
-        networks=allowed_networks or default.networks,
+        schemes=read.get("REPO_ALLOWED_SCHEMES") or default.schemes,
+        hosts=read.get("REPO_ALLOWED_HOSTS") or default.hosts,
+        networks=read.get("REPO_ALLOWED_NETWORKS") or default.networks,
     )
 
 
