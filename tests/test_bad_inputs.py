@@ -132,19 +132,25 @@ def test_bad_answer_is_rejected_with_one_clear_line(cookies, answers, message) -
     assert not any(result.project_path.parent.iterdir()) if result.project_path else True
 
 
-def test_the_cookiecutter_command_says_a_bad_answers_line_alone(tmp_path) -> None:
-    """What a user sees: the line, and nothing of Cookiecutter's (no
-    traceback, no "Hook script failed"); status 1; no directory."""
-    done = run(
+def cookiecutter_command(tmp_path, answer: str):
+    """The cookiecutter command, as a user runs it, given one ``answer``
+    on its command line (the rest its defaults), into tmp_path/out."""
+    return run(
         tool("cookiecutter"),
         "--no-input",
         "--output-dir",
         str(tmp_path / "out"),
         str(TEMPLATE),
-        "task_queue=my queue",
+        answer,
         cwd=tmp_path,
         HOME=str(tmp_path),
     )
+
+
+def test_the_cookiecutter_command_says_a_bad_answers_line_alone(tmp_path) -> None:
+    """What a user sees: the line, and nothing of Cookiecutter's (no
+    traceback, no "Hook script failed"); status 1; no directory."""
+    done = cookiecutter_command(tmp_path, "task_queue=my queue")
 
     assert done.returncode == 1
     said = (done.stdout + done.stderr).strip()
@@ -163,16 +169,7 @@ def test_a_bad_choice_on_cookiecutters_command_line_gets_cookiecutters_traceback
     before any of the template's code runs in its process; the pre-prompt
     hook, which runs before it, is not given the command line's answers.
     Should a Cookiecutter release catch it, this fails: make the docs say so."""
-    done = run(
-        tool("cookiecutter"),
-        "--no-input",
-        "--output-dir",
-        str(tmp_path / "out"),
-        str(TEMPLATE),
-        "sandbox_backend=dockr",
-        cwd=tmp_path,
-        HOME=str(tmp_path),
-    )
+    done = cookiecutter_command(tmp_path, "sandbox_backend=dockr")
 
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
