@@ -657,6 +657,34 @@ def runtime_notice(answers: Mapping[str, object] | None = None) -> str:
     return ""
 
 
+# The runtime's settings, as its declarations make them (runtime/docs/settings.json,
+# which the runtime's tests keep equal to them): read here, not imported, since the
+# runtime need not be installed where an engine renders.
+RUNTIME_SETTINGS = Path(__file__).parent / RUNTIME_DIRECTORY / "docs" / "settings.json"
+
+
+def runtime_settings(answers: Mapping[str, object], command: str) -> list[dict[str, str]]:
+    """The runtime's settings ``command`` ("worker", "starter", "codec server",
+    "API") of a project of these answers reads, each with its name, one line
+    of help and the value an example shows."""
+    derived = derive(answers)
+    when = {
+        "": True,
+        "approvals": answers.get("approval", "none") != "none",
+        "host-bound backend": bool(derived.host_bound_backends),
+        "docker backend": "docker" in generated_backends(answers),
+    }
+    declared = json.loads(RUNTIME_SETTINGS.read_text())
+    return [setting for setting in declared if command in setting["readers"] and when[setting["when"]]]
+
+
+def runtime_reference(answers: Mapping[str, object] | None = None) -> str:
+    """The address of the runtime's settings reference at the commit a project
+    pins (the template's main branch for one that pins none)."""
+    commit = _origin(answers).get("rev", "main")
+    return f"{TEMPLATE_URL}/blob/{commit}/{RUNTIME_DIRECTORY}/docs/settings.md"
+
+
 class DerivedAnswers(Extension):
     """One Jinja filter per fact, each applied to ``cookiecutter``."""
 
@@ -681,6 +709,7 @@ class DerivedAnswers(Extension):
             answers_json=answers_json,
             items=items,
             has_encrypted_history=has_encrypted_history,
+            runtime_settings=runtime_settings,
         )
         # For the recorded histories (tests/histories/), whose payloads are
         # base64: the workflow's input, a RunRequest naming the provider, is one.
@@ -701,6 +730,7 @@ class DerivedAnswers(Extension):
         environment.globals["runtime_source"] = runtime_source
         environment.globals["runtime_directory"] = runtime_directory
         environment.globals["runtime_notice"] = runtime_notice
+        environment.globals["runtime_reference"] = runtime_reference
 
 
 class CookiecutterNamespace(ContextHook):

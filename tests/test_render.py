@@ -1,5 +1,6 @@
 """Each combination renders into a clean project written for exactly that choice."""
 
+import json
 import py_compile
 import re
 
@@ -237,6 +238,13 @@ def test_env_example_lists_what_the_worker_reads(project: BakedProject) -> None:
     assert ("# DOCKER_HOST=" in example) == ("docker" in chosen)
     assert ("# DOCKER_ENGINE_SHARED=" in example) == ("docker" in chosen)
     assert ("# WORKER_HOST_ID=" in example) == bool(project.derived.host_bound_backends)
+    assert ("# APPROVERS=" in example) == (project.context["approval"] != "none")
+    # And every other setting the runtime declares for every worker, as the
+    # runtime's data says (runtime/docs/settings.json, made from its declarations).
+    declared = json.loads((TEMPLATE / "runtime" / "docs" / "settings.json").read_text())
+    for setting in declared:
+        if "worker" in setting["readers"] and not setting["when"]:
+            assert f"\n# {setting['name']}=" in example, setting["name"]
     for name in project.derived.secret_env_vars:
         assert f"\n{name}=" in example
 

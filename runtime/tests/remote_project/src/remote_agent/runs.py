@@ -3,7 +3,7 @@
 The workflow, the worker and the starter read these values; a change
 reaches every run started after the workers restart. The worker's own
 settings (capacity, limits, addresses) are environment variables instead
-(sandbox_agent_runtime/settings.py; docs/operations.md lists them). PRICES,
+(the runtime's reference lists them: docs/configuration.md). PRICES,
 last, is what a run's tokens cost: in the usage line, for the money budget
 and in the evaluations' reports.
 """
