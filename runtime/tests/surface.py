@@ -66,7 +66,7 @@ def _name_lines(module: str, name: str) -> Iterator[str]:
 def faces_listing() -> list[str]:
     """Each public name of each face, with its signature (a class's, and its
     public methods' and properties'), or its value."""
-    lines = []
+    lines: list[str] = []
     for module in FACES:
         names = sorted(importlib.import_module(module).__all__)
         for name in names:
@@ -101,9 +101,13 @@ def settings_listing() -> list[str]:
     constants = {
         name: value
         for name, value in vars(settings).items()
-        if name.isupper() and not name.startswith("_") and isinstance(value, int | float | str | tuple | timedelta)
+        if name.isupper()
+        and not name.startswith("_")
+        and isinstance(value, int | float | str | tuple | timedelta)
     }
-    lines.extend(f"settings.{name} = {_shown(repr(value))}" for name, value in sorted(constants.items()))
+    lines.extend(
+        f"settings.{name} = {_shown(repr(value))}" for name, value in sorted(constants.items())
+    )
     lines.extend(
         f"backends.{backend}.{key} = {_shown(repr(option))}"
         for backend in BACKENDS
