@@ -62,7 +62,12 @@ def test_a_project_pinned_by_version_installs_the_runtime_from_a_teams_own_index
     pyproject = project.path / "pyproject.toml"
     text = pyproject.read_text()
     text = RUNTIME_SOURCE.sub('sandbox-agent-runtime = { index = "platform" }', text, count=1)
-    text = text.replace('"sandbox-agent-runtime[api,evals]"', f'"sandbox-agent-runtime[api,evals]=={RUNTIME_VERSION}"')
+    # The dependency, its extras as they are, pinned to the version.
+    text = re.sub(
+        r'^(    "sandbox-agent-runtime\[[a-z0-9,]+\])"', rf'\1=={RUNTIME_VERSION}"', text, count=1, flags=re.MULTILINE
+    )
+    [dependency] = tomllib.loads(text)["project"]["dependencies"]
+    assert dependency.endswith(f"]=={RUNTIME_VERSION}"), dependency
     text += f'\n[[tool.uv.index]]\nname = "platform"\nurl = "{index.as_uri()}"\nformat = "flat"\nexplicit = true\n'
     pyproject.write_text(text)
 
