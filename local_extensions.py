@@ -523,6 +523,20 @@ class Provenance(NamedTuple):
     commit: str
     # Whether the files rendered had changes not committed to that commit.
     uncommitted: bool
+    # The template's release at that commit (its tag, "v0.2.0"); "" when the
+    # commit is no release (RELEASING.md).
+    tag: str = ""
+
+
+# A release's tag: "v" and the version of the template and its runtime.
+RELEASE_TAG = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+")
+
+
+def release_tag(tags: str) -> str:
+    """The newest release among ``tags`` (one a line, as ``git tag`` prints
+    them), or ""."""
+    releases = [tag for tag in tags.split() if RELEASE_TAG.fullmatch(tag)]
+    return max(releases, key=lambda tag: tuple(int(part) for part in tag[1:].split(".")), default="")
 
 
 def provenance(root: Path = Path(__file__).parent) -> Provenance:
@@ -544,10 +558,21 @@ def provenance(root: Path = Path(__file__).parent) -> Provenance:
         if Path(git("rev-parse", "--show-toplevel")).resolve() != root.resolve():
             return Provenance(version, "unknown", False)
         if git("log", "-1", "--format=%s") == COPIER_DRAFT_COMMIT:
-            return Provenance(version, git("rev-parse", "HEAD^"), True)
-        return Provenance(version, git("rev-parse", "HEAD"), bool(git("status", "--porcelain")))
+            commit, uncommitted = git("rev-parse", "HEAD^"), True
+        else:
+            commit, uncommitted = git("rev-parse", "HEAD"), bool(git("status", "--porcelain"))
+        return Provenance(version, commit, uncommitted, release_tag(git("tag", "--points-at", commit)))
     except (OSError, subprocess.SubprocessError):
         return Provenance(version, "unknown", False)
+
+
+def runtime_version(root: Path = Path(__file__).parent) -> str:
+    """The version of the runtime beside the template (its pyproject.toml),
+    which a render pins; "unknown" without one."""
+    try:
+        return str(tomllib.loads((root / RUNTIME_DIRECTORY / "pyproject.toml").read_text())["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
 
 
 # The runtime library (sandbox_agent_runtime) lives beside the template, in
@@ -731,6 +756,7 @@ class DerivedAnswers(Extension):
         environment.globals["runtime_directory"] = runtime_directory
         environment.globals["runtime_notice"] = runtime_notice
         environment.globals["runtime_reference"] = runtime_reference
+        environment.globals["runtime_version"] = runtime_version
 
 
 class CookiecutterNamespace(ContextHook):

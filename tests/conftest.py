@@ -10,8 +10,8 @@ _baked: dict[str, BakedProject] = {}
 
 # The tests of minutes, in the order the test processes take them up, before
 # every other: the parts of the runtime's suite, then each combination's
-# generated suite (test_generated_suites.py orders them longest first), then
-# the runtime's type check. A test process takes the next test once it is
+# generated suite (test_generated_suites.py orders them longest first), the
+# previous release's suite on this runtime, then the runtime's type check. A test process takes the next test once it is
 # done with one (pytest-xdist's --dist loadgroup, --no-loadscope-reorder in
 # pyproject.toml), so the longest start first, on separate cores, and the
 # tests of seconds fill in at the end instead of leaving a core idle behind a
@@ -19,6 +19,7 @@ _baked: dict[str, BakedProject] = {}
 LONGEST_FIRST = (
     "tests/test_runtime.py::test_the_runtimes_own_suite_passes",
     "tests/test_generated_suites.py::test_generated_suite_types_and_hooks_pass",
+    "tests/test_releases.py::test_a_project_of_the_previous_release_passes_its_whole_suite",
     "tests/test_runtime.py::test_the_runtime_type_checks_strictly_with_every_backend",
 )
 

@@ -35,7 +35,8 @@ UPDATING = "docs/updating.md"
 # The commit the README names: these tests render a copy outside git with
 # copier, this checkout with cookiecutter.
 COMMIT = re.compile(
-    rb"commit (`[0-9a-f]{12}`( with changes not committed)?|unknown \(rendered from files outside git\))\."
+    rb"commit (`[0-9a-f]{12}`( with changes not committed)?(, its release `v[0-9.]+`)?"
+    rb"|unknown \(rendered from files outside git\));"
 )
 NOT_TEMPLATE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "*.egg-info", ".pytest_cache", ".ci")
 

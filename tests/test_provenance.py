@@ -16,6 +16,7 @@ from .baked import TEMPLATE, BakedProject, succeeds, tool
 from .test_updates import GIT_IDENTITY, NOT_TEMPLATE, commit_all, head
 
 VERSION = tomllib.loads((TEMPLATE / "pyproject.toml").read_text())["project"]["version"]
+RUNTIME_VERSION = tomllib.loads((TEMPLATE / "runtime" / "pyproject.toml").read_text())["project"]["version"]
 # A link to a file of the template, as the generated docs write it.
 TEMPLATE_LINK = re.compile(re.escape(TEMPLATE_URL) + r"/(?:blob|tree)/main/([^)\s]+)\)")
 
@@ -27,7 +28,11 @@ def test_the_readme_names_the_template_its_version_and_commit(project: BakedProj
         named = "commit unknown (rendered from files outside git)"
     else:
         named = f"commit `{made.commit[:12]}`" + (" with changes not committed" if made.uncommitted else "")
-    assert f"Made from [sandbox-agent-template]({TEMPLATE_URL}) {VERSION}, {named}." in readme
+    release = f", its release `{made.tag}`" if made.tag else ""
+    assert (
+        f"Made from [sandbox-agent-template]({TEMPLATE_URL}) {VERSION}, {named}{release}; "
+        f"it runs `sandbox-agent-runtime` {RUNTIME_VERSION} (`[tool.uv.sources]` in `pyproject.toml`)."
+    ) in readme
     assert "[docs/updating.md](docs/updating.md)" in readme
     assert (project.path / "docs" / "updating.md").exists()
 
@@ -53,6 +58,13 @@ def copy(tmp_path: Path) -> Path:
     return copy
 
 
+def test_a_release_is_one_version_of_the_template_and_its_runtime() -> None:
+    """A release's tag, vX.Y.Z, names both (RELEASING.md)."""
+    assert VERSION == RUNTIME_VERSION, (
+        f"the template is {VERSION} and its runtime {RUNTIME_VERSION}: bump both (RELEASING.md)"
+    )
+
+
 def test_files_outside_git_have_no_commit(copy: Path) -> None:
     assert provenance(copy) == Provenance(VERSION, "unknown", False)
 
@@ -63,6 +75,18 @@ def test_a_checkout_names_its_commit_and_whether_it_has_changes(copy: Path) -> N
     assert provenance(copy) == Provenance(VERSION, head(copy), False)
     (copy / "cookiecutter.json").write_text((copy / "cookiecutter.json").read_text() + "\n")
     assert provenance(copy) == Provenance(VERSION, head(copy), True)
+
+
+def test_a_checkout_at_a_release_names_its_tag(copy: Path) -> None:
+    git(copy, "init", "-q", "-b", "main")
+    commit_all(copy, "template A")
+    git(copy, "tag", "v0.9.0")
+    git(copy, "tag", "v0.10.0")
+    git(copy, "tag", "not-a-release")
+    assert provenance(copy) == Provenance(VERSION, head(copy), False, "v0.10.0")
+    (copy / "README.md").write_text("A later commit.\n")
+    commit_all(copy, "template B")
+    assert provenance(copy) == Provenance(VERSION, head(copy), False, "")
 
 
 def test_copiers_commit_of_a_checkouts_changes_is_not_taken_for_the_templates(copy: Path) -> None:
@@ -154,6 +178,9 @@ def test_copier_from_a_local_repository_at_an_old_tag_pins_that_tags_runtime(
     locked = succeeds(tool("uv"), "lock", "--offline", "--no-python-downloads", cwd=project)
     assert locked.returncode == 0
     assert f'source = {{ git = "{address}?subdirectory=runtime&rev={old}#{old}" }}' in (project / "uv.lock").read_text()
+    # The project names the release it was made from.
+    assert f"commit `{old[:12]}`, its release `v1.0.0`;" in (project / "README.md").read_text()
+    assert f"commit `{old}`, its release `v1.0.0`." in (project / "docs" / "updating.md").read_text()
     assert build_command(project).startswith(f"docker build --build-context runtime={template_repo.resolve()} -t ")
 
 

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -57,14 +58,15 @@ def assert_made_from(project: Path, commit: str, follow: str) -> None:
     README by its first 12 digits, docs/updating.md whole) and how to follow
     it: the README for every engine, docs/updating.md for the one that made it."""
     readme = (project / "README.md").read_text()
+    version = tomllib.loads((TEMPLATE / "pyproject.toml").read_text())["project"]["version"]
     assert (
-        f"[sandbox-agent-template](https://github.com/org/sandbox-agent-template) 0.1.0, commit `{commit[:12]}`."
+        f"[sandbox-agent-template](https://github.com/org/sandbox-agent-template) {version}, commit `{commit[:12]}`"
         in readme
     )
     assert "copier update --trust" in readme
     assert "uvx cruft update" in readme
     updating = (project / "docs" / "updating.md").read_text()
-    assert f"commit `{commit}`." in updating
+    assert f"commit `{commit}`" in updating
     assert follow in updating
     assert ("cruft" in updating) == ("cruft" in follow)
 

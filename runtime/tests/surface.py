@@ -1,0 +1,128 @@
+"""What a service depends on, as text: the runtime's version, its public
+names with their signatures, and the settings it reads.
+
+``surface.txt`` beside the runtime's pyproject.toml keeps the listing of the
+released version; test_surface.py fails when the listing moves and the
+version does not. Rewrite it after a bump, from the runtime's directory::
+
+    uv run python -m tests.surface --write
+
+What counts as the surface is the two tables below: a module added to
+``FACES``, or a settings declaration to ``settings_listing``, is listed too.
+"""
+
+import importlib
+import inspect
+import re
+import sys
+import tomllib
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+RUNTIME = Path(__file__).resolve().parents[1]
+SURFACE = RUNTIME / "surface.txt"
+REWRITE = "cd runtime && uv run python -m tests.surface --write"
+
+# The modules whose ``__all__`` a service imports from.
+FACES = ("sandbox_agent_runtime", "sandbox_agent_runtime.testing")
+
+
+def version() -> str:
+    """The runtime's version, as its pyproject.toml says."""
+    return str(tomllib.loads((RUNTIME / "pyproject.toml").read_text())["project"]["version"])
+
+
+def _shown(thing: object) -> str:
+    """A signature or a value as text that does not change from run to run
+    (no object's address)."""
+    return re.sub(r" at 0x[0-9a-f]+", "", str(thing))
+
+
+def _signature(thing: object) -> str:
+    try:
+        return _shown(inspect.signature(thing))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+
+
+def _name_lines(module: str, name: str) -> Iterator[str]:
+    thing = getattr(importlib.import_module(module), name)
+    if inspect.isclass(thing):
+        yield f"{module}.{name}: class{_signature(thing)}"
+        for attribute, member in sorted(vars(thing).items()):
+            if attribute.startswith("_"):
+                continue
+            if isinstance(member, property):
+                yield f"{module}.{name}.{attribute}: property"
+            elif callable(member) or isinstance(member, staticmethod | classmethod):
+                yield f"{module}.{name}.{attribute}{_signature(getattr(thing, attribute))}"
+    elif callable(thing):
+        yield f"{module}.{name}{_signature(thing)}"
+    else:
+        yield f"{module}.{name} = {_shown(repr(thing))}"
+
+
+def faces_listing() -> list[str]:
+    """Each public name of each face, with its signature (a class's, and its
+    public methods' and properties'), or its value."""
+    lines: list[str] = []
+    for module in FACES:
+        names = sorted(importlib.import_module(module).__all__)
+        for name in names:
+            lines.extend(_name_lines(module, name))
+    return lines
+
+
+def settings_listing() -> list[str]:
+    """Every variable each command reads, for a service with every backend,
+    approvals and a host-bound one (the most it can read), and the settings'
+    defaults and bounds: the upper-case constants of settings.py, and each
+    backend's options."""
+    from sandbox_agent_runtime import Service, configure, settings
+    from sandbox_agent_runtime.backends import backend_module
+    from sandbox_agent_runtime.service import BACKENDS
+
+    configure(
+        Service(
+            name="surface",
+            task_queue="surface",
+            providers={backend: backend for backend in BACKENDS},
+            approval="commands_and_writes",
+        )
+    )
+    commands = {
+        "worker": settings.worker_variables(),
+        "starter": settings.starter_variables(),
+        "codec-server": settings.CODEC_SERVER_VARIABLES,
+        "api": settings.API_VARIABLES,
+    }
+    lines = [f"{command} reads {name}" for command, names in commands.items() for name in names]
+    constants = {
+        name: value
+        for name, value in vars(settings).items()
+        if name.isupper()
+        and not name.startswith("_")
+        and isinstance(value, int | float | str | tuple | timedelta)
+    }
+    lines.extend(
+        f"settings.{name} = {_shown(repr(value))}" for name, value in sorted(constants.items())
+    )
+    lines.extend(
+        f"backends.{backend}.{key} = {_shown(repr(option))}"
+        for backend in BACKENDS
+        for key, option in backend_module(backend).OPTIONS.items()
+    )
+    return lines
+
+
+def listing() -> str:
+    """The whole listing, as surface.txt keeps it."""
+    return "\n".join([f"version {version()}", *faces_listing(), *settings_listing()]) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        SURFACE.write_text(listing())
+    else:
+        sys.stdout.write(listing())
