@@ -140,30 +140,45 @@ async def test_an_update_or_a_question_no_worker_takes_is_no_worker(
 async def test_a_conversation_s_refusals_are_typed_in_the_run_s_words(
     temporal_client: Client, tmp_path: Path
 ) -> None:
+    # Started through the API, so the API's answers to the same refusals
+    # are seen beside the client's.
+    alice = Caller("token", "alice")
     gate = tmp_path / "gate"
     model = Conversing([[f"while [ ! -e {gate} ]; do sleep 0.05; done; echo done"]])
-    handle = await started(temporal_client, True)
+    workflow_id = await api_runs.start_run(
+        temporal_client, alice, RunRequest("Wait.", follow_ups=True)
+    )
     async with running_worker(temporal_client, model) as (client, _):
+        handle = client.get_workflow_handle(workflow_id, result_type=RunAnswer)
         # Working on its first prompt: it waits for the gate.
-        await until(client.get_workflow_handle(handle.id), lambda state: state.state == "working")
+        await until(handle, lambda state: state.state == "working")
         with pytest.raises(StillWorking) as working:
             await send_update(
-                client, handle.id, FOLLOW_UP, FollowUp("Done?"), result_type=int, then="send it"
+                client, workflow_id, FOLLOW_UP, FollowUp("Done?"), result_type=int, then="send it"
             )
+        with pytest.raises(Problem) as api_working:
+            await api_runs.follow_up(client, alice, workflow_id, FollowUp("Done?"))
         gate.touch()
-        await answered(client.get_workflow_handle(handle.id), 1)
+        await answered(handle, 1)
         with pytest.raises(BadFollowUp) as blank:
-            await send_update(client, handle.id, FOLLOW_UP, FollowUp(" "), result_type=int)
-        ended = await send_update(client, handle.id, END, result_type=str)
+            await send_update(client, workflow_id, FOLLOW_UP, FollowUp(" "), result_type=int)
+        with pytest.raises(Problem) as api_blank:
+            await api_runs.follow_up(client, alice, workflow_id, FollowUp(" "))
+        ended = await send_update(client, workflow_id, END, result_type=str)
         await asyncio.wait_for(handle.result(), timeout=60)
 
     assert str(working.value) == (
-        f"workflow {handle.id} is still working on a prompt: follow it to its answer "
-        f"(--attach {handle.id}), then send it"
+        f"workflow {workflow_id} is still working on a prompt: follow it to its answer "
+        f"(--attach {workflow_id}), then send it"
     )
     assert "still working on prompt 1" in working.value.reason
-    assert str(blank.value) == f"workflow {handle.id} refused it: {blank.value.reason}"
+    assert (api_working.value.status, api_working.value.detail) == (409, f"{working.value}.")
     assert blank.value.reason
+    assert str(blank.value) == f"workflow {workflow_id} refused it: {blank.value.reason}"
+    assert (api_blank.value.status, api_blank.value.detail) == (
+        409,
+        f"run {workflow_id!r} refused it: {blank.value.reason}.",
+    )
     assert ended.run_id and ended.update_id
 
 

@@ -29,11 +29,13 @@ from sandbox_agent_runtime.api.problems import Problem, not_found
 from sandbox_agent_runtime.archives import write_outputs
 from sandbox_agent_runtime.client import (
     WORKER_ANSWERS_WITHIN,
+    ConversationEnded,
     NoFollowUps,
     NoWorker,
     Refused,
     RunEnded,
     RunNotFound,
+    StillWorking,
     chain_run,
     described,
     pending_requests,
@@ -246,10 +248,10 @@ async def send(client: Client, workflow_id: str, update: str, *args: Any, then: 
             then=then,
             worker_within=WORKER_ANSWERS_WITHIN,
         )
+    except (StillWorking, NoFollowUps, ConversationEnded) as e:
+        raise Problem(409, f"{e}.") from e
     except Refused as e:
-        known = type(e) is not Refused
-        line = str(e) if known else f"run {workflow_id!r} refused it: {e.reason}"
-        raise Problem(409, f"{line}.") from e
+        raise Problem(409, f"run {workflow_id!r} refused it: {e.reason}.") from e
     except RunEnded as e:
         raise Problem(409, f"run {workflow_id!r} has ended: start a new run.") from e
     except NoWorker as e:
