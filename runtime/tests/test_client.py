@@ -19,8 +19,10 @@ from sandbox_agent_runtime.api.callers import Caller
 from sandbox_agent_runtime.api.problems import Problem
 from sandbox_agent_runtime.client import (
     BadFollowUp,
+    ConversationEnded,
     NoFollowUps,
     NoWorker,
+    Refused,
     RunEnded,
     RunNotFound,
     StillWorking,
@@ -30,6 +32,7 @@ from sandbox_agent_runtime.client import (
     send_update,
 )
 from sandbox_agent_runtime.client import approvals as client_approvals
+from sandbox_agent_runtime.client.conversation import refused
 from sandbox_agent_runtime.owners import service_memo
 from sandbox_agent_runtime.run_request import FollowUp, RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import END, FOLLOW_UP, SERVICE_MEMO, WORKFLOW_TYPE
@@ -208,3 +211,24 @@ async def test_the_api_asks_a_conversation_not_yet_begun_by_its_request(
     assert "no worker answered within 1 s" in waits.value.detail
     assert refused.value.status == 409
     assert "was started without follow-ups" in refused.value.detail
+
+
+def test_each_refusal_a_run_names_is_its_own_type_and_any_other_is_refused() -> None:
+    # The types the workflow's validators raise (phases/between.py,
+    # workflow.py), as the client hands them on; one that a run could say
+    # only at its end (ConversationEnded) is not easily caught live.
+    kinds = {
+        kind: refused("w", kind, "the run's words", then="send it")
+        for kind in ("StillWorking", "NoFollowUps", "ConversationEnded", "BadFollowUp", "Other")
+    }
+
+    assert {kind: type(error) for kind, error in kinds.items()} == {
+        "StillWorking": StillWorking,
+        "NoFollowUps": NoFollowUps,
+        "ConversationEnded": ConversationEnded,
+        "BadFollowUp": BadFollowUp,
+        "Other": Refused,
+    }
+    assert str(kinds["ConversationEnded"]) == "the conversation w has ended: start a new run"
+    assert str(kinds["Other"]) == "workflow w refused it: the run's words"
+    assert all(error.reason == "the run's words" for error in kinds.values())
