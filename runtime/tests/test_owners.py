@@ -23,13 +23,13 @@ import httpx2 as httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 
+from sandbox_agent_runtime.client import running_run
 from sandbox_agent_runtime.histories import record
 from sandbox_agent_runtime.owners import of_this_service, service_memo
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import SERVICE_MEMO, WORKFLOW_TYPE
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.starter.approving import NoDecision, running_run
-from sandbox_agent_runtime.starter.client import unknown_workflow
+from sandbox_agent_runtime.starter.approving import NoDecision, asked
 from sandbox_agent_runtime.starter.runs import described
 from sandbox_agent_runtime.starter.statuses import EXIT_USAGE, Refused
 from sandbox_agent_runtime.testing import project, project_service
@@ -141,16 +141,16 @@ async def test_the_starter_finds_another_services_run_as_no_run_at_all(
         with pytest.raises(Refused) as none:
             await described(temporal_client, unknown, "--attach")
         # --pending, --approve and --reject print the line of an unknown id
-        # (client.no_such_workflow) for another service's run too.
+        # (client.RunNotFound) for another service's run too.
         with pytest.raises(NoDecision) as undecided:
-            await running_run(temporal_client, others.id)
+            await asked(running_run(temporal_client, others.id))
     finally:
         await others.terminate()
 
     assert str(theirs.value).replace(others.id, "ID") == str(none.value).replace(unknown, "ID")
     assert str(none.value) == f"--attach {unknown!r}: no such workflow in namespace 'default'."
     assert theirs.value.status == none.value.status == EXIT_USAGE
-    assert str(undecided.value) == unknown_workflow(temporal_client, others.id)
+    assert str(undecided.value) == f"no such workflow {others.id!r} in namespace 'default'."
     assert undecided.value.status == EXIT_USAGE
 
 

@@ -1,5 +1,5 @@
 """A run's live events, as Server-Sent Events: every step the starter shows
-(starter/steps.py), each request that waits for a person, the answer and the
+(client/steps.py), each request that waits for a person, the answer and the
 end, in the order the run's history recorded them.
 
 One ``Follower`` per run in an API process reads the run's history (through
@@ -33,17 +33,17 @@ from temporalio.service import RPCError
 
 from sandbox_agent_runtime.api.metrics import ApiMetrics
 from sandbox_agent_runtime.api.runs import approval_data
-from sandbox_agent_runtime.service import current
-from sandbox_agent_runtime.shared import CONVERSATION, MODEL_ACTIVITIES
-from sandbox_agent_runtime.starter.approving import pending_requests
-from sandbox_agent_runtime.starter.client import (
+from sandbox_agent_runtime.client import (
     WORKER_ANSWERS_WITHIN,
+    Progress,
     StoppedAnswering,
     chain_run,
     continued_as,
     history_of,
+    pending_requests,
 )
-from sandbox_agent_runtime.starter.steps import Progress
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import CONVERSATION, MODEL_ACTIVITIES
 
 log = logging.getLogger("api")
 

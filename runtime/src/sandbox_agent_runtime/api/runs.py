@@ -20,8 +20,6 @@ from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateStage,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -29,7 +27,24 @@ from sandbox_agent_runtime import approvers
 from sandbox_agent_runtime.api.callers import Caller
 from sandbox_agent_runtime.api.problems import Problem, not_found
 from sandbox_agent_runtime.archives import write_outputs
-from sandbox_agent_runtime.owners import of_this_service, service_memo
+from sandbox_agent_runtime.client import (
+    WORKER_ANSWERS_WITHIN,
+    ConversationEnded,
+    NoFollowUps,
+    NoWorker,
+    Refused,
+    RunEnded,
+    RunNotFound,
+    StillWorking,
+    chain_run,
+    described,
+    pending_requests,
+    running_conversation,
+    send_signed,
+    send_update,
+    why_not_completed,
+)
+from sandbox_agent_runtime.owners import service_memo
 from sandbox_agent_runtime.run_request import (
     ENDED,
     WORKING,
@@ -42,17 +57,12 @@ from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import (
     CALLER_MEMO,
     CONVERSATION,
-    DECIDE,
     END,
     FOLLOW_UP,
     SESSION_MEMO,
     USAGE_MEMO,
     WORKFLOW_TYPE,
 )
-from sandbox_agent_runtime.starter.approving import pending_requests
-from sandbox_agent_runtime.starter.client import WORKER_ANSWERS_WITHIN, chain_run
-from sandbox_agent_runtime.starter.conversation import REFUSALS
-from sandbox_agent_runtime.starter.steps import why_not_completed
 
 
 def no_worker(workflow_id: str) -> Problem:
@@ -70,13 +80,11 @@ async def own_run(client: Client, caller: Caller, workflow_id: str) -> WorkflowE
     another caller or of the command-line starter, and another service's
     (owners.py), whatever its workflow type."""
     try:
-        description = await chain_run(client, workflow_id, None).describe()
-    except RPCError as e:
-        if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
-            raise not_found(workflow_id) from e
-        raise
+        description = await described(client, workflow_id, through_outages=False)
+    except RunNotFound as e:
+        raise not_found(workflow_id) from e
     memo = await description.memo()
-    if not of_this_service(description, memo) or memo.get(CALLER_MEMO) != caller.owner:
+    if memo.get(CALLER_MEMO) != caller.owner:
         raise not_found(workflow_id)
     return description
 
@@ -212,55 +220,54 @@ async def run_state(client: Client, caller: Caller, workflow_id: str) -> dict[st
     return body
 
 
-async def running_conversation(
-    client: Client, caller: Caller, workflow_id: str, doing: str
-) -> None:
-    """A 409 unless the caller's run is a running conversation."""
+async def conversation(client: Client, caller: Caller, workflow_id: str, doing: str) -> None:
+    """A 409 unless the caller's run is a running conversation
+    (client.running_conversation)."""
     description = await own_run(client, caller, workflow_id)
-    if description.status != WorkflowExecutionStatus.RUNNING:
-        raise Problem(409, f"run {workflow_id!r} has ended: {doing} a run that is still going.")
-    memo = await description.memo()
-    if not isinstance(memo.get(SESSION_MEMO), dict):
-        raise Problem(409, REFUSALS["NoFollowUps"].format(id=workflow_id) + ".")
-
-
-async def send_update(client: Client, workflow_id: str, update: str, *args: Any, then: str) -> Any:
-    """Send ``update`` to the latest run and wait until the run takes it;
-    what it answered. A 409 in the run's own words when it refuses."""
     try:
-        handle = await chain_run(client, workflow_id, None).start_update(
-            update,
-            args=args,
-            id=str(uuid.uuid4()),
-            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-            result_type=int if update == FOLLOW_UP else str,
-            rpc_timeout=WORKER_ANSWERS_WITHIN,
-        )
-        return await handle.result(rpc_timeout=WORKER_ANSWERS_WITHIN)
-    except WorkflowUpdateFailedError as e:
-        kind = getattr(e.cause, "type", None)
-        if kind in REFUSALS:
-            raise Problem(409, REFUSALS[kind].format(id=workflow_id, then=then) + ".") from e
+        await running_conversation(client, description)
+    except RunEnded as e:
         raise Problem(
-            409, f"run {workflow_id!r} refused it: {getattr(e.cause, 'message', e.cause)}."
+            409, f"run {workflow_id!r} has ended: {doing} a run that is still going."
         ) from e
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise Problem(409, f"run {workflow_id!r} has ended: start a new run.") from e
-        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            raise no_worker(workflow_id) from e
-        raise
+    except NoFollowUps as e:
+        raise Problem(409, f"{e}.") from e
+
+
+async def send(client: Client, workflow_id: str, update: str, *args: Any, then: str) -> Any:
+    """Send ``update`` to the latest run and wait until the run takes it
+    (client.send_update); what it answered. A 409 in the run's own words
+    when it refuses."""
+    try:
+        taken = await send_update(
+            client,
+            workflow_id,
+            update,
+            *args,
+            result_type=int if update == FOLLOW_UP else str,
+            then=then,
+            worker_within=WORKER_ANSWERS_WITHIN,
+        )
+    except (StillWorking, NoFollowUps, ConversationEnded) as e:
+        raise Problem(409, f"{e}.") from e
+    except Refused as e:
+        raise Problem(409, f"run {workflow_id!r} refused it: {e.reason}.") from e
+    except RunEnded as e:
+        raise Problem(409, f"run {workflow_id!r} has ended: start a new run.") from e
+    except NoWorker as e:
+        raise no_worker(workflow_id) from e
+    return taken.answer
 
 
 async def follow_up(client: Client, caller: Caller, workflow_id: str, follow_up: FollowUp) -> int:
     """Send a follow-up; the prompt's number."""
-    await running_conversation(client, caller, workflow_id, "follow up")
-    return int(await send_update(client, workflow_id, FOLLOW_UP, follow_up, then="send it"))
+    await conversation(client, caller, workflow_id, "follow up")
+    return int(await send(client, workflow_id, FOLLOW_UP, follow_up, then="send it"))
 
 
 async def end(client: Client, caller: Caller, workflow_id: str) -> None:
-    await running_conversation(client, caller, workflow_id, "end")
-    await send_update(client, workflow_id, END, then="end it")
+    await conversation(client, caller, workflow_id, "end")
+    await send(client, workflow_id, END, then="end it")
 
 
 def outputs_archive(answer: RunAnswer, workflow_id: str, directory: Path) -> Path:
@@ -312,10 +319,8 @@ async def approvals(client: Client, caller: Caller, workflow_id: str) -> dict[st
         return {"run_id": description.run_id, "approvals": []}
     try:
         found = await pending_requests(client, workflow_id, description.run_id)
-    except RPCError as e:
-        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            raise no_worker(workflow_id) from e
-        raise
+    except NoWorker as e:
+        raise no_worker(workflow_id) from e
     run_id = str(description.run_id)
     return {"run_id": run_id, "approvals": [approval_data(run_id, each) for each in found]}
 
@@ -362,21 +367,16 @@ async def decide(
             decision["always"],
         )
     try:
-        answer = await chain_run(client, workflow_id, run_id).execute_update(
-            DECIDE, decision, result_type=str, rpc_timeout=WORKER_ANSWERS_WITHIN
-        )
-    except WorkflowUpdateFailedError as e:
-        why = getattr(e.cause, "message", None) or str(e.cause)
+        return await send_signed(client, workflow_id, run_id, decision)
+    except Refused as e:
         raise Problem(
-            409, f"run {workflow_id!r} refused the decision on {decision['call_id']!r}: {why}."
+            409,
+            f"run {workflow_id!r} refused the decision on {decision['call_id']!r}: {e.reason}.",
         ) from e
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise Problem(
-                409,
-                f"run {run_id!r} of {workflow_id!r} is not the running one: list the approvals again.",
-            ) from e
-        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            raise no_worker(workflow_id) from e
-        raise
-    return str(answer)
+    except RunNotFound as e:
+        raise Problem(
+            409,
+            f"run {run_id!r} of {workflow_id!r} is not the running one: list the approvals again.",
+        ) from e
+    except NoWorker as e:
+        raise no_worker(workflow_id) from e

@@ -17,10 +17,17 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio import exceptions
-from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
 from sandbox_agent_runtime.archives import BadInput, inputs_of, repo_of
+from sandbox_agent_runtime.client import (
+    ClientError,
+    send_decision,
+    waiting_requests,
+    web_ui_link,
+    why_not_completed,
+)
 from sandbox_agent_runtime.evals import answers
 from sandbox_agent_runtime.evals.dataset import Case
 from sandbox_agent_runtime.evals.report import Attempt, Price, cost_of
@@ -29,9 +36,6 @@ from sandbox_agent_runtime.repos import DEFAULT_POLICY, RepoPolicy
 from sandbox_agent_runtime.run_request import Input, Repo, RunAnswer, RunRequest
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import USAGE_MEMO, WORKFLOW_TYPE
-from sandbox_agent_runtime.starter.approving import NoDecision, send_decision, waiting_requests
-from sandbox_agent_runtime.starter.client import StoppedAnswering, web_ui_link
-from sandbox_agent_runtime.starter.steps import why_not_completed
 
 # A rubric's grader (rubric.grade, given the model): the task, the rubric
 # and the answer -> the grade (None: none could be had) and its reason.
@@ -131,7 +135,7 @@ async def approve_all(client: Client, workflow_id: str, key: Ed25519PrivateKey) 
                         key,
                     )
                     decided.add(call_id)
-        except (RPCError, NoDecision, StoppedAnswering, WorkflowUpdateFailedError):
+        except (RPCError, ClientError):
             continue  # no worker just now, the run moved on or ended: ask again
 
 

@@ -6,35 +6,36 @@ signs each decision (``--new-approver-key`` makes one)."""
 
 import asyncio
 import sys
+from collections.abc import Awaitable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from sandbox_agent_runtime import approvers
+from sandbox_agent_runtime.client import (
+    ClientError,
+    NoWorker,
+    Refused,
+    RunEnded,
+    RunNotFound,
+    StoppedAnswering,
+    quiet_runtime,
+    send_decision,
+    waiting_requests,
+)
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.display import safe_line
-from sandbox_agent_runtime.owners import of_this_service
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import (
     BadSetting,
     StarterSettings,
     starter_settings,
 )
-from sandbox_agent_runtime.shared import DECIDE, PENDING
-from sandbox_agent_runtime.starter.client import (
-    WORKER_ANSWERS_WITHIN,
-    StoppedAnswering,
-    answered,
-    chain_run,
-    no_such_workflow,
-    quiet_runtime,
-    stopped_answering,
-    unknown_workflow,
-)
+from sandbox_agent_runtime.starter.reaching import no_such_workflow, stopped_answering
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,
@@ -57,6 +58,8 @@ def approvals() -> bool:
 ASK_SOON = timedelta(seconds=0.5)
 ASK_AT_LEAST_EVERY = timedelta(seconds=30)
 
+T = TypeVar("T")
+
 
 class NoDecision(Exception):
     """A decision the starter could not send; its message says why, in one
@@ -65,6 +68,21 @@ class NoDecision(Exception):
     def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.status = status
+
+
+async def asked(waiting: Awaitable[T]) -> T:
+    """What ``waiting`` (a question about what waits in a run) answers;
+    ``NoDecision`` for a run that has none to take: no such workflow, one
+    that has ended, or one no worker answers for."""
+    try:
+        return await waiting
+    except (RunNotFound, RunEnded) as e:
+        ended = ": nothing in it waits for a decision." if isinstance(e, RunEnded) else ""
+        raise NoDecision(f"{e}{ended}") from e
+    except NoWorker as e:
+        raise NoDecision(
+            f"{e}: start one ({current().command('worker')}) and ask again.", EXIT_UNREACHABLE
+        ) from e
 
 
 def request_lines(request: dict[str, Any]) -> list[str]:
@@ -90,51 +108,6 @@ def decide_lines(workflow_id: str, call_id: str) -> list[str]:
     ]
 
 
-async def pending_requests(
-    client: Client, workflow_id: str, run_id: str | None = None
-) -> list[dict[str, Any]]:
-    """The requests of a run of the chain (None: its latest) that wait for a person."""
-    found = await chain_run(client, workflow_id, run_id).query(
-        PENDING, result_type=list, rpc_timeout=WORKER_ANSWERS_WITHIN
-    )
-    return [request for request in found if isinstance(request, dict)]
-
-
-async def running_run(client: Client, workflow_id: str) -> str:
-    """The latest run of ``workflow_id``; ``NoDecision`` unless it is running
-    (an ``RPCError`` NOT_FOUND for no such workflow), and for another
-    service's run the line of an unknown id (owners.py)."""
-    description = await answered(chain_run(client, workflow_id, None).describe)
-    if not of_this_service(description, await description.memo()):
-        raise NoDecision(unknown_workflow(client, workflow_id))
-    if description.status != WorkflowExecutionStatus.RUNNING:
-        status = (
-            description.status.name.lower().replace("_", " ") if description.status else "ended"
-        )
-        raise NoDecision(
-            f"workflow {workflow_id} has ended ({status}): nothing in it waits for a decision."
-        )
-    return str(description.run_id)
-
-
-async def waiting_requests(client: Client, workflow_id: str) -> tuple[str, list[dict[str, Any]]]:
-    """The running run of ``workflow_id`` and what waits in it for a person;
-    ``NoDecision`` if it has ended or no worker answered within
-    WORKER_ANSWERS_WITHIN."""
-    run_id = await running_run(client, workflow_id)
-    try:
-        return run_id, await pending_requests(client, workflow_id, run_id)
-    except RPCError as e:
-        if e.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            raise NoDecision(
-                f"no worker answered for workflow {workflow_id} within "
-                f"{WORKER_ANSWERS_WITHIN.total_seconds():.0f} s: start one "
-                f"({current().command('worker')}) and ask again.",
-                EXIT_UNREACHABLE,
-            ) from e
-        raise
-
-
 def settings_key_file() -> Path:
     """The approver's key file APPROVER_KEY_FILE names (settings.py);
     ``NoDecision`` for a setting the starter cannot use."""
@@ -157,25 +130,6 @@ def key_file_of(settings: StarterSettings) -> Path | None:
     """The approver's key file a followed run's decisions are signed with:
     the settings' with approvals, None without."""
     return settings.approver_key_file if approvals() else None
-
-
-async def send_decision(
-    client: Client,
-    workflow_id: str,
-    run_id: str,
-    request: dict[str, Any],
-    approve: bool,
-    reason: str,
-    always: bool,
-    key: Ed25519PrivateKey,
-) -> str:
-    """Sign a person's decision on ``request`` (as it was shown) in run
-    ``run_id`` with the approver's ``key`` and send it; what the run answered."""
-    decision = approvers.signed_decision(key, workflow_id, run_id, request, approve, reason, always)
-    answer = await chain_run(client, workflow_id, run_id).execute_update(
-        DECIDE, decision, result_type=str, rpc_timeout=WORKER_ANSWERS_WITHIN
-    )
-    return str(answer)
 
 
 def answer_on_the_terminal(prompt: str) -> tuple[bool, str, bool] | None:
@@ -225,7 +179,7 @@ async def ask_for_decisions(
         wait = await next_ask(moved, wait)
         try:
             run_id, requests = await waiting_requests(client, workflow_id)
-        except (RPCError, NoDecision, StoppedAnswering):
+        except (RPCError, ClientError):
             continue  # no worker to answer just now, or the run ends: ask again
         for request in requests:
             call_id = str(request.get("call_id"))
@@ -254,10 +208,9 @@ async def ask_for_decisions(
                 )
             except NoDecision as e:
                 print(f"  ! the decision on {call_id} was not sent: {e}", flush=True)
-            except WorkflowUpdateFailedError as e:
-                why = getattr(e.cause, "message", e.cause)
-                print(safe_line(f"  ! the decision on {call_id} was refused: {why}"), flush=True)
-            except RPCError as e:
+            except Refused as e:
+                print(safe_line(f"  ! the decision on {call_id} was refused: {e}"), flush=True)
+            except (RPCError, ClientError) as e:
                 print(safe_line(f"  ! the decision on {call_id} was not taken: {e}"), flush=True)
 
 
@@ -277,7 +230,7 @@ async def decide(
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
     try:
-        run_id, requests = await waiting_requests(client, workflow_id)
+        run_id, requests = await asked(waiting_requests(client, workflow_id))
         waiting = {str(request.get("call_id")): request for request in requests}
         request = waiting.get(call_id)
         if request is None:
@@ -293,18 +246,20 @@ async def decide(
         return e.status
     except StoppedAnswering:
         return stopped_answering(client, f"looking for workflow {workflow_id}")
-    except WorkflowUpdateFailedError as e:
-        print(safe_line(f"ERROR: {getattr(e.cause, 'message', e.cause)}"), file=sys.stderr)
+    except Refused as e:
+        print(safe_line(f"ERROR: {e}"), file=sys.stderr)
         return EXIT_USAGE
-    except RPCError as e:
-        if e.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-            # Sent again, a decision that was taken would be refused.
-            return stopped_answering(
-                client,
-                f"taking the decision on {call_id}: see whether it was taken "
-                f"with --pending {workflow_id}",
-            )
-        return no_such_workflow(e, client, workflow_id)
+    except RunNotFound as e:
+        return no_such_workflow(e)
+    except (NoWorker, RPCError) as e:
+        if isinstance(e, RPCError) and e.status != RPCStatusCode.UNAVAILABLE:
+            raise
+        # Sent again, a decision that was taken would be refused.
+        return stopped_answering(
+            client,
+            f"taking the decision on {call_id}: see whether it was taken "
+            f"with --pending {workflow_id}",
+        )
     print(safe_line(f"Call {call_id} of workflow {workflow_id}: {answer}."))
     return EXIT_COMPLETED
 
@@ -317,14 +272,12 @@ async def list_pending(workflow_id: str) -> int:
         print(e, file=sys.stderr)
         return EXIT_UNREACHABLE
     try:
-        _, requests = await waiting_requests(client, workflow_id)
+        _, requests = await asked(waiting_requests(client, workflow_id))
     except NoDecision as e:
         print(safe_line(f"ERROR: {e}"), file=sys.stderr)
         return e.status
     except StoppedAnswering:
         return stopped_answering(client, f"asking workflow {workflow_id} what waits for a person")
-    except RPCError as e:
-        return no_such_workflow(e, client, workflow_id)
     if not requests:
         print(safe_line(f"No request of workflow {workflow_id} waits for a person."))
     for request in requests:

@@ -8,21 +8,21 @@ from pathlib import Path
 
 from temporalio.client import WorkflowExecutionStatus
 
+from sandbox_agent_runtime.client import (
+    StoppedAnswering,
+    answered,
+    chain_run,
+    session_memo,
+    web_ui_link,
+)
 from sandbox_agent_runtime.display import visible
 from sandbox_agent_runtime.run_request import ENDED, RELEASED, WAITING
 from sandbox_agent_runtime.settings import StarterSettings
 from sandbox_agent_runtime.starter.approving import key_file_of
-from sandbox_agent_runtime.starter.client import (
-    StoppedAnswering,
-    answered,
-    chain_run,
-    reached,
-    stopped_answering,
-    web_ui_link,
-)
 from sandbox_agent_runtime.starter.following import follow, latest_answer
 from sandbox_agent_runtime.starter.outputs import show_answer
-from sandbox_agent_runtime.starter.runs import described, prompt_started, session_memo, state_line
+from sandbox_agent_runtime.starter.reaching import reached, stopped_answering
+from sandbox_agent_runtime.starter.runs import described, prompt_started, state_line
 from sandbox_agent_runtime.starter.statuses import EXIT_UNREACHABLE, Refused
 
 

@@ -29,28 +29,29 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from sandbox_agent_runtime.client import (
+    WORKER_ANSWERS_WITHIN,
+    Progress,
+    StoppedAnswering,
+    answered,
+    chain_run,
+    continued_as,
+    history_of,
+    why_not_completed,
+)
 from sandbox_agent_runtime.display import visible
 from sandbox_agent_runtime.model_queue import model_task_queue
 from sandbox_agent_runtime.run_request import Conversation, RunAnswer
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import CONVERSATION, MODEL_ACTIVITIES, step_name
 from sandbox_agent_runtime.starter.approving import approvals, ask_for_decisions
-from sandbox_agent_runtime.starter.client import (
-    WORKER_ANSWERS_WITHIN,
-    StoppedAnswering,
-    answered,
-    chain_run,
-    continued_as,
-    history_of,
-    stopped_answering,
-)
 from sandbox_agent_runtime.starter.outputs import show_answer
+from sandbox_agent_runtime.starter.reaching import stopped_answering
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_NOT_COMPLETED,
     EXIT_UNREACHABLE,
     Refused,
 )
-from sandbox_agent_runtime.starter.steps import Progress, why_not_completed
 
 # A step that no worker has taken for this long is shown as waiting. Past a
 # worker's capacity (capacity.py), or with no worker running, a run's next

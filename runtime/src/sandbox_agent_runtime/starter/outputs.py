@@ -11,11 +11,11 @@ from pathlib import Path
 from temporalio.client import Client
 
 from sandbox_agent_runtime.archives import outputs_lines, write_outputs
+from sandbox_agent_runtime.client import StoppedAnswering, answered, chain_run
 from sandbox_agent_runtime.display import visible
 from sandbox_agent_runtime.run_request import Outputs, RunAnswer
 from sandbox_agent_runtime.service import usd
 from sandbox_agent_runtime.shared import USAGE_MEMO
-from sandbox_agent_runtime.starter.client import StoppedAnswering, answered, chain_run
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
     EXIT_FILES_NOT_WRITTEN,

@@ -1,7 +1,7 @@
-"""Finding a run and where it stands: the latest run of a workflow id,
-described and checked to be this service's (owners.py); where a conversation stands
-(its SESSION_MEMO), in words; and from which event of its history the
-prompt it works on is shown."""
+"""Finding a run and where it stands, for the starter: the latest run of a
+workflow id, or the line for an unknown one; where a conversation stands,
+in words; and from which event of its history the prompt it works on is
+shown."""
 
 from collections.abc import Callable
 from typing import Any
@@ -9,12 +9,11 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionDescription
-from temporalio.service import RPCError, RPCStatusCode
 
-from sandbox_agent_runtime.owners import of_this_service
+from sandbox_agent_runtime.client import RunNotFound
+from sandbox_agent_runtime.client import described as client_described
 from sandbox_agent_runtime.run_request import RELEASED, WAITING
-from sandbox_agent_runtime.shared import FOLLOW_UP, SESSION_MEMO
-from sandbox_agent_runtime.starter.client import answered, chain_run
+from sandbox_agent_runtime.shared import FOLLOW_UP
 from sandbox_agent_runtime.starter.statuses import EXIT_USAGE, Refused
 
 
@@ -23,29 +22,13 @@ async def described(client: Client, workflow_id: str, option: str) -> WorkflowEx
     when there is no such workflow or it is another service's (owners.py),
     whatever its workflow type: the same line for both, so a service learns
     nothing of another's runs."""
-    unknown = Refused(
-        f"{option} {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
-        EXIT_USAGE,
-    )
     try:
-        description: WorkflowExecutionDescription = await answered(
-            chain_run(client, workflow_id, None).describe
-        )
-    except RPCError as e:
-        if e.status != RPCStatusCode.NOT_FOUND:
-            raise
-        raise unknown from e
-    if not of_this_service(description, await description.memo()):
-        raise unknown
-    return description
-
-
-async def session_memo(description: WorkflowExecutionDescription) -> dict[str, Any]:
-    """Where a conversation stands, from its latest run's memo
-    (SESSION_MEMO); {} for a run without follow-ups, or one whose first
-    workflow task has not run yet."""
-    session = (await description.memo()).get(SESSION_MEMO)
-    return session if isinstance(session, dict) else {}
+        return await client_described(client, workflow_id)
+    except RunNotFound as e:
+        raise Refused(
+            f"{option} {workflow_id!r}: no such workflow in namespace {client.namespace!r}.",
+            EXIT_USAGE,
+        ) from e
 
 
 def state_line(workflow_id: str, session: dict[str, Any]) -> str:

@@ -10,14 +10,15 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from sandbox_agent_runtime.client import web_ui_link
 from sandbox_agent_runtime.owners import service_memo
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import StarterSettings
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.starter.approving import approvals, key_file_of
-from sandbox_agent_runtime.starter.client import reached, stopped_answering, web_ui_link
 from sandbox_agent_runtime.starter.following import follow
+from sandbox_agent_runtime.starter.reaching import reached, stopped_answering
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
     EXIT_UNREACHABLE,

@@ -1,12 +1,10 @@
-"""The starter's client of the Temporal service: connecting (with the object
-store's external storage and the payloads' keys), riding out an outage of
-the service (``answered``, SERVICE_OUTAGE_LIMIT) and saying so when it stays
-gone, a run of a workflow's chain and its history, a workflow id that names
-no workflow, and a run's link in the Temporal Web UI."""
+"""Connecting to the Temporal service (with the object store's external
+storage and the payloads' keys), riding out an outage of it (``answered``,
+SERVICE_OUTAGE_LIMIT), a run of a workflow's chain and its history, and a
+run's link in the Temporal Web UI."""
 
 import asyncio
 import functools
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
@@ -19,20 +17,18 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
 
-from sandbox_agent_runtime.connection import ConnectionFailed, connect
-from sandbox_agent_runtime.display import safe_line, without_credentials
+from sandbox_agent_runtime.client.errors import StoppedAnswering
+from sandbox_agent_runtime.connection import connect
 from sandbox_agent_runtime.encryption import codec_of
 from sandbox_agent_runtime.object_store import (
-    ObjectStoreUnreachable,
     check_reachable,
     data_converter,
     external_storage,
 )
 from sandbox_agent_runtime.run_request import RunAnswer
 from sandbox_agent_runtime.settings import StarterSettings
-from sandbox_agent_runtime.starter.statuses import EXIT_UNREACHABLE, EXIT_USAGE
 
-# How long the starter waits for a worker to answer a query (where a
+# How long a client waits for a worker to answer a query (where a
 # conversation stands, what waits for a person) or, with approvals, to take a
 # decision (an update): a run with no worker running answers neither.
 WORKER_ANSWERS_WITHIN = timedelta(seconds=10)
@@ -41,18 +37,14 @@ DEV_SERVER_UI = "http://localhost:8233"
 CLOUD_UI = "https://cloud.temporal.io"
 CLOUD_HOST_SUFFIXES = (".tmprl.cloud", ".api.temporal.io")
 
-# How long the starter keeps asking a Temporal service that does not answer.
+# How long a client keeps asking a Temporal service that does not answer.
 # The SDK's client retries each call for up to 10 s by itself (RetryConfig in
-# temporalio.service: 10 retries, 10 s in all); the starter then asks again,
+# temporalio.service: 10 retries, 10 s in all); the client then asks again,
 # every ASK_AGAIN_EVERY, until SERVICE_OUTAGE_LIMIT has passed: a service that
 # restarts within about half a minute goes unnoticed, one that is gone ends
-# the starter with EXIT_UNREACHABLE instead of a hang.
+# the call with ``StoppedAnswering`` instead of a hang.
 SERVICE_OUTAGE_LIMIT = timedelta(seconds=20)
 ASK_AGAIN_EVERY = timedelta(seconds=1)
-
-
-class StoppedAnswering(Exception):
-    """The Temporal service did not answer for SERVICE_OUTAGE_LIMIT."""
 
 
 async def answered(ask: Callable[[], Awaitable[Any]]) -> Any:
@@ -85,45 +77,27 @@ async def history_of(run: WorkflowHandle[Any, RunAnswer]) -> AsyncIterator[Histo
         yield event
 
 
-def stopped_answering(client: Client, doing: str) -> int:
-    """Say, in one line, that the service stopped answering while the
-    starter was ``doing`` something; the status for it."""
-    address = without_credentials(client.service_client.config.target_host)
-    print(f"Temporal at {address} stopped answering while {doing}.", file=sys.stderr)
-    return EXIT_UNREACHABLE
-
-
 @functools.cache
 def quiet_runtime() -> Runtime:
-    """The Temporal runtime of the starter's client, which logs only the
-    SDK's errors: the starter says itself, in one line, when the service
+    """The Temporal runtime of a command's client, which logs only the
+    SDK's errors: the command says itself, in one line, when the service
     stops answering, instead of the SDK's warning at every retry."""
     quiet = TelemetryFilter(core_level="ERROR", other_level="ERROR")
     return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
 
 
 async def connected(settings: StarterSettings) -> Client:
-    """The starter's client of the Temporal service, with the object store's
+    """A command's client of the Temporal service, with the object store's
     external storage when OBJECT_STORE_URL sets one: the store is checked
-    first (``ObjectStoreUnreachable``), and each call to it opens and closes
-    a client of its own (object_store.BucketObjects): the starter makes few."""
+    first (``ObjectStoreUnreachable``; ``ConnectionFailed`` for Temporal), and
+    each call to it opens and closes a client of its own
+    (object_store.BucketObjects): a command makes few."""
     store = settings.object_store
     if store is not None:
         await check_reachable(store)
     storage = external_storage(store) if store is not None else None
     converter = data_converter(storage, codec=codec_of(settings.keys))
     return await connect(runtime=quiet_runtime(), data_converter=converter)
-
-
-async def reached(settings: StarterSettings) -> Client | None:
-    """``connected()``, or None once the one line saying why not (Temporal
-    or the object store unreachable) is printed: the command then exits
-    EXIT_UNREACHABLE."""
-    try:
-        return await connected(settings)
-    except (ConnectionFailed, ObjectStoreUnreachable) as e:
-        print(e, file=sys.stderr)
-        return None
 
 
 def chain_run(
@@ -149,18 +123,3 @@ def web_ui_link(client: Client, workflow_id: str, ui_url: str | None) -> str:
         base = CLOUD_UI if host.endswith(CLOUD_HOST_SUFFIXES) else DEV_SERVER_UI
     namespace = quote(client.namespace, safe="")
     return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
-
-
-def unknown_workflow(client: Client, workflow_id: str) -> str:
-    """What the starter says of a workflow id that names no workflow, or
-    another service's (owners.py): the same, so it tells them apart by nothing."""
-    return f"no such workflow {workflow_id!r} in namespace {client.namespace!r}."
-
-
-def no_such_workflow(error: RPCError, client: Client, workflow_id: str) -> int:
-    """The status for a workflow id that names no workflow; any other
-    error goes on up."""
-    if error.status != RPCStatusCode.NOT_FOUND:
-        raise error
-    print(safe_line(f"ERROR: {unknown_workflow(client, workflow_id)}"), file=sys.stderr)
-    return EXIT_USAGE

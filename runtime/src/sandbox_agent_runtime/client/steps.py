@@ -1,9 +1,8 @@
-"""What a step looks like on the terminal: ``Progress`` turns the events of a
+"""What a step looks like to a person: ``Progress`` turns the events of a
 run's history into lines a person can follow (the sandbox's provider and
 host, each model turn, tool call and sandbox operation, each failure), and
 ``why_not_completed`` says in words why a run ended without an answer. It
-prints nothing: the starter prints the lines (following.py), and anything
-else that shows a run's progress can share them."""
+prints nothing: the starter prints the lines, the API sends them as events."""
 
 import json
 from typing import Any
@@ -247,8 +246,8 @@ class Progress:
         try:
             return await self.client.data_converter.decode(payloads.payloads)
         except (UnknownKey, WrongKey):
-            # The run's payloads are under a key this starter lacks: it says
-            # so (the starter's main(), in __init__.py), rather than following
+            # The run's payloads are under a key this client lacks: the
+            # command says so (the starter's main()), rather than following
             # it half blind.
             raise
         except Exception:
