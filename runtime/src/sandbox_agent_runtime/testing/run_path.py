@@ -128,6 +128,8 @@ class Layers:
         contracts = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
         self.levels: dict[str, dict[str, int]] = {}
         for contract in contracts:
+            if contract["type"] != "layers":
+                continue  # an independence contract ranks nothing
             [container] = contract["containers"]
             container = container.removeprefix(RUNTIME.rstrip(".")).lstrip(".")
             order = list(reversed(contract["layers"]))
