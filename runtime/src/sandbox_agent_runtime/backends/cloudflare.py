@@ -8,7 +8,7 @@ in workflow history), and the worker's client fills in the address when it
 creates a sandbox. What a sandbox runs on (its container image, its instance
 type) and how long an idle one lives are the Worker's own settings, in its
 Wrangler configuration. The agent's commands run on Cloudflare's machines,
-never on the worker's. It takes no options (``OPTIONS``, below, is empty).
+never on the worker's. It takes no options.
 """
 
 from __future__ import annotations

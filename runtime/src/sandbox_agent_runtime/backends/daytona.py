@@ -6,7 +6,8 @@ read too when set. The agent's commands run on Daytona's machines, never on
 the worker's.
 
 Its options are the worker's environment variables ``DAYTONA_SANDBOX_*``:
-the keys ``OPTIONS`` lists (below), each with its default there.
+the
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations

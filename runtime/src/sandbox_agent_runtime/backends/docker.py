@@ -1,7 +1,7 @@
 """The Docker backend: the agent's shell runs in a container on a Docker engine.
 
-Each run gets a fresh container, from the service's image and on its
-network (``OPTIONS``, below): the agent's commands run in it (``sh -lc``), its files stay in it,
+Each run gets a fresh container, from the image and on the network of its
+options: the agent's commands run in it (``sh -lc``), its files stay in it,
 and it is removed at the end of the run. Nothing the agent runs touches the
 worker's host, and the engine can be one you run yourself.
 
@@ -28,7 +28,7 @@ worker builds its client: the workflow imports this module for its options,
 and Temporal's workflow sandbox refuses the SDK's HTTP modules.
 
 Its options are the worker's environment variables ``DOCKER_SANDBOX_IMAGE``
-and ``DOCKER_SANDBOX_NETWORK`` (``OPTIONS``, below, with their defaults),
+and ``DOCKER_SANDBOX_NETWORK`` (declared with their defaults in the catalog, catalog.toml),
 beside the bounds of each container, ``DOCKER_SANDBOX_MEMORY`` and the rest
 (settings.py).
 """

@@ -4,7 +4,7 @@ The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
 The agent's commands run on E2B's machines, never on the worker's.
 
 Its options are the worker's environment variables ``E2B_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations

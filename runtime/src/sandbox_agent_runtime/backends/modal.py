@@ -8,7 +8,7 @@ app ends them all. The agent's commands run on Modal's machines, never on the
 worker's.
 
 Its options are the worker's environment variables ``MODAL_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations

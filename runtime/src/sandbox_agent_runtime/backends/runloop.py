@@ -5,7 +5,7 @@ The worker needs ``RUNLOOP_API_KEY``; the client reads it (and
 commands run on Runloop's machines, never on the worker's.
 
 Its options are the worker's environment variables ``RUNLOOP_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations

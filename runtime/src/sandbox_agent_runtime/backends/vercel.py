@@ -6,7 +6,7 @@ project and team), or ``VERCEL_TOKEN`` with ``VERCEL_PROJECT_ID`` and
 agent's commands run on Vercel's machines, never on the worker's.
 
 Its options are the worker's environment variables ``VERCEL_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations
