@@ -12,8 +12,11 @@ hooks and copier's questions use its filters, for example::
 
     {% set backends = cookiecutter | backends -%}
 
-and the template's tests import ``derive``. A fact that several files need
-about the chosen backends (a fourth backend, say) belongs here too.
+and the template's tests import ``derive``. What the files say of each
+backend (its credentials, options, extra, SDK modules, whether it is
+host-bound) is the runtime's catalog of backends, ``CATALOG``: read here from
+the runtime beside this module, and offered to the files as the Jinja global
+``catalog``.
 
 The options of every choice are declared once, in cookiecutter.json beside
 this module: ``CHOICES`` reads them (the hooks see it as the Jinja global
@@ -759,6 +762,7 @@ class DerivedAnswers(Extension):
         # The catalog of backends, and each one's options as the answers make them.
         environment.globals["catalog"] = CATALOG
         environment.filters["backend_options"] = lambda answers, backend: backend_options(backend, answers)
+        environment.filters["extra"] = lambda backend: CATALOG[backend]["extra"]
         hooks_logger = logging.getLogger("cookiecutter.hooks")
         if not any(getattr(f, "__name__", "") == _not_a_refusals_traceback.__name__ for f in hooks_logger.filters):
             hooks_logger.addFilter(_not_a_refusals_traceback)

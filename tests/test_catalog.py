@@ -147,3 +147,11 @@ def test_the_template_reads_its_facts_of_backends_from_the_catalog() -> None:
         lifetimes = [option["high"] for option in entry.get("options", {}).values() if option.get("lifetime")]
         assert local_extensions.LONGEST_SANDBOX.get(backend) == (min(lifetimes) if lifetimes else None)
         assert local_extensions.SDK_MODULES[backend] == entry["sdk_modules"]
+
+
+def test_the_project_installs_the_runtime_with_each_chosen_backends_extra(rendered) -> None:
+    dependencies = tomllib.loads(rendered.text("pyproject.toml"))["project"]["dependencies"]
+    [runtime] = [item for item in dependencies if item.startswith("sandbox-agent-runtime[")]
+    extras = set(runtime.partition("[")[2].partition("]")[0].split(","))
+    chosen = {CATALOG[backend]["extra"] for backend in rendered.derived.backends} - {""}
+    assert extras == {"api", "evals"} | chosen
