@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sandbox_agent_runtime import service
-from sandbox_agent_runtime.backends import Option, backend_module, host_bound, use_options
+from sandbox_agent_runtime.backends import Option, backend_module, use_options
 from sandbox_agent_runtime.catalog import BACKENDS, CATALOG
 from sandbox_agent_runtime.testing.support import SETTINGS
 
@@ -94,9 +94,10 @@ def test_a_sandboxs_lifetime_is_its_lifetime_option_within_its_providers_longest
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_a_sandbox_lives_on_the_workers_host_where_the_catalog_says(name: str) -> None:
-    assert host_bound(name, SETTINGS) == CATALOG[name].host_bound
+    module = backend_module(name)
+    assert module.host_bound(SETTINGS) == CATALOG[name].host_bound
     assert (name in service.HOST_BOUND) == CATALOG[name].host_bound
     # An engine every worker reaches holds no worker's containers; nothing
     # else is shared that way.
     shared = dataclasses.replace(SETTINGS, docker_engine_shared=True)
-    assert host_bound(name, shared) == (CATALOG[name].host_bound and name != "docker")
+    assert module.host_bound(shared) == (CATALOG[name].host_bound and name != "docker")

@@ -18,7 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
-from sandbox_agent_runtime.backends import host_bound
+from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.capacity import model_heartbeat_timeout
 from sandbox_agent_runtime.settings import RUNS_IN_FLIGHT
 from sandbox_agent_runtime.shared import MODEL_ACTIVITY_TIMEOUT
@@ -61,9 +61,7 @@ COMMAND = f"{project_service().sandbox_provider}-sandbox_session_pty_exec_start"
 # The providers whose sandbox any worker reaches, wherever it was created
 # (the remote stand-in's remote backends; none in the default one's).
 REMOTE_PROVIDERS = [
-    provider
-    for provider, backend in project_service().providers.items()
-    if not host_bound(backend, SETTINGS)
+    provider for provider, backend in sandbox_backends().items() if not backend.host_bound(SETTINGS)
 ]
 
 
@@ -207,7 +205,7 @@ if REMOTE_PROVIDERS:
     async def test_a_remote_sandbox_goes_on_on_another_host_when_its_creator_is_gone(
         temporal_client: Client, provider: str
     ) -> None:
-        assert not host_bound(project_service().providers[provider], SETTINGS)
+        assert not sandbox_backends()[provider].host_bound(SETTINGS)
         run = await stalled_on(temporal_client, "host-a", provider, settings=SETTINGS)
         async with running_worker(
             temporal_client,

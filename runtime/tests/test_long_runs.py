@@ -25,7 +25,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer
 
 from sandbox_agent_runtime.affinity import host_queue
-from sandbox_agent_runtime.backends import host_bound
+from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import LONGEST_OUTPUT
 from sandbox_agent_runtime.starter import attach
@@ -121,7 +121,7 @@ async def test_a_300_step_run_finishes_in_one_workspace_through_runs_under_10_mb
         if step.is_sandbox_operation
     }
     service = project_service()
-    bound = host_bound(service.providers[service.sandbox_provider], SETTINGS)
+    bound = sandbox_backends()[service.sandbox_provider].host_bound(SETTINGS)
     assert queues == {host_queue("long-runs-host") if bound else service.task_queue}
 
 

@@ -24,7 +24,7 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.runtime import Runtime
 from temporalio.worker import Replayer
 
-from sandbox_agent_runtime.backends import host_bound
+from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.observability import (
     INPUT_TOKENS,
     MODEL_CALLS,
@@ -98,7 +98,7 @@ async def test_the_worker_counts_model_calls_tokens_runs_and_sandbox_operations_
         # sandbox lives on: the worker's, or "any" for one any worker reaches.
         sandbox_steps = [step for step in await activities(handle) if step.is_sandbox_operation]
         provider = service.sandbox_provider
-        host = "host-a" if host_bound(project_service().providers[provider], SETTINGS) else "any"
+        host = "host-a" if sandbox_backends()[provider].host_bound(SETTINGS) else "any"
         counted = await metrics.total(
             SANDBOX_OPERATIONS, provider=provider, outcome="ok", host=host
         )

@@ -63,7 +63,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from sandbox_agent_runtime.backends import host_bound
+from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.object_store import parse
 from sandbox_agent_runtime.observability import SESSIONS
 from sandbox_agent_runtime.run_request import (
@@ -128,7 +128,7 @@ def session_settings(
     provider's sandboxes are not bound to the worker's host, which keeps no
     snapshot of theirs on its disk."""
     settings = replace(SETTINGS, session_idle_timeout=idle, session_lifetime=lifetime)
-    if host_bound(project_service().providers[project_service().sandbox_provider], settings):
+    if sandbox_backends()[project_service().sandbox_provider].host_bound(settings):
         return settings
     return replace(settings, object_store=parse(f"file://{temp.parent}/store"))
 

@@ -24,7 +24,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from sandbox_agent_runtime import starter
-from sandbox_agent_runtime.backends import host_bound
+from sandbox_agent_runtime.backends import sandbox_backends
 from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import LONGEST_PROMPT, WORKFLOW_TYPE
@@ -171,7 +171,7 @@ async def test_prints_the_link_each_step_as_it_happens_and_the_answer(
     provider = project_service().sandbox_provider
     assert steps[0] == f"sandbox  provider {provider!r}"
     # Where the sandbox lives: on the worker's host, or anywhere (affinity.py).
-    if host_bound(project_service().providers[provider], SETTINGS):
+    if sandbox_backends()[provider].host_bound(SETTINGS):
         assert steps[1] == "sandbox  on host 'this-host'"
     else:
         assert steps[1] == "sandbox  reachable from any worker"

@@ -49,7 +49,7 @@ from temporalio.openai_agents import (
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from sandbox_agent_runtime import affinity, approvers, backends, versioning
+from sandbox_agent_runtime import affinity, approvers, versioning
 from sandbox_agent_runtime.backends import Backend, sandbox_backends, use_options
 from sandbox_agent_runtime.bounded_sandbox import BoundedSandboxClient
 from sandbox_agent_runtime.capacity import (
@@ -246,7 +246,7 @@ def host_bound(provider: str, settings: WorkerSettings) -> bool:
     """Whether ``provider``'s sandboxes live on this worker's host (its
     backend says: backends/), so that without an object store their
     snapshots can stay on this host's disk (workspace.snapshot_store())."""
-    return backends.host_bound(current().providers[provider], settings)
+    return sandbox_backends()[provider].host_bound(settings)
 
 
 def backend_client(
@@ -381,8 +381,7 @@ def build_worker(
         return ServiceWorker(shared, models)
     host = settings.host_id
     host_bound = {
-        provider: backends.host_bound(backend, settings)
-        for provider, backend in current().providers.items()
+        provider: backend.host_bound(settings) for provider, backend in sandbox_backends().items()
     }
     meter = SandboxOperationMeter(host)
     identity = identity or affinity.worker_identity(host)

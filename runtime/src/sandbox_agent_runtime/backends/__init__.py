@@ -69,6 +69,13 @@ class Backend(Protocol):
         """Options sent with each run (recorded in workflow history)."""
         ...
 
+    def host_bound(self, settings: WorkerSettings) -> bool:
+        """Whether a sandbox this worker creates lives on this worker's host
+        (its disk, its Docker engine), so that every later operation of the
+        run's sandbox must run there (the catalog's, ``declared()``;
+        affinity.py; runs on the worker only)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Option:
@@ -199,16 +206,26 @@ def service_name() -> str:
     return current().name
 
 
-def declared(module: str) -> tuple[tuple[tuple[str, ...], ...], str, dict[str, Option]]:
+HostBound = Callable[["WorkerSettings"], bool]
+
+
+def declared(
+    module: str,
+) -> tuple[tuple[tuple[str, ...], ...], str, dict[str, Option], HostBound]:
     """What the catalog declares of the backend whose module is ``module``
-    (its ``__name__``): its required environment, its credentials' URL and
-    its options."""
-    entry = CATALOG[module.rpartition(".")[2]]
+    (its ``__name__``): its required environment, its credentials' URL, its
+    options, and its ``host_bound()``."""
+    name = module.rpartition(".")[2]
+    entry = CATALOG[name]
     options = {key: declared_option(table) for key, table in entry.options.items()}
-    return entry.required_environment, entry.credentials_url, options
+
+    def host_bound(settings: WorkerSettings) -> bool:
+        return lives_on_the_workers_host(name, settings)
+
+    return entry.required_environment, entry.credentials_url, options, host_bound
 
 
-def host_bound(name: str, settings: WorkerSettings) -> bool:
+def lives_on_the_workers_host(name: str, settings: WorkerSettings) -> bool:
     """Whether a sandbox of the backend ``name`` that this worker creates
     lives on this worker's host (its disk, its Docker engine), so that every
     later operation of the run's sandbox must run there (affinity.py; runs on

@@ -57,9 +57,10 @@ REFUSALS = frozenset({400, 401, 403, 404, 422})
 # Where the agent's workspace lives in the sandbox (the SDK's default).
 WORKSPACE_ROOT = DEFAULT_BLAXEL_WORKSPACE_ROOT
 
-# Its credentials (any one set of these variables, and where to get them) and
-# its options (BLAXEL_SANDBOX_<KEY>): the catalog's (catalog.toml).
-REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS = declared(__name__)
+# Its credentials (any one set of these variables, and where to get them), its
+# options (BLAXEL_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:

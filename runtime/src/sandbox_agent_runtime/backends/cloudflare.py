@@ -43,9 +43,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = ("ConfigurationError",)
 # supports (its persistence is fixed to /workspace).
 WORKSPACE_ROOT = "/workspace"
 
-# Its credentials (any one set of these variables, and where to get them) and
-# its options (none): the catalog's (catalog.toml).
-REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS = declared(__name__)
+# Its credentials (any one set of these variables, and where to get them), its
+# options (none) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:

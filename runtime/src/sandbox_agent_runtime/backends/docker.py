@@ -84,9 +84,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the container.
 WORKSPACE_ROOT = "/workspace"
 
-# Its credentials (any one set of these variables, and where to get them) and
-# its options (DOCKER_SANDBOX_<KEY>): the catalog's (catalog.toml).
-REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS = declared(__name__)
+# Its credentials (any one set of these variables, and where to get them), its
+# options (DOCKER_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -249,7 +250,7 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
 def shared_by_every_worker(settings: WorkerSettings) -> bool:
     """Whether every worker reaches this worker's engine (``DOCKER_ENGINE_SHARED``):
     its containers then live on no worker's host, and a run goes on on any
-    worker (backends.host_bound(), affinity.py)."""
+    worker (host_bound(), affinity.py)."""
     return settings.docker_engine_shared
 
 

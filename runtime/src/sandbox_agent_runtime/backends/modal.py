@@ -54,9 +54,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (the SDK's default).
 WORKSPACE_ROOT = "/workspace"
 
-# Its credentials (any one set of these variables, and where to get them) and
-# its options (MODAL_SANDBOX_<KEY>): the catalog's (catalog.toml).
-REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS = declared(__name__)
+# Its credentials (any one set of these variables, and where to get them), its
+# options (MODAL_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:

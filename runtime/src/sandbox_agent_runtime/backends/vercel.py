@@ -41,9 +41,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # working directory of Vercel's sandbox image).
 WORKSPACE_ROOT = DEFAULT_VERCEL_WORKSPACE_ROOT
 
-# Its credentials (any one set of these variables, and where to get them) and
-# its options (VERCEL_SANDBOX_<KEY>): the catalog's (catalog.toml).
-REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS = declared(__name__)
+# Its credentials (any one set of these variables, and where to get them), its
+# options (VERCEL_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:

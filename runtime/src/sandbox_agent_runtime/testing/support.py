@@ -56,7 +56,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from sandbox_agent_runtime import worker
 from sandbox_agent_runtime.affinity import host_queue
-from sandbox_agent_runtime.backends import Backend, host_bound, local, sandbox_backends
+from sandbox_agent_runtime.backends import Backend, local, sandbox_backends
 from sandbox_agent_runtime.object_store import data_converter
 from sandbox_agent_runtime.observability import metrics_runtime
 from sandbox_agent_runtime.payloads import AgentPayloadConverter
@@ -211,8 +211,8 @@ def bound_provider() -> str:
     """A provider of the service whose sandbox lives on the worker's host."""
     return next(
         provider
-        for provider, backend in project_service().providers.items()
-        if host_bound(backend, _settings())
+        for provider, backend in sandbox_backends().items()
+        if backend.host_bound(_settings())
     )
 
 
