@@ -12,8 +12,11 @@ hooks and copier's questions use its filters, for example::
 
     {% set backends = cookiecutter | backends -%}
 
-and the template's tests import ``derive``. A fact that several files need
-about the chosen backends (a fourth backend, say) belongs here too.
+and the template's tests import ``derive``. What the files say of each
+backend (its credentials, options, extra, SDK modules, whether it is
+host-bound) is the runtime's catalog of backends, ``CATALOG``: read here from
+the runtime beside this module, and offered to the files as the Jinja global
+``catalog``.
 
 The options of every choice are declared once, in cookiecutter.json beside
 this module: ``CHOICES`` reads them (the hooks see it as the Jinja global
@@ -63,8 +66,29 @@ CHOICES: dict[str, list[str]] = {
     if isinstance(options, list) and not answer.startswith("_")
 }
 BACKENDS: list[str] = CHOICES["sandbox_backend"]
+
+# The catalog of sandbox backends: each one's credentials, options, SDK and
+# host, declared once, in the runtime beside this module (read by path: where
+# the template is rendered, the runtime need not be installed).
+CATALOG_FILE = Path(__file__).parent / "runtime" / "src" / "sandbox_agent_runtime" / "backends" / "catalog.toml"
+_CATALOG = tomllib.loads(CATALOG_FILE.read_text())
+# Each entry with what it may leave out: no other variables, no options, and
+# for a CI the first set of its credentials.
+CATALOG: dict[str, dict[str, Any]] = {
+    name: {
+        "options": {},
+        "ci_environment": backend["required_environment"][0] if backend["required_environment"] else [],
+        **backend,
+        "environment": [
+            {"example": "", "secret": False, "setting": False, **variable}
+            for variable in backend.get("environment", [])
+        ],
+    }
+    for name, backend in _CATALOG["backends"].items()
+}
+KINDS: dict[str, dict[str, str]] = _CATALOG["kinds"]
 # The backends whose sandbox can be bound to one worker host.
-HOST_BOUND = ("local", "docker")
+HOST_BOUND = tuple(name for name, backend in CATALOG.items() if backend["host_bound"])
 
 
 class Derived(NamedTuple):
@@ -178,23 +202,15 @@ def short_package_name(answer: str, value: object, answers: Mapping[str, object]
     )
 
 
-# The top-level module of each remote backend's SDK, which the service imports.
-SDK_MODULES = {
-    "daytona": "daytona",
-    "e2b": "e2b",
-    "docker": "docker",
-    "modal": "modal",
-    "runloop": "runloop_api_client",
-    "vercel": "vercel",
-    "blaxel": "blaxel",
-}
+# The top-level modules of each backend's SDK, which the service imports.
+SDK_MODULES = {name: backend["sdk_modules"] for name, backend in CATALOG.items()}
 
 
 def free_package_name(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
     if keyword.iskeyword(str(value)) or value in TAKEN_MODULE_NAMES:
         return "it is a Python keyword or the name of a module the service imports; choose another"
     for backend in generated_backends(answers):
-        if value == SDK_MODULES.get(backend):
+        if value in SDK_MODULES.get(backend, []):
             return f"it is the name of the {backend} SDK's module, which the service imports; choose another"
     return None
 
@@ -215,11 +231,68 @@ def outlasts_the_approval_wait(answer: str, value: object, answers: Mapping[str,
     return f"a run waits up to approval_timeout_seconds ({wait}) for each approval: give it longer than that"
 
 
-# The longest a sandbox of these backends may live (each provider's limit;
-# the highest value of the lifetime option in the runtime's
-# backends/<backend>.py): the provider ends it then, workspace and all, so a
-# run of a service with one of them lasts no longer.
-LONGEST_SANDBOX = {"e2b": 86_400, "modal": 86_400, "runloop": 172_800, "vercel": 18_000}
+# The longest a sandbox of these backends may live (each provider's limit:
+# the highest value of its lifetime option in the catalog): the provider ends
+# it then, workspace and all, so a run of a service with one of them lasts no
+# longer.
+LONGEST_SANDBOX = {
+    name: min(option["high"] for option in backend["options"].values() if option.get("lifetime"))
+    for name, backend in CATALOG.items()
+    if any(option.get("lifetime") for option in backend["options"].values())
+}
+
+
+def option_variable(backend: str, key: str) -> str:
+    """The worker's environment variable of a backend's option:
+    "DAYTONA_SANDBOX_IMAGE" for Daytona's "image" (the runtime's backends.variable())."""
+    return f"{backend.upper()}_SANDBOX_{key.upper()}"
+
+
+def option_default(option: Mapping[str, Any], answers: Mapping[str, object]) -> str:
+    """An option's default, as its variable would say it: a lifetime without
+    one is the longest run (at most the option's highest), Modal's app the
+    project's name, a choice its first."""
+    kind = option["kind"]
+    if kind == "number" and "default" not in option:
+        return str(min(int(str(answers["workflow_execution_timeout_seconds"])), option["high"]))
+    if option.get("default_is_service_name"):
+        return str(answers["project_slug"])
+    if kind == "choice":
+        return str(option["choices"][0])
+    default = option.get("default", "")
+    return ("true" if default else "false") if isinstance(default, bool) else str(default)
+
+
+def option_allowed(option: Mapping[str, Any]) -> str:
+    """What an option's value may be, in words, as the worker's refusal says it."""
+    kind = option["kind"]
+    if kind == "number":
+        return f"a whole number of {option['unit']} from {option['low']} to {option['high']}"
+    if kind == "yes_no":
+        return "true or false"
+    if kind == "choice":
+        return f"{', '.join(option['choices'][:-1])} or {option['choices'][-1]}"
+    if kind == "image":
+        return KINDS["image"]["allowed"]
+    if kind == "name":
+        return f"{option['what']} {KINDS['name']['allowed']}"
+    return str(option["allowed"])
+
+
+def backend_options(backend: str, answers: Mapping[str, object]) -> list[dict[str, Any]]:
+    """Each option of ``backend``: its variable, its default as its variable
+    says it, what it allows, and its declaration in the catalog."""
+    return [
+        {
+            "lifetime": False,
+            "excludes": "",
+            **option,
+            "variable": option_variable(backend, key),
+            "default": option_default(option, answers),
+            "allowed": option_allowed(option),
+        }
+        for key, option in CATALOG[backend]["options"].items()
+    ]
 
 
 def within_the_sandboxes_life(answer: str, value: object, answers: Mapping[str, object]) -> str | None:
@@ -740,6 +813,10 @@ class DerivedAnswers(Extension):
         # base64: the workflow's input, a RunRequest naming the provider, is one.
         environment.filters["b64encode"] = lambda text: base64.b64encode(str(text).encode()).decode()
         environment.globals["choices"] = CHOICES
+        # The catalog of backends, and each one's options as the answers make them.
+        environment.globals["catalog"] = CATALOG
+        environment.filters["backend_options"] = lambda answers, backend: backend_options(backend, answers)
+        environment.filters["extra"] = lambda backend: CATALOG[backend]["extra"]
         hooks_logger = logging.getLogger("cookiecutter.hooks")
         if not any(getattr(f, "__name__", "") == _not_a_refusals_traceback.__name__ for f in hooks_logger.filters):
             hooks_logger.addFilter(_not_a_refusals_traceback)

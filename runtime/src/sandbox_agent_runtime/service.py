@@ -29,30 +29,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
+from sandbox_agent_runtime import catalog
+
 # Who approves what the agent runs: nobody; each shell command (and input to a
 # running one); each command and each file edit (approvals.py).
 Approval = Literal["none", "commands", "commands_and_writes"]
 APPROVALS: tuple[Approval, ...] = ("none", "commands", "commands_and_writes")
 
 # Every sandbox backend the runtime has (backends/), by the name a service
-# gives it.
-BACKENDS = (
-    "local",
-    "daytona",
-    "e2b",
-    "docker",
-    "modal",
-    "runloop",
-    "vercel",
-    "cloudflare",
-    "blaxel",
-)
-
-# The backends whose sandbox can live on the host of the worker that created
-# it (a local workspace; a container on the host's own Docker engine): a
-# service with one of them keeps every sandbox operation of such a run on
-# that host (affinity.py).
-HOST_BOUND = ("local", "docker")
+# gives it, and those whose sandbox can live on the host of the worker that
+# created it (a local workspace; a container on the host's own Docker
+# engine): a service with one of them keeps every sandbox operation of such a
+# run on that host (affinity.py). Both as the catalog declares them.
+BACKENDS = catalog.BACKENDS
+HOST_BOUND = tuple(name for name, declared in catalog.CATALOG.items() if declared.host_bound)
 
 
 @dataclass(frozen=True)

@@ -2,24 +2,26 @@
 
 Each module of this package is one backend, and every one offers the same
 interface (``Backend`` below): the client the worker registers, the options
-the workflow sends with every run, the credentials the worker needs, the
-errors no retry can fix, where the workspace lives, whether its sandboxes
-live on the worker's host, and the options the worker may give it.
-``sandbox_backends()`` says which provider name the worker registers each one
-under (the service's providers); the worker and the workflow read it and
-know nothing else about where the sandbox lives.
+the workflow sends with every run, the errors no retry can fix and where the
+workspace lives. What is said of a backend beyond its code (its credentials,
+its options with their bounds and defaults, its extra, its SDK's modules,
+whether its sandboxes live on the worker's host) is declared once, in the
+catalog (catalog.toml, read by sandbox_agent_runtime.catalog), which the
+template reads too. ``sandbox_backends()`` says which provider name the
+worker registers each one under (the service's providers); the worker and the
+workflow read it and know nothing else about where the sandbox lives.
 
 A backend's module is imported only when a service registers it: each
 backend's SDK is an extra of the runtime (``sandbox-agent-runtime[daytona]``),
 which a service without that backend need not install.
 
-A backend's options (its module's ``OPTIONS``: an image, a region, a
-lifetime...) are settings of the worker, not of the service's code: each is
-the environment variable ``<BACKEND>_SANDBOX_<OPTION>`` (``variable()``), unset
-for its default. The worker reads and checks them at start with its other
-settings (settings.py) and hands them over with ``use_options()``; the
-workflow reads them (``chosen_options()``) for each sandbox it creates, and
-the sandbox's options, these among them, are recorded in the run's history.
+A backend's options (an image, a region, a lifetime...) are settings of the
+worker, not of the service's code: each is the environment variable
+``<BACKEND>_SANDBOX_<OPTION>`` (``variable()``), unset for its default. The
+worker reads and checks them at start with its other settings (settings.py)
+and hands them over with ``use_options()``; the workflow reads them
+(``chosen_options()``) for each sandbox it creates, and the sandbox's
+options, these among them, are recorded in the run's history.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
 from temporalio import workflow
 
+from sandbox_agent_runtime.catalog import CATALOG, KINDS
 from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
@@ -44,9 +47,9 @@ if TYPE_CHECKING:
 
 class Backend(Protocol):
     # Credentials the worker needs for this backend, beyond the model's: any
-    # one of these sets of environment variables, each set and non-empty.
+    # one of these sets of environment variables, each set and non-empty; and
+    # where to get them (the catalog's, ``declared()``).
     REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...]
-    # Where to get them.
     CREDENTIALS_URL: str
     # The backend SDK's error types that no retry can fix: a sandbox
     # operation that raises one fails at once, and so does the run.
@@ -54,7 +57,7 @@ class Backend(Protocol):
     # Where the agent's workspace lives in the sandbox.
     WORKSPACE_ROOT: str
     # Every option of this backend: an environment variable of the worker each
-    # (``variable()``), with its default and what it allows.
+    # (``variable()``), with its default and what it allows (the catalog's).
     OPTIONS: dict[str, Option]
 
     def sandbox_client(self, settings: WorkerSettings) -> BaseSandboxClient[Any]:
@@ -69,7 +72,8 @@ class Backend(Protocol):
     def host_bound(self, settings: WorkerSettings) -> bool:
         """Whether a sandbox this worker creates lives on this worker's host
         (its disk, its Docker engine), so that every later operation of the
-        run's sandbox must run there (affinity.py; runs on the worker only)."""
+        run's sandbox must run there (the catalog's, ``declared()``;
+        affinity.py; runs on the worker only)."""
         ...
 
 
@@ -168,20 +172,68 @@ def text(
     return Option("text", default, pattern=pattern, allowed=allowed, excludes=excludes)
 
 
-def image(default: str = "", *, excludes: str = "") -> Option:
-    """A container image (by default ``default``; "": the provider's own)."""
-    return text(
-        default,
-        r"[a-z0-9][A-Za-z0-9._/:@-]*",
-        "an image reference such as python:3.12-slim (letters, digits and . _ / : @ -)",
-        excludes=excludes,
-    )
+def declared_option(table: Mapping[str, Any]) -> Option:
+    """An option as the catalog declares it (catalog.toml says how): an
+    image and a name are text of a given form, by default "" (the
+    provider's own)."""
+    kind = table["kind"]
+    if kind == "number":
+        default = table.get("default")
+        return number(
+            default,
+            table["low"],
+            table["high"],
+            table["unit"],
+            outlives_the_run=table.get("lifetime", False),
+        )
+    if kind == "yes_no":
+        return yes_no(table["default"])
+    if kind == "choice":
+        return one_of(*table["choices"])
+    if kind == "image":
+        image = KINDS["image"]
+        default = table.get("default", "")
+        return text(default, image["pattern"], image["allowed"], excludes=table.get("excludes", ""))
+    if kind == "name":
+        name = KINDS["name"]
+        return text("", name["pattern"], f"{table['what']} {name['allowed']}")
+    default = service_name if table.get("default_is_service_name") else table["default"]
+    return text(default, table["pattern"], table["allowed"])
 
 
-def name(what: str) -> Option:
-    """The name of something the provider keeps (a snapshot, a template, a
-    blueprint); by default none, the provider's own."""
-    return text("", r"[A-Za-z0-9][A-Za-z0-9._/:-]*", f"{what} (letters, digits and . _ / : -)")
+def service_name() -> str:
+    """The name of the service this process runs."""
+    return current().name
+
+
+HostBound = Callable[["WorkerSettings"], bool]
+
+
+def declared(
+    module: str,
+) -> tuple[tuple[tuple[str, ...], ...], str, dict[str, Option], HostBound]:
+    """What the catalog declares of the backend whose module is ``module``
+    (its ``__name__``): its required environment, its credentials' URL, its
+    options, and its ``host_bound()``."""
+    name = module.rpartition(".")[2]
+    entry = CATALOG[name]
+    options = {key: declared_option(table) for key, table in entry.options.items()}
+
+    def host_bound(settings: WorkerSettings) -> bool:
+        return lives_on_the_workers_host(name, settings)
+
+    return entry.required_environment, entry.credentials_url, options, host_bound
+
+
+def lives_on_the_workers_host(name: str, settings: WorkerSettings) -> bool:
+    """Whether a sandbox of the backend ``name`` that this worker creates
+    lives on this worker's host (its disk, its Docker engine), so that every
+    later operation of the run's sandbox must run there (affinity.py; runs on
+    the worker only): as the catalog declares (``host_bound``), unless the
+    backend's module says every worker shares where its sandboxes live (its
+    ``shared_by_every_worker(settings)``: a Docker engine they all reach)."""
+    shared = getattr(backend_module(name), "shared_by_every_worker", None)
+    return CATALOG[name].host_bound and not (shared is not None and shared(settings))
 
 
 def variable(backend: str, key: str) -> str:

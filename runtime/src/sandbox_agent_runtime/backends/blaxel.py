@@ -11,7 +11,7 @@ creates its sandbox (the Temporal plugin sends options as a
 the worker's client turns them into the SDK's options.
 
 Its options are the worker's environment variables ``BLAXEL_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClientOptions
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 
-from sandbox_agent_runtime.backends import Option, chosen_options, image, number, text
+from sandbox_agent_runtime.backends import chosen_options, declared
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -40,11 +40,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: any one
-# of these sets of environment variables, each variable set and non-empty.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("BL_API_KEY", "BL_WORKSPACE"),)
-CREDENTIALS_URL = "https://app.blaxel.ai"
 
 # Errors that no retry can fix: Blaxel's SDK raises one error type for every
 # answer of its API, so the worker's client turns the answers no retry
@@ -62,24 +57,10 @@ REFUSALS = frozenset({400, 401, 403, 404, 422})
 # Where the agent's workspace lives in the sandbox (the SDK's default).
 WORKSPACE_ROOT = DEFAULT_BLAXEL_WORKSPACE_ROOT
 
-# Every option of this backend: BLAXEL_SANDBOX_<KEY>, with its default.
-OPTIONS: dict[str, Option] = {
-    # The image every sandbox starts from (empty for Blaxel's base image) and
-    # the region it runs in.
-    "image": image(),
-    "region": text(
-        "us-pdx-1",
-        r"[a-z][a-z0-9]*(-[a-z0-9]+)*",
-        "a region name: lowercase letters and digits in dash-separated words, such as us-pdx-1",
-    ),
-    # Seconds a sandbox may live (by default the service's
-    # workflow_execution_timeout). Blaxel deletes it then whatever happens to
-    # the run, so a crashed run cannot leave one behind (and billed) for
-    # longer. Blaxel counts it from the sandbox's creation, so it is at least
-    # the workflow execution timeout: a sandbox that Blaxel deletes mid-run
-    # takes the run's workspace with it. Blaxel's shortest lifetime is 5 minutes.
-    "ttl_seconds": number(None, 300, 31_536_000, "seconds", outlives_the_run=True),
-}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (BLAXEL_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -197,9 +178,3 @@ def sandbox_options() -> BlaxelOptions:
         region=str(chosen["region"]),
         ttl=f"{int(chosen['ttl_seconds'])}s",
     )
-
-
-def host_bound(settings: WorkerSettings) -> bool:
-    """A Blaxel sandbox is reached over the network from any worker: a run
-    goes on on any worker, whichever created its sandbox (affinity.py)."""
-    return False

@@ -8,7 +8,7 @@ in workflow history), and the worker's client fills in the address when it
 creates a sandbox. What a sandbox runs on (its container image, its instance
 type) and how long an idle one lives are the Worker's own settings, in its
 Wrangler configuration. The agent's commands run on Cloudflare's machines,
-never on the worker's. It takes no options (``OPTIONS``, below, is empty).
+never on the worker's. It takes no options.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from agents.sandbox.manifest import Manifest
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 
-from sandbox_agent_runtime.backends import Option, chosen_options
+from sandbox_agent_runtime.backends import chosen_options, declared
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -31,13 +31,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: any one
-# of these sets of environment variables, each variable set and non-empty.
-# The Worker's key, CLOUDFLARE_SANDBOX_API_KEY, is optional: the SDK sends it
-# when it is set.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("CLOUDFLARE_SANDBOX_WORKER_URL",),)
-CREDENTIALS_URL = "https://developers.cloudflare.com/sandbox/"
 
 # Errors that no retry can fix: the SDK raises ConfigurationError for a
 # Worker that refuses to create a sandbox (a rejected key, a bad request, a
@@ -50,9 +43,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = ("ConfigurationError",)
 # supports (its persistence is fixed to /workspace).
 WORKSPACE_ROOT = "/workspace"
 
-# Every option of this backend: none (what a sandbox runs on
-# is the Sandbox Service Worker's configuration).
-OPTIONS: dict[str, Option] = {}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (none) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -95,9 +89,3 @@ def sandbox_options() -> CloudflareSandboxClientOptions:
     in (WorkerAddressedCloudflareSandboxClient); the key stays in its
     environment."""
     return CloudflareSandboxClientOptions(worker_url="")
-
-
-def host_bound(settings: WorkerSettings) -> bool:
-    """A Cloudflare sandbox is reached over the network from any worker: a
-    run goes on on any worker, whichever created its sandbox (affinity.py)."""
-    return False

@@ -6,7 +6,8 @@ read too when set. The agent's commands run on Daytona's machines, never on
 the worker's.
 
 Its options are the worker's environment variables ``DAYTONA_SANDBOX_*``:
-the keys ``OPTIONS`` lists (below), each with its default there.
+the
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations
@@ -21,14 +22,10 @@ from agents.extensions.sandbox.daytona import (
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
-    Option,
     chosen_options,
-    image,
-    name,
-    number,
+    declared,
     provider_key,
     workflow_key,
-    yes_no,
 )
 
 if TYPE_CHECKING:
@@ -37,14 +34,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: any one
-# of these sets of environment variables, each variable set and non-empty.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (
-    ("DAYTONA_API_KEY",),
-    ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"),
-)
-CREDENTIALS_URL = "https://app.daytona.io/dashboard/keys"
 
 # Errors from Daytona that no retry can fix (a rejected key, a forbidden
 # action, an unknown image or snapshot, invalid parameters): the sandbox
@@ -60,22 +49,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (Daytona's default).
 WORKSPACE_ROOT = DEFAULT_DAYTONA_WORKSPACE_ROOT
 
-# Every option of this backend: DAYTONA_SANDBOX_<KEY>, with its default.
-OPTIONS: dict[str, Option] = {
-    # Minutes of inactivity after which Daytona stops a sandbox by itself. The
-    # SDK's default (0) never stops it, so a run that dies before its teardown
-    # would leave a paid sandbox running for good: 0 is not offered.
-    "auto_stop_interval_minutes": number(15, 1, 43_200, "minutes"),
-    # Seconds to wait for Daytona to create a sandbox.
-    "create_timeout_seconds": number(60, 1, 3_600, "seconds"),
-    # At the end of a run, true stops the sandbox and keeps it (its disk is
-    # still billed); false deletes it.
-    "pause_on_exit": yes_no(False),
-    # What every sandbox starts from: a container image or a Daytona snapshot
-    # (at most one of them; empty for Daytona's default).
-    "image": image(excludes="snapshot"),
-    "snapshot": name("a snapshot name"),
-}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (DAYTONA_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -122,9 +99,3 @@ def sandbox_options() -> DaytonaSandboxClientOptions:
         image=chosen["image"] or None,
         sandbox_snapshot_name=chosen["snapshot"] or None,
     )
-
-
-def host_bound(settings: WorkerSettings) -> bool:
-    """A Daytona sandbox is reached over the network from any worker: a run
-    goes on on any worker, whichever created its sandbox (affinity.py)."""
-    return False

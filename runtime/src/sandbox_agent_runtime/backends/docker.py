@@ -1,7 +1,7 @@
 """The Docker backend: the agent's shell runs in a container on a Docker engine.
 
-Each run gets a fresh container, from the service's image and on its
-network (``OPTIONS``, below): the agent's commands run in it (``sh -lc``), its files stay in it,
+Each run gets a fresh container, from the image and on the network of its
+options: the agent's commands run in it (``sh -lc``), its files stay in it,
 and it is removed at the end of the run. Nothing the agent runs touches the
 worker's host, and the engine can be one you run yourself.
 
@@ -28,7 +28,7 @@ worker builds its client: the workflow imports this module for its options,
 and Temporal's workflow sandbox refuses the SDK's HTTP modules.
 
 Its options are the worker's environment variables ``DOCKER_SANDBOX_IMAGE``
-and ``DOCKER_SANDBOX_NETWORK`` (``OPTIONS``, below, with their defaults),
+and ``DOCKER_SANDBOX_NETWORK`` (declared with their defaults in the catalog, catalog.toml),
 beside the bounds of each container, ``DOCKER_SANDBOX_MEMORY`` and the rest
 (settings.py).
 """
@@ -54,10 +54,8 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
-    Option,
     chosen_options,
-    image,
-    one_of,
+    declared,
     provider_key,
     workflow_key,
 )
@@ -68,11 +66,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import DockerLimits, WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: none. It
-# needs a Docker engine that answers instead; the worker checks that at start.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
-CREDENTIALS_URL = "https://docs.docker.com/engine/install/"
 
 # Errors that no retry can fix (an image that is not on the engine and cannot
 # be pulled, a container the engine refuses to create or start, a run's
@@ -91,18 +84,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the container.
 WORKSPACE_ROOT = "/workspace"
 
-# Every option of this backend: DOCKER_SANDBOX_<KEY>, with its default.
-OPTIONS: dict[str, Option] = {
-    # The image every sandbox container starts from. Any image with a POSIX
-    # shell and `tail` will do; the engine pulls it the first time if it can.
-    "image": image("python:3.12-slim"),
-    # The container's network. "none" gives it only a loopback interface, so
-    # nothing the agent runs can reach the network, the worker's or the
-    # internet. "bridge" is Docker's default network: the agent's commands can
-    # reach whatever the engine's host can (the internet, and services on the
-    # host's networks).
-    "network": one_of("none", "bridge"),
-}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (DOCKER_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -262,10 +247,11 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
             ) from None
 
 
-def host_bound(settings: WorkerSettings) -> bool:
-    """A container lives on its engine: on this host's, unless every worker
-    shares one (``DOCKER_ENGINE_SHARED``)."""
-    return not settings.docker_engine_shared
+def shared_by_every_worker(settings: WorkerSettings) -> bool:
+    """Whether every worker reaches this worker's engine (``DOCKER_ENGINE_SHARED``):
+    its containers then live on no worker's host, and a run goes on on any
+    worker (host_bound(), affinity.py)."""
+    return settings.docker_engine_shared
 
 
 def sandbox_client(settings: WorkerSettings) -> DockerSandboxClient:

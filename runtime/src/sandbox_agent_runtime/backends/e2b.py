@@ -4,7 +4,7 @@ The worker needs ``E2B_API_KEY``; E2B reads it when a sandbox is created.
 The agent's commands run on E2B's machines, never on the worker's.
 
 Its options are the worker's environment variables ``E2B_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations
@@ -18,14 +18,10 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
-    Option,
     chosen_options,
-    name,
-    number,
-    one_of,
+    declared,
     provider_key,
     workflow_key,
-    yes_no,
 )
 
 if TYPE_CHECKING:
@@ -34,11 +30,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: any one
-# of these sets of environment variables, each variable set and non-empty.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("E2B_API_KEY",),)
-CREDENTIALS_URL = "https://e2b.dev/dashboard?tab=keys"
 
 # Errors from E2B that no retry can fix (a rejected key, an unknown template
 # or sandbox, invalid parameters): the sandbox activity that meets one fails
@@ -55,24 +46,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (E2B's default).
 WORKSPACE_ROOT = "/workspace"
 
-# Every option of this backend: E2B_SANDBOX_<KEY>, with its default.
-OPTIONS: dict[str, Option] = {
-    # The kind of sandbox: "e2b" (a plain one) or "e2b_code_interpreter".
-    "type": one_of("e2b", "e2b_code_interpreter"),
-    # The E2B template every sandbox starts from (empty for E2B's default).
-    "template": name("a template name or id"),
-    # Seconds an E2B sandbox may live (by default the service's
-    # workflow_execution_timeout), and what E2B does then ("kill" ends it,
-    # "pause" keeps it paused). E2B enforces it even if the run's teardown
-    # never happens, so a crashed run cannot leave a sandbox running. E2B
-    # counts it from the sandbox's creation (a reconnection starts it again,
-    # use does not), so it is at least the workflow execution timeout: a
-    # sandbox that E2B ends mid-run takes the run's workspace with it.
-    "timeout_seconds": number(None, 60, 86_400, "seconds", outlives_the_run=True),
-    "on_timeout": one_of("kill", "pause"),
-    # At the end of a run, true pauses the sandbox; false ends it.
-    "pause_on_exit": yes_no(False),
-}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (E2B_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -135,9 +112,3 @@ def sandbox_options() -> E2BSandboxClientOptions:
         on_timeout=on_timeout,
         pause_on_exit=bool(chosen["pause_on_exit"]),
     )
-
-
-def host_bound(settings: WorkerSettings) -> bool:
-    """An E2B sandbox is reached over the network from any worker: a run
-    goes on on any worker, whichever created its sandbox (affinity.py)."""
-    return False

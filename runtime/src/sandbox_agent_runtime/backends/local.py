@@ -20,7 +20,7 @@ from agents.sandbox.sandboxes.unix_local import (
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 
-from sandbox_agent_runtime.backends import Option, chosen_options
+from sandbox_agent_runtime.backends import chosen_options, declared
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -28,10 +28,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: none.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = ()
-CREDENTIALS_URL = ""
 
 # The SDK's own errors say which of them no retry can fix; there is no
 # service behind this backend to add any, only a workspace that is gone.
@@ -42,8 +38,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = ("WorkspaceGone", "NotOurWorkspace")
 WORKSPACE_ROOT = "/workspace"
 
 
-# Every option of this backend: none.
-OPTIONS: dict[str, Option] = {}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (none) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -111,12 +109,6 @@ def sandbox_client(settings: WorkerSettings) -> UnixLocalSandboxClient:
     # agent's shell, OPENAI_API_KEY included. Give it only a minimal, harmless
     # set (PATH, HOME, locale, ...) instead.
     return LocalWorkspaceClient(inherit_host_environment=False)
-
-
-def host_bound(settings: WorkerSettings) -> bool:
-    """A workspace is a directory on this host's disk: every operation of a
-    run's sandbox runs on this host (affinity.py)."""
-    return True
 
 
 def sandbox_options() -> UnixLocalSandboxClientOptions:

@@ -8,7 +8,7 @@ app ends them all. The agent's commands run on Modal's machines, never on the
 worker's.
 
 Its options are the worker's environment variables ``MODAL_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations
@@ -26,15 +26,11 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
-    Option,
     chosen_options,
-    image,
-    number,
+    declared,
     provider_key,
-    text,
     workflow_key,
 )
-from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -42,11 +38,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: any one
-# of these sets of environment variables, each variable set and non-empty.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),)
-CREDENTIALS_URL = "https://modal.com/settings/tokens"
 
 # Errors from Modal that no retry can fix (a rejected token, an unknown image
 # or app, a request Modal calls invalid, a workspace without the rights): the
@@ -63,27 +54,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # Where the agent's workspace lives in the sandbox (the SDK's default).
 WORKSPACE_ROOT = "/workspace"
 
-# Every option of this backend: MODAL_SANDBOX_<KEY>, with its default.
-OPTIONS: dict[str, Option] = {
-    # The Modal app every sandbox is created in (Modal creates it when
-    # missing; by default the service's name). Modal's own rule for app names.
-    "app_name": text(
-        lambda: current().name,
-        r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}",
-        "letters, digits, dots, underscores and dashes, starting with a letter or digit, "
-        "at most 63 characters",
-    ),
-    # The container image every sandbox starts from (empty for the Agents
-    # SDK's default Python image).
-    "image": image(),
-    # Seconds a Modal sandbox may live (by default the service's
-    # workflow_execution_timeout). Modal ends it then whatever happens to the
-    # run, so a crashed run cannot leave one running (and billed) for longer.
-    # Modal counts it from the sandbox's creation, so it is at least the
-    # workflow execution timeout: a sandbox that Modal ends mid-run takes the
-    # run's workspace with it. Modal ends any sandbox after a day.
-    "timeout_seconds": number(None, 60, 86_400, "seconds", outlives_the_run=True),
-}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (MODAL_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -148,9 +122,3 @@ def sandbox_options() -> ModalSandboxClientOptions:
     return ModalSandboxClientOptions(
         app_name=str(chosen["app_name"]), timeout=int(chosen["timeout_seconds"])
     )
-
-
-def host_bound(settings: WorkerSettings) -> bool:
-    """A Modal sandbox is reached over the network from any worker: a run
-    goes on on any worker, whichever created its sandbox (affinity.py)."""
-    return False

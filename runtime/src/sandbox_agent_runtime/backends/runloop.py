@@ -5,7 +5,7 @@ The worker needs ``RUNLOOP_API_KEY``; the client reads it (and
 commands run on Runloop's machines, never on the worker's.
 
 Its options are the worker's environment variables ``RUNLOOP_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
-    Option,
     chosen_options,
-    name,
-    number,
+    declared,
     provider_key,
     workflow_key,
 )
@@ -38,11 +36,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: any one
-# of these sets of environment variables, each variable set and non-empty.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (("RUNLOOP_API_KEY",),)
-CREDENTIALS_URL = "https://platform.runloop.ai"
 
 # Errors from Runloop that no retry can fix (a rejected key, a forbidden
 # action, an unknown blueprint or devbox, a request Runloop refuses): the
@@ -61,20 +54,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # home of Runloop's `user` account, under which a workspace must live).
 WORKSPACE_ROOT = DEFAULT_RUNLOOP_WORKSPACE_ROOT
 
-# Every option of this backend: RUNLOOP_SANDBOX_<KEY>, with its default.
-OPTIONS: dict[str, Option] = {
-    # The Runloop blueprint every devbox starts from (empty for Runloop's
-    # default).
-    "blueprint": name("a blueprint name"),
-    # Seconds a devbox may live (by default the service's
-    # workflow_execution_timeout). Runloop shuts it down then whatever happens
-    # to the run, so a crashed run cannot leave one running (and billed) for
-    # longer. Runloop counts it from the devbox's creation, so it is at least
-    # the workflow execution timeout: a devbox that Runloop shuts down mid-run
-    # takes the run's workspace with it. Runloop shuts any devbox down after
-    # two days.
-    "keep_alive_seconds": number(None, 60, 172_800, "seconds", outlives_the_run=True),
-}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (RUNLOOP_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -136,9 +119,3 @@ def sandbox_options() -> RunloopSandboxClientOptions:
             keep_alive_time_seconds=int(chosen["keep_alive_seconds"])
         ),
     )
-
-
-def host_bound(settings: WorkerSettings) -> bool:
-    """A Runloop devbox is reached over the network from any worker: a run
-    goes on on any worker, whichever created its devbox (affinity.py)."""
-    return False

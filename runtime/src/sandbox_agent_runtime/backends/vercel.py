@@ -6,7 +6,7 @@ project and team), or ``VERCEL_TOKEN`` with ``VERCEL_PROJECT_ID`` and
 agent's commands run on Vercel's machines, never on the worker's.
 
 Its options are the worker's environment variables ``VERCEL_SANDBOX_*``: the
-keys ``OPTIONS`` lists (below), each with its default there.
+keys its entry in the catalog (catalog.toml) declares, each with its default there.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agents.extensions.sandbox.vercel import VercelSandboxClient, VercelSandboxClientOptions
 from agents.extensions.sandbox.vercel.sandbox import DEFAULT_VERCEL_WORKSPACE_ROOT
 
-from sandbox_agent_runtime.backends import Option, chosen_options, number, one_of
+from sandbox_agent_runtime.backends import chosen_options, declared
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -24,14 +24,6 @@ if TYPE_CHECKING:
     # no place (the workflow never reads them).
     from sandbox_agent_runtime.settings_types import WorkerSettings
 
-
-# Credentials this backend needs on the worker, beyond the model's: any one
-# of these sets of environment variables, each variable set and non-empty.
-REQUIRED_ENVIRONMENT: tuple[tuple[str, ...], ...] = (
-    ("VERCEL_OIDC_TOKEN",),
-    ("VERCEL_TOKEN", "VERCEL_PROJECT_ID", "VERCEL_TEAM_ID"),
-)
-CREDENTIALS_URL = "https://vercel.com/account/settings/tokens"
 
 # Errors from Vercel that no retry can fix (a rejected token, a forbidden
 # action, an unknown sandbox or snapshot, a request Vercel calls invalid): the
@@ -49,27 +41,10 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 # working directory of Vercel's sandbox image).
 WORKSPACE_ROOT = DEFAULT_VERCEL_WORKSPACE_ROOT
 
-# The longest Vercel lets a sandbox live (Pro and Enterprise; 45 minutes on Hobby).
-LONGEST_LIFETIME_SECONDS = 18_000
-
-# Every option of this backend: VERCEL_SANDBOX_<KEY>, with its default.
-OPTIONS: dict[str, Option] = {
-    # The runtime image every sandbox starts from.
-    "runtime": one_of("node22", "python3.13"),
-    # Seconds a Vercel sandbox may live (by default the service's
-    # workflow_execution_timeout, at most LONGEST_LIFETIME_SECONDS). Vercel
-    # stops it then whatever happens to the run, so a crashed run cannot
-    # leave one running (and billed) for longer. Vercel counts it from the
-    # sandbox's creation, so it is at least the workflow execution timeout:
-    # a sandbox that Vercel stops mid-run takes the run's workspace with it.
-    "timeout_seconds": number(
-        None,
-        60,
-        LONGEST_LIFETIME_SECONDS,
-        "seconds",
-        outlives_the_run=True,
-    ),
-}
+# Its credentials (any one set of these variables, and where to get them), its
+# options (VERCEL_SANDBOX_<KEY>) and whether its sandboxes live on the worker's host
+# (host_bound()): the catalog's (catalog.toml).
+REQUIRED_ENVIRONMENT, CREDENTIALS_URL, OPTIONS, host_bound = declared(__name__)
 
 
 def options() -> dict[str, Any]:
@@ -97,9 +72,3 @@ def sandbox_options() -> VercelSandboxClientOptions:
     return VercelSandboxClientOptions(
         runtime=runtime, timeout_ms=int(chosen["timeout_seconds"]) * 1000
     )
-
-
-def host_bound(settings: WorkerSettings) -> bool:
-    """A Vercel sandbox is reached over the network from any worker: a run
-    goes on on any worker, whichever created its sandbox (affinity.py)."""
-    return False
