@@ -80,7 +80,7 @@ CATALOG: dict[str, dict[str, Any]] = {
         "ci_environment": backend["required_environment"][0] if backend["required_environment"] else [],
         **backend,
         "environment": [
-            {"example": "", "secret": False, "setting": False, **variable}
+            {"example": "", "secret": False, **variable}
             for variable in backend.get("environment", [])
         ],
     }

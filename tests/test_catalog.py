@@ -124,19 +124,15 @@ def test_the_readme_and_the_guide_say_what_the_catalog_says_of_the_chosen_backen
         options = {
             f"{backend.upper()}_SANDBOX_{key.upper()}": option for key, option in entry.get("options", {}).items()
         }
+        # A backend's options, their defaults and bounds, are the runtime's
+        # reference (docs/settings.md, made from the catalog): the guide links
+        # to it and copies none, so a runtime that adds one cannot make it wrong.
+        assert not set(options) & set(rows), backend
         if backend not in rendered.derived.backends:
-            assert not set(options) & set(rows), backend
             assert not any(name in credentials for name in variables(backend)), backend
             continue
         for name in (name for names in entry["required_environment"] for name in names):
             assert f"`{name}`" in credentials, name
-        for name, option in options.items():
-            row = rows[name]
-            shown = default_of(option, rendered)
-            assert (f"`{shown}`" if shown else "unset") in row, (name, row)
-            for bound in ("low", "high"):
-                if bound in option:
-                    assert re.search(rf"\b{option[bound]}\b", row), (name, bound, row)
 
 
 def test_the_template_reads_its_facts_of_backends_from_the_catalog() -> None:
