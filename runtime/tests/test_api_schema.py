@@ -28,9 +28,9 @@ EXAMPLES = 25
 API_SETTINGS = {
     # Runs schemathesis starts stay few: past the bound, a 429.
     "API_RUNS_IN_FLIGHT_PER_CALLER": "3",
-    # The one repository a run may be given is on loopback, named by its
-    # address: the API looks up no host (schemathesis_hooks.py), and the
-    # worker, without these settings, refuses it before it clones.
+    # A repository only on loopback, named by its address: a request's
+    # repository is refused before any host is looked up (the worker,
+    # without these settings, would refuse it before it clones).
     "REPO_ALLOWED_HOSTS": "127.0.0.1",
     "REPO_ALLOWED_NETWORKS": "127.0.0.0/8",
 }
