@@ -7,7 +7,9 @@ schema-valid request refused, no invalid one taken, a 405 with ``Allow``.
 docs/api.md."""
 
 import asyncio
+import itertools
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -16,11 +18,14 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from sandbox_agent_runtime.api.bodies import prompt_in
+from sandbox_agent_runtime.api.events import BadEventId, event_id_parts
+from sandbox_agent_runtime.api.models import RunBody
+from sandbox_agent_runtime.api.problems import Problem
+from sandbox_agent_runtime.api.routes import LAST_EVENT_ID
 from sandbox_agent_runtime.testing.api_client import TOKENS, ApiProcess, api_process, read_events
 from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
-
-pytestmark = pytest.mark.process
 
 # Examples per operation and phase: enough for every status a route
 # declares, few enough that the run takes a minute or two.
@@ -49,6 +54,7 @@ async def api(temporal_client: Client) -> AsyncIterator[ApiProcess]:
             yield api
 
 
+@pytest.mark.process
 async def test_schemathesis_with_every_check_reports_nothing(
     api: ApiProcess, tmp_path: Path
 ) -> None:
@@ -105,6 +111,7 @@ headers = {{ Authorization = "Bearer {TOKENS["alice"]}" }}
     print(report)
 
 
+@pytest.mark.process
 async def test_the_document_declares_each_body_each_problem_and_a_started_runs_links(
     api: ApiProcess,
 ) -> None:
@@ -149,3 +156,30 @@ async def test_the_document_declares_each_body_each_problem_and_a_started_runs_l
         "detail",
         "instance",
     ]
+
+
+def taken(check: object, value: str) -> bool:
+    try:
+        check(value)  # type: ignore[operator]
+    except (BadEventId, Problem):
+        return False
+    return True
+
+
+def test_the_documents_patterns_take_exactly_what_the_checks_take() -> None:
+    # Every string of up to four of these characters: white space Python
+    # strips and ECMA's \s does not ("\x1c"), and the other way round
+    # ("\ufeff"), a digit only str.isdigit() takes ("²").
+    alphabet = ["r", ".", "1", "²", " ", "\x1c", "\ufeff", "\u3000", "\n"]
+    values = [
+        "".join(each) for size in range(5) for each in itertools.product(alphabet, repeat=size)
+    ]
+    prompt = RunBody.model_json_schema()["properties"]["prompt"]["pattern"]
+    for value in values:
+        assert bool(re.search(prompt, value)) == taken(lambda v: prompt_in({"prompt": v}), value), (
+            repr(value)
+        )
+        # (Empty: none, from the first event.)
+        assert bool(re.fullmatch(LAST_EVENT_ID, value)) == (
+            not value or taken(event_id_parts, value)
+        ), repr(value)

@@ -9,11 +9,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox_agent_runtime.shared import LONGEST_PROMPT
 
+# White space as Python's str.isspace() and str.strip() take it, the
+# characters of a JSON Schema pattern's class: the checks read text with
+# them (ECMA's \s differs at the edges, "\x1c" and "\ufeff" among them).
+SPACE = (
+    "\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029"
+    "\\u202f\\u205f\\u3000"
+)
+
 Prompt = Annotated[
     str,
     Field(
         min_length=1,
-        pattern=r"\S",
+        pattern=f"[^{SPACE}]",
         description=f"What the agent should do: not blank, at most {LONGEST_PROMPT:,} bytes "
         "in UTF-8 (LONGEST_PROMPT; more is a 413).",
     ),
@@ -40,7 +48,7 @@ class RunBody(Fields):
     provider: str = Field("", description="The sandbox backend; empty: the service's.")
     repo: str = Field(
         "",
-        pattern=r"^\S*$",
+        pattern=f"^[^{SPACE}]*$",
         description="URL[@REF] of a git repository the operator allows (REPO_ALLOWED_*); "
         "empty: none.",
     )

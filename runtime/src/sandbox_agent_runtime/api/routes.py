@@ -35,6 +35,7 @@ from sandbox_agent_runtime.api.events import BadEventId, Followers, event_id_par
 from sandbox_agent_runtime.api.limits import HeldStream, SharedFiles, Slots, runs_in_flight
 from sandbox_agent_runtime.api.metrics import ApiMetrics
 from sandbox_agent_runtime.api.models import (
+    SPACE,
     Approvals,
     Decided,
     DecisionBody,
@@ -57,13 +58,9 @@ log = logging.getLogger("api")
 # A run's id, as the API makes them (task queue, "-", a UUID) or a
 # starter's --workflow-id: printable, no slash.
 RUN_ID = re.compile(r"[A-Za-z0-9._:@=+-]{1,255}")
-# What str.strip() takes off: the characters Python calls white space.
-_SPACE = "\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 # A Last-Event-ID as events.event_id_parts() takes it (or empty: from the
 # first event), as a JSON Schema pattern: RUN_ID.EVENT_ID[.N] between white space.
-LAST_EVENT_ID = (
-    f"^(?:[{_SPACE}]*[^.{_SPACE}][^.]*\\.[0-9]{{1,19}}(?:\\.[0-9]{{1,19}})?[{_SPACE}]*)?$"
-)
+LAST_EVENT_ID = f"^(?:[{SPACE}]*[^.{SPACE}][^.]*\\.[0-9]{{1,19}}(?:\\.[0-9]{{1,19}})?[{SPACE}]*)?$"
 
 
 @dataclass
