@@ -19,10 +19,10 @@ import pytest
 from temporalio.client import Client
 
 from sandbox_agent_runtime.api.bodies import prompt_in
+from sandbox_agent_runtime.api.document import LAST_EVENT_ID
 from sandbox_agent_runtime.api.events import BadEventId, event_id_parts
 from sandbox_agent_runtime.api.models import RunBody
 from sandbox_agent_runtime.api.problems import Problem
-from sandbox_agent_runtime.api.routes import LAST_EVENT_ID
 from sandbox_agent_runtime.testing.api_client import TOKENS, ApiProcess, api_process, read_events
 from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server

@@ -20,11 +20,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from sandbox_agent_runtime import approvers
 from sandbox_agent_runtime.api.callers import Issuer, Tokens
+from sandbox_agent_runtime.api.document import finished
 from sandbox_agent_runtime.api.events import Followers
 from sandbox_agent_runtime.api.limits import SharedFiles, Slots
 from sandbox_agent_runtime.api.metrics import ApiMetrics, method_label, status_label
 from sandbox_agent_runtime.api.problems import PROBLEM_JSON, Problem
-from sandbox_agent_runtime.api.routes import Served, finished, router, unlisted
+from sandbox_agent_runtime.api.routes import Served, router, unlisted
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import ApiSettings, BadSetting
 
@@ -110,6 +111,66 @@ def problem_response(problem: Problem, request: Request) -> JSONResponse:
     )
 
 
+async def count(request: Request, call_next: Any) -> Response:
+    """Each request in /metrics, by its method, route and status."""
+    metrics: ApiMetrics = request.app.state.served.metrics
+    status = 500
+    try:
+        response: Response = await call_next(request)
+        status = response.status_code
+        return response
+    finally:
+        route = getattr(request.scope.get("route"), "path", "unmatched")
+        metrics.requests.labels(method_label(request.method), route, status_label(status)).inc()
+
+
+async def on_problem(request: Request, problem: Problem) -> JSONResponse:
+    return problem_response(problem, request)
+
+
+async def on_http(request: Request, error: HTTPException) -> JSONResponse:
+    detail = {
+        404: f"{request.url.path[:200]!r} is not a route of this API (see /openapi.json).",
+        405: f"{request.method} is not allowed on {request.url.path[:200]!r} (see /openapi.json).",
+    }.get(error.status_code, str(error.detail))
+    response = problem_response(Problem(error.status_code, detail), request)
+    # A 405's Allow: the methods the route takes.
+    response.headers.update(error.headers or {})
+    return response
+
+
+async def on_invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    first = error.errors()[0] if error.errors() else {}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return problem_response(Problem(422, f"{where}: {first.get('msg', 'not valid')}."), request)
+
+
+async def on_rpc(request: Request, error: RPCError) -> JSONResponse:
+    if error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+        problem = Problem(503, "Temporal is not answering just now: ask again shortly.")
+    else:
+        log.error("Temporal refused %s %s: %s", request.method, request.url.path, error)
+        problem = Problem(500, "Temporal refused the API's call: the API's log says why.")
+    return problem_response(problem, request)
+
+
+async def on_error(request: Request, error: Exception) -> JSONResponse:
+    log.exception("%s %s failed", request.method, request.url.path)
+    return problem_response(
+        Problem(500, "the API failed on this request: its log says why."), request
+    )
+
+
+# The answer to each error: a problem.
+EXCEPTION_HANDLERS: dict[int | type[Exception], Any] = {
+    Problem: on_problem,
+    HTTPException: on_http,
+    RequestValidationError: on_invalid,
+    RPCError: on_rpc,
+    Exception: on_error,
+}
+
+
 def create_app(settings: ApiSettings, client: Client) -> FastAPI:
     """The API over ``client`` (the Temporal service, with the payloads'
     keys and the object store), for the callers ``settings`` names."""
@@ -153,57 +214,10 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
+        exception_handlers=EXCEPTION_HANDLERS,
     )
     app.state.served = served
     app.include_router(unlisted)
     app.include_router(router)
-
-    @app.middleware("http")
-    async def count(request: Request, call_next: Any) -> Response:
-        status = 500
-        try:
-            response: Response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            route = getattr(request.scope.get("route"), "path", "unmatched")
-            metrics.requests.labels(method_label(request.method), route, status_label(status)).inc()
-
-    @app.exception_handler(Problem)
-    async def on_problem(request: Request, problem: Problem) -> JSONResponse:
-        return problem_response(problem, request)
-
-    @app.exception_handler(HTTPException)
-    async def on_http(request: Request, error: HTTPException) -> JSONResponse:
-        detail = {
-            404: f"{request.url.path[:200]!r} is not a route of this API (see /openapi.json).",
-            405: f"{request.method} is not allowed on {request.url.path[:200]!r} (see /openapi.json).",
-        }.get(error.status_code, str(error.detail))
-        response = problem_response(Problem(error.status_code, detail), request)
-        # A 405's Allow: the methods the route takes.
-        response.headers.update(error.headers or {})
-        return response
-
-    @app.exception_handler(RequestValidationError)
-    async def on_invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        first = error.errors()[0] if error.errors() else {}
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        return problem_response(Problem(422, f"{where}: {first.get('msg', 'not valid')}."), request)
-
-    @app.exception_handler(RPCError)
-    async def on_rpc(request: Request, error: RPCError) -> JSONResponse:
-        if error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-            problem = Problem(503, "Temporal is not answering just now: ask again shortly.")
-        else:
-            log.error("Temporal refused %s %s: %s", request.method, request.url.path, error)
-            problem = Problem(500, "Temporal refused the API's call: the API's log says why.")
-        return problem_response(problem, request)
-
-    @app.exception_handler(Exception)
-    async def on_error(request: Request, error: Exception) -> JSONResponse:
-        log.exception("%s %s failed", request.method, request.url.path)
-        return problem_response(
-            Problem(500, "the API failed on this request: its log says why."), request
-        )
-
+    app.middleware("http")(count)
     return app
