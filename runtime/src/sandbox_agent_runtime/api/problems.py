@@ -6,6 +6,8 @@ rest."""
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 PROBLEM_JSON = "application/problem+json"
 
 # Each status the API answers with, and what it means here (the OpenAPI
@@ -58,15 +60,19 @@ def not_found(workflow_id: str) -> Problem:
     return Problem(404, f"run {workflow_id!r}: no such run of yours.")
 
 
+class ProblemBody(BaseModel):
+    """A problem as the API answers it (RFC 9457): its status, what it
+    means here, and one sentence; a few carry more fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    # The path asked for.
+    instance: str
+
+
 # The schema of a problem in the OpenAPI document.
-PROBLEM_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "type": {"type": "string"},
-        "title": {"type": "string"},
-        "status": {"type": "integer"},
-        "detail": {"type": "string"},
-        "instance": {"type": "string"},
-    },
-    "required": ["title", "status", "detail"],
-}
+PROBLEM_SCHEMA = ProblemBody.model_json_schema()

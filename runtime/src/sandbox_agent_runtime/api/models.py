@@ -1,0 +1,159 @@
+"""The API's bodies, declared once as pydantic models: what each route takes
+and answers, as the OpenAPI document shows them. A request's fields are
+read and checked by bodies.py, against these declarations; an answer is
+served through its model."""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandbox_agent_runtime.shared import LONGEST_PROMPT
+
+# White space as Python's str.isspace() and str.strip() take it, the
+# characters of a JSON Schema pattern's class: the checks read text with
+# them (ECMA's \s differs at the edges, "\x1c" and "\ufeff" among them).
+SPACE = (
+    "\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029"
+    "\\u202f\\u205f\\u3000"
+)
+
+Prompt = Annotated[
+    str,
+    Field(
+        min_length=1,
+        pattern=f"[^{SPACE}]",
+        description=f"What the agent should do: not blank, at most {LONGEST_PROMPT:,} bytes "
+        "in UTF-8 (LONGEST_PROMPT; more is a 413).",
+    ),
+]
+# A prompt's own budgets: null, or left out, is the service's; over the
+# service's is refused (create_app adds the service's as each maximum).
+TokenBudget = Annotated[int | None, Field(ge=1, description="Tokens this prompt may use.")]
+CostBudget = Annotated[float | None, Field(gt=0, description="USD this prompt may cost.")]
+
+
+class Fields(BaseModel):
+    """A request's body: these fields and no others."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunBody(Fields):
+    """A run to start (JSON, or a form with ``files`` parts)."""
+
+    prompt: Prompt
+    follow_ups: bool = Field(
+        False, description="A conversation: it waits for follow-ups until it is ended."
+    )
+    provider: str = Field("", description="The sandbox backend; empty: the service's.")
+    repo: str = Field(
+        "",
+        pattern=f"^[^{SPACE}]*$",
+        description="URL[@REF] of a git repository the operator allows (REPO_ALLOWED_*); "
+        "empty: none.",
+    )
+    token_budget: TokenBudget = None
+    cost_budget_usd: CostBudget = None
+
+
+class FollowUpBody(Fields):
+    """A follow-up to a conversation that has answered (JSON, or a form with files)."""
+
+    prompt: Prompt
+    token_budget: TokenBudget = None
+    cost_budget_usd: CostBudget = None
+
+
+class DecisionBody(Fields):
+    """A person's decision on a call that waits in the run ``run_id``."""
+
+    run_id: str
+    approve: bool
+    reason: str = ""
+    always: bool = False
+    approver: str = ""
+    signature: str = ""
+
+
+class Links(BaseModel):
+    """A run's routes."""
+
+    self_: str = Field(alias="self")
+    events: str
+    messages: str
+    end: str
+    outputs: str
+    approvals: str
+
+
+class Started(BaseModel):
+    id: str
+    links: Links
+
+
+class OutputFile(BaseModel):
+    path: str
+    size: int
+    sha256: str
+
+
+class Answer(BaseModel):
+    """A run's answer: its text (a structured answer as JSON text, and as ``value``)."""
+
+    text: str
+    structured: bool
+    value: Any = None
+    outputs: list[OutputFile]
+    patch: bool
+    withheld: str
+    # Why the prompt stopped before the agent's own answer (its budget), or "".
+    stopped: str
+
+
+class RunState(BaseModel):
+    """Where a run stands, with its answer, usage and outputs."""
+
+    id: str
+    state: Literal["working", "waiting", "released", "ended", "failed"]
+    follow_ups: bool
+    prompts: int
+    answered: int
+    since: str
+    usage: dict[str, Any] | None
+    answer: Answer | None
+    links: Links
+    # Why a failed run did not answer.
+    reason: str | None = None
+
+
+class FollowedUp(BaseModel):
+    id: str
+    # The follow-up's number among the conversation's prompts.
+    prompt: int
+    links: Links
+
+
+class Ending(BaseModel):
+    id: str
+    state: Literal["ending"]
+    links: Links
+
+
+class Approval(BaseModel):
+    """A call that waits for a person, as the run shows it."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    detail: str
+    asked_at: str
+
+
+class Approvals(BaseModel):
+    run_id: str
+    approvals: list[Approval]
+
+
+class Decided(BaseModel):
+    call_id: str
+    decision: str
