@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 
 
 def _deploy() -> Path:

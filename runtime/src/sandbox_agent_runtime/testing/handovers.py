@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowHandle
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.settings import WorkerSettings
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, tool_outputs
 from sandbox_agent_runtime.testing.support import RETRIED_AT_ONCE, activities, running_worker
 

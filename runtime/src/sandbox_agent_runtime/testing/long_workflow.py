@@ -31,7 +31,11 @@ from sandbox_agent_runtime.chain import Carried, HistoryBudget
 from sandbox_agent_runtime.observability import Usage
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.testing import defined_at_first_use, project_service, workflow_type
+from sandbox_agent_runtime.testing.registration import (
+    defined_at_first_use,
+    project_service,
+    workflow_type,
+)
 from sandbox_agent_runtime.workspace import Snapshot
 from sandbox_agent_runtime.workspace.steps import Snapshots
 
@@ -176,7 +180,7 @@ def _define(base: Any) -> dict[str, type[Any]]:
 
 
 if TYPE_CHECKING:
-    from sandbox_agent_runtime.testing import WorkflowVariant
+    from sandbox_agent_runtime.testing.registration import WorkflowVariant
 
     LongSandboxAgentWorkflow = WorkflowVariant
     BudgetedSandboxAgentWorkflow = WorkflowVariant

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 
 # Where `uv sync` installs the console scripts.
 SCRIPTS = Path(sys.executable).parent

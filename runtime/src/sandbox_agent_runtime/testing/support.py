@@ -54,7 +54,7 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent_runtime import worker
+from sandbox_agent_runtime import bounded_sandbox, worker
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import Backend, local, sandbox_backends
 from sandbox_agent_runtime.object_store import data_converter
@@ -84,7 +84,7 @@ from sandbox_agent_runtime.starter import (
     continued_as,
     start,
 )
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.worker import (
     MODEL_RETRY_POLICY,
@@ -972,3 +972,17 @@ async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client,
         runtime=runtime,
     )
     yield client, Metrics(address)
+
+
+def answering_window(monkeypatch: pytest.MonkeyPatch, window: timedelta) -> None:
+    """For one test, how long after a sandbox last answered a run still takes
+    it to be running (15 s otherwise): past it, the next turn first asks the
+    sandbox whether it runs (the ``*-sandbox_session_running`` activity).
+
+    Args:
+        monkeypatch: the test's ``monkeypatch`` fixture, which restores the
+            window when the test ends.
+        window: the new window; ``timedelta(0)`` asks before every turn but
+            the first.
+    """
+    monkeypatch.setattr(bounded_sandbox, "RUNNING_WHILE_ANSWERING", window)
