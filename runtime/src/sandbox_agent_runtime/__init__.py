@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.api import cli as api_cli
     from sandbox_agent_runtime.api import main as api_main
     from sandbox_agent_runtime.approvals import wait_for_commands, wait_for_writes
+    from sandbox_agent_runtime.approvers import default_key_file, load_key, signed_decision
     from sandbox_agent_runtime.chain import Carried
     from sandbox_agent_runtime.codec_server import EXIT_CANNOT_SERVE
     from sandbox_agent_runtime.codec_server import cli as codec_server_cli
@@ -107,9 +108,12 @@ _PUBLIC = {
     "EXIT_UNREACHABLE": "starter.statuses",
     "EXIT_USAGE": "starter.statuses",
     "EXIT_CANNOT_SERVE": "codec_server",
-    # Starting and following a run.
+    # Starting and following a run; a person's signed decision on an approval.
     "start": "starter.start",
     "follow": "starter.following",
+    "signed_decision": "approvers",
+    "load_key": "approvers",
+    "default_key_file": "approvers",
     # A worker built by hand, its health and its payloads.
     "agents_plugin": "worker",
     "build_worker": "worker",
@@ -160,12 +164,15 @@ __all__ = [
     "configure",
     "current",
     "data_converter",
+    "default_key_file",
     "evals_main",
     "exit_after",
     "follow",
     "histories_cli",
+    "load_key",
     "plain_shell",
     "serving_health",
+    "signed_decision",
     "start",
     "starter_cli",
     "starter_main",
