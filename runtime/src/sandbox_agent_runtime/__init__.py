@@ -24,36 +24,20 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.approvals import wait_for_commands, wait_for_writes
     from sandbox_agent_runtime.approvers import default_key_file, load_key, signed_decision
     from sandbox_agent_runtime.chain import Carried
-    from sandbox_agent_runtime.codec_server import EXIT_CANNOT_SERVE
     from sandbox_agent_runtime.codec_server import cli as codec_server_cli
     from sandbox_agent_runtime.encryption import EncryptionCodec, Keys
     from sandbox_agent_runtime.evals import main as evals_main
     from sandbox_agent_runtime.exits import exit_after
-    from sandbox_agent_runtime.health import LIVE_PATH, READY_PATH, serving_health
+    from sandbox_agent_runtime.health import serving_health
     from sandbox_agent_runtime.histories import cli as histories_cli
     from sandbox_agent_runtime.object_store import data_converter
-    from sandbox_agent_runtime.run_request import (
-        RELEASED,
-        WORKING,
-        Conversation,
-        FollowUp,
-        RunAnswer,
-        RunRequest,
-    )
+    from sandbox_agent_runtime.run_request import Conversation, FollowUp, RunAnswer, RunRequest
     from sandbox_agent_runtime.sandbox_tools import careful_filesystem, plain_shell
     from sandbox_agent_runtime.service import Price, Service, configure, current
-    from sandbox_agent_runtime.shared import (
-        COMPACTION_THRESHOLD,
-        CONVERSATION,
-        END,
-        FOLLOW_UP,
-        WORKFLOW_TYPE,
-    )
     from sandbox_agent_runtime.starter import cli as starter_cli
     from sandbox_agent_runtime.starter import main as starter_main
     from sandbox_agent_runtime.starter.following import follow
     from sandbox_agent_runtime.starter.start import start
-    from sandbox_agent_runtime.starter.statuses import EXIT_COMPLETED, EXIT_UNREACHABLE, EXIT_USAGE
     from sandbox_agent_runtime.worker import (
         BackendUnavailable,
         ServiceWorker,
@@ -64,6 +48,55 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.worker import cli as worker_cli
     from sandbox_agent_runtime.worker import main as worker_main
     from sandbox_agent_runtime.workflow import AgentWorkflow
+
+# The constants, as the type checker and the reference know them.
+
+WORKFLOW_TYPE: str
+"""The name the service's workflow type registers under
+(``@workflow.defn(name=WORKFLOW_TYPE)``): the starter and the API start runs
+by this name, without importing the workflow."""
+
+CONVERSATION: str
+"""The name of a run's query of where its conversation stands (a
+``Conversation``)."""
+
+FOLLOW_UP: str
+"""The name of a conversation's update that sends a follow-up (a
+``FollowUp``); it answers with the prompt's number."""
+
+END: str
+"""The name of a conversation's update that ends it."""
+
+WORKING: str
+"""A conversation's state (``Conversation.state``) while a prompt is worked on."""
+
+RELEASED: str
+"""A conversation's state once it has answered and released its sandbox (its
+workspace is in a snapshot until the next follow-up)."""
+
+COMPACTION_THRESHOLD: int
+"""Tokens past which the model compacts the conversation (the Responses
+API's compaction): about 400 kB of text."""
+
+EXIT_COMPLETED: int
+"""The starter's exit status when the run completed (0)."""
+
+EXIT_UNREACHABLE: int
+"""The starter's exit status when the Temporal service cannot be reached (2)."""
+
+EXIT_USAGE: int
+"""The starter's exit status for a bad argument or setting (3)."""
+
+EXIT_CANNOT_SERVE: int
+"""The exit status of the API and the codec server when they cannot serve:
+a bad setting, or an address they cannot bind (1)."""
+
+READY_PATH: str
+"""The health endpoint's readiness path: 200 once the worker polls, 503
+before and while it drains."""
+
+LIVE_PATH: str
+"""The health endpoint's liveness path: 200 while the worker's event loop turns."""
 
 # Each public name, and where it lives: "module" (the same name there) or
 # "module:name". The module imports only when the name is first used.

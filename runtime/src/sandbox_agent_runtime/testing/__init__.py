@@ -27,10 +27,15 @@ this module imports neither Temporal nor the Agents SDK: each name is
 imported when it is first used.
 """
 
+from __future__ import annotations
+
 from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+    from pathlib import Path
+
     from sandbox_agent_runtime.affinity import host_queue
     from sandbox_agent_runtime.api.app import create_app
     from sandbox_agent_runtime.archives import decoded as decoded_archive
@@ -38,22 +43,12 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.backends import docker as docker_backend
     from sandbox_agent_runtime.backends import sandbox_backends
     from sandbox_agent_runtime.display import without_credentials
-    from sandbox_agent_runtime.encryption import ENCODING
     from sandbox_agent_runtime.evals.dataset import load as load_dataset
     from sandbox_agent_runtime.histories import record as record_histories
     from sandbox_agent_runtime.model_queue import model_task_queue
-    from sandbox_agent_runtime.observability import (
-        APPROVAL_WAIT,
-        APPROVALS,
-        HOSTS_GONE,
-        SANDBOX_OPERATIONS,
-        TOOL_CALLS,
-    )
     from sandbox_agent_runtime.settings import (
-        API_VARIABLES,
-        LONGEST_GIT_TIMEOUT,
-        LONGEST_SESSION,
         BadSetting,
+        StarterSettings,
         WorkerSettings,
         api_settings,
         api_tokens,
@@ -66,25 +61,9 @@ if TYPE_CHECKING:
         worker_settings,
         worker_variables,
     )
-    from sandbox_agent_runtime.shared import (
-        COLLECT,
-        GIT_TIMEOUT,
-        PLACE,
-        RESTORE,
-        SESSION_IDLE_TIMEOUT,
-        SESSION_LIFETIME,
-        SNAPSHOT,
-        sandbox_operation,
-        step_name,
-        tool_of,
-    )
+    from sandbox_agent_runtime.shared import sandbox_operation, step_name, tool_of
     from sandbox_agent_runtime.starter.start import run as starter_run
-    from sandbox_agent_runtime.starter.steps import LOCAL_ACTIVITY_MARKER
-    from sandbox_agent_runtime.testing.approver import ENVIRONMENT as APPROVER_ENVIRONMENT
     from sandbox_agent_runtime.testing.conversing import Conversing, answered, conversation, until
-    from sandbox_agent_runtime.testing.deploy import BASE as DEPLOY_BASE
-    from sandbox_agent_runtime.testing.deploy import WORKER as DEPLOY_WORKER
-    from sandbox_agent_runtime.testing.deploy import WORKER_CONTROLLER as DEPLOY_WORKER_CONTROLLER
     from sandbox_agent_runtime.testing.deploy import (
         container_port,
         documents,
@@ -97,13 +76,7 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.testing.deploy import the as manifest_object
     from sandbox_agent_runtime.testing.eval_model import EvalModel
     from sandbox_agent_runtime.testing.faults import figures
-    from sandbox_agent_runtime.testing.handovers import (
-        ALL_STEPS,
-        STEPS,
-        sandbox_workers,
-        stalled_on,
-        workspaces_used,
-    )
+    from sandbox_agent_runtime.testing.handovers import sandbox_workers, stalled_on, workspaces_used
     from sandbox_agent_runtime.testing.long_workflow import (
         BudgetedSandboxAgentWorkflow,
         BuggyWorkflow,
@@ -112,12 +85,6 @@ if TYPE_CHECKING:
         NextBuildWorkflow,
     )
     from sandbox_agent_runtime.testing.processes import (
-        CODEC_SERVER,
-        HOSTS,
-        SCRIPTS,
-        STARTER,
-        WORKER,
-        WORKER_MODULE,
         on_host,
         private_mounts,
         service,
@@ -132,10 +99,6 @@ if TYPE_CHECKING:
     )
     from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
     from sandbox_agent_runtime.testing.support import (
-        CREDENTIALS,
-        DROPPED_RUNS_CLOSED,
-        SETTINGS,
-        STARTER_SETTINGS,
         CompletedRun,
         activities,
         activities_in,
@@ -162,7 +125,121 @@ if TYPE_CHECKING:
         with_plugins,
     )
     from sandbox_agent_runtime.testing.workspace_agents import PricedAgentWorkflow
-    from sandbox_agent_runtime.worker import SHUTDOWN_GRACE
+
+# The constants, as the type checker and the reference know them.
+
+DROPPED_RUNS_CLOSED: str
+"""A ``filterwarnings`` entry for the warning Python gives when the garbage
+collector closes the coroutines of a run dropped on purpose."""
+
+STEPS: list[str]
+"""Commands a scripted model runs one after another, each adding a line to
+``steps.txt`` (a run long enough to be moved between workers)."""
+
+ALL_STEPS: str
+"""What ``steps.txt`` holds once every one of ``STEPS`` ran."""
+
+SETTINGS: WorkerSettings
+"""The worker's settings as the tests give the worker: the defaults, with
+the project's sandboxes as the tests build them."""
+
+STARTER_SETTINGS: StarterSettings
+"""The starter's settings as the tests give the starter (``starter_run``)."""
+
+CREDENTIALS: dict[str, str]
+"""Stand-in credentials for each variable the service's backends and model
+require, so that a worker process starts in a test."""
+
+APPROVER_ENVIRONMENT: dict[str, str]
+"""The variables with which a worker process and a starter process approve
+as the tests' stand-in approver (``APPROVERS``, ``APPROVER_KEY_FILE``)."""
+
+WORKER: list[str]
+"""The project's installed worker command, for ``service``."""
+
+WORKER_MODULE: list[str]
+"""The project's worker run as ``python -m <package>.worker``, for ``service``."""
+
+STARTER: list[str]
+"""The project's installed starter command, for ``service``."""
+
+CODEC_SERVER: list[str]
+"""The project's installed codec server command, for ``service``."""
+
+SCRIPTS: Path
+"""Where ``uv sync`` installed the project's console scripts."""
+
+HOSTS: tuple[str, ...]
+"""The hosts of the tests that run two worker processes as two hosts (``on_host``)."""
+
+DEPLOY_BASE: Path
+"""The project's ``deploy/k8s`` directory."""
+
+DEPLOY_WORKER: Path
+"""The worker's manifest in ``deploy/k8s``: a StatefulSet for a service whose
+sandboxes may live on a worker's host, a Deployment otherwise."""
+
+DEPLOY_WORKER_CONTROLLER: Path
+"""The worker controller's manifests (``deploy/worker-controller``), of a
+service whose sandboxes are not bound to a host."""
+
+API_VARIABLES: tuple[str, ...]
+"""Every variable the API reads itself, beside the starter's."""
+
+LONGEST_GIT_TIMEOUT: int
+"""The most ``GIT_TIMEOUT_MINUTES`` may be: a day, in minutes."""
+
+LONGEST_SESSION: int
+"""The most ``SESSION_IDLE_TIMEOUT`` and ``SESSION_LIFETIME`` may be: a year, in seconds."""
+
+GIT_TIMEOUT: timedelta
+"""The longest one git process of the worker runs unless ``GIT_TIMEOUT_MINUTES`` says."""
+
+SESSION_IDLE_TIMEOUT: timedelta
+"""How long a conversation keeps its sandbox after an answer unless
+``SESSION_IDLE_TIMEOUT`` says."""
+
+SESSION_LIFETIME: timedelta
+"""How long a conversation waits for follow-ups in all unless
+``SESSION_LIFETIME`` says."""
+
+PLACE: str
+"""The sandbox operation that places a run's inputs (``<provider>-sandbox_workspace_place``)."""
+
+COLLECT: str
+"""The sandbox operation that collects a run's outputs."""
+
+SNAPSHOT: str
+"""The sandbox operation that snapshots a conversation's workspace."""
+
+RESTORE: str
+"""The sandbox operation that restores a conversation's workspace into a fresh sandbox."""
+
+LOCAL_ACTIVITY_MARKER: str
+"""The marker in which Temporal records a local activity's result (the
+choice of a sandbox's host) in a run's history."""
+
+SHUTDOWN_GRACE: timedelta
+"""How long a worker asked to stop lets its activities finish."""
+
+ENCODING: bytes
+"""The encoding of a payload the service's codec encrypted."""
+
+SANDBOX_OPERATIONS: str
+"""The metric counting sandbox operations (labels: operation, outcome, and host
+for a service with a host-bound backend)."""
+
+TOOL_CALLS: str
+"""The metric counting calls of the agent's own tools (labels: tool, outcome)."""
+
+HOSTS_GONE: str
+"""The metric counting the times a run took its sandbox's host for gone."""
+
+APPROVALS: str
+"""The metric counting requests for approval (label: decision)."""
+
+APPROVAL_WAIT: str
+"""The histogram of how long each request for approval waited for its decision, in ms."""
 
 PYTEST_PLUGIN = "sandbox_agent_runtime.testing.plugin"
 """The pytest plugin of a service's tests (``pytest_plugins = [PYTEST_PLUGIN]``
@@ -258,6 +335,7 @@ _PUBLIC = {
     # What the runtime does, as the tests check it: settings, steps, metrics, payloads.
     "BadSetting": "settings",
     "WorkerSettings": "settings",
+    "StarterSettings": "settings",
     "worker_settings": "settings",
     "worker_variables": "settings",
     "starter_variables": "settings",
@@ -348,6 +426,7 @@ __all__ = [
     "STARTER_SETTINGS",
     "STEPS",
     "ScriptedModel",
+    "StarterSettings",
     "TOOL_CALLS",
     "WORKER",
     "WORKER_MODULE",
