@@ -4,15 +4,26 @@
 
 Some names of ``sandbox_agent_runtime.testing`` are the registered
 project's (its worker command, its manifests): the default stand-in is
-registered first, as the suite registers it (conftest.py)."""
+registered first, as the suite registers it (conftest.py). pdoc reads a
+module's own attributes, not its ``__getattr__``: each public name is
+imported before pdoc runs."""
 
+import importlib
 import sys
 
-import pdoc.__main__
-
 import conftest  # noqa: F401  (registers the stand-in project)
+import pdoc.__main__
 
 FACES = ["sandbox_agent_runtime", "sandbox_agent_runtime.testing"]
 
+
+def main(argv: list[str]) -> None:
+    for name in FACES:
+        face = importlib.import_module(name)
+        for public in face.__all__:
+            setattr(face, public, getattr(face, public))
+    pdoc.__main__.cli([*FACES, "--docformat", "google", *argv])
+
+
 if __name__ == "__main__":
-    pdoc.__main__.cli([*FACES, "--docformat", "google", *sys.argv[1:]])
+    main(sys.argv[1:])

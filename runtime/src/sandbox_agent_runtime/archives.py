@@ -81,6 +81,14 @@ def encoded(data: bytes) -> str:
 
 
 def decoded(text: str) -> bytes:
+    """The bytes of an archive as a run's answer carries it (base64 text).
+
+    Args:
+        text: ``Outputs.archive``, or any base64 text.
+
+    Returns:
+        The archive's bytes (a tar).
+    """
     return base64.b64decode(text.encode("ascii"), validate=True)
 
 

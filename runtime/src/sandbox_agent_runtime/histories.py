@@ -95,8 +95,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def cli() -> NoReturn:
-    """The installed command: ``main()``, then exit without the interpreter's
-    shutdown, which the Temporal SDK can crash (exits.py)."""
+    """The installed command that records runs' histories: ``main()``, then exit
+    with its status.
+    """
     exit_after(main)
 
 

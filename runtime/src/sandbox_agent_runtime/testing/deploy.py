@@ -58,6 +58,14 @@ def __getattr__(name: str) -> Path:
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
+    """The YAML documents of a manifest file.
+
+    Args:
+        path: a file in the project's ``deploy/``.
+
+    Returns:
+        Each document in it, parsed, the empty ones left out.
+    """
     return [document for document in yaml.safe_load_all(path.read_text()) if document]
 
 
@@ -87,6 +95,14 @@ def pod(path: Path | None = None) -> dict[str, Any]:
 
 
 def worker_container(path: Path | None = None) -> dict[str, Any]:
+    """The worker's container in a manifest.
+
+    Args:
+        path: the manifest; None for ``DEPLOY_WORKER``.
+
+    Returns:
+        The pod spec's one container, as parsed.
+    """
     containers: list[dict[str, Any]] = pod(path)["spec"]["containers"]
     [container] = containers
     return container

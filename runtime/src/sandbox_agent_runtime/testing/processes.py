@@ -213,6 +213,17 @@ class Service:
 
 @asynccontextmanager
 async def service(command: list[str], environment: dict[str, str]) -> AsyncIterator[Service]:
+    """A command of the project run as a process, its output collected, while the
+    block runs; killed at its end if it still runs.
+
+    Args:
+        command: the command (``WORKER``, ``STARTER``, ...) and its arguments.
+        environment: the process's whole environment (``service_environment``).
+
+    Returns:
+        A context manager giving the running ``Service`` (its ``output``,
+        ``wait_for(text)``, ``exit_status()``).
+    """
     # A command started from a terminal gets Ctrl+C (SIGINT). A test run that
     # a script started in the background inherits SIGINT ignored, and would
     # hand that on to every process it starts (the starter respects it, as

@@ -24,6 +24,14 @@ from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 
 def tool_outputs(conversation: str | list[Any]) -> list[str]:
+    """What the tools gave the model so far.
+
+    Args:
+        conversation: the model's input, as the Agents SDK passes it.
+
+    Returns:
+        Each tool call's output, in order; none for a bare prompt.
+    """
     if isinstance(conversation, str):
         return []
     return [
