@@ -10,9 +10,12 @@ imported before pdoc runs."""
 
 import importlib
 import sys
+from pathlib import Path
 
-import conftest  # noqa: F401  (registers the stand-in project)
 import pdoc.__main__
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests import conftest  # noqa: E402, F401  (registers the stand-in project)
 
 FACES = ["sandbox_agent_runtime", "sandbox_agent_runtime.testing"]
 
