@@ -1,7 +1,7 @@
 """The API reference builds (tests/reference.py: pdoc over the two public
-modules), and documents every public name: each with its docstring, and
-each function of ``sandbox_agent_runtime`` that takes arguments with their
-``Args:`` and what it gives back under ``Returns:``."""
+modules), and documents every public name: each with its docstring, each
+public function that takes arguments with their ``Args:`` and what it gives
+back under ``Returns:``."""
 
 import inspect
 import re
@@ -73,9 +73,28 @@ def functions(module: ModuleType) -> dict[str, typing.Callable[..., object]]:
     }
 
 
-def test_each_public_function_of_the_runtime_says_its_arguments_and_what_it_returns() -> None:
+# The settings' readers and the API's app, which the tests of a render use
+# today, keep their prose until settings and the API are declared once
+# (issue 62, parts 2 and 7): their Args:/Returns: come with those.
+PROSE_FOR_NOW = {
+    "api_settings",
+    "api_tokens",
+    "create_app",
+    "docker_limits",
+    "encryption_keys",
+    "longest_model_timeout",
+    "missing_credentials",
+    "required_credentials",
+    "starter_variables",
+    "worker_settings",
+    "worker_variables",
+}
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_each_public_function_says_its_arguments_and_what_it_returns(face: str) -> None:
     missing = []
-    for name, function in functions(sandbox_agent_runtime).items():
+    for name, function in functions(sys.modules[face]).items():
         signature = inspect.signature(function)
         doc = inspect.getdoc(function) or ""
         gives = signature.return_annotation
@@ -83,7 +102,10 @@ def test_each_public_function_of_the_runtime_says_its_arguments_and_what_it_retu
             missing.append(f"{name}: Args")
         if gives not in (None, "None", typing.NoReturn, "NoReturn") and "Returns:" not in doc:
             missing.append(f"{name}: Returns")
-    assert missing == []
+    assert sorted({entry.partition(":")[0] for entry in missing} - PROSE_FOR_NOW) == [], missing
+    assert PROSE_FOR_NOW & set(sys.modules[face].__all__) <= {
+        entry.partition(":")[0] for entry in missing
+    }
 
 
 def test_documented_finds_a_name_without_its_docstring() -> None:

@@ -66,9 +66,18 @@ async def run(
     wait: bool = True,
     output: Path | None = None,
 ) -> int:
-    """Start a run, print its id and Web UI link, then (unless ``wait`` is
-    false) follow it to its answer and write its files under ``output``.
-    Returns the exit status."""
+    """What the starter command does with a request: start a run, print its id
+    and Web UI link, then (unless ``wait`` is false) follow it to its answer.
+
+    Args:
+        request: the run's request.
+        settings: the starter's settings.
+        wait: follow the run to its answer.
+        output: where to write its files; None writes none.
+
+    Returns:
+        The starter's exit status.
+    """
     client = await reached(settings)
     if client is None:
         return EXIT_UNREACHABLE

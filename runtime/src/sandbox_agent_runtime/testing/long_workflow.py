@@ -62,6 +62,8 @@ def _define(base: Any) -> dict[str, type[Any]]:
     """The variants of ``base``, the project's workflow type, by name."""
 
     class LongSandboxAgentWorkflow(base):  # type: ignore[misc]
+        """The project's workflow type with room for a thousand turns."""
+
         max_turns = 1_000
 
         async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:

@@ -110,7 +110,11 @@ UNSHARE = ["unshare", "--mount", "--propagation", "private"]
 
 
 def private_mounts() -> bool:
-    """Whether this process may give a worker a mount namespace of its own."""
+    """Whether this process may give a worker a mount namespace of its own.
+
+    Returns:
+        True where ``unshare`` works.
+    """
     if shutil.which("unshare") is None:
         return False
     probe = [*UNSHARE, "true"]
@@ -118,9 +122,17 @@ def private_mounts() -> bool:
 
 
 def on_host(host: str, tmp: Path, isolated: bool) -> list[str]:
-    """The worker command on ``host`` (one of HOSTS): with its own mount
-    namespace, in which every other host's TMPDIR (``tmp``/<host>) is an
-    empty directory, when ``isolated``."""
+    """The worker command on one of ``HOSTS``.
+
+    Args:
+        host: the host.
+        tmp: the directory holding each host's TMPDIR (``tmp/<host>``).
+        isolated: run it in a mount namespace of its own, in which every other
+            host's TMPDIR is empty.
+
+    Returns:
+        The command, for ``service``.
+    """
     if not isolated:
         return _worker()
     others = [str(tmp / other) for other in HOSTS if other != host]
@@ -130,9 +142,16 @@ def on_host(host: str, tmp: Path, isolated: bool) -> list[str]:
 
 
 def service_environment(temporal_address: str, model_url: str) -> dict[str, str]:
-    """What a user exports before running the worker or the starter. Output
-    goes to a pipe, so it is block-buffered, as under systemd or Kubernetes:
-    whatever the commands print must reach it without PYTHONUNBUFFERED."""
+    """What a user exports before running the worker or the starter. Output goes
+    to a pipe, block-buffered, as under systemd or Kubernetes.
+
+    Args:
+        temporal_address: the Temporal service's address.
+        model_url: the model endpoint's URL (``scripted_openai_server``).
+
+    Returns:
+        The whole environment, for ``service``.
+    """
     environment = {
         k: v
         for k, v in os.environ.items()

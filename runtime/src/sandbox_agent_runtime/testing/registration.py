@@ -31,12 +31,14 @@ _registered: Project | Callable[[], Project] | None = None
 
 
 def use(project: Project | Callable[[], Project]) -> None:
-    """Make ``project`` the one the helpers serve: a Project, or a function
-    that makes it at its first use (so that the process that only hands
-    tests out to the test processes, pytest-xdist's, never imports the
-    project and its SDKs: seconds of every run of the suite). Again with the
-    same one changes nothing; with another, refuses: a test process tests
-    one project."""
+    """Make ``project`` the one the helpers serve. Again with the same one changes
+    nothing; with another, refuses: a test process tests one project.
+
+    Args:
+        project: a ``Project``, or a function that makes it at its first use
+            (so that pytest-xdist's process that only hands tests out never
+            imports the project and its SDKs).
+    """
     global _registered
     if _registered is not None and _registered is not project and _registered != project:
         raise RuntimeError(
@@ -47,7 +49,11 @@ def use(project: Project | Callable[[], Project]) -> None:
 
 
 def project() -> Project:
-    """The project the helpers serve."""
+    """The project the helpers serve.
+
+    Returns:
+        The registered ``Project``, made now if ``use`` was given a function.
+    """
     global _registered
     if _registered is None:
         raise RuntimeError(
@@ -63,10 +69,12 @@ def project() -> Project:
 
 
 def project_service() -> Service:
-    """The configured service (``current()``), the registered project made
-    first if there is one: making it imports its package, which configures
-    the service. A process that registers none (the stand-in worker, started
-    with the package's name) has configured the service by importing it."""
+    """The configured service, the registered project made first if there is one
+    (making it imports its package, which configures the service).
+
+    Returns:
+        ``current()``.
+    """
     if _registered is not None:
         project()
     return current()
