@@ -1,5 +1,5 @@
-"""A render depends on the runtime's public API alone: its src/ and tests/
-import only ``sandbox_agent_runtime`` and ``sandbox_agent_runtime.testing``
+"""A render depends on the runtime's public API alone: its src/, tests/ and
+benchmarks/ import only ``sandbox_agent_runtime`` and ``sandbox_agent_runtime.testing``
 (the runtime's two faces; every other module of it is private and may change
 at any release), and use of those only the names their ``__all__`` lists."""
 
@@ -42,9 +42,7 @@ def private_uses(source: str) -> list[str]:
             ]
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sandbox_agent_runtime":
             public = PUBLIC.get(str(node.module), set())
-            found += [
-                f"from {node.module} import {alias.name}" for alias in node.names if alias.name not in public
-            ]
+            found += [f"from {node.module} import {alias.name}" for alias in node.names if alias.name not in public]
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -84,11 +82,9 @@ def test_private_uses_finds_each_way_of_reaching_past_the_faces() -> None:
     indirect=True,
 )
 def test_a_render_imports_only_the_runtimes_public_api(project: BakedProject) -> None:
-    sources = sorted([*project.path.glob("src/**/*.py"), *project.path.glob("tests/**/*.py")])
+    sources = sorted(
+        [*project.path.glob("src/**/*.py"), *project.path.glob("tests/**/*.py"), *project.path.glob("benchmarks/*.py")]
+    )
     assert len(sources) > 20, sources
-    found = {
-        str(path.relative_to(project.path)): uses
-        for path in sources
-        if (uses := private_uses(path.read_text()))
-    }
+    found = {str(path.relative_to(project.path)): uses for path in sources if (uses := private_uses(path.read_text()))}
     assert found == {}, "import these from sandbox_agent_runtime or sandbox_agent_runtime.testing"

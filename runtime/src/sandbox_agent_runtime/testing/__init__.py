@@ -192,6 +192,9 @@ LONGEST_GIT_TIMEOUT: int
 LONGEST_SESSION: int
 """The most ``SESSION_IDLE_TIMEOUT`` and ``SESSION_LIFETIME`` may be: a year, in seconds."""
 
+RUNS_IN_FLIGHT: int
+"""How many runs one worker keeps in flight unless ``WORKER_RUNS_IN_FLIGHT`` says."""
+
 GIT_TIMEOUT: timedelta
 """The longest one git process of the worker runs unless ``GIT_TIMEOUT_MINUTES`` says."""
 
@@ -349,6 +352,7 @@ _PUBLIC = {
     "longest_model_timeout": "settings",
     "LONGEST_GIT_TIMEOUT": "settings",
     "LONGEST_SESSION": "settings",
+    "RUNS_IN_FLIGHT": "settings",
     "GIT_TIMEOUT": "shared",
     "SESSION_IDLE_TIMEOUT": "shared",
     "SESSION_LIFETIME": "shared",
@@ -415,6 +419,7 @@ __all__ = [
     "PricedAgentWorkflow",
     "Project",
     "RESTORE",
+    "RUNS_IN_FLIGHT",
     "SANDBOX_OPERATIONS",
     "SCRIPTS",
     "SESSION_IDLE_TIMEOUT",
