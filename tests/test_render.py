@@ -201,7 +201,7 @@ def test_keeps_tests_only_for_the_chosen_features(project: BakedProject) -> None
     # stand-in worker for remote backends among them), not the project's.
     helpers = {"support.py", "processes.py", "stand_in_worker.py", "approver.py", "long_workflow.py"}
     assert not helpers & {p.name for p in (project.path / "tests").glob("*.py")}
-    assert "sandbox_agent_runtime.testing.plugin" in project.text("tests/conftest.py")
+    assert "pytest_plugins = [PYTEST_PLUGIN]" in project.text("tests/conftest.py")
 
 
 def test_renders_approval_code_only_when_a_person_approves(project: BakedProject) -> None:
@@ -219,7 +219,7 @@ def test_renders_approval_code_only_when_a_person_approves(project: BakedProject
     histories = {path.name.partition(".")[0] for path in (project.path / "tests" / "histories").glob("*.json")}
     kind = "scripted-chain" if approval == "none" else "approved-chain"
     assert histories == {kind if project.derived.host_bound_backends else f"remote-{kind}"}
-    edits_wait = "Filesystem(configure_tools=approvals.wait_for_writes)" in (project.package / "agent.py").read_text()
+    edits_wait = "Filesystem(configure_tools=wait_for_writes)" in (project.package / "agent.py").read_text()
     assert edits_wait == (approval == "commands_and_writes")
 
 

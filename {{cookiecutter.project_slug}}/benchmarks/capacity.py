@@ -54,15 +54,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent_runtime.exits import (
-    exit_after,
-)
-from sandbox_agent_runtime.settings import (
-    RUNS_IN_FLIGHT,
-)
-from sandbox_agent_runtime.starter import (
-    start,
-)
+from sandbox_agent_runtime import exit_after, start
+from sandbox_agent_runtime.testing import RUNS_IN_FLIGHT
 
 PROMPT = "capacity benchmark run {}"
 # Runs being started at once (the dev server takes a few hundred a second).
@@ -318,7 +311,7 @@ FIRST_CALL_WAIT = 120.0
 async def measure(
     runs: int, limit: int | None, workers: int, model_wait: float, settle: float, temporal: str
 ) -> Result:
-    from sandbox_agent_runtime.testing.processes import WORKER_MODULE, service, service_environment
+    from sandbox_agent_runtime.testing import WORKER_MODULE, service, service_environment
 
     async with (
         await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env,
@@ -479,7 +472,7 @@ async def steps_before_first_call(client: Client, workflow_id: str) -> list[str]
 async def sandbox_workers(client: Client, runs: int) -> dict[str, int]:
     """The workers (their identities) that ran the sandbox operations of each
     of the first ``runs`` runs: how many runs had them on each, or on several."""
-    from sandbox_agent_runtime.testing.support import activities
+    from sandbox_agent_runtime.testing import activities
 
     found: dict[str, int] = {}
     for i in range(runs):

@@ -1,7 +1,7 @@
 """The tests' fixtures and hooks are the runtime's pytest plugin
-(sandbox_agent_runtime.testing.plugin: a Temporal dev server for the session,
-one finished run, the bounds on slow tests); its helpers
-(sandbox_agent_runtime.testing.*) are told here which project they test.
+(sandbox_agent_runtime.testing.PYTEST_PLUGIN: a Temporal dev server for the
+session, one finished run, the bounds on slow tests); its helpers
+(sandbox_agent_runtime.testing) are told here which project they test.
 
 Importing the project's package configures its service
 (sandbox_agent_runtime.current()), which the helpers read the rest from. It
@@ -11,9 +11,9 @@ too, and need not spend seconds importing the SDKs."""
 
 from pathlib import Path
 
-from sandbox_agent_runtime.testing import Project, use
+from sandbox_agent_runtime.testing import PYTEST_PLUGIN, Project, use
 
-pytest_plugins = ["sandbox_agent_runtime.testing.plugin"]
+pytest_plugins = [PYTEST_PLUGIN]
 
 
 def this_project() -> Project:

@@ -15,19 +15,23 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from sandbox_agent_runtime.affinity import host_queue
-from sandbox_agent_runtime.backends import sandbox_backends
-from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing.handovers import ALL_STEPS, STEPS, workspaces_used
-from sandbox_agent_runtime.testing.processes import (
+from sandbox_agent_runtime import start
+from sandbox_agent_runtime.testing import (
+    ALL_STEPS,
     HOSTS,
+    SETTINGS,
+    STEPS,
+    activities,
+    host_queue,
     on_host,
     private_mounts,
+    sandbox_backends,
+    scripted_openai_server,
     service,
     service_environment,
+    with_plugins,
+    workspaces_used,
 )
-from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
-from sandbox_agent_runtime.testing.support import SETTINGS, activities, with_plugins
 
 pytestmark = pytest.mark.process
 

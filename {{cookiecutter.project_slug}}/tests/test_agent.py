@@ -5,9 +5,8 @@ agent.py sets others), in every request the worker sends."""
 from agents.models.default_models import get_default_model_settings
 from temporalio.client import Client
 
-from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
-from sandbox_agent_runtime.testing.support import openai_model, running_worker
+from sandbox_agent_runtime import start
+from sandbox_agent_runtime.testing import openai_model, running_worker, scripted_openai_server
 
 from {{ cookiecutter.package_name }}.agent import INSTRUCTIONS, MODEL, MODEL_SETTINGS, sandbox_agent
 

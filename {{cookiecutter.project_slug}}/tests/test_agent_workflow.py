@@ -6,12 +6,15 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from sandbox_agent_runtime import bounded_sandbox
-from sandbox_agent_runtime.backends import sandbox_backends
-from sandbox_agent_runtime.run_request import RunRequest
-from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
-from sandbox_agent_runtime.testing.support import CompletedRun, activities, running_worker
+from sandbox_agent_runtime import RunRequest, start
+from sandbox_agent_runtime.testing import (
+    CompletedRun,
+    ScriptedModel,
+    activities,
+    answering_window,
+    running_worker,
+    sandbox_backends,
+)
 
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
@@ -48,7 +51,7 @@ async def test_a_sandbox_that_has_just_answered_is_not_asked_whether_it_runs(
 ) -> None:
     # The Agents SDK asks before every turn whether the sandbox runs, each
     # time an activity and a workflow task; the sandbox answered the turn
-    # before moments earlier (bounded_sandbox.RUNNING_WHILE_ANSWERING), so none asks.
+    # before moments earlier (answering_window), so none asks.
     names = [step.name for step in await activities(completed_run.handle)]
     assert names.count(COMMAND) == 2
     assert RUNNING not in names
@@ -60,7 +63,7 @@ async def test_a_sandbox_that_has_not_answered_lately_is_asked_whether_it_runs(
     # Past the window (here at once), each turn after the first asks again,
     # and a sandbox stopped meanwhile (one a provider stopped for idleness
     # while a model call was retried, say) is started again by the SDK.
-    monkeypatch.setattr(bounded_sandbox, "RUNNING_WHILE_ANSWERING", timedelta(0))
+    answering_window(monkeypatch, timedelta(0))
     model = ScriptedModel(["printf 'one\\n' > note.txt", "cat note.txt", "wc -l < note.txt"])
     async with running_worker(temporal_client, model) as (client, _):
         handle = await start(client, "Write a note, then read it twice.")

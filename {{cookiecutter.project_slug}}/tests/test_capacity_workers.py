@@ -8,10 +8,10 @@ import shutil
 import pytest
 
 {% if cookiecutter | host_bound_backends -%}
-from sandbox_agent_runtime.backends import sandbox_backends
-{% endif -%}
-from sandbox_agent_runtime.testing.support import {{ "SETTINGS, " if cookiecutter | host_bound_backends }}closed_address
-
+from sandbox_agent_runtime.testing import SETTINGS, closed_address, sandbox_backends
+{% else -%}
+from sandbox_agent_runtime.testing import closed_address
+{% endif %}
 from benchmarks.capacity import measure
 {%- if cookiecutter | host_bound_backends %}
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER

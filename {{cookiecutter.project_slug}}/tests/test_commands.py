@@ -16,18 +16,20 @@ import pytest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
-from sandbox_agent_runtime import api, starter, worker
-from sandbox_agent_runtime.backends import sandbox_backends
-from sandbox_agent_runtime.settings import API_VARIABLES, api_tokens
-from sandbox_agent_runtime.testing.processes import (
+from sandbox_agent_runtime import EXIT_CANNOT_SERVE, api_main, starter_main, worker_main
+from sandbox_agent_runtime.testing import (
+    API_VARIABLES,
+    CREDENTIALS,
     SCRIPTS,
     STARTER,
     WORKER,
+    api_tokens,
+    closed_address,
+    sandbox_backends,
+    scripted_openai_server,
     service,
     service_environment,
 )
-from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
-from sandbox_agent_runtime.testing.support import CREDENTIALS, closed_address
 
 from {{ cookiecutter.package_name }} import evals as service_evals
 from {{ cookiecutter.package_name }} import worker as service_worker
@@ -112,9 +114,14 @@ def test_console_scripts_are_installed_and_answer_help(
     module = {"eval": "evals"}.get(role, role)
     assert script.value == f"{{ cookiecutter.package_name }}.{module}:cli"
     assert (SCRIPTS / script.name).exists(), f"{script.name} is not installed: run `uv sync`"
-    commands = {"worker": service_worker, "starter": starter, "api": api, "eval": service_evals}
+    commands = {
+        "worker": service_worker.main,
+        "starter": starter_main,
+        "api": api_main,
+        "eval": service_evals.main,
+    }
     with pytest.raises(SystemExit) as exited:
-        commands[role].main(["--help"])
+        commands[role](["--help"])
 
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: ")
@@ -124,7 +131,7 @@ def test_a_new_token_is_printed_with_an_entry_the_api_takes_and_nothing_is_store
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit) as exited:
-        api.main(["--new-token", "ci-bot"])
+        api_main(["--new-token", "ci-bot"])
 
     assert exited.value.code == 0
     [token_line, entry_line] = capsys.readouterr().out.splitlines()
@@ -142,9 +149,9 @@ def test_the_api_without_callers_refuses_to_start_with_one_line(
     for name in API_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(SystemExit) as exited:
-        api.main([])
+        api_main([])
 
-    assert exited.value.code == api.EXIT_CANNOT_SERVE
+    assert exited.value.code == EXIT_CANNOT_SERVE
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("ERROR: API_TOKENS is unset"), line
     assert "--new-token NAME" in line
@@ -168,7 +175,7 @@ def test_the_worker_refuses_to_start_when_a_sandbox_backend_cannot_be_built(
     # have failed with a different message.
     monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())
     with pytest.raises(SystemExit) as refused:
-        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
+        worker_main(SandboxAgentWorkflow, ACTIVITIES, [])
 
     assert str(refused.value.code) == (
         f"Cannot start the {provider!r} sandbox backend: RuntimeError: no credentials found"

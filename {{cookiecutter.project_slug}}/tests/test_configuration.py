@@ -19,39 +19,43 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from sandbox_agent_runtime import starter, worker
-from sandbox_agent_runtime.codec_server import EXIT_CANNOT_SERVE
-from sandbox_agent_runtime.display import without_credentials
-from sandbox_agent_runtime.settings import (
+from sandbox_agent_runtime import (
+    EXIT_CANNOT_SERVE,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    agents_plugin,
+    start,
+    starter_main,
+    worker_main,
+)
+from sandbox_agent_runtime.testing import (
+{%- if approvals %}
+    APPROVER_ENVIRONMENT,
+{%- endif %}
+    CODEC_SERVER,
+    CREDENTIALS,
+    GIT_TIMEOUT,
     LONGEST_GIT_TIMEOUT,
     LONGEST_SESSION,
-    BadSetting,
-    longest_model_timeout,
-    missing_credentials,
-    worker_variables,
-)
-from sandbox_agent_runtime.shared import GIT_TIMEOUT, SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
-from sandbox_agent_runtime.starter import EXIT_UNREACHABLE, EXIT_USAGE, start
-{% if approvals -%}
-from sandbox_agent_runtime.testing.approver import ENVIRONMENT as APPROVER_ENVIRONMENT
-{% endif -%}
-from sandbox_agent_runtime.testing.processes import (
-    CODEC_SERVER,
+    SESSION_IDLE_TIMEOUT,
+    SESSION_LIFETIME,
+    SETTINGS,
     STARTER,
     WORKER,
-    service_environment,
-)
-from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
-from sandbox_agent_runtime.testing.support import (
-    CREDENTIALS,
-    SETTINGS,
+    BadSetting,
+    ScriptedModel,
     activities,
     closed_address,
     free_address,
+    longest_model_timeout,
+    missing_credentials,
     refusal_without_credentials,
     running_worker,
     sandboxes_for_tests,
+    service_environment,
     settings_with,
+    without_credentials,
+    worker_variables,
 )
 
 import {{ cookiecutter.package_name }}
@@ -83,7 +87,7 @@ def refusal_of(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
     clean_environment(monkeypatch)
     monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as exited:
-        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
+        worker_main(SandboxAgentWorkflow, ACTIVITIES, [])
     # A string exit code: Python prints it on stderr and exits with status 1.
     message = exited.value.code
     assert isinstance(message, str), message
@@ -183,7 +187,7 @@ def test_a_lifetime_shorter_than_the_idle_timeout_is_refused_naming_both(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as exited:
-        worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
+        worker_main(SandboxAgentWorkflow, ACTIVITIES, [])
 
     message = exited.value.code
     assert isinstance(message, str), message
@@ -248,7 +252,7 @@ def test_a_bad_temporal_ui_url_stops_the_starter_with_one_line(
 ) -> None:
     monkeypatch.setenv("TEMPORAL_UI_URL", value)
     with pytest.raises(SystemExit) as exited:
-        starter.main(["Do nothing."])
+        starter_main(["Do nothing."])
 
     assert exited.value.code == EXIT_USAGE
     printed = capsys.readouterr()
@@ -391,7 +395,7 @@ async def test_a_run_replays_whatever_model_timeout_its_workers_had(
     assert SETTINGS.model_activity_timeout != patient.model_activity_timeout
     replayer = Replayer(
         workflows=[SandboxAgentWorkflow],
-        plugins=[worker.agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
     )
     replayed = await replayer.replay_workflow(
         await handle.fetch_history(), raise_on_replay_failure=False

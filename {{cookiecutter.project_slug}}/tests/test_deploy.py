@@ -13,35 +13,33 @@ import pytest
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 
-from sandbox_agent_runtime import health
-from sandbox_agent_runtime.api.app import create_app
-{%- if bound %}
-from sandbox_agent_runtime.backends import sandbox_backends
-{%- endif %}
-from sandbox_agent_runtime.model_queue import model_task_queue
-from sandbox_agent_runtime.settings import (
+from sandbox_agent_runtime import LIVE_PATH, READY_PATH
+from sandbox_agent_runtime.testing import (
     API_VARIABLES,
+    DEPLOY_BASE,
+    DEPLOY_WORKER,
+{%- if not bound %}
+    DEPLOY_WORKER_CONTROLLER,
+{%- endif %}
+    SHUTDOWN_GRACE,
     WorkerSettings,
     api_settings,
+    configmap_settings,
+    container_port,
+    create_app,
+    documents,
+    manifest_object,
+    model_task_queue,
+    pod,
     required_credentials,
+{%- if bound %}
+    sandbox_backends,
+{%- endif %}
+    secret_keys,
+    settings_with,
+    worker_container,
     worker_variables,
 )
-from sandbox_agent_runtime.testing.deploy import (
-    BASE,
-    WORKER,
-{%- if not bound %}
-    WORKER_CONTROLLER,
-{%- endif %}
-    container_port,
-    documents,
-    pod,
-    secret_keys,
-    settings,
-    the,
-    worker_container,
-)
-from sandbox_agent_runtime.testing.support import settings_with
-from sandbox_agent_runtime.worker import SHUTDOWN_GRACE
 
 from {{ cookiecutter.package_name }}.runs import SANDBOX_SECRETS
 from {{ cookiecutter.package_name }}.service import TASK_QUEUE
@@ -58,12 +56,12 @@ def parsed(environ: dict[str, str] | None = None) -> WorkerSettings:
     """The worker's settings with the manifests' values, or ``environ``'s
     (and the tests' credentials: support.settings_with())."""
 {%- if cookiecutter.approval != "none" %}
-    given = settings() if environ is None else environ
+    given = configmap_settings() if environ is None else environ
     # The ConfigMap leaves APPROVERS empty for the operator to fill in (the
     # worker refuses to start until they do): the tests' approver stands in.
     return settings_with({name: value for name, value in given.items() if name != "APPROVERS"})
 {%- else %}
-    return settings_with(settings() if environ is None else environ)
+    return settings_with(configmap_settings() if environ is None else environ)
 {%- endif %}
 
 
@@ -74,15 +72,15 @@ def mebibytes(quantity: str) -> float:
 
 def test_the_settings_are_ones_the_worker_reads() -> None:
     read = set(worker_variables())
-    client_settings = {name for name in settings() if name.startswith("TEMPORAL_")}
-    assert set(settings()) - client_settings <= read
+    client_settings = {name for name in configmap_settings() if name.startswith("TEMPORAL_")}
+    assert set(configmap_settings()) - client_settings <= read
     # What the Temporal client makes of the rest: the address and the
     # namespace the manifests give.
     config = ClientConfig.load_client_connect_config(
-        disable_file=True, override_env_vars=settings()
+        disable_file=True, override_env_vars=configmap_settings()
     )
-    assert config["target_host"] == settings()["TEMPORAL_ADDRESS"]
-    assert config.get("namespace") == settings()["TEMPORAL_NAMESPACE"]
+    assert config["target_host"] == configmap_settings()["TEMPORAL_ADDRESS"]
+    assert config.get("namespace") == configmap_settings()["TEMPORAL_NAMESPACE"]
     # Each value is one the worker accepts.
     assert parsed().health_address is not None
     assert parsed().metrics_address is not None
@@ -97,13 +95,13 @@ def test_the_secret_holds_every_credential_the_worker_needs_and_nothing_else() -
     assert set(SANDBOX_SECRETS) <= set(keys)
     # The Temporal client reads the API key (and turns TLS on with it).
     config = ClientConfig.load_client_connect_config(
-        disable_file=True, override_env_vars={**settings(), API_KEY: "k"}
+        disable_file=True, override_env_vars={**configmap_settings(), API_KEY: "k"}
     )
     assert config.get("api_key") == "k"
 
 
 def test_the_autoscaler_watches_this_workers_queues_namespace_and_key() -> None:
-    scaled = the("ScaledObject", BASE / "scaledobject.yaml")
+    scaled = manifest_object("ScaledObject", DEPLOY_BASE / "scaledobject.yaml")
     trigger, models = scaled["spec"]["triggers"]
     # The service's queue, and the model calls' own (model_queue.py).
     assert trigger["metadata"]["taskQueue"] == TASK_QUEUE
@@ -112,18 +110,18 @@ def test_the_autoscaler_watches_this_workers_queues_namespace_and_key() -> None:
     for each in (trigger, models):
         assert each["type"] == "temporal"
         metadata = each["metadata"]
-        assert metadata["endpoint"] == settings()["TEMPORAL_ADDRESS"]
-        assert metadata["namespace"] == settings()["TEMPORAL_NAMESPACE"]
+        assert metadata["endpoint"] == configmap_settings()["TEMPORAL_ADDRESS"]
+        assert metadata["namespace"] == configmap_settings()["TEMPORAL_NAMESPACE"]
         # One more worker for each half a worker's worth of steps waiting.
         assert metadata["targetQueueSize"] == str(parsed().runs_in_flight // 2)
         assert all(isinstance(value, str) for value in metadata.values())
         assert each["authenticationRef"] == trigger["authenticationRef"]
     # The worker's object, by kind (KEDA's default is a Deployment) and name.
     target = scaled["spec"]["scaleTargetRef"]
-    worker = documents(WORKER)[0]
+    worker = documents(DEPLOY_WORKER)[0]
     assert target.get("kind", "Deployment") == worker["kind"]
     assert target["name"] == worker["metadata"]["name"]
-    auth = the("TriggerAuthentication", BASE / "scaledobject.yaml")
+    auth = manifest_object("TriggerAuthentication", DEPLOY_BASE / "scaledobject.yaml")
     assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
     [ref] = auth["spec"]["secretTargetRef"]
     assert (ref["parameter"], ref["key"]) == ("apiKey", API_KEY)
@@ -136,7 +134,7 @@ def test_the_probes_and_the_metrics_port_are_the_ones_the_worker_serves() -> Non
     address = parsed().health_address
     metrics = parsed().metrics_address
     assert address is not None and metrics is not None
-    for probe, path in (("readinessProbe", health.READY_PATH), ("livenessProbe", health.LIVE_PATH)):
+    for probe, path in (("readinessProbe", READY_PATH), ("livenessProbe", LIVE_PATH)):
         get = container[probe]["httpGet"]
         assert get["path"] == path
         assert container_port(container, get["port"]) == address[1]
@@ -162,7 +160,7 @@ def test_each_pod_is_a_host_that_keeps_its_name{{ "_and_its_workspaces" if "loca
     assert any(backend.host_bound(parsed()) for backend in sandbox_backends().values())
     # ...so each pod is a host, a StatefulSet's: a pod keeps its name when it
     # restarts or is replaced.
-    statefulset = documents(WORKER)[0]
+    statefulset = documents(DEPLOY_WORKER)[0]
     assert statefulset["kind"] == "StatefulSet"
     spec = statefulset["spec"]
     assert spec["podManagementPolicy"] == "Parallel"
@@ -171,12 +169,13 @@ def test_each_pod_is_a_host_that_keeps_its_name{{ "_and_its_workspaces" if "loca
     field = env["WORKER_HOST_ID"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert field == "metadata.name"
     # ...<name>-0 to <name>-N, which the worker takes as host ids.
-    most = the("ScaledObject", BASE / "scaledobject.yaml")["spec"]["maxReplicaCount"]
+    scaled = manifest_object("ScaledObject", DEPLOY_BASE / "scaledobject.yaml")
+    most = scaled["spec"]["maxReplicaCount"]
     for ordinal in (0, most - 1):
         pod_name = f"{statefulset['metadata']['name']}-{ordinal}"
-        assert parsed({**settings(), "WORKER_HOST_ID": pod_name}).host_id == pod_name
+        assert parsed({**configmap_settings(), "WORKER_HOST_ID": pod_name}).host_id == pod_name
     # The governing Service, headless.
-    service = the("Service", WORKER)
+    service = manifest_object("Service", DEPLOY_WORKER)
     assert spec["serviceName"] == service["metadata"]["name"]
     assert service["spec"]["clusterIP"] == "None"
 {%- if "local" in backends %}
@@ -194,17 +193,17 @@ def test_each_pod_is_a_host_that_keeps_its_name{{ "_and_its_workspaces" if "loca
 
 def test_the_worker_controller_runs_the_same_pod_on_the_same_connection() -> None:
     deployment = pod()
-    managed = pod(WORKER_CONTROLLER / "workerdeployment.yaml")
+    managed = pod(DEPLOY_WORKER_CONTROLLER / "workerdeployment.yaml")
     assert managed == deployment
-    spec = documents(WORKER_CONTROLLER / "workerdeployment.yaml")[0]["spec"]
-    connection = the("Connection", WORKER_CONTROLLER / "connection.yaml")
+    spec = documents(DEPLOY_WORKER_CONTROLLER / "workerdeployment.yaml")[0]["spec"]
+    connection = manifest_object("Connection", DEPLOY_WORKER_CONTROLLER / "connection.yaml")
     assert spec["workerOptions"]["connectionRef"]["name"] == connection["metadata"]["name"]
-    assert spec["workerOptions"]["temporalNamespace"] == settings()["TEMPORAL_NAMESPACE"]
-    assert connection["spec"]["hostPort"] == settings()["TEMPORAL_ADDRESS"]
+    assert spec["workerOptions"]["temporalNamespace"] == configmap_settings()["TEMPORAL_NAMESPACE"]
+    assert connection["spec"]["hostPort"] == configmap_settings()["TEMPORAL_ADDRESS"]
     assert connection["spec"]["apiKeySecretRef"]["key"] == API_KEY
     # The controller names the Worker Deployment "<Kubernetes namespace>/<name>"
     # and a build after its image: names the worker accepts.
-    name = documents(WORKER_CONTROLLER / "workerdeployment.yaml")[0]["metadata"]["name"]
+    name = documents(DEPLOY_WORKER_CONTROLLER / "workerdeployment.yaml")[0]["metadata"]["name"]
     environ = {
         "TEMPORAL_DEPLOYMENT_NAME": f"agents/{name}",
         "TEMPORAL_WORKER_BUILD_ID": "worker-0-1-0-5d8f9c",
@@ -216,7 +215,7 @@ def test_the_worker_controller_runs_the_same_pod_on_the_same_connection() -> Non
 async def test_the_api_serves_its_probes_on_the_port_its_manifest_gives(
     temporal_client: Client,
 ) -> None:
-    deployment = the("Deployment", BASE / "api.yaml")
+    deployment = manifest_object("Deployment", DEPLOY_BASE / "api.yaml")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     # The worker's settings and credentials, and its own: where it listens
     # and who may call it.
@@ -224,11 +223,11 @@ async def test_the_api_serves_its_probes_on_the_port_its_manifest_gives(
     env = {e["name"]: e for e in container["env"]}
     assert {"API_BIND_ADDRESS", "API_TOKENS"} <= set(env) <= set(API_VARIABLES)
     # Its callers come from the Secret of api-tokens.env, whose one key it reads.
-    lines = (BASE / "api-tokens.example.env").read_text().splitlines()
+    lines = (DEPLOY_BASE / "api-tokens.example.env").read_text().splitlines()
     keys = [line.partition("=")[0] for line in lines if line and not line.startswith("#")]
     assert keys == [env["API_TOKENS"]["valueFrom"]["secretKeyRef"]["key"]] == ["API_TOKENS"]
     # With the manifests' settings (and a caller), the address it serves on.
-    given = {**settings(), "API_BIND_ADDRESS": env["API_BIND_ADDRESS"]["value"]}
+    given = {**configmap_settings(), "API_BIND_ADDRESS": env["API_BIND_ADDRESS"]["value"]}
     parsed_api = api_settings({**given, "API_TOKENS": "me:" + "0" * 64})
     port = parsed_api.address[1]
     app = create_app(parsed_api, temporal_client)
@@ -237,7 +236,7 @@ async def test_the_api_serves_its_probes_on_the_port_its_manifest_gives(
         get = container[probe]["httpGet"]
         assert get["path"] in routes
         assert container_port(container, get["port"]) == port
-    service = the("Service", BASE / "api.yaml")
+    service = manifest_object("Service", DEPLOY_BASE / "api.yaml")
     [served] = service["spec"]["ports"]
     assert container_port(container, served["targetPort"]) == port
     labels = deployment["spec"]["template"]["metadata"]["labels"]

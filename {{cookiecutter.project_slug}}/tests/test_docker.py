@@ -41,64 +41,64 @@ from temporalio.client import (
     WorkflowHandle,
 )
 
-from sandbox_agent_runtime import archives
-from sandbox_agent_runtime.affinity import host_queue
-from sandbox_agent_runtime.archives import inputs_of
-from sandbox_agent_runtime.backends import docker
-from sandbox_agent_runtime.backends.docker import (
-    WORKSPACE_ROOT,
-    DockerEngineUnavailable,
-    LabelledDockerSandboxClient,
-    sandbox_client,
-)
-from sandbox_agent_runtime.run_request import (
+from sandbox_agent_runtime import (
+    CONVERSATION,
+    END,
+    FOLLOW_UP,
     RELEASED,
     WORKING,
     Conversation,
     FollowUp,
     RunRequest,
+    ServiceWorker,
+    start,
 )
-from sandbox_agent_runtime.settings import docker_limits
-from sandbox_agent_runtime.shared import CONVERSATION, END, FOLLOW_UP
-from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing.conversing import Conversing, answered, until
-from sandbox_agent_runtime.testing.faults import figures
-from sandbox_agent_runtime.testing.handovers import STEPS, sandbox_workers, stalled_on
-from sandbox_agent_runtime.testing.long_workflow import (
-    ImpatientSandboxAgentWorkflow,
-    LongSandboxAgentWorkflow,
-)
-from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, steps_done, tool_outputs
-from sandbox_agent_runtime.testing.support import (
+from sandbox_agent_runtime.testing import (
     DROPPED_RUNS_CLOSED,
     SETTINGS,
+    STEPS,
     CompletedRun,
+    Conversing,
+    ImpatientSandboxAgentWorkflow,
+    LongSandboxAgentWorkflow,
+    ScriptedModel,
     activities,
     activities_in,
+    answered,
 {%- if cookiecutter.approval != "none" %}
     approvals_in,
 {%- endif %}
     assert_a_rejection_fails_the_run_at_once,
     assert_scheduled_not_to_retry,
     closed_address,
+    decoded_archive,
+    docker_backend,
+    docker_limits,
     failure_of,
+    figures,
+    host_queue,
+    inputs_of,
     provider_of,
     running_worker,
     runs_of_chain,
+    sandbox_workers,
     settings_with,
+    stalled_on,
     start_in,
+    steps_done,
+    tool_outputs,
+    until,
     use_options_of,
 )
-from sandbox_agent_runtime.worker import ServiceWorker
 
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT
 from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
 # The name the worker registers the Docker backend under.
-PROVIDER = provider_of(docker)
+PROVIDER = provider_of(docker_backend)
 
 # The image the service's runs start from by default (DOCKER_SANDBOX_IMAGE unset).
-IMAGE = str(docker.options()["image"])
+IMAGE = str(docker_backend.options()["image"])
 # The image the tests build when the engine does not have IMAGE: busybox's
 # shell and tools, nothing else.
 TEST_IMAGE = "{{ cookiecutter.project_slug }}-tests:busybox"
@@ -113,8 +113,8 @@ RUN ["/bin/busybox", "--install", "-s", "/bin"]
 def engine() -> Iterator[Any]:
     """The Docker engine, reached as the worker reaches it."""
     try:
-        client = sandbox_client(SETTINGS)
-    except DockerEngineUnavailable as e:
+        client = docker_backend.sandbox_client(SETTINGS)
+    except docker_backend.DockerEngineUnavailable as e:
         pytest.skip(f"Docker tests need a Docker engine: {e}")
     yield client.docker_client
     client.docker_client.close()
@@ -167,7 +167,7 @@ def statically_linked(executable: Path) -> bool:
     return 3 not in program_types  # PT_INTERP
 
 
-class ImageForTests(LabelledDockerSandboxClient):
+class ImageForTests(docker_backend.LabelledDockerSandboxClient):
     """The service's Docker client, making its containers from the image the
     tests have instead of IMAGE (the run's options still name IMAGE)."""
 
@@ -187,7 +187,10 @@ def sandbox(engine: Any, image: str) -> ImageForTests:
 
 
 def docker_worker(
-    client: Client, model: Model, sandbox: LabelledDockerSandboxClient, **options: Any
+    client: Client,
+    model: Model,
+    sandbox: docker_backend.LabelledDockerSandboxClient,
+    **options: Any,
 ) -> AbstractAsyncContextManager[tuple[Client, ServiceWorker]]:
     """The service's worker with this Docker client registered under PROVIDER."""
     return running_worker(client, model, sandbox, provider=PROVIDER, **options)
@@ -197,7 +200,7 @@ def containers_of(engine: Any, handle: WorkflowHandle[Any, Any]) -> list[Any]:
     """The containers labelled with this run, running or not."""
     return list(
         engine.containers.list(
-            all=True, filters={"label": f"{docker.workflow_label()}={handle.id}"}
+            all=True, filters={"label": f"{docker_backend.workflow_label()}={handle.id}"}
         )
     )
 
@@ -232,16 +235,16 @@ def printed(output: str, name: str) -> str:
 
 def test_docker_options_come_from_the_workers_settings() -> None:
     # Unset, each option takes its default: no network at all.
-    options = docker.sandbox_options()
+    options = docker_backend.sandbox_options()
     assert options.image == "python:3.12-slim"
     assert options.network_mode == "none"
     # The worker labels each container when it creates it (below).
     assert options.labels == {}
-    assert docker.REQUIRED_ENVIRONMENT == ()
+    assert docker_backend.REQUIRED_ENVIRONMENT == ()
 
     # Each set, as a worker reads them at start (DOCKER_SANDBOX_*).
     use_options_of({"DOCKER_SANDBOX_IMAGE": "busybox:1.37", "DOCKER_SANDBOX_NETWORK": "bridge"})
-    options = docker.sandbox_options()
+    options = docker_backend.sandbox_options()
     assert options.image == "busybox:1.37"
     assert options.network_mode is None  # Docker's default network, bridge
 
@@ -250,15 +253,15 @@ async def test_docker_errors_that_no_retry_fixes_end_a_sandbox_operation_at_once
     completed_run: CompletedRun,
 ) -> None:
     errors = (
-        docker.ImageUnavailable,
-        docker.ContainerRefused,
-        docker.ContainerGone,
+        docker_backend.ImageUnavailable,
+        docker_backend.ContainerRefused,
+        docker_backend.ContainerGone,
         ImageNotFound,
         NotFound,
     )
-    assert sorted(docker.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
+    assert sorted(docker_backend.NON_RETRYABLE_ERRORS) == sorted(error.__name__ for error in errors)
     # Every sandbox operation of a run is scheduled not to retry them.
-    await assert_scheduled_not_to_retry(completed_run, docker.NON_RETRYABLE_ERRORS)
+    await assert_scheduled_not_to_retry(completed_run, docker_backend.NON_RETRYABLE_ERRORS)
 
 
 async def test_an_engine_that_cannot_provide_the_image_fails_the_run_at_once(
@@ -267,8 +270,10 @@ async def test_an_engine_that_cannot_provide_the_image_fails_the_run_at_once(
     # The error the backend raises for an image it cannot pull (on a local
     # stand-in: this test needs no engine).
     rejection = "The image 'no-such-image' is not on the Docker engine and could not be pulled"
-    error = docker.ImageUnavailable(rejection)
-    await assert_a_rejection_fails_the_run_at_once(temporal_client, docker, error, rejection)
+    error = docker_backend.ImageUnavailable(rejection)
+    await assert_a_rejection_fails_the_run_at_once(
+        temporal_client, docker_backend, error, rejection
+    )
 
 
 def test_without_an_engine_the_worker_is_told_where_it_looked(
@@ -276,8 +281,10 @@ def test_without_an_engine_the_worker_is_told_where_it_looked(
 ) -> None:
     # The docker SDK reads DOCKER_HOST itself; the settings name it.
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    with pytest.raises(DockerEngineUnavailable) as unavailable:
-        sandbox_client(replace(SETTINGS, docker_host="unix:///nonexistent/docker.sock"))
+    with pytest.raises(docker_backend.DockerEngineUnavailable) as unavailable:
+        docker_backend.sandbox_client(
+            replace(SETTINGS, docker_host="unix:///nonexistent/docker.sock")
+        )
 
     assert str(unavailable.value).startswith(
         "no Docker engine answers at unix:///nonexistent/docker.sock (set DOCKER_HOST"
@@ -311,10 +318,10 @@ async def test_commands_run_in_a_container_not_on_the_workers_host(
     async with docker_worker(
         temporal_client, ScriptedModel([command]), sandbox, settings=settings
     ) as (client, _):
-        handle = await start_in(client, docker, "Where am I?")
+        handle = await start_in(client, docker_backend, "Where am I?")
         answer = (await handle.result()).answer
 
-    assert printed(answer, "directory") == WORKSPACE_ROOT
+    assert printed(answer, "directory") == docker_backend.WORKSPACE_ROOT
     assert printed(answer, "hostname") != socket.gethostname()
     assert printed(answer, "host_file") == "absent"
     assert printed(answer, "interfaces") == interfaces
@@ -332,7 +339,7 @@ async def test_an_input_goes_into_the_container_and_what_the_run_changed_comes_b
     async with docker_worker(temporal_client, ScriptedModel([command]), sandbox) as (client, _):
         outputs = (await (await start(client, request)).result()).outputs
 
-    with tarfile.open(fileobj=io.BytesIO(archives.decoded(outputs.archive))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(decoded_archive(outputs.archive))) as tar:
         files = {each.name: (tar.extractfile(each) or io.BytesIO()).read() for each in tar}
     assert sorted(files) == sorted(file.path for file in outputs.files) == ["count.txt", "data.txt"]
     assert files["count.txt"].strip() == b"2"
@@ -344,15 +351,15 @@ async def test_each_run_has_a_labelled_container_that_is_gone_when_the_run_ends(
 ) -> None:
     model = PausesAfterTheFirstCommand(["hostname", "echo done"])
     async with docker_worker(temporal_client, model, sandbox) as (client, _):
-        handle = await start_in(client, docker, "Say your name, then done.")
+        handle = await start_in(client, docker_backend, "Say your name, then done.")
         await model.first_command_done.wait()
         [container] = containers_of(engine, handle)
         stop_signal = engine.api.inspect_container(container.id)["Config"].get("StopSignal")
         model.go_on.set()
         answer = (await handle.result()).answer
 
-    assert container.labels[docker.workflow_label()] == handle.id
-    assert container.labels[docker.provider_label()] == PROVIDER
+    assert container.labels[docker_backend.workflow_label()] == handle.id
+    assert container.labels[docker_backend.provider_label()] == PROVIDER
     # The command ran in that container: a container's hostname is its short id.
     assert container.id[:12] in model.first_output
     assert "done" in answer
@@ -395,7 +402,7 @@ async def test_a_run_whose_worker_stops_resumes_in_the_same_container(
         # Stop at once, cancelling the model call in flight, as a crash would.
         graceful_shutdown_timeout=timedelta(0),
     ) as (client, _):
-        handle = await start_in(client, docker, "Write a note, then read it back.")
+        handle = await start_in(client, docker_backend, "Write a note, then read it back.")
         await stalling.first_command_done.wait()
     # The worker is gone; the run's container is still there.
     [container] = containers_of(engine, handle)
@@ -493,7 +500,7 @@ async def test_an_image_that_cannot_be_pulled_fails_the_run_at_once_saying_why(
     async with docker_worker(
         temporal_client, ScriptedModel(["true"]), ImageForTests(engine, missing)
     ) as (client, _):
-        handle = await start_in(client, docker, "Do nothing.")
+        handle = await start_in(client, docker_backend, "Do nothing.")
         reason = await failure_of(handle)
 
     assert reason.startswith(
@@ -517,7 +524,7 @@ async def test_an_image_without_the_tools_the_sandbox_needs_fails_the_run_at_onc
     async with docker_worker(
         temporal_client, ScriptedModel(["true"]), ImageForTests(engine, empty)
     ) as (client, _):
-        handle = await start_in(client, docker, "Do nothing.")
+        handle = await start_in(client, docker_backend, "Do nothing.")
         reason = await failure_of(handle)
 
     assert f"The Docker engine refused a container from image {empty!r}: " in reason
@@ -623,7 +630,9 @@ class HostileModel(ScriptedModel):
 @pytest.fixture
 def contained(engine: Any, image: str) -> Iterator[ImageForTests]:
     """The service's Docker client as the worker builds it, with SMALL_LIMITS."""
-    client = sandbox_client(replace(SETTINGS, docker_limits=docker_limits(SMALL_LIMITS)))
+    client = docker_backend.sandbox_client(
+        replace(SETTINGS, docker_limits=docker_limits(SMALL_LIMITS))
+    )
     yield ImageForTests(client.docker_client, image)
     client.docker_client.close()
 
@@ -636,7 +645,9 @@ def assert_contained(attributes: dict[str, Any]) -> None:
     assert host["PidsLimit"] == 48
     assert host["CapDrop"] == ["ALL"]
     assert host["SecurityOpt"] == ["no-new-privileges"]
-    assert host["Tmpfs"][WORKSPACE_ROOT].startswith(f"size={32 * MIB},uid=65534,gid=65534,")
+    assert host["Tmpfs"][docker_backend.WORKSPACE_ROOT].startswith(
+        f"size={32 * MIB},uid=65534,gid=65534,"
+    )
     assert attributes["Config"]["User"] == "65534:65534"
 
 
@@ -674,7 +685,7 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
     async with docker_worker(
         temporal_client, model, contained, time_limit=timedelta(seconds=120), settings=limited
     ) as (client, _):
-        runs = {prompt: await start_in(client, docker, prompt) for prompt in HOSTILE}
+        runs = {prompt: await start_in(client, docker_backend, prompt) for prompt in HOSTILE}
         async with asyncio.timeout(60):
             while len(model.held) < len(runs):
                 await asyncio.sleep(0.1)
@@ -689,7 +700,7 @@ async def test_hostile_commands_fail_in_their_container_while_the_worker_goes_on
         assert {output.split()[-1] for output in model.held.values()} == {"65534"}, model.held
         model.limits_read.set()
         # Meanwhile, an ordinary run on the same worker completes.
-        ordinary = await start_in(client, docker, "Say hello.")
+        ordinary = await start_in(client, docker_backend, "Say hello.")
         assert "hello" in (await ordinary.result()).answer
         answers = {prompt: (await run.result()).answer for prompt, run in runs.items()}
 
@@ -748,7 +759,7 @@ class Lingering(Conversing):
     ) -> ModelResponse:
         if tool_outputs(input) and not self.containers:
             # The model is called in an activity of the run.
-            label = f"{docker.workflow_label()}={activity.info().workflow_id}"
+            label = f"{docker_backend.workflow_label()}={activity.info().workflow_id}"
             found = self.engine.containers.list(filters={"label": label})
             self.containers = [container.id for container in found]
             self.processes = host_processes_in(self.containers)
@@ -884,7 +895,9 @@ async def test_a_run_whose_docker_engine_restarts_ends_saying_why_and_leaves_no_
         pytest.skip("an engine of its own needs an image built from a static busybox")
     async with engine_of_its_own() as own:
         monkeypatch.setenv("DOCKER_HOST", own.address)
-        engine = sandbox_client(replace(SETTINGS, docker_host=own.address)).docker_client
+        engine = docker_backend.sandbox_client(
+            replace(SETTINGS, docker_host=own.address)
+        ).docker_client
         sandbox = ImageForTests(engine, TEST_IMAGE)
         build_image(
             sandbox.docker_client,
@@ -895,7 +908,7 @@ async def test_a_run_whose_docker_engine_restarts_ends_saying_why_and_leaves_no_
         async with docker_worker(
             temporal_client, model, sandbox, time_limit=timedelta(seconds=120)
         ) as (client, _):
-            handle = await start_in(client, docker, "Write a note, then read it back.")
+            handle = await start_in(client, docker_backend, "Write a note, then read it back.")
             await model.first_command_done.wait()
             await own.stop()
             await own.start()

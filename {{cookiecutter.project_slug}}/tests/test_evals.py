@@ -14,9 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from sandbox_agent_runtime.evals.dataset import load
-from sandbox_agent_runtime.testing.eval_model import EvalModel
-from sandbox_agent_runtime.testing.support import running_worker
+from sandbox_agent_runtime.testing import EvalModel, load_dataset, running_worker
 
 from {{ cookiecutter.package_name }} import evals
 
@@ -60,7 +58,7 @@ FAILS = {
 
 def scripts(commands: Mapping[str, Sequence[str]]) -> dict[str, Callable[[int], Sequence[str]]]:
     """The scripted model's commands, keyed by each case's prompt."""
-    prompts = {case.id: case.prompt for case in load(DATASET)}
+    prompts = {case.id: case.prompt for case in load_dataset(DATASET)}
     assert set(prompts) == set(commands), (
         f"evals/ has the cases {sorted(prompts)}: give each a right and a wrong script here"
     )

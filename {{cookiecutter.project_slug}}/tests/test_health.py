@@ -20,22 +20,21 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.openai_agents.testing import TestModelProvider
 
-from sandbox_agent_runtime import worker as service_worker
-from sandbox_agent_runtime.health import serving_health
-from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing.deploy import probe_paths
-from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
-from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
-from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
-from sandbox_agent_runtime.testing.support import (
+from sandbox_agent_runtime import agents_plugin, build_worker, serving_health, start, worker_main
+from sandbox_agent_runtime.testing import (
     CREDENTIALS,
     SETTINGS,
+    WORKER,
+    ScriptedModel,
     free_port,
+    probe_paths,
     running_worker,
     sandboxes_for_tests,
+    scripted_openai_server,
+    service,
+    service_environment,
     with_plugins,
 )
-from sandbox_agent_runtime.worker import agents_plugin, build_worker
 
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER, TASK_QUEUE
 from {{ cookiecutter.package_name }}.tools import ACTIVITIES
@@ -173,7 +172,7 @@ def test_a_port_already_taken_stops_the_worker_with_one_line(
         port = taken.getsockname()[1]
         monkeypatch.setenv("HEALTH_BIND_ADDRESS", f"127.0.0.1:{port}")
         with pytest.raises(SystemExit) as exited:
-            service_worker.main(SandboxAgentWorkflow, ACTIVITIES, [])
+            worker_main(SandboxAgentWorkflow, ACTIVITIES, [])
     message = str(exited.value.code)
     assert "\n" not in message
     assert message.startswith(

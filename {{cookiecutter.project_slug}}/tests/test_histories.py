@@ -37,31 +37,32 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from sandbox_agent_runtime.encryption import (
-{%- if cookiecutter | has_encrypted_history %}
-    ENCODING,
-{%- endif %}
-    EncryptionCodec,
-    Keys,
-)
-from sandbox_agent_runtime.histories import record
-from sandbox_agent_runtime.object_store import data_converter
-from sandbox_agent_runtime.settings import encryption_keys
-from sandbox_agent_runtime.shared import (
-    COLLECT,
+from sandbox_agent_runtime import (
     END,
     FOLLOW_UP,
+    EncryptionCodec,
+    Keys,
+    agents_plugin,
+    data_converter,
+    workflow_runner,
+)
+from sandbox_agent_runtime.testing import (
+    COLLECT,
+{%- if cookiecutter | has_encrypted_history %}
+    ENCODING,
+    LOCAL_ACTIVITY_MARKER,
+{%- endif %}
     PLACE,
     RESTORE,
+    SETTINGS,
     SNAPSHOT,
+    CompletedRun,
+    NextBuildWorkflow,
+    encryption_keys,
+    record_histories,
     sandbox_operation,
+    sandboxes_for_tests,
 )
-{%- if cookiecutter | has_encrypted_history %}
-from sandbox_agent_runtime.starter import LOCAL_ACTIVITY_MARKER
-{%- endif %}
-from sandbox_agent_runtime.testing.long_workflow import NextBuildWorkflow
-from sandbox_agent_runtime.testing.support import SETTINGS, CompletedRun, sandboxes_for_tests
-from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
 
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
@@ -199,7 +200,7 @@ async def test_recorded_runs_replay_as_the_record_command_and_the_cli_write_them
 ) -> None:
     client = temporal_client
     only_this_run = f"WorkflowId = {completed_run.handle.id!r}"
-    [recorded] = await record(client, tmp_path / "recorded", limit=5, query=only_this_run)
+    [recorded] = await record_histories(client, tmp_path / "recorded", limit=5, query=only_this_run)
     # The same run as `temporal workflow show --output json` writes it.
     temporal = shutil.which("temporal")
     assert temporal is not None

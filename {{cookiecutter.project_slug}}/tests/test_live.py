@@ -11,14 +11,15 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from sandbox_agent_runtime.backends import sandbox_backends
-from sandbox_agent_runtime.run_request import RunRequest
-from sandbox_agent_runtime.settings import BadSetting, worker_settings
-from sandbox_agent_runtime.testing.support import {{ "approving_everything, " if cookiecutter.approval != "none" }}with_plugins
-from sandbox_agent_runtime.worker import (
-    BackendUnavailable,
-    agents_plugin,
-    build_worker,
+from sandbox_agent_runtime import BackendUnavailable, RunRequest, agents_plugin, build_worker
+from sandbox_agent_runtime.testing import (
+    BadSetting,
+{%- if cookiecutter.approval != "none" %}
+    approving_everything,
+{%- endif %}
+    sandbox_backends,
+    with_plugins,
+    worker_settings,
 )
 
 from {{ cookiecutter.package_name }}.runs import WORKFLOW_EXECUTION_TIMEOUT

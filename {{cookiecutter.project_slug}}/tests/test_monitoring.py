@@ -41,19 +41,31 @@ import pytest
 import yaml
 from temporalio.client import Client, WorkflowFailureError
 
-{% if bound or approvals -%}
-from sandbox_agent_runtime import observability
-{% endif -%}
-from sandbox_agent_runtime.run_request import RunRequest
-from sandbox_agent_runtime.shared import END
-from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing.conversing import answered, conversation
-from sandbox_agent_runtime.testing.long_workflow import BudgetedSandboxAgentWorkflow, BuggyWorkflow
-from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
-from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedModel
-from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
-from sandbox_agent_runtime.testing.support import free_address, metered_client, running_worker
-from sandbox_agent_runtime.testing.workspace_agents import PricedAgentWorkflow
+from sandbox_agent_runtime import END, RunRequest, start
+from sandbox_agent_runtime.testing import (
+{%- if approvals %}
+    APPROVAL_WAIT,
+    APPROVALS,
+{%- endif %}
+{%- if bound %}
+    HOSTS_GONE,
+{%- endif %}
+    STARTER,
+    WORKER,
+    BudgetedSandboxAgentWorkflow,
+    BuggyWorkflow,
+    Call,
+    PricedAgentWorkflow,
+    ScriptedModel,
+    answered,
+    conversation,
+    free_address,
+    metered_client,
+    running_worker,
+    scripted_openai_server,
+    service,
+    service_environment,
+)
 
 from {{ cookiecutter.package_name }}.service import TASK_QUEUE
 
@@ -74,11 +86,11 @@ WORKFLOW_LABELS = {"namespace", "task_queue", "workflow_type", "service_name"}
 # gives them (observability.py).
 DECLARED: dict[str, set[str]] = {
 {%- if bound %}
-    observability.HOSTS_GONE: {"host", "outcome", *WORKFLOW_LABELS},
+    HOSTS_GONE: {"host", "outcome", *WORKFLOW_LABELS},
 {%- endif %}
 {%- if approvals %}
-    observability.APPROVALS: {"decision", *WORKFLOW_LABELS},
-    f"{observability.APPROVAL_WAIT}_bucket": {"decision", "le", *WORKFLOW_LABELS},
+    APPROVALS: {"decision", *WORKFLOW_LABELS},
+    f"{APPROVAL_WAIT}_bucket": {"decision", "le", *WORKFLOW_LABELS},
 {%- endif %}
 }
 {%- else %}

@@ -11,17 +11,20 @@ once against a service that also runs sandboxes on its hosts."""
 import pytest
 from temporalio.client import Client
 
-from sandbox_agent_runtime.observability import SANDBOX_OPERATIONS
-from sandbox_agent_runtime.run_request import RunRequest
-from sandbox_agent_runtime.starter import run, start
-from sandbox_agent_runtime.testing import project_service
-from sandbox_agent_runtime.testing.handovers import ALL_STEPS, STEPS, sandbox_workers, stalled_on
-from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
-from sandbox_agent_runtime.testing.support import (
+from sandbox_agent_runtime import RunRequest, start
+from sandbox_agent_runtime.testing import (
+    ALL_STEPS,
     DROPPED_RUNS_CLOSED,
+    SANDBOX_OPERATIONS,
     STARTER_SETTINGS,
+    STEPS,
+    ScriptedModel,
     metered_client,
+    project_service,
     running_worker,
+    sandbox_workers,
+    stalled_on,
+    starter_run,
 )
 
 # The labels Temporal's meter gives every metric an activity records.
@@ -49,7 +52,7 @@ async def test_the_starter_shows_no_host_for_the_sandbox(
     starter_env: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with running_worker(starter_env, ScriptedModel(["echo once"])):
-        status = await run(RunRequest("Say it once."), STARTER_SETTINGS)
+        status = await starter_run(RunRequest("Say it once."), STARTER_SETTINGS)
 
     assert status == 0
     steps = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]

@@ -11,17 +11,18 @@ from agents import ModelResponse
 from temporalio.client import Client
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
-from sandbox_agent_runtime.observability import TOOL_CALLS
-from sandbox_agent_runtime.shared import step_name, tool_of
-from sandbox_agent_runtime.starter import EXIT_COMPLETED, follow, start
-from sandbox_agent_runtime.testing.scripted_model import tool_outputs
-from sandbox_agent_runtime.testing.support import (
+from sandbox_agent_runtime import EXIT_COMPLETED, follow, start
+from sandbox_agent_runtime.testing import (
 {%- if cookiecutter.approval != "none" %}
     STARTER_SETTINGS,
 {%- endif %}
+    TOOL_CALLS,
     activities,
     metered_client,
     running_worker,
+    step_name,
+    tool_of,
+    tool_outputs,
 )
 
 from {{ cookiecutter.package_name }} import tools

@@ -84,7 +84,14 @@ class SandboxHost:
 
 
 def host_queue(host: str) -> str:
-    """The task queue of ``host``'s workers, for the sandboxes they hold."""
+    """The task queue of a host's workers, for the sandboxes they hold.
+
+    Args:
+        host: the host's id (``WORKER_HOST_ID``).
+
+    Returns:
+        ``<task queue>@<host>``.
+    """
     return f"{current().task_queue}@{host}"
 
 

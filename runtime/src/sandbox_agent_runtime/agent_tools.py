@@ -28,9 +28,17 @@ TOOL_RETRY_POLICY = RetryPolicy(
 def agent_tool(
     activity: Callable[..., Any], timeout: timedelta, retry_policy: RetryPolicy = TOOL_RETRY_POLICY
 ) -> FunctionTool:
-    """The tool the model calls to run ``activity`` (one of tools.ACTIVITIES):
-    each call an activity with ``timeout`` per attempt, retried by
-    ``retry_policy``, its failure told to the model."""
+    """The tool the model calls to run ``activity``: each call an activity,
+    its failure told to the model.
+
+    Args:
+        activity: one of the service's tool activities (its tools.py).
+        timeout: the longest one attempt may take.
+        retry_policy: how a failed attempt is retried.
+
+    Returns:
+        The tool, for the agent's ``tools``.
+    """
     return told_to_the_model(
         activity_as_tool(activity, start_to_close_timeout=timeout, retry_policy=retry_policy)
     )

@@ -83,8 +83,12 @@ class NotAPerson(ValueError):
 
 
 def wait_for_commands(tools: ShellToolSet) -> None:
-    """The shell's tools, in a plain shell (sandbox_tools.py), each call
-    waiting for a person (Shell's configure_tools)."""
+    """Shell's ``configure_tools`` for a service with approvals: the shell's
+    tools, in a plain shell, each call waiting for a person.
+
+    Args:
+        tools: the shell's tools, as the Agents SDK hands them.
+    """
     sandbox_tools.plain_shell(tools)
     tools.exec_command.needs_approval = True
     if tools.write_stdin is not None:
@@ -92,8 +96,12 @@ def wait_for_commands(tools: ShellToolSet) -> None:
 
 
 def wait_for_writes(tools: FilesystemToolSet) -> None:
-    """The filesystem's edits, each waiting for a person (Filesystem's
-    configure_tools; a service whose approval is "commands_and_writes")."""
+    """Filesystem's ``configure_tools`` for a service whose approval is
+    "commands_and_writes": each edit waits for a person.
+
+    Args:
+        tools: the filesystem's tools, as the Agents SDK hands them.
+    """
     sandbox_tools.careful_filesystem(tools)
     tools.apply_patch.needs_approval = True
 

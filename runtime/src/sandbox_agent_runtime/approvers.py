@@ -45,7 +45,11 @@ KEY_FILE_VARIABLE = "APPROVER_KEY_FILE"
 
 def default_key_file() -> Path:
     """Where the starter keeps the approver's private key unless
-    ``APPROVER_KEY_FILE`` says: ~/.config/<service>/approver.pem."""
+    ``APPROVER_KEY_FILE`` says.
+
+    Returns:
+        ``~/.config/<service>/approver.pem``, not expanded.
+    """
     return Path(f"~/.config/{current().name}/approver.pem")
 
 
@@ -112,8 +116,21 @@ def signed_decision(
     reason: str = "",
     always: bool = False,
 ) -> dict[str, object]:
-    """The ``decide`` update's argument: a decision on ``request`` (as the
-    run listed it), signed with ``key``."""
+    """A person's decision on a request for approval, signed with their key.
+
+    Args:
+        key: the approver's private key (``load_key``).
+        workflow_id: the run's workflow id.
+        run_id: the run's id (in its chain).
+        request: the request, as the run listed it.
+        approve: whether to approve the call.
+        reason: why, for the run's history and the model.
+        always: approve this kind of call for the rest of the run.
+
+    Returns:
+        The ``decide`` update's argument (the approver's public key and the
+        signature among it).
+    """
     approver, signature = sign(key, message(workflow_id, run_id, request, approve, always, reason))
     return {
         "call_id": request.get("call_id"),
@@ -143,7 +160,14 @@ def refusal(signed: bytes, approver: str, signature: str) -> str | None:
 
 
 def load_key(path: Path) -> Ed25519PrivateKey:
-    """The private key in ``path``; ``BadKey`` in one line if there is none."""
+    """The approver's private key.
+
+    Args:
+        path: a PEM file holding an unencrypted Ed25519 private key.
+
+    Returns:
+        The key; ``BadKey``, in one line, if the file is missing or holds none.
+    """
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except OSError as e:

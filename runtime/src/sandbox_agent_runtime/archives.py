@@ -81,6 +81,14 @@ def encoded(data: bytes) -> str:
 
 
 def decoded(text: str) -> bytes:
+    """The bytes of an archive as a run's answer carries it (base64 text).
+
+    Args:
+        text: ``Outputs.archive``, or any base64 text.
+
+    Returns:
+        The archive's bytes (a tar).
+    """
     return base64.b64decode(text.encode("ascii"), validate=True)
 
 
@@ -565,10 +573,17 @@ def bounded(skipped: list[str]) -> list[str]:
 
 
 def inputs_of(paths: list[str], has_store: bool) -> list[Input]:
-    """The ``--input`` paths, packed; ``BadInput`` for a path that cannot be
-    sent, two inputs of one name, or more than a run may carry, in bytes
-    (the limit without a store names OBJECT_STORE_URL), files or paths, all
-    found with ``lstat`` before a byte of any file is read."""
+    """The ``--input`` paths, packed, all found with ``lstat`` before a byte of
+    any file is read.
+
+    Args:
+        paths: files or directories, each placed under its own name.
+        has_store: whether an object store carries them (a larger limit).
+
+    Returns:
+        The inputs, for ``RunRequest.inputs``; ``BadInput`` for a path that
+        cannot be sent, two inputs of one name, or more than a run may carry.
+    """
     limit = STORED_FILES_LIMIT if has_store else INLINE_FILES_LIMIT
     found = [_found(Path(path), limit) for path in paths]
     names = [each.name for each in found]

@@ -293,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def cli() -> NoReturn:
+    """The installed codec server command: ``main()``, then exit with its status."""
     exit_after(main)
 
 

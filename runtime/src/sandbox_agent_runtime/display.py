@@ -131,14 +131,17 @@ MASK = "***"
 
 
 def without_credentials(value: str) -> str:
-    """``value`` (a URL or an address from a setting) as a message may show
-    it: what may be a credential masked. That is everything between its
-    scheme and its last '@' (a user and a password, an access key and its
-    secret, '/' and all), or, in a URL without one, a host that holds a ':'
-    not followed by a port (``s3://KEY:SECRET/bucket``); and its query and
-    fragment (a signature, a token): ``s3://***@bucket/x``,
-    ``https://host/path?***``; all of it after the scheme when an '@'
-    follows a '?' or a '#'."""
+    """A URL or an address from a setting as a message may show it: what may be a
+    credential masked (a user and password, an access key and its secret, a
+    host holding a ':' not followed by a port) and its query and fragment
+    (a signature, a token): ``s3://***@bucket/x``, ``https://host/path?***``.
+
+    Args:
+        value: the setting's value.
+
+    Returns:
+        The value, masked.
+    """
     scheme, separator, rest = value.partition("://")
     if not separator:
         scheme, rest = "", value

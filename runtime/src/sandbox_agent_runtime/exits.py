@@ -26,7 +26,13 @@ EXIT_BROKEN_PIPE = 141
 
 
 def exit_after(main: Callable[[], object]) -> NoReturn:
-    """Run a command's ``main()`` and end the process with its status."""
+    """Run a command's ``main()`` and end the process with its status, skipping
+    the interpreter's shutdown (which the Temporal SDK's threads can crash).
+
+    Args:
+        main: the command, called without arguments; a ``SystemExit`` it
+            raises gives the status, any other error status 1.
+    """
     # Each line reaches a pipe (a log collector, `| tee`) as it is printed.
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)

@@ -133,8 +133,18 @@ class HealthServer:
 async def serving_health(
     address: tuple[str, int] | None, liveness_bound: timedelta = LIVENESS_BOUND
 ) -> AsyncIterator[HealthServer | None]:
-    """The health endpoint on ``address`` (None: no endpoint) while the block
-    runs, with the running event loop renewing its time stamp."""
+    """The health endpoint, served while the block runs, the running event loop
+    renewing its time stamp.
+
+    Args:
+        address: ``(host, port)`` to serve on; None for no endpoint.
+        liveness_bound: how long the loop may go without turning before
+            ``LIVE_PATH`` answers 503.
+
+    Returns:
+        A context manager giving the server (set its ``ready`` to say when the
+        worker is ready), or None without an address.
+    """
     if address is None:
         yield None
         return

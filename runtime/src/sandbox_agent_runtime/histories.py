@@ -45,10 +45,18 @@ def file_name(workflow_id: str, run_id: str) -> str:
 async def record(
     client: Client, directory: Path, limit: int, query: str | None = None
 ) -> list[Path]:
-    """Write the histories of the ``limit`` latest runs of this service's
-    workflow (of those ``query`` selects, a visibility query) into
-    ``directory``; the files written. Another service's runs in the
-    namespace (owners.py) are left out."""
+    """Write the histories of the latest runs of this service's workflow (another
+    service's runs in the namespace left out).
+
+    Args:
+        client: the Temporal client.
+        directory: where to write them, as JSON.
+        limit: how many runs.
+        query: a visibility query selecting the runs; None for all.
+
+    Returns:
+        The files written.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     query = f"WorkflowType = {WORKFLOW_TYPE!r}" + (f" AND ({query})" if query else "")
@@ -95,8 +103,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def cli() -> NoReturn:
-    """The installed command: ``main()``, then exit without the interpreter's
-    shutdown, which the Temporal SDK can crash (exits.py)."""
+    """The installed command that records runs' histories: ``main()``, then exit
+    with its status.
+    """
     exit_after(main)
 
 

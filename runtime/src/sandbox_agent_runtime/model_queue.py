@@ -38,5 +38,9 @@ from sandbox_agent_runtime.service import current
 
 
 def model_task_queue() -> str:
-    """The task queue of this service's model calls."""
+    """The task queue of this service's model calls.
+
+    Returns:
+        Its name.
+    """
     return f"{current().task_queue}-model-calls"

@@ -394,9 +394,16 @@ def data_converter(
     converter: DataConverter | None = None,
     codec: PayloadCodec | None = None,
 ) -> DataConverter:
-    """``converter`` (Temporal's default if None) with ``storage`` and
-    ``codec`` (encryption.py: payloads are encrypted, then the large ones
-    stored), each where given."""
+    """A data converter that encrypts payloads, then stores the large ones.
+
+    Args:
+        storage: where large payloads go; None keeps them in history.
+        converter: the converter to extend; None is Temporal's default.
+        codec: the payload codec (``EncryptionCodec``); None encrypts nothing.
+
+    Returns:
+        ``converter`` with ``storage`` and ``codec``, each where given.
+    """
     converter = converter or DataConverter.default
     if codec is not None:
         converter = dataclasses.replace(converter, payload_codec=codec)

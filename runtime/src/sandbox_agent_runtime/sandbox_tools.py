@@ -113,8 +113,12 @@ def tell_mistakes(tool: FunctionTool | CustomTool) -> None:
 
 
 def plain_shell(tools: ShellToolSet) -> None:
-    """Shell's ``configure_tools``: each command in ``sh -c`` (``command_of``),
-    and mistakes told to the model."""
+    """Shell's ``configure_tools``: each command in ``sh -c``, and mistakes
+    told to the model.
+
+    Args:
+        tools: the shell's tools, as the Agents SDK hands them.
+    """
     run = tools.exec_command
 
     async def run_command(context: ToolContext[Any], raw_arguments: str) -> str:
@@ -132,6 +136,10 @@ def plain_shell(tools: ShellToolSet) -> None:
 
 
 def careful_filesystem(tools: FilesystemToolSet) -> None:
-    """Filesystem's ``configure_tools``: mistakes told to the model."""
+    """Filesystem's ``configure_tools``: mistakes told to the model.
+
+    Args:
+        tools: the filesystem's tools, as the Agents SDK hands them.
+    """
     tell_mistakes(tools.view_image)
     tell_mistakes(tools.apply_patch)

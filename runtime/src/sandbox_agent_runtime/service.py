@@ -303,7 +303,11 @@ _configured: Service | None = None
 
 def configure(service: Service) -> None:
     """Make ``service`` the one this process runs (once; again with an equal
-    one changes nothing)."""
+    one changes nothing).
+
+    Args:
+        service: the service, as its service.py describes it.
+    """
     global _configured
     if _configured is not None and _configured != service:
         raise RuntimeError(
@@ -314,7 +318,11 @@ def configure(service: Service) -> None:
 
 
 def current() -> Service:
-    """The service this process runs."""
+    """The service this process runs.
+
+    Returns:
+        The service ``configure`` was given; a ``RuntimeError`` before that.
+    """
     if _configured is None:
         raise RuntimeError(
             "no service is configured: import your project's package (its service.py "

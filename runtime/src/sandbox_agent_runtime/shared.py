@@ -153,24 +153,42 @@ GIT_TIMEOUT = timedelta(minutes=5)
 
 
 def sandbox_operation(activity: str) -> str | None:
-    """The sandbox operation an activity runs ("sandbox_session_start" for
-    "<provider>-sandbox_session_start"), or None for any other activity (a
-    model call, one of the agent's tools)."""
+    """The sandbox operation an activity runs.
+
+    Args:
+        activity: the activity's name ("<provider>-sandbox_session_start").
+
+    Returns:
+        The operation ("sandbox_session_start"), or None for any other
+        activity (a model call, one of the agent's tools).
+    """
     _, prefix, operation = activity.rpartition("-sandbox_")
     return f"sandbox_{operation}" if prefix else None
 
 
 def tool_of(activity: str) -> str | None:
-    """The agent's tool an activity runs (tools.py: the activity is named
-    after it), or None for a model call or a sandbox operation."""
+    """The agent's tool an activity runs (the activity is named after it).
+
+    Args:
+        activity: the activity's name.
+
+    Returns:
+        The tool's name, or None for a model call or a sandbox operation.
+    """
     if activity in MODEL_ACTIVITIES or sandbox_operation(activity) is not None:
         return None
     return activity
 
 
 def step_name(activity: str) -> str:
-    """An activity in words: "the model call", "the sandbox operation
-    <name>" or "the tool <name>"."""
+    """An activity in words.
+
+    Args:
+        activity: the activity's name.
+
+    Returns:
+        "the model call", "the sandbox operation <name>" or "the tool <name>".
+    """
     if activity in MODEL_ACTIVITIES:
         return "the model call"
     if sandbox_operation(activity) is not None:

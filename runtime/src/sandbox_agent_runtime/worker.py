@@ -146,7 +146,11 @@ PASSED_THROUGH = (__package__,)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
-    """The workflow sandbox of the worker (and of tests' replayers)."""
+    """The workflow sandbox of the worker, which passes the runtime through.
+
+    Returns:
+        The runner, for a worker's or a replayer's ``workflow_runner``.
+    """
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
     )
@@ -181,13 +185,20 @@ def agents_plugin(
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     traced: bool = False,
 ) -> OpenAIAgentsPlugin:
-    """The plugin that runs model calls and sandbox operations as activities,
-    with the timeouts and limits of ``settings``.
+    """The plugin that runs model calls and sandbox operations as activities.
 
-    The real worker builds each backend's client and uses the OpenAI model
-    provider; tests pass their own sandbox clients (by provider name) and a
-    scripted model provider. ``traced``: the agent's spans also go to
-    OpenTelemetry (observability.tracing_plugins() must have run).
+    Args:
+        settings: the worker's settings (timeouts, limits, each backend's options).
+        sandboxes: the sandbox clients by provider name; None builds each of
+            the service's backends (tests pass their own).
+        model_provider: the model provider; None is OpenAI's (tests pass a
+            scripted one).
+        model_retry_policy: how a failed model call is retried.
+        traced: whether the agent's spans also go to OpenTelemetry (its
+            tracing plugins must be set up first).
+
+    Returns:
+        The plugin, for a worker's or a replayer's ``plugins``.
     """
     if sandboxes is None:
         sandboxes = {
@@ -343,12 +354,22 @@ def build_worker(
     graceful_shutdown_timeout: timedelta = SHUTDOWN_GRACE,
     identity: str | None = None,
 ) -> ServiceWorker:
-    """A worker for this service's task queue running ``workflows`` (the
-    service's workflow type; tests may run others) and ``tool_activities``,
-    as ``settings`` say: on their host (a service with a host-bound backend),
-    polling as their Worker Deployment Version (or unversioned), with room
-    for their runs in flight (capacity.py). Tests may cache fewer runs, give
-    work in flight less time to finish at shutdown and name the worker."""
+    """A worker for this service's task queue, as ``settings`` say: on their
+    host (a service with a host-bound backend), polling as their Worker
+    Deployment Version (or unversioned), with room for their runs in flight.
+
+    Args:
+        client: the Temporal client, with the plugins (``agents_plugin``).
+        settings: the worker's settings.
+        workflows: the workflow types to run (the service's; tests may run others).
+        tool_activities: the service's tool activities.
+        max_cached_workflows: how many runs to cache; None for the settings' room.
+        graceful_shutdown_timeout: how long work in flight may finish at shutdown.
+        identity: the worker's name; None for Temporal's default.
+
+    Returns:
+        The worker; ``async with`` it to run it.
+    """
     # The backends' options every sandbox it creates is given (the workflow
     # reads them: backends/).
     use_options(settings.backend_options)
@@ -545,9 +566,13 @@ def hide_from_other_processes() -> bool:
 def main(
     workflow: type, tool_activities: ToolActivities, argv: Sequence[str] | None = None
 ) -> None:
-    """Run the worker of ``workflow`` (the service's workflow type) and
-    ``tool_activities`` (the team's tools) until it is stopped; exit 1 with
-    one line when it cannot start."""
+    """Run the worker until it is stopped; exit 1 with one line when it cannot start.
+
+    Args:
+        workflow: the service's workflow type.
+        tool_activities: the service's tool activities (its tools.py).
+        argv: the command's arguments; None for ``sys.argv``.
+    """
     argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
     hide_from_other_processes()
     keep_litellm_offline()
@@ -576,8 +601,11 @@ def main(
 
 
 def cli(workflow: type, tool_activities: ToolActivities) -> NoReturn:
-    """The project's installed command (its worker.py calls it with its
-    workflow type and its tool activities): ``main()``, then exit with its
-    status without the interpreter's shutdown, which the Temporal SDK can
-    crash (exits.py)."""
+    """The installed worker command (a project's worker.py calls it): ``main()``,
+    then exit with its status.
+
+    Args:
+        workflow: the service's workflow type.
+        tool_activities: the service's tool activities (its tools.py).
+    """
     exit_after(lambda: main(workflow, tool_activities))

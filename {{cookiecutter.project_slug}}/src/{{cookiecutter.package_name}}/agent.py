@@ -12,18 +12,21 @@ from agents import ModelSettings, Tool
 from agents.models.default_models import get_default_model_settings
 from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCompactionPolicy
+
+from sandbox_agent_runtime import (
+    COMPACTION_THRESHOLD,
+    agent_tool,
 {%- if cookiecutter.approval == "commands_and_writes" %}
-
-from sandbox_agent_runtime import approvals
+    wait_for_commands,
+    wait_for_writes,
 {%- elif cookiecutter.approval == "commands" %}
-
-from sandbox_agent_runtime import approvals, sandbox_tools
+    careful_filesystem,
+    wait_for_commands,
 {%- else %}
-
-from sandbox_agent_runtime import sandbox_tools
+    careful_filesystem,
+    plain_shell,
 {%- endif %}
-from sandbox_agent_runtime.agent_tools import agent_tool
-from sandbox_agent_runtime.shared import COMPACTION_THRESHOLD
+)
 
 from {{ cookiecutter.package_name }} import tools
 
@@ -66,16 +69,16 @@ def sandbox_agent() -> SandboxAgent[None]:
         capabilities=[
 {%- if cookiecutter.approval == "commands_and_writes" %}
             # Every command and every file edit waits for a person (docs/approvals.md).
-            Filesystem(configure_tools=approvals.wait_for_writes),
-            Shell(configure_tools=approvals.wait_for_commands),
+            Filesystem(configure_tools=wait_for_writes),
+            Shell(configure_tools=wait_for_commands),
 {%- elif cookiecutter.approval == "commands" %}
-            Filesystem(configure_tools=sandbox_tools.careful_filesystem),
+            Filesystem(configure_tools=careful_filesystem),
             # Every command waits for a person (docs/approvals.md).
-            Shell(configure_tools=approvals.wait_for_commands),
+            Shell(configure_tools=wait_for_commands),
 {%- else %}
-            # Commands in a plain shell, mistakes told to the model (sandbox_agent_runtime/sandbox_tools.py).
-            Filesystem(configure_tools=sandbox_tools.careful_filesystem),
-            Shell(configure_tools=sandbox_tools.plain_shell),
+            # Commands in a plain shell, mistakes told to the model (sandbox_agent_runtime.plain_shell).
+            Filesystem(configure_tools=careful_filesystem),
+            Shell(configure_tools=plain_shell),
 {%- endif %}
             Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
         ],

@@ -4,11 +4,11 @@ encrypted payloads for the Temporal Web UI and CLI (docs/operations.md).
 
 from typing import NoReturn
 
-from sandbox_agent_runtime import codec_server
+from sandbox_agent_runtime import codec_server_cli
 
 
 def cli() -> NoReturn:
-    codec_server.cli()
+    codec_server_cli()
 
 
 if __name__ == "__main__":

@@ -146,6 +146,11 @@ async def serve(settings: ApiSettings, sock: socket.socket) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """The API command: serve the service over HTTP until stopped.
+
+    Args:
+        argv: its arguments (``--new-token NAME``); None for ``sys.argv``.
+    """
     parser = argparse.ArgumentParser(
         prog=current().command("api"),
         description=(__doc__ or "").partition("\n")[0],
@@ -189,4 +194,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def cli() -> NoReturn:
+    """The installed API command: ``main()``, then exit with its status."""
     exit_after(main)

@@ -290,9 +290,12 @@ def provider_key() -> str:
 
 
 def sandbox_backends() -> dict[str, Backend]:
-    """Every sandbox provider the worker registers, by name, with its
-    backend, in the service's order: a run names the one it uses, the
-    service's first (``Service.sandbox_provider``) unless it says otherwise."""
+    """Every sandbox provider the worker registers, with its backend.
+
+    Returns:
+        The backends by provider name, in the service's order (the first is
+        the default: ``Service.sandbox_provider``).
+    """
     return {provider: backend_module(name) for provider, name in current().providers.items()}
 
 

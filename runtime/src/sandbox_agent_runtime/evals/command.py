@@ -230,10 +230,17 @@ def main(
     model_settings: Any = None,
     grader: Any = None,
 ) -> None:
-    """The command: ``model`` and ``model_settings`` the agent's (agent.py),
-    ``prices`` the project's price table (runs.py), for the cost estimates;
-    a rubric is graded by ``grader`` (an Agents SDK model, or a model's
-    name; the agent's ``model`` unless given)."""
+    """The evaluation command: run the datasets through the service and write
+    what each case scored and cost.
+
+    Args:
+        argv: its arguments; None for ``sys.argv``.
+        model: the agent's model (agent.py's ``MODEL``).
+        prices: the price of each model's tokens, for the cost estimates.
+        model_settings: the agent's model settings.
+        grader: the model that grades a rubric (an Agents SDK model, or a
+            model's name); None for ``model``.
+    """
     args = _parser().parse_args(argv)
     if args.compare is not None:
         if args.dataset is not None:

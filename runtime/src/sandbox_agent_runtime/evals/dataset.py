@@ -229,8 +229,14 @@ def _outside_reference(schema: dict[str, Any]) -> str | None:
 
 
 def load(path: Path) -> list[Case]:
-    """Every case of the dataset at ``path`` (a YAML file, or a directory
-    of them), checked; ``BadDataset`` in one line for the first thing wrong."""
+    """Every case of a dataset, checked.
+
+    Args:
+        path: a YAML file, or a directory of them.
+
+    Returns:
+        The cases; ``BadDataset`` in one line for the first thing wrong.
+    """
     if path.is_dir():
         files = sorted(
             each for each in path.iterdir() if each.suffix in (".yaml", ".yml") and each.is_file()

@@ -106,7 +106,12 @@ from sandbox_agent_runtime.starter.statuses import (
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Start or follow a run; exit with one of exit_statuses()."""
+    """The starter command: start or follow a run; exit with one of its statuses
+    (``--help`` lists them).
+
+    Args:
+        argv: its arguments; None for ``sys.argv``.
+    """
     args = parse_arguments(argv, description=(__doc__ or "").partition("\n")[0])
     try:
         settings = starter_settings()
@@ -174,6 +179,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def cli() -> NoReturn:
-    """The installed command: ``main()``, then exit with its status without
-    the interpreter's shutdown, which the Temporal SDK can crash (exits.py)."""
+    """The installed starter command: ``main()``, then exit with its status."""
     exit_after(main)

@@ -162,17 +162,26 @@ async def follow(
     after: Callable[[HistoryEvent], bool] | None = None,
     conversation: bool = False,
 ) -> int:
-    """Print each step of the run, through every run of its chain, as it
-    happens, then its answer, and write its files under ``output``; return
-    the exit status. With approvals, a decision asked on the terminal is
-    signed with the approver's key in ``key_file`` (None: the one
-    APPROVER_KEY_FILE names, settings.py); without, ``key_file`` is unused.
+    """Print each step of the run, through every run of its chain, as it happens,
+    then its answer, and write its files under ``output``. With approvals, a
+    decision asked on the terminal is signed with the approver's key.
 
-    A conversation (``conversation``, or a request with follow_ups) is
-    followed until it has answered ``prompt``, not to its end, which may be
-    days away (``prompt`` None: to its end). With ``after``, steps are shown only
-    after the first event it is true of (the follow-up being taken): the
-    events before are only read for where the conversation stands."""
+    Args:
+        client: the Temporal client.
+        handle: the run's handle (``start``).
+        key_file: the approver's key; None for the one ``APPROVER_KEY_FILE``
+            names (unused without approvals).
+        output: where to write the run's files; None writes none.
+        prompt: for a conversation, the prompt whose answer ends the
+            following (not the conversation, which may last days); None
+            follows to the conversation's end.
+        after: show only the steps after the first event it is true of (the
+            follow-up being taken); the events before are only read.
+        conversation: follow the run as a conversation.
+
+    Returns:
+        The starter's exit status for what happened (``EXIT_COMPLETED``...).
+    """
     progress = Progress(client, conversation)
     current: WorkflowHandle[Any, RunAnswer] | None = handle
     waits = asyncio.create_task(show_waits(client, lambda: current or handle))

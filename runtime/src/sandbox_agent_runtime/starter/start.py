@@ -32,13 +32,21 @@ async def start(
     workflow_id: str | None = None,
     provider: str = "",
 ) -> WorkflowHandle[Any, RunAnswer]:
-    """Start one run of the agent on the worker's task queue: ``request``,
-    or a prompt alone (in a sandbox of ``provider``, by default the
-    service's primary provider; no follow-ups). The
-    workflow is named, not imported: the starter needs only Temporal's
-    client to start and follow a run. A conversation (``follow_ups``) has
-    no execution timeout: it waits for follow-ups until it is ended or
-    SESSION_LIFETIME passes, and the service's max_turns bounds each prompt."""
+    """Start one run of the agent on the service's task queue, by the workflow's
+    name (the caller needs only Temporal's client). A conversation (a request
+    with ``follow_ups``) has no execution timeout: it waits for follow-ups until
+    it is ended or ``SESSION_LIFETIME`` passes.
+
+    Args:
+        client: the Temporal client.
+        request: the run's request, or a prompt alone (no follow-ups).
+        workflow_id: the run's id; None for ``<task queue>-<uuid>``.
+        provider: for a prompt alone, the sandbox provider; empty for the
+            service's primary one.
+
+    Returns:
+        The run's handle; its ``result()`` is the ``RunAnswer``.
+    """
     service = current()
     if isinstance(request, str):
         request = RunRequest(prompt=request, provider=provider or service.sandbox_provider)
@@ -59,9 +67,18 @@ async def run(
     wait: bool = True,
     output: Path | None = None,
 ) -> int:
-    """Start a run, print its id and Web UI link, then (unless ``wait`` is
-    false) follow it to its answer and write its files under ``output``.
-    Returns the exit status."""
+    """What the starter command does with a request: start a run, print its id
+    and Web UI link, then (unless ``wait`` is false) follow it to its answer.
+
+    Args:
+        request: the run's request.
+        settings: the starter's settings.
+        wait: follow the run to its answer.
+        output: where to write its files; None writes none.
+
+    Returns:
+        The starter's exit status.
+    """
     client = await reached(settings)
     if client is None:
         return EXIT_UNREACHABLE

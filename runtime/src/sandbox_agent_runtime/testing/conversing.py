@@ -62,15 +62,31 @@ class Conversing(ScriptedModel):
 
 
 async def conversation(client: Client, prompt: str) -> WorkflowHandle[Any, RunAnswer]:
-    """Start a conversation (a run with follow-ups), as the starter does."""
+    """Start a conversation (a run with follow-ups), as the starter does.
+
+    Args:
+        client: the Temporal client.
+        prompt: its first prompt.
+
+    Returns:
+        The conversation's handle.
+    """
     return await start(client, RunRequest(prompt, follow_ups=True))
 
 
 async def until(
     handle: WorkflowHandle[Any, Any], reached: Callable[[Conversation], bool]
 ) -> Conversation:
-    """The conversation's state (the CONVERSATION query) once ``reached``
-    holds; the worker's time limit fails the test if it never does."""
+    """The conversation's state (the ``CONVERSATION`` query) once ``reached``
+    holds; the worker's time limit fails the test if it never does.
+
+    Args:
+        handle: the conversation.
+        reached: what its state must show.
+
+    Returns:
+        The first state that shows it.
+    """
     while True:
         state: Conversation = await handle.query(CONVERSATION, result_type=Conversation)
         if reached(state):
@@ -79,7 +95,15 @@ async def until(
 
 
 async def answered(handle: WorkflowHandle[Any, Any], prompt: int) -> Conversation:
-    """The conversation's state once it has answered ``prompt``."""
+    """The conversation's state once it has answered a prompt.
+
+    Args:
+        handle: the conversation.
+        prompt: the prompt's number (the first is 1).
+
+    Returns:
+        Its state then.
+    """
     return await until(handle, lambda state: state.answered >= prompt and state.state != WORKING)
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 
 
 def _deploy() -> Path:
@@ -58,42 +58,89 @@ def __getattr__(name: str) -> Path:
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
+    """The YAML documents of a manifest file.
+
+    Args:
+        path: a file in the project's ``deploy/``.
+
+    Returns:
+        Each document in it, parsed, the empty ones left out.
+    """
     return [document for document in yaml.safe_load_all(path.read_text()) if document]
 
 
 def the(kind: str, path: Path) -> dict[str, Any]:
-    """The one object of ``kind`` in the file at ``path``."""
+    """The one object of a kind in a manifest file.
+
+    Args:
+        kind: its ``kind`` ("Service", "ConfigMap", ...).
+        path: the file.
+
+    Returns:
+        The object, parsed.
+    """
     [found] = [document for document in documents(path) if document["kind"] == kind]
     return found
 
 
 def settings() -> dict[str, str]:
-    """The worker's settings: the base's ConfigMap."""
+    """The worker's settings in the manifests.
+
+    Returns:
+        The base's ConfigMap's data.
+    """
     data: dict[str, str] = the("ConfigMap", _base() / "configmap.yaml")["data"]
     return data
 
 
 def secret_keys() -> list[str]:
-    """The keys of the Secret the base generates (secret.example.env)."""
+    """The keys of the Secret the base generates.
+
+    Returns:
+        Its keys, from ``secret.example.env``.
+    """
     lines = (_base() / "secret.example.env").read_text().splitlines()
     return [line.partition("=")[0] for line in lines if line and not line.startswith("#")]
 
 
 def pod(path: Path | None = None) -> dict[str, Any]:
-    """The worker's pod template (``path``: the worker's manifest, WORKER,
-    unless given): in the StatefulSet, or the Deployment or the WorkerDeployment."""
+    """The worker's pod template: in the StatefulSet, or the Deployment or the
+    WorkerDeployment.
+
+    Args:
+        path: the manifest; None for ``DEPLOY_WORKER``.
+
+    Returns:
+        The template, parsed.
+    """
     template: dict[str, Any] = documents(path or _worker())[0]["spec"]["template"]
     return template
 
 
 def worker_container(path: Path | None = None) -> dict[str, Any]:
+    """The worker's container in a manifest.
+
+    Args:
+        path: the manifest; None for ``DEPLOY_WORKER``.
+
+    Returns:
+        The pod spec's one container, as parsed.
+    """
     containers: list[dict[str, Any]] = pod(path)["spec"]["containers"]
     [container] = containers
     return container
 
 
 def container_port(container: dict[str, Any], port: int | str) -> int:
-    """The number of a probe's port, given by number or by name."""
+    """The number of a container's port.
+
+    Args:
+        container: the container, parsed.
+        port: a number, or the name of one of its ports.
+
+    Returns:
+        The port's number.
+    """
     if isinstance(port, int):
         return port
     [number] = [p["containerPort"] for p in container["ports"] if p["name"] == port]
@@ -101,7 +148,11 @@ def container_port(container: dict[str, Any], port: int | str) -> int:
 
 
 def probe_paths() -> tuple[str, str]:
-    """The paths of the readiness and the liveness probe."""
+    """The paths the worker's probes ask.
+
+    Returns:
+        The readiness probe's path and the liveness probe's.
+    """
     container = worker_container()
     return (
         container["readinessProbe"]["httpGet"]["path"],

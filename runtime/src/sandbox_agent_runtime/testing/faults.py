@@ -152,9 +152,16 @@ async def until_ran(log: Path, steps: int, timeout: float = 60) -> None:
 
 
 def figures(fault: str, runs: int, completed: int, failed: int, twice: int) -> None:
-    """Add a test's figures to the file FAULT_FIGURES names, if set, as a
-    line of JSON (sandbox-agent-template's benchmarks/faults.py adds them up). A run
-    that neither completed nor failed with a reason is lost."""
+    """Add a test's figures to the file ``FAULT_FIGURES`` names, if set, as a line
+    of JSON. A run that neither completed nor failed with a reason is lost.
+
+    Args:
+        fault: the fault's name.
+        runs: the runs started.
+        completed: those that completed.
+        failed: those that failed saying why.
+        twice: the commands run twice.
+    """
     path = os.environ.get("FAULT_FIGURES")
     if path:
         line = {"fault": fault, "runs": runs, "completed": completed, "failed": failed}

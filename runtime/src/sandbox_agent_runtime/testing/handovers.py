@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowHandle
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.settings import WorkerSettings
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel, tool_outputs
 from sandbox_agent_runtime.testing.support import RETRIED_AT_ONCE, activities, running_worker
 
@@ -112,14 +112,22 @@ async def stalled_on(
     workflow_class: type[Any] | None = None,
     settings: WorkerSettings | None = None,
 ) -> WorkflowHandle[Any, RunAnswer]:
-    """A run of STEPS (of ``workflow_class``: the project's workflow type
-    unless given) left part-way by a worker that ran its first command, in a
-    sandbox it created, then stopped, with the worker's ``settings``.
+    """A run of ``STEPS`` left part-way by a worker that ran its first command, in
+    a sandbox it created, then stopped. For a service whose sandboxes may live
+    on a worker's host, that is the worker of ``host``, which stops both its
+    queues; for one without, ``host`` names the worker.
 
-    For a service whose sandboxes may live on a worker's host
-    (``Service.host_bound``) that is the worker of ``host``
-    (``worker-of-<host>``, its host id ``host``), which stops both its
-    queues; for one without, ``host`` names the worker (its identity)."""
+    Args:
+        client: the Temporal client.
+        host: the worker's host (or its name).
+        provider: the provider ``sandbox`` replaces.
+        sandbox: the worker's sandbox client; None for the tests' own.
+        workflow_class: the workflow type; None for the project's.
+        settings: the worker's settings; None for ``SETTINGS``.
+
+    Returns:
+        The run's handle.
+    """
     workflow_class = project().workflow if workflow_class is None else workflow_class
     model = StallsAfterTheFirstCommand(_steps())
     async with running_worker(
@@ -142,12 +150,16 @@ async def stalled_on(
 
 
 async def sandbox_workers(handle: WorkflowHandle[Any, RunAnswer]) -> tuple[set[str], set[str]]:
-    """The workers that ran a run's sandbox operations (not those of another
-    host that refused one: affinity.HostFirst), and the task queues the
-    workflow sent them to (an operation no worker took among them), an
-    operation offered on the run's own queue for a host counting as sent to
-    that host's queue (a service whose sandboxes are not bound to a host has
-    neither refusals nor such offers)."""
+    """The workers that ran a run's sandbox operations, and the task queues the
+    workflow sent them to (an operation offered on the run's own queue for a
+    host counting as sent to that host's queue).
+
+    Args:
+        handle: the run.
+
+    Returns:
+        The workers' identities, and the task queues.
+    """
     steps = [step for step in await activities(handle) if step.is_sandbox_operation]
     assert steps
     ran = {step.worker for step in steps if step.attempt and not step.refused}
@@ -155,7 +167,14 @@ async def sandbox_workers(handle: WorkflowHandle[Any, RunAnswer]) -> tuple[set[s
 
 
 async def workspaces_used(handle: WorkflowHandle[Any, RunAnswer]) -> set[str]:
-    """Every workspace a run's sandbox operations named, from its history."""
+    """Every workspace a run's sandbox operations named.
+
+    Args:
+        handle: the run.
+
+    Returns:
+        The workspaces, from its history.
+    """
     roots = set()
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:

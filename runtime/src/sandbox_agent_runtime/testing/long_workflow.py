@@ -31,7 +31,11 @@ from sandbox_agent_runtime.chain import Carried, HistoryBudget
 from sandbox_agent_runtime.observability import Usage
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.testing import defined_at_first_use, project_service, workflow_type
+from sandbox_agent_runtime.testing.registration import (
+    defined_at_first_use,
+    project_service,
+    workflow_type,
+)
 from sandbox_agent_runtime.workspace import Snapshot
 from sandbox_agent_runtime.workspace.steps import Snapshots
 
@@ -58,6 +62,8 @@ def _define(base: Any) -> dict[str, type[Any]]:
     """The variants of ``base``, the project's workflow type, by name."""
 
     class LongSandboxAgentWorkflow(base):  # type: ignore[misc]
+        """The project's workflow type with room for a thousand turns."""
+
         max_turns = 1_000
 
         async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
@@ -176,7 +182,7 @@ def _define(base: Any) -> dict[str, type[Any]]:
 
 
 if TYPE_CHECKING:
-    from sandbox_agent_runtime.testing import WorkflowVariant
+    from sandbox_agent_runtime.testing.registration import WorkflowVariant
 
     LongSandboxAgentWorkflow = WorkflowVariant
     BudgetedSandboxAgentWorkflow = WorkflowVariant

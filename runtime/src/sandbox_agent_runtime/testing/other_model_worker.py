@@ -20,7 +20,7 @@ from agents.sandbox import SandboxAgent
 from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.testing import workflow_type
+from sandbox_agent_runtime.testing.registration import workflow_type
 
 
 def define(base: Any, model: str) -> type[Any]:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 
 if TYPE_CHECKING:
     from temporalio.client import Client

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 
 # Where `uv sync` installs the console scripts.
 SCRIPTS = Path(sys.executable).parent
@@ -110,7 +110,11 @@ UNSHARE = ["unshare", "--mount", "--propagation", "private"]
 
 
 def private_mounts() -> bool:
-    """Whether this process may give a worker a mount namespace of its own."""
+    """Whether this process may give a worker a mount namespace of its own.
+
+    Returns:
+        True where ``unshare`` works.
+    """
     if shutil.which("unshare") is None:
         return False
     probe = [*UNSHARE, "true"]
@@ -118,9 +122,17 @@ def private_mounts() -> bool:
 
 
 def on_host(host: str, tmp: Path, isolated: bool) -> list[str]:
-    """The worker command on ``host`` (one of HOSTS): with its own mount
-    namespace, in which every other host's TMPDIR (``tmp``/<host>) is an
-    empty directory, when ``isolated``."""
+    """The worker command on one of ``HOSTS``.
+
+    Args:
+        host: the host.
+        tmp: the directory holding each host's TMPDIR (``tmp/<host>``).
+        isolated: run it in a mount namespace of its own, in which every other
+            host's TMPDIR is empty.
+
+    Returns:
+        The command, for ``service``.
+    """
     if not isolated:
         return _worker()
     others = [str(tmp / other) for other in HOSTS if other != host]
@@ -130,9 +142,16 @@ def on_host(host: str, tmp: Path, isolated: bool) -> list[str]:
 
 
 def service_environment(temporal_address: str, model_url: str) -> dict[str, str]:
-    """What a user exports before running the worker or the starter. Output
-    goes to a pipe, so it is block-buffered, as under systemd or Kubernetes:
-    whatever the commands print must reach it without PYTHONUNBUFFERED."""
+    """What a user exports before running the worker or the starter. Output goes
+    to a pipe, block-buffered, as under systemd or Kubernetes.
+
+    Args:
+        temporal_address: the Temporal service's address.
+        model_url: the model endpoint's URL (``scripted_openai_server``).
+
+    Returns:
+        The whole environment, for ``service``.
+    """
     environment = {
         k: v
         for k, v in os.environ.items()
@@ -213,6 +232,17 @@ class Service:
 
 @asynccontextmanager
 async def service(command: list[str], environment: dict[str, str]) -> AsyncIterator[Service]:
+    """A command of the project run as a process, its output collected, while the
+    block runs; killed at its end if it still runs.
+
+    Args:
+        command: the command (``WORKER``, ``STARTER``, ...) and its arguments.
+        environment: the process's whole environment (``service_environment``).
+
+    Returns:
+        A context manager giving the running ``Service`` (its ``output``,
+        ``wait_for(text)``, ``exit_status()``).
+    """
     # A command started from a terminal gets Ctrl+C (SIGINT). A test run that
     # a script started in the background inherits SIGINT ignored, and would
     # hand that on to every process it starts (the starter respects it, as

@@ -24,6 +24,14 @@ from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 
 def tool_outputs(conversation: str | list[Any]) -> list[str]:
+    """What the tools gave the model so far.
+
+    Args:
+        conversation: the model's input, as the Agents SDK passes it.
+
+    Returns:
+        Each tool call's output, in order; none for a bare prompt.
+    """
     if isinstance(conversation, str):
         return []
     return [
@@ -36,9 +44,15 @@ def tool_outputs(conversation: str | list[Any]) -> list[str]:
 
 def steps_done(conversation: str | list[Any]) -> int:
     """How many commands the conversation shows asked for: one more than the
-    number in the latest tool call's id (``call_<step>``). Only the latest
-    items count, so the count survives a compaction, or a conversation cut
-    to its latest items."""
+    number in the latest tool call's id (``call_<step>``), so the count
+    survives a compaction.
+
+    Args:
+        conversation: the model's input, as the Agents SDK passes it.
+
+    Returns:
+        The number of commands.
+    """
     if isinstance(conversation, str):
         return 0
     for item in reversed(conversation):
@@ -59,6 +73,18 @@ class Call:
 
 
 class ScriptedModel(TestModel):
+    """A model that runs ``commands`` one per turn through the sandbox's
+    tools, reading its progress from the conversation (so a worker that
+    restarts part-way picks up where the last stopped), then answers with
+    what the last one returned.
+
+    Args:
+        commands: shell commands, patches (``*** Begin Patch ...``) or
+            ``Call``s, in order.
+        compact_at: the step (from 0) whose response also compacts the
+            conversation, as the Responses API does; None for none.
+    """
+
     def __init__(self, commands: Sequence[str | Call], compact_at: int | None = None) -> None:
         super().__init__(lambda: ResponseBuilders.output_message(""))
         self.commands = list(commands)

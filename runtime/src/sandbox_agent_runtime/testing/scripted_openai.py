@@ -266,6 +266,18 @@ def scripted_openai_server(
     prompts: Sequence[Sequence[str]] | None = None,
     apis: Sequence[str] = ("responses",),
 ) -> Iterator[ScriptedOpenAIServer]:
+    """An OpenAI-compatible endpoint on loopback, its model scripted to run
+    ``commands`` one per turn, then answer; served while the block runs.
+
+    Args:
+        commands: the shell commands the model runs, in order.
+        error_status: answer every request with this status instead.
+        prompts: for each prompt of a conversation, its own commands.
+        apis: the APIs it serves ("responses", "chat_completions").
+
+    Returns:
+        A context manager giving the server (its ``url``, what it was asked).
+    """
     server = ScriptedOpenAIServer(commands, error_status=error_status, prompts=prompts, apis=apis)
     thread = threading.Thread(target=server._server.serve_forever, daemon=True)
     thread.start()

@@ -54,7 +54,7 @@ from temporalio.openai_agents.testing import TestModelProvider
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from sandbox_agent_runtime import worker
+from sandbox_agent_runtime import bounded_sandbox, worker
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import Backend, local, sandbox_backends
 from sandbox_agent_runtime.object_store import data_converter
@@ -84,7 +84,7 @@ from sandbox_agent_runtime.starter import (
     continued_as,
     start,
 )
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.registration import project, project_service
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.worker import (
     MODEL_RETRY_POLICY,
@@ -219,8 +219,15 @@ def bound_provider() -> str:
 def sandboxes_for_tests(
     sandbox: BaseSandboxClient[Any] | None = None, provider: str | None = None
 ) -> dict[str, BaseSandboxClient[Any]]:
-    """Every provider's sandbox in tests; ``sandbox``, if given, replaces
-    ``provider``'s (the service's default provider's unless named)."""
+    """Every provider's sandbox in tests.
+
+    Args:
+        sandbox: replaces ``provider``'s sandbox, if given.
+        provider: the provider it replaces; None for the service's default.
+
+    Returns:
+        The sandbox clients by provider name, for ``agents_plugin``.
+    """
     settings = _settings()
     sandboxes = {name: build(settings) for name, build in _sandboxes_for_tests().items()}
     if sandbox is not None:
@@ -229,7 +236,14 @@ def sandboxes_for_tests(
 
 
 def provider_of(backend: Backend) -> str:
-    """The name the worker registers ``backend`` under."""
+    """The name the worker registers a backend under.
+
+    Args:
+        backend: one of the service's backends (``sandbox_backends``).
+
+    Returns:
+        Its provider name.
+    """
     [provider] = [name for name, each in sandbox_backends().items() if each is backend]
     return provider
 
@@ -263,9 +277,12 @@ def approver_environment() -> dict[str, str]:
 
 def bad_option_values() -> dict[str, list[str]]:
     """Values the variable of each option of the service's backends
-    (``<BACKEND>_SANDBOX_*``: backends/) cannot take, by variable: nothing, a
-    superscript digit (which str.isdigit() takes for one), and whatever else
-    its kind rules out."""
+    (``<BACKEND>_SANDBOX_*``) cannot take: nothing, a superscript digit (which
+    ``str.isdigit()`` takes for one), and whatever else its kind rules out.
+
+    Returns:
+        The bad values, by variable.
+    """
     from sandbox_agent_runtime.backends import backend_module, variable
 
     bad: dict[str, list[str]] = {}
@@ -286,16 +303,28 @@ def bad_option_values() -> dict[str, list[str]]:
 
 def use_options_of(environ: dict[str, str]) -> None:
     """Give every sandbox created from now on (in this test) the backends'
-    options ``environ`` sets (``DOCKER_SANDBOX_NETWORK``: "bridge"), as a
-    worker with that environment would."""
+    options an environment sets (``DOCKER_SANDBOX_NETWORK``: "bridge"), as a
+    worker with that environment would.
+
+    Args:
+        environ: the variables.
+    """
     from sandbox_agent_runtime.backends import use_options
 
     use_options(settings_with(environ).backend_options)
 
 
 def settings_with(environ: dict[str, str]) -> WorkerSettings:
-    """The worker's settings from ``environ``, as its main() parses them,
-    with CREDENTIALS (and, for a service with approvals, the tests' approver)."""
+    """The worker's settings from an environment, as its ``main()`` parses them,
+    with ``CREDENTIALS`` (and, for a service with approvals, the tests'
+    approver).
+
+    Args:
+        environ: the variables to set.
+
+    Returns:
+        The settings.
+    """
     return worker_settings({**_credentials(), **approver_environment(), **environ})
 
 
@@ -339,7 +368,16 @@ def __getattr__(name: str) -> Any:
 
 
 async def start_in(client: Client, backend: Backend, prompt: str) -> WorkflowHandle[Any, RunAnswer]:
-    """Start a run of the agent in ``backend``'s sandbox, as the starter does."""
+    """Start a run of the agent in a backend's sandbox, as the starter does.
+
+    Args:
+        client: the Temporal client.
+        backend: the backend whose provider the run names.
+        prompt: the run's prompt.
+
+    Returns:
+        The run's handle.
+    """
     if len(project_service().providers) > 1:
         return await start(client, prompt, provider=provider_of(backend))
     assert backend is sandbox_backends()[project_service().sandbox_provider]  # the only backend
@@ -347,9 +385,16 @@ async def start_in(client: Client, backend: Backend, prompt: str) -> WorkflowHan
 
 
 def refusal_without_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
-    """What the worker exits with when it has no credentials at all. The
+    """What the worker exits with when it has no credentials at all (the
     Temporal address leads nowhere, so a worker that tried to connect would
-    fail differently."""
+    fail differently).
+
+    Args:
+        monkeypatch: the test's ``monkeypatch``, which sets the environment.
+
+    Returns:
+        The worker's one line.
+    """
     for alternatives, _ in required_credentials():
         for names in alternatives:
             for name in names:
@@ -378,8 +423,11 @@ def _close_never_listening() -> None:
 
 
 def closed_address() -> str:
-    """A local address nothing listens on, for as long as the tests run: a
-    connection there is refused."""
+    """A local address nothing listens on for as long as the tests run.
+
+    Returns:
+        ``host:port``; a connection there is refused.
+    """
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
     _NEVER_LISTENING.append(held)
@@ -389,10 +437,12 @@ def closed_address() -> str:
 def free_port() -> int:
     """A local port for a server the test starts. It has just carried a
     connection, which this end closed first: for a minute (TCP's TIME_WAIT)
-    the kernel gives it to no socket that asks for any free port (another
-    test process's server or connection), while a server that binds it by
-    number with SO_REUSEADDR takes it at once, as Temporal's dev server, the
-    worker's metrics and health servers and asyncio's servers do."""
+    the kernel gives it to no socket that asks for any free port, while a
+    server that binds it by number with SO_REUSEADDR takes it at once.
+
+    Returns:
+        The port.
+    """
     with socket.socket() as listener:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", 0))
@@ -405,7 +455,11 @@ def free_port() -> int:
 
 
 def free_address() -> str:
-    """127.0.0.1 and a free_port()."""
+    """An address for a server the test starts.
+
+    Returns:
+        ``127.0.0.1:<port>``, with a ``free_port()``.
+    """
     return f"127.0.0.1:{free_port()}"
 
 
@@ -472,8 +526,15 @@ class RejectingSandbox(UnixLocalSandboxClient):
 async def assert_a_rejection_fails_the_run_at_once(
     client: Client, backend: Backend, error: Exception, rejection: str
 ) -> None:
-    """A run in ``backend``'s sandbox, whose service raises ``error`` (saying
-    ``rejection``), fails, saying why, after one attempt."""
+    """Assert that a run in ``backend``'s sandbox, whose service raises ``error``,
+    fails after one attempt, saying ``rejection``.
+
+    Args:
+        client: the Temporal client.
+        backend: the sandbox backend whose service rejects the run.
+        error: what the backend's client raises.
+        rejection: what the failure must say.
+    """
     await assert_the_sandbox_fails_the_run_at_once(
         client, backend, RejectingSandbox(error), rejection
     )
@@ -511,10 +572,17 @@ DATA_CONVERTER = DataConverter(payload_converter_class=AgentPayloadConverter)
 
 
 def with_plugins(client: Client, *plugins: Plugin) -> Client:
-    """``client``'s connection with ``plugins``, and the data converter every
-    client of the tests shares (``DATA_CONVERTER``), keeping ``client``'s
-    object store (its external storage: object_store.py) and its payload
-    codec (encryption.py) if it has them."""
+    """A client on ``client``'s connection with ``plugins`` and the data converter
+    every client of the tests shares, keeping ``client``'s object store and
+    payload codec if it has them.
+
+    Args:
+        client: the Temporal client.
+        *plugins: the plugins (``agents_plugin``).
+
+    Returns:
+        The new client.
+    """
     config = client.config()
     config["plugins"] = plugins
     config["data_converter"] = data_converter(
@@ -542,20 +610,33 @@ async def running_worker(
     graceful_shutdown_timeout: timedelta = SHUTDOWN_GRACE,
     identity: str | None = None,
 ) -> AsyncIterator[tuple[Client, ServiceWorker]]:
-    """Run the service's worker with a scripted model; yield a client whose
-    data converter matches the worker's. Every provider has the tests' own
-    sandbox (``sandboxes_for_tests()``); ``sandbox`` replaces ``provider``'s
-    (the service's default provider's unless named). The worker runs
-    ``workflows`` (the project's workflow type unless given), with
-    ``settings`` (SETTINGS unless given). The test fails if it is still
-    waiting after ``time_limit``, with what each open run waits for.
+    """Run the service's worker with a scripted model while the block runs. Every
+    provider has the tests' own sandbox (``sandboxes_for_tests()``). The test
+    fails if it is still waiting after ``time_limit``, saying what each open
+    run waits for. For a service with approvals, a stand-in person approves
+    every call that waits for one (``approving_everything()``).
 
-    ``host``: the worker's host id (its settings' ``host_id``), for a service
-    whose sandboxes may live on a worker's host (``Service.host_bound``);
-    a service without one never reads it. For a service with approvals,
-    unless ``approve`` is false, a stand-in person approves every call that
-    waits for one (``approving_everything()``); a service without approvals
-    has none to give, and ignores ``approve``."""
+    Args:
+        client: the Temporal client.
+        model: the model (``ScriptedModel``, ``openai_model``).
+        sandbox: replaces ``provider``'s sandbox, if given.
+        model_retry_policy: how a failed model call is retried.
+        provider: the provider ``sandbox`` replaces; None for the service's default.
+        time_limit: how long the test may wait on the worker.
+        host: the worker's host id, for a service whose sandboxes may live on
+            a worker's host.
+        version: the worker's Worker Deployment Version; None for unversioned.
+        approve: whether the stand-in person approves (a service with approvals).
+        settings: the worker's settings; None for ``SETTINGS``.
+        workflows: the workflow types; None for the project's.
+        max_cached_workflows: how many runs the worker caches.
+        graceful_shutdown_timeout: how long work in flight may finish at its end.
+        identity: the worker's name.
+
+    Returns:
+        A context manager giving a client whose data converter matches the
+        worker's, and the worker.
+    """
     service = project_service()
     provider = provider or service.sandbox_provider
     settings = _settings() if settings is None else settings
@@ -591,7 +672,14 @@ async def running_worker(
 @asynccontextmanager
 async def approving_everything(client: Client) -> AsyncIterator[None]:
     """A stand-in person who approves every call of every run that waits for
-    one (approvals.py), for the tests of everything but approvals."""
+    one, while the block runs, for the tests of everything but approvals.
+
+    Args:
+        client: the Temporal client the runs are on.
+
+    Returns:
+        A context manager.
+    """
     approver = asyncio.create_task(approve_everything(client))
     try:
         yield
@@ -832,7 +920,14 @@ class Activity:
 
 
 def activities_in(history: WorkflowHistory) -> list[Activity]:
-    """Each activity a run's history records, in the order it was scheduled."""
+    """Each activity a run's history records, in the order it was scheduled.
+
+    Args:
+        history: the run's history.
+
+    Returns:
+        Its activities.
+    """
     scheduled: dict[int, Activity] = {}
     for event in history.events:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -873,12 +968,25 @@ def local_activities_in(history: WorkflowHistory) -> list[str]:
 
 
 async def activities(handle: WorkflowHandle[Any, Any]) -> list[Activity]:
-    """Each activity of a run, in the order it was scheduled."""
+    """Each activity of a run, in the order it was scheduled.
+
+    Args:
+        handle: the run.
+
+    Returns:
+        Its activities, from its history.
+    """
     return activities_in(await handle.fetch_history())
 
 
 async def assert_scheduled_not_to_retry(run: CompletedRun, errors: tuple[str, ...]) -> None:
-    """Every sandbox operation of ``run`` is scheduled not to retry ``errors``."""
+    """Assert that every sandbox operation of ``run`` is scheduled not to retry
+    ``errors``.
+
+    Args:
+        run: a finished run.
+        errors: the names of the errors no attempt retries.
+    """
     sandbox_steps = [step for step in await activities(run.handle) if step.is_sandbox_operation]
     assert sandbox_steps
     for step in sandbox_steps:
@@ -903,8 +1011,15 @@ class RunOfChain:
 
 
 def approvals_in(runs: list[RunOfChain]) -> int:
-    """The decisions a chain's runs took (each update accepted): after each,
-    the agent's run resumes its sandbox once more."""
+    """The decisions a chain's runs took (each update accepted): after each, the
+    agent's run resumes its sandbox once more.
+
+    Args:
+        runs: the chain's runs (``runs_of_chain``).
+
+    Returns:
+        How many decisions they took.
+    """
     return sum(
         event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
         for run in runs
@@ -913,7 +1028,16 @@ def approvals_in(runs: list[RunOfChain]) -> int:
 
 
 async def runs_of_chain(client: Client, workflow_id: str, first_run_id: str) -> list[RunOfChain]:
-    """Every run of a finished workflow's chain, first to last."""
+    """Every run of a finished workflow's chain, first to last.
+
+    Args:
+        client: the Temporal client.
+        workflow_id: the chain's workflow id.
+        first_run_id: its first run's id.
+
+    Returns:
+        Each run, with its history.
+    """
     runs = []
     run_id: str | None = first_run_id
     while run_id is not None:
@@ -926,14 +1050,28 @@ async def runs_of_chain(client: Client, workflow_id: str, first_run_id: str) -> 
 
 
 async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
-    """The reason the run failed, as the starter prints it."""
+    """Why a run failed, as the starter prints it.
+
+    Args:
+        handle: a failed run.
+
+    Returns:
+        The reason, in one line.
+    """
     with pytest.raises(WorkflowFailureError) as failed:
         await handle.result()
     return str(getattr(failed.value.cause, "message", failed.value.cause))
 
 
 def openai_model(base_url: str) -> OpenAIResponsesModel:
-    """The SDK's real default model, talking to a scripted server."""
+    """The Agents SDK's real default model, talking to a scripted server.
+
+    Args:
+        base_url: the server's URL (``scripted_openai_server``).
+
+    Returns:
+        The model, for ``running_worker``.
+    """
     client = AsyncOpenAI(base_url=base_url, api_key="dummy", max_retries=0)
     return OpenAIResponsesModel(project().model, client)
 
@@ -960,8 +1098,15 @@ class Metrics:
 
 @asynccontextmanager
 async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client, Metrics]]:
-    """A client on a runtime of its own that serves /metrics, as the worker's
-    does with PROMETHEUS_BIND_ADDRESS set."""
+    """A client on a Temporal runtime of its own that serves /metrics, as the
+    worker's does with ``PROMETHEUS_BIND_ADDRESS`` set.
+
+    Args:
+        temporal_client: the client whose connection it takes.
+
+    Returns:
+        A context manager giving the client and its ``Metrics``.
+    """
     address = free_address()
     host, port = address.rsplit(":", 1)
     runtime = metrics_runtime((host, int(port)))
@@ -972,3 +1117,17 @@ async def metered_client(temporal_client: Client) -> AsyncIterator[tuple[Client,
         runtime=runtime,
     )
     yield client, Metrics(address)
+
+
+def answering_window(monkeypatch: pytest.MonkeyPatch, window: timedelta) -> None:
+    """For one test, how long after a sandbox last answered a run still takes
+    it to be running (15 s otherwise): past it, the next turn first asks the
+    sandbox whether it runs (the ``*-sandbox_session_running`` activity).
+
+    Args:
+        monkeypatch: the test's ``monkeypatch`` fixture, which restores the
+            window when the test ends.
+        window: the new window; ``timedelta(0)`` asks before every turn but
+            the first.
+    """
+    monkeypatch.setattr(bounded_sandbox, "RUNNING_WHILE_ANSWERING", window)

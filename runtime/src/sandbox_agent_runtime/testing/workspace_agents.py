@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from sandbox_agent_runtime.chain import Carried
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.testing import defined_at_first_use, workflow_type
+from sandbox_agent_runtime.testing.registration import defined_at_first_use, workflow_type
 
 # What the agent's own file holds.
 NOTES = b"notes the agent brings with it\n"
@@ -84,7 +84,7 @@ def _define(base: Any) -> dict[str, type[Any]]:
 
 
 if TYPE_CHECKING:
-    from sandbox_agent_runtime.testing import WorkflowVariant
+    from sandbox_agent_runtime.testing.registration import WorkflowVariant
 
     AgentWithFilesWorkflow = WorkflowVariant
     StructuredAnswerWorkflow = WorkflowVariant

@@ -13,9 +13,12 @@ from agents.models.default_models import get_default_model_settings
 from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCompactionPolicy
 
-from sandbox_agent_runtime import sandbox_tools
-from sandbox_agent_runtime.agent_tools import agent_tool
-from sandbox_agent_runtime.shared import COMPACTION_THRESHOLD
+from sandbox_agent_runtime import (
+    COMPACTION_THRESHOLD,
+    agent_tool,
+    careful_filesystem,
+    plain_shell,
+)
 
 from sandbox_agent import tools
 
@@ -52,9 +55,9 @@ def sandbox_agent() -> SandboxAgent[None]:
         model_settings=MODEL_SETTINGS,
         tools=TOOLS,
         capabilities=[
-            # Commands in a plain shell, mistakes told to the model (sandbox_agent_runtime/sandbox_tools.py).
-            Filesystem(configure_tools=sandbox_tools.careful_filesystem),
-            Shell(configure_tools=sandbox_tools.plain_shell),
+            # Commands in a plain shell, mistakes told to the model (sandbox_agent_runtime.plain_shell).
+            Filesystem(configure_tools=careful_filesystem),
+            Shell(configure_tools=plain_shell),
             Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
         ],
     )

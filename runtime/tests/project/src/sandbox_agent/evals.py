@@ -8,9 +8,7 @@ what each case scored and cost (runs.PRICES) to eval-report/ (docs/evaluations.m
 from collections.abc import Sequence
 from typing import NoReturn
 
-from sandbox_agent_runtime import evals
-from sandbox_agent_runtime.evals.report import Price
-from sandbox_agent_runtime.exits import exit_after
+from sandbox_agent_runtime import Price, evals_main, exit_after
 
 from sandbox_agent import agent, runs
 
@@ -19,7 +17,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """The command, with ``argv`` for its arguments (the tests call this):
     the agent's model and settings (a rubric's grader too), its tokens
     priced by runs.PRICES. cli() runs this: what it is given, it is given here."""
-    evals.main(
+    evals_main(
         argv,
         model=agent.MODEL,
         model_settings=agent.MODEL_SETTINGS,

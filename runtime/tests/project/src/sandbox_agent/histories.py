@@ -4,11 +4,11 @@
 
 from typing import NoReturn
 
-from sandbox_agent_runtime import histories
+from sandbox_agent_runtime import histories_cli
 
 
 def cli() -> NoReturn:
-    histories.cli()
+    histories_cli()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ Its settings are environment variables (docs/operations.md).
 from collections.abc import Sequence
 from typing import NoReturn
 
-from sandbox_agent_runtime import worker
+from sandbox_agent_runtime import worker_cli, worker_main
 
 from sandbox_agent.tools import ACTIVITIES
 from sandbox_agent.workflow import SandboxAgentWorkflow
@@ -17,12 +17,12 @@ from sandbox_agent.workflow import SandboxAgentWorkflow
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The worker, with ``argv`` for its arguments (the tests call this)."""
-    worker.main(SandboxAgentWorkflow, ACTIVITIES, argv)
+    worker_main(SandboxAgentWorkflow, ACTIVITIES, argv)
 
 
 def cli() -> NoReturn:
     """The installed command: the worker, then exit with its status."""
-    worker.cli(SandboxAgentWorkflow, ACTIVITIES)
+    worker_cli(SandboxAgentWorkflow, ACTIVITIES)
 
 
 if __name__ == "__main__":

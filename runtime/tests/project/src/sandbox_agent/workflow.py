@@ -3,17 +3,14 @@ service's agent (agent.py) under the name the starter starts runs by.
 
 Everything a run does (its sandbox, model calls, chains, conversations,
 limits) is the runtime's
-(sandbox_agent_runtime.workflow); its recorded histories
+(sandbox_agent_runtime.AgentWorkflow); its recorded histories
 (tests/histories/) prove that a new runtime still replays this service's runs.
 """
 
 from agents.sandbox import SandboxAgent
 from temporalio import workflow
 
-from sandbox_agent_runtime.chain import Carried
-from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
-from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.workflow import AgentWorkflow
+from sandbox_agent_runtime import WORKFLOW_TYPE, AgentWorkflow, Carried, RunAnswer, RunRequest
 
 from sandbox_agent.agent import sandbox_agent
 

@@ -13,9 +13,12 @@ from agents.models.default_models import get_default_model_settings
 from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Compaction, Filesystem, Shell, StaticCompactionPolicy
 
-from sandbox_agent_runtime import approvals
-from sandbox_agent_runtime.agent_tools import agent_tool
-from sandbox_agent_runtime.shared import COMPACTION_THRESHOLD
+from sandbox_agent_runtime import (
+    COMPACTION_THRESHOLD,
+    agent_tool,
+    wait_for_commands,
+    wait_for_writes,
+)
 
 from remote_agent import tools
 
@@ -55,8 +58,8 @@ def sandbox_agent() -> SandboxAgent[None]:
         tools=TOOLS,
         capabilities=[
             # Every command and every file edit waits for a person (docs/approvals.md).
-            Filesystem(configure_tools=approvals.wait_for_writes),
-            Shell(configure_tools=approvals.wait_for_commands),
+            Filesystem(configure_tools=wait_for_writes),
+            Shell(configure_tools=wait_for_commands),
             Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
         ],
     )

@@ -4,11 +4,11 @@
 
 from typing import NoReturn
 
-from sandbox_agent_runtime import api
+from sandbox_agent_runtime import api_cli
 
 
 def cli() -> NoReturn:
-    api.cli()
+    api_cli()
 
 
 if __name__ == "__main__":

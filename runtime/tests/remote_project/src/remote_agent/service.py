@@ -10,8 +10,7 @@ together (docs/operations.md); the runtime's settings of a running worker
 variables instead (docs/configuration.md).
 """
 
-from sandbox_agent_runtime import Service, configure
-from sandbox_agent_runtime.service import Price
+from sandbox_agent_runtime import Price, Service, configure
 
 from remote_agent import runs
 

@@ -6,11 +6,11 @@ its answer; `remote-agent-starter --help` lists what else it does.
 
 from typing import NoReturn
 
-from sandbox_agent_runtime import starter
+from sandbox_agent_runtime import starter_cli
 
 
 def cli() -> NoReturn:
-    starter.cli()
+    starter_cli()
 
 
 if __name__ == "__main__":
