@@ -363,7 +363,7 @@ _PUBLIC = {
     "sandbox_operation": "shared",
     "step_name": "shared",
     "tool_of": "shared",
-    "LOCAL_ACTIVITY_MARKER": "starter.steps",
+    "LOCAL_ACTIVITY_MARKER": "client.steps",
     "starter_run": "starter.start:run",
     "SHUTDOWN_GRACE": "worker",
     "sandbox_backends": "backends",
