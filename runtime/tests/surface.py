@@ -17,7 +17,6 @@ import re
 import sys
 import tomllib
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 RUNTIME = Path(__file__).resolve().parents[1]
@@ -75,39 +74,22 @@ def faces_listing() -> list[str]:
 
 
 def settings_listing() -> list[str]:
-    """Every variable each command reads, for a service with every backend,
-    approvals and a host-bound one (the most it can read), and the settings'
-    defaults and bounds: the upper-case constants of settings.py, and each
-    backend's options."""
-    from sandbox_agent_runtime import Service, configure, settings
+    """Each setting's declaration (which commands read it and when, its kind,
+    default and bounds, for the stand-in service where a bound depends on
+    the service), and each backend's options."""
     from sandbox_agent_runtime.backends import backend_module
     from sandbox_agent_runtime.service import BACKENDS
+    from sandbox_agent_runtime.settings.declared import SETTINGS
 
-    configure(
-        Service(
-            name="surface",
-            task_queue="surface",
-            providers={backend: backend for backend in BACKENDS},
-            approval="commands_and_writes",
+    lines = []
+    for setting in SETTINGS:
+        high = setting.high() if callable(setting.high) else setting.high
+        lines.append(
+            f"setting {setting.name}: {setting.kind}, read by {', '.join(setting.readers)}"
+            f"{' with ' + setting.when if setting.when else ''}, default {setting.default!r}"
+            f"{' (' + setting.unset + ')' if setting.unset else ''}"
+            f"{f', from {setting.low} to {high} {setting.unit}'.rstrip() if high else ''}"
         )
-    )
-    commands = {
-        "worker": settings.worker_variables(),
-        "starter": settings.starter_variables(),
-        "codec-server": settings.CODEC_SERVER_VARIABLES,
-        "api": settings.API_VARIABLES,
-    }
-    lines = [f"{command} reads {name}" for command, names in commands.items() for name in names]
-    constants = {
-        name: value
-        for name, value in vars(settings).items()
-        if name.isupper()
-        and not name.startswith("_")
-        and isinstance(value, int | float | str | tuple | timedelta)
-    }
-    lines.extend(
-        f"settings.{name} = {_shown(repr(value))}" for name, value in sorted(constants.items())
-    )
     lines.extend(
         f"backends.{backend}.{key} = {_shown(repr(option))}"
         for backend in BACKENDS
@@ -118,6 +100,9 @@ def settings_listing() -> list[str]:
 
 def listing() -> str:
     """The whole listing, as surface.txt keeps it."""
+    # The testing face's names need a project: the stand-in, as the suite
+    # registers it (its service configured).
+    importlib.import_module("tests.conftest")
     return "\n".join([f"version {version()}", *faces_listing(), *settings_listing()]) + "\n"
 
 
