@@ -13,6 +13,7 @@ What counts as the surface is the two tables below: a module added to
 
 import importlib
 import inspect
+import os
 import re
 import sys
 import tomllib
@@ -38,11 +39,28 @@ def _shown(thing: object) -> str:
     return re.sub(r" at 0x[0-9a-f]+", "", str(thing))
 
 
+class _Named:
+    """A default shown by its name (``os.environ``, not this machine's environment)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
 def _signature(thing: object) -> str:
     try:
-        return _shown(inspect.signature(thing))  # type: ignore[arg-type]
+        signature = inspect.signature(thing)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return ""
+    parameters = [
+        parameter.replace(default=_Named("os.environ"))
+        if parameter.default is os.environ
+        else parameter
+        for parameter in signature.parameters.values()
+    ]
+    return _shown(signature.replace(parameters=parameters))
 
 
 def _name_lines(module: str, name: str) -> Iterator[str]:
@@ -58,8 +76,11 @@ def _name_lines(module: str, name: str) -> Iterator[str]:
                 yield f"{module}.{name}.{attribute}{_signature(getattr(thing, attribute))}"
     elif callable(thing):
         yield f"{module}.{name}{_signature(thing)}"
-    else:
+    elif isinstance(thing, int | float | str | tuple | type(None)):
         yield f"{module}.{name} = {_shown(repr(thing))}"
+    else:
+        # A value made when the tests start (keys, paths): its type alone.
+        yield f"{module}.{name}: {type(thing).__name__}"
 
 
 def faces_listing() -> list[str]:
