@@ -73,24 +73,6 @@ def functions(module: ModuleType) -> dict[str, typing.Callable[..., object]]:
     }
 
 
-# The settings' readers and the API's app, which the tests of a render use
-# today, keep their prose until settings and the API are declared once
-# (issue 62, parts 2 and 7): their Args:/Returns: come with those.
-PROSE_FOR_NOW = {
-    "api_settings",
-    "api_tokens",
-    "create_app",
-    "docker_limits",
-    "encryption_keys",
-    "longest_model_timeout",
-    "missing_credentials",
-    "required_credentials",
-    "starter_variables",
-    "worker_settings",
-    "worker_variables",
-}
-
-
 @pytest.mark.parametrize("face", FACES)
 def test_each_public_function_says_its_arguments_and_what_it_returns(face: str) -> None:
     missing = []
@@ -102,10 +84,7 @@ def test_each_public_function_says_its_arguments_and_what_it_returns(face: str) 
             missing.append(f"{name}: Args")
         if gives not in (None, "None", typing.NoReturn, "NoReturn") and "Returns:" not in doc:
             missing.append(f"{name}: Returns")
-    assert sorted({entry.partition(":")[0] for entry in missing} - PROSE_FOR_NOW) == [], missing
-    assert PROSE_FOR_NOW & set(sys.modules[face].__all__) <= {
-        entry.partition(":")[0] for entry in missing
-    }
+    assert missing == []
 
 
 def test_documented_finds_a_name_without_its_docstring() -> None:

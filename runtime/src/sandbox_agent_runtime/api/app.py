@@ -172,8 +172,17 @@ EXCEPTION_HANDLERS: dict[int | type[Exception], Any] = {
 
 
 def create_app(settings: ApiSettings, client: Client) -> FastAPI:
-    """The API over ``client`` (the Temporal service, with the payloads'
-    keys and the object store), for the callers ``settings`` names."""
+    """The API's application.
+
+    Args:
+        settings: the API's settings (its callers, bounds, approver key).
+        client: the Temporal client, with the payloads' keys and the object
+            store.
+
+    Returns:
+        The FastAPI application, its routes, limits and error answers in place;
+        ``BadSetting`` for an approver key file it cannot read.
+    """
     server_key = None
     if settings.approver_key_file is not None:
         try:

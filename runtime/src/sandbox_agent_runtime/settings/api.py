@@ -89,7 +89,15 @@ CALLER_NAMES = "a name of letters, digits and . _ @ - (at most 64, starting with
 
 
 def api_tokens(environ: Mapping[str, str]) -> dict[str, str]:
-    """``API_TOKENS``: comma-separated NAME:SHA256_HEX_OF_TOKEN; {} when unset."""
+    """The callers ``API_TOKENS`` names.
+
+    Args:
+        environ: the environment to read.
+
+    Returns:
+        Each caller's name by the SHA-256 (hex) of its token; {} when unset.
+        ``BadSetting`` for an entry that is not ``NAME:SHA256_HEX_OF_TOKEN``.
+    """
     value = environ.get("API_TOKENS")
     if value is None or not value.strip():
         return {}
@@ -118,7 +126,15 @@ def api_tokens(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def api_settings(environ: Mapping[str, str] = os.environ) -> ApiSettings:
-    """The API's settings; ``BadSetting`` for the first one it cannot use."""
+    """The API's settings, read from the environment.
+
+    Args:
+        environ: the environment to read (the process's by default).
+
+    Returns:
+        The settings, parsed; ``BadSetting`` (one line) for the first one it
+        cannot use.
+    """
     tokens = api_tokens(environ)
     issuer = url(environ, "API_OIDC_ISSUER")
     audience = environ.get("API_OIDC_AUDIENCE")

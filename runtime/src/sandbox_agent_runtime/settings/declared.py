@@ -124,8 +124,12 @@ class Setting:
 
 
 def longest_model_timeout() -> int:
-    """The longest MODEL_ACTIVITY_TIMEOUT_SECONDS allowed: an hour, and no
-    longer than the service's workflow execution timeout (a run)."""
+    """The longest ``MODEL_ACTIVITY_TIMEOUT_SECONDS`` allowed.
+
+    Returns:
+        Seconds: an hour, and no longer than the configured service's
+        workflow execution timeout (a run).
+    """
     return min(3600, int(current().workflow_execution_timeout.total_seconds()))
 
 

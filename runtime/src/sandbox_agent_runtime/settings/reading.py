@@ -183,8 +183,15 @@ def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:
 
 
 def encryption_keys(environ: Mapping[str, str]) -> encryption.Keys | None:
-    """The keys ``PAYLOAD_ENCRYPTION_KEYS`` holds, or None when it is unset
-    (its message names the entry that is wrong, never a key)."""
+    """The keys ``PAYLOAD_ENCRYPTION_KEYS`` holds.
+
+    Args:
+        environ: the environment to read.
+
+    Returns:
+        The keys, or None when it is unset; ``BadSetting`` naming the entry
+        that is wrong, never a key.
+    """
     try:
         return encryption.keys_from(environ)
     except encryption.BadKeys as e:

@@ -60,8 +60,12 @@ _YES_NO = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no
 
 
 def worker_variables() -> tuple[str, ...]:
-    """Every variable the worker of this service reads itself, besides its
-    credentials: the declared ones, then its backends' options."""
+    """Every variable the worker of the configured service reads itself.
+
+    Returns:
+        The declared settings it reads, then its backends' options; not its
+        credentials.
+    """
     from sandbox_agent_runtime.backends import backend_module, variable
 
     return (
@@ -79,11 +83,16 @@ Alternatives = tuple[tuple[str, ...], ...]
 
 
 def required_credentials() -> list[tuple[Alternatives, str]]:
-    """What the worker needs in its environment before it starts, and where
-    to get it. The OpenAI client wants a key even for another OpenAI-compatible
-    endpoint (OPENAI_BASE_URL); for one that ignores keys, any value will do.
-    Then each sandbox backend's credentials, and the variables forwarded to
-    the agent's sandbox."""
+    """What the worker needs in its environment before it starts.
+
+    The OpenAI client wants a key even for another OpenAI-compatible endpoint
+    (OPENAI_BASE_URL); for one that ignores keys, any value will do.
+
+    Returns:
+        The model's key, each sandbox backend's credentials and the variables
+        forwarded to the agent's sandbox: each as its alternatives (sets of
+        variable names, any one set enough) and where to get it.
+    """
     # Imported here, not at the top: the starter need not load the sandbox
     # SDKs (seconds of start-up).
     from sandbox_agent_runtime.backends import sandbox_backends
@@ -100,8 +109,15 @@ def required_credentials() -> list[tuple[Alternatives, str]]:
 
 
 def missing_credentials(environ: Mapping[str, str]) -> str | None:
-    """One line naming the credentials the worker lacks (never their
-    values), or None."""
+    """The credentials the worker lacks.
+
+    Args:
+        environ: the environment to read.
+
+    Returns:
+        One line naming each missing credential and where to get it (never
+        a value), or None when none is missing.
+    """
     missing = [
         f"{' or '.join(' with '.join(names) for names in alternatives)} ({where})"
         for alternatives, where in required_credentials()
@@ -113,8 +129,15 @@ def missing_credentials(environ: Mapping[str, str]) -> str | None:
 
 
 def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
-    """The worker's settings; ``BadSetting`` for the first one it cannot use,
-    the missing credentials first of all."""
+    """The worker's settings, read from the environment.
+
+    Args:
+        environ: the environment to read (the process's by default).
+
+    Returns:
+        The settings, parsed; ``BadSetting`` (one line) for the first one it
+        cannot use, the missing credentials first of all.
+    """
     problem = missing_credentials(environ)
     if problem:
         raise BadSetting(problem)
@@ -374,7 +397,15 @@ def _size(environ: Mapping[str, str], variable: tuple[str, str], smallest: int) 
 
 
 def docker_limits(environ: Mapping[str, str]) -> DockerLimits:
-    """The bounds on each sandbox container, from ``DOCKER_SANDBOX_*``."""
+    """The bounds on each sandbox container.
+
+    Args:
+        environ: the environment to read (``DOCKER_SANDBOX_*``).
+
+    Returns:
+        The limits, each its default when unset; ``BadSetting`` for one out
+        of its bounds, or a workspace that leaves no room in the memory.
+    """
     memory = _size(environ, DOCKER_MEMORY, 128 << 20)
     workspace_size = _size(environ, DOCKER_WORKSPACE_SIZE, 1 << 20)
     if workspace_size + DOCKER_TMP_SIZE >= memory:
