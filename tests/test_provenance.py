@@ -43,7 +43,16 @@ def test_every_link_to_the_template_names_a_file_it_has(project: BakedProject) -
     }
     assert "docs" in linked  # the README's link to the template's docs
     for target in linked:
-        assert (TEMPLATE / target).exists(), target
+        path, _, anchor = target.partition("#")
+        assert (TEMPLATE / path).exists(), target
+        if anchor:
+            assert anchor in anchors(TEMPLATE / path), target
+
+
+def anchors(markdown: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file."""
+    headings = re.findall(r"^#+ (.+)$", markdown.read_text(), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
 
 
 def git(repo: Path, *args: str) -> str:
