@@ -7,6 +7,7 @@ worker's own constants; no name is written down a second time here."""
 
 from datetime import timedelta
 
+import httpx2 as httpx
 {% if bound -%}
 import pytest
 {% endif -%}
@@ -231,11 +232,14 @@ async def test_the_api_serves_its_probes_on_the_port_its_manifest_gives(
     parsed_api = api_settings({**given, "API_TOKENS": "me:" + "0" * 64})
     port = parsed_api.address[1]
     app = create_app(parsed_api, temporal_client)
-    routes = {getattr(route, "path", None) for route in app.routes}
-    for probe in ("readinessProbe", "livenessProbe"):
-        get = container[probe]["httpGet"]
-        assert get["path"] in routes
-        assert container_port(container, get["port"]) == port
+    # Each probe's path answers, ready (Temporal answers), on the port it serves.
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://api"
+    ) as http:
+        for probe in ("readinessProbe", "livenessProbe"):
+            get = container[probe]["httpGet"]
+            assert (await http.get(get["path"])).status_code == 200, get["path"]
+            assert container_port(container, get["port"]) == port
     service = manifest_object("Service", DEPLOY_BASE / "api.yaml")
     [served] = service["spec"]["ports"]
     assert container_port(container, served["targetPort"]) == port
