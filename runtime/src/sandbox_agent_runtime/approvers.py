@@ -85,7 +85,13 @@ def message(
     always: bool,
     reason: str,
 ) -> bytes:
-    """The bytes an approver signs: the request as shown, and the decision."""
+    """The bytes an approver signs: the request as shown, and the decision.
+
+    The compact, key-sorted JSON of the run, the call, the digest of what was
+    shown, the decision and its reason, every character outside " " to "~"
+    escaped as \\uXXXX (as ``json.dumps`` does): a client that signs in
+    another language writes exactly these bytes (the API's page does, in
+    ``canonicalJson``)."""
     return json.dumps(
         {
             "workflow_id": workflow_id,
