@@ -566,8 +566,8 @@ async def assert_the_sandbox_fails_the_run_at_once(
     assert [step.attempt for step in steps if step.attempt][-1] == 1
 
 
-# Each data converter builds the pydantic schema of every type it reads, 30 ms
-# or more each, and keeps them: the tests' many clients share this one.
+# Each data converter builds the pydantic schema of every type it reads, which
+# is slow, and keeps them: the tests' many clients share this one.
 DATA_CONVERTER = DataConverter(payload_converter_class=AgentPayloadConverter)
 
 
