@@ -1,26 +1,12 @@
 """What the service tells its operators: metrics, each run's usage, traces.
 
-- Metrics. With ``PROMETHEUS_BIND_ADDRESS=host:port`` set, the worker serves
-  ``http://host:port/metrics``: Temporal's own ``temporal_*`` metrics and the
-  service's ``agent_*`` ones named below. The workflow counts model calls,
-  tokens and runs through ``workflow.metric_meter()``, whose counters do
-  nothing while a run replays: a worker that replays a run (after a restart,
-  or to rebuild its cache) counts nothing twice. Sandbox operations are
-  counted on the worker, once per attempt, by provider and outcome (and
-  host, when the service has a host-bound backend).
-- Usage. Every run keeps its chain's total of model calls and tokens (the
-  cached among the input ones) and their cost in USD at the model's price
-  (null without one) in its memo (key ``usage``), updated as each prompt
-  ends and handed on when the run continues as new: the Web UI and
-  ``temporal workflow describe`` show it, and the starter prints it after
-  the answer.
-- Budgets. Before each model call, the prompt's own use is checked against
-  its budget (service.Budget): one reached stops the prompt
-  (``BudgetReached``), which the workflow answers saying so.
-- Traces. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set (and the ``traces`` extra
-  installed), the worker exports OpenTelemetry spans of its workflows, its
-  activities and the agent's own spans. The Agents SDK's export to OpenAI is
-  unchanged.
+Metrics (``PROMETHEUS_BIND_ADDRESS``): Temporal's ``temporal_*`` and the
+service's ``agent_*``, counted from the workflow through counters that do
+nothing while a run replays, so nothing is counted twice. Usage: each run's
+memo keeps its chain's model calls, tokens and cost, shown by the Web UI and
+the starter. Budgets: a prompt's use is checked before each model call
+(``BudgetReached``). Traces (``OTEL_EXPORTER_OTLP_ENDPOINT``, the ``traces``
+extra): OpenTelemetry spans of workflows, activities and the agent.
 """
 
 import asyncio
