@@ -95,7 +95,7 @@ def detail_of(tool: str, arguments: str) -> str:
     every argument it runs with, the input to a running command, the files a
     patch touches and its diff (a service whose approval is
     "commands_and_writes"), or another tool's arguments. Whole, and in a
-    form no terminal interprets (display.py)."""
+    form no terminal interprets."""
     if tool == "exec_command":
         return shown_command(arguments)
     if tool == "write_stdin":

@@ -100,7 +100,7 @@ class PooledOpenAIProvider(ModelProvider):
 
     def __init__(self, runs: int, use_responses: bool = True) -> None:
         self.runs = runs
-        # The endpoint's API (OPENAI_API: model_api.py).
+        # The endpoint's API (OPENAI_API).
         self.use_responses = use_responses
         self._providers: list[OpenAIProvider] = []
         self._next = 0
@@ -111,7 +111,7 @@ class PooledOpenAIProvider(ModelProvider):
             kept = -(-self.runs // pools)
             for _ in range(pools):
                 pool = httpx2.Limits(max_connections=self.runs, max_keepalive_connections=kept)
-                # Each answer checked as it arrives (model_api.py).
+                # Each answer checked as it arrives.
                 http = DefaultAsyncHttpxClient(
                     limits=pool, event_hooks={"response": [refuse_unusable_answers]}
                 )
@@ -123,7 +123,7 @@ class PooledOpenAIProvider(ModelProvider):
         self._next = (self._next + 1) % len(self._providers)
         model = provider.get_model(model_name)
         # Chat Completions has no freeform tools: the sandbox's apply_patch
-        # goes as a function of one string (model_api.py).
+        # goes as a function of one string.
         return model if self.use_responses else FreeformToolsAsFunctions(model)
 
 
@@ -157,8 +157,7 @@ class _HeartbeatAtStart(ActivityInboundInterceptor):
 def model_provider(runs: int, use_responses: bool = True) -> ModelProvider:
     """The model provider for ``runs`` model calls in flight, over the
     Responses API or (``use_responses`` false) Chat Completions; a model
-    named ``litellm/<provider>/<model>`` through LiteLLM instead
-    (litellm_models.py)."""
+    named ``litellm/<provider>/<model>`` through LiteLLM instead."""
     return litellm_models.ThroughLiteLLM(PooledOpenAIProvider(runs, use_responses))
 
 

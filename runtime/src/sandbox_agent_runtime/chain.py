@@ -51,7 +51,7 @@ from sandbox_agent_runtime.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 class Carried:
     """What one run of the chain hands the next (its second argument).
 
-    The next run may be on a newer build (versioning.py): each build must
+    The next run may be on a newer build: each build must
     read what the one before it wrote. So change it compatibly: add a field
     only with a default; never rename, remove or retype one (stop writing
     it, keep reading it, and drop it a deploy after no run carries it); a
@@ -71,7 +71,7 @@ class Carried:
     # The model calls and tokens the earlier runs of the chain used.
     usage: Usage = field(default_factory=Usage)
     # The host the sandbox lives on, or None when any worker reaches it (or
-    # the service has no host-bound backend: affinity.py).
+    # the service has no host-bound backend).
     host: SandboxHost | None = None
     # The tools a person approved for the rest of the chain (with approvals:
     # approvals.py).

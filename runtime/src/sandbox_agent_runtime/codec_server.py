@@ -177,7 +177,7 @@ class CodecServer:
                 self._serve("GET")
 
             def _serve(self, method: str) -> None:
-                # The body's length is checked already (http_guard.py): none
+                # The body's length is checked already: none
                 # of it is read before the request may go on.
                 path = self.path.partition("?")[0]
                 refused = server.refusal(method, path, self.headers)

@@ -30,7 +30,7 @@ LIVENESS_BOUND = timedelta(seconds=10)
 # How often the event loop renews its time stamp.
 TICK = timedelta(seconds=1)
 
-# How long a probe's request has to arrive (http_guard.py): a probe sends it
+# How long a probe's request has to arrive: a probe sends it
 # at once (and the kubelet gives up after a second); a client that does not
 # holds a thread of the worker no longer than this.
 ARRIVAL_DEADLINE = 10.0

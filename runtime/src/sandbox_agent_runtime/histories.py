@@ -5,9 +5,9 @@
     <service>-record-histories --query 'ExecutionStatus = "Running"'
 
 It connects as the starter does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-TEMPORAL_API_KEY, a profile: connection.py) and writes the history of each of
+TEMPORAL_API_KEY, a profile) and writes the history of each of
 the latest runs of this service's workflow (not another service's in the
-namespace: owners.py), open or closed, as JSON: the
+namespace), open or closed, as JSON: the
 format ``temporal workflow show --output json`` writes, which the suite reads
 too. tests/test_histories.py replays every file there against the workflow's
 current code; a change that would make runs in flight fail replay then fails

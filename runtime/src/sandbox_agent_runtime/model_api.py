@@ -98,7 +98,7 @@ class _NamesAMissingApi(ActivityInboundInterceptor):
                 and getattr(cause, "code", None) != "model_not_found"
             ):
                 # Its own line, not the 404's: a run's failure says the
-                # deepest cause (failures.py).
+                # deepest cause.
                 raise ApplicationError(
                     missing_api(self.api, cause), type=MISSING_API, non_retryable=True
                 ) from None

@@ -98,7 +98,7 @@ class ObjectStore:
     # s3: AWS_REGION or AWS_DEFAULT_REGION; None: the AWS SDK's own choice.
     region: str | None = None
     # s3: the endpoints the AWS SDK reads (AWS_ENDPOINT_URL and
-    # AWS_ENDPOINT_URL_S3, set by settings.py), whose credentials a message
+    # AWS_ENDPOINT_URL_S3, set by the settings), whose credentials a message
     # masks wherever the SDK's own text repeats them. Not shown, not compared.
     endpoints: tuple[str, ...] = field(default=(), repr=False, compare=False)
 

@@ -50,7 +50,7 @@ MODEL_COST = "agent_model_cost_usd"
 BUDGETS_REACHED = "agent_budgets_reached"
 # Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
 # "error"), and, when the service has a host-bound backend, host (the host the
-# sandbox lives on, or "any": affinity.py).
+# sandbox lives on, or "any").
 SANDBOX_OPERATIONS = "agent_sandbox_operations"
 # With approvals. Label: decision ("approved", "rejected", "timed_out"):
 # requests for approval, and the time each waited for its decision (a
@@ -72,12 +72,11 @@ SNAPSHOT_BYTES = "agent_snapshot_bytes"
 SNAPSHOT_SECONDS = "agent_snapshot_seconds"
 # When the service has a host-bound backend. Labels: host, outcome ("failed":
 # the run failed naming it; "recovered": the run went on on another host from
-# its last snapshot): each time a run took its sandbox's host for gone
-# (affinity.py).
+# its last snapshot): each time a run took its sandbox's host for gone.
 HOSTS_GONE = "agent_sandbox_hosts_gone"
 # A histogram, in seconds: how long each model call's attempt waited on the
 # model calls' queue before a worker started it (the fleet's rate, or every
-# worker busy: model_queue.py).
+# worker busy).
 MODEL_CALL_WAIT = "agent_model_call_wait_seconds"
 # Their buckets: the SDK's defaults (50 to 10,000) fit milliseconds, not these.
 BUCKETS = {
@@ -217,7 +216,7 @@ def count_runs_from_zero(
 
 def count_run(outcome: str) -> None:
     """Count one run of the workflow ending with ``outcome`` (replay-safe),
-    and the build it ran on: a versioned worker's (versioning.py), or an
+    and the build it ran on: a versioned worker's, or an
     unversioned one's ``build_id`` (worker.UNVERSIONED_BUILD), which the
     workflow sees as its current version too. count_runs_from_zero() uses
     the same ids, so its zero is the series this counter adds to."""
@@ -279,7 +278,7 @@ def run_outcome(error: BaseException) -> str | None:
 
 class ModelCallWait(Interceptor):
     """Records how long each model call waited on the model calls' queue
-    (MODEL_CALL_WAIT; model_queue.py)."""
+    (MODEL_CALL_WAIT)."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _ModelCallWait(next)
@@ -309,7 +308,7 @@ class SandboxOperationMeter(Interceptor):
     provider, operation and outcome, and, when the service has a host-bound
     backend, the host the sandbox lives on: this worker's ``host`` for an
     operation of a sandbox on its host, "any" for a sandbox any worker
-    reaches (affinity.py); and every call of one of the agent's tools, by
+    reaches; and every call of one of the agent's tools, by
     tool and outcome. ``host`` is the worker's host (None for a service
     without a host-bound backend)."""
 

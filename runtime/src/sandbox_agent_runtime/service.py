@@ -21,7 +21,7 @@ from typing import Literal
 from sandbox_agent_runtime import catalog
 
 # Who approves what the agent runs: nobody; each shell command (and input to a
-# running one); each command and each file edit (approvals.py).
+# running one); each command and each file edit.
 Approval = Literal["none", "commands", "commands_and_writes"]
 APPROVALS: tuple[Approval, ...] = ("none", "commands", "commands_and_writes")
 
@@ -29,7 +29,7 @@ APPROVALS: tuple[Approval, ...] = ("none", "commands", "commands_and_writes")
 # gives it, and those whose sandbox can live on the host of the worker that
 # created it (a local workspace; a container on the host's own Docker
 # engine): a service with one of them keeps every sandbox operation of such a
-# run on that host (affinity.py). Both as the catalog declares them.
+# run on that host. Both as the catalog declares them.
 BACKENDS = catalog.BACKENDS
 HOST_BOUND = tuple(name for name, declared in catalog.CATALOG.items() if declared.host_bound)
 
@@ -124,7 +124,7 @@ class Service:
 
     @property
     def host_bound(self) -> bool:
-        """Whether a run's sandbox may live on one worker's host (affinity.py)."""
+        """Whether a run's sandbox may live on one worker's host."""
         return any(backend in HOST_BOUND for backend in self.providers.values())
 
     def command(self, role: str) -> str:

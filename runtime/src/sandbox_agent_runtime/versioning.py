@@ -2,7 +2,7 @@
 build each run stays on.
 
 Off unless both ``TEMPORAL_DEPLOYMENT_NAME`` and ``TEMPORAL_WORKER_BUILD_ID``
-are set (the names Temporal's Kubernetes worker controller injects; settings.py
+are set (the names Temporal's Kubernetes worker controller injects
 reads them). Then the worker polls as that Worker Deployment Version, and
 Temporal sends each run
 only to workers of the build it started on (the workflow is ``PINNED``): a
@@ -35,7 +35,7 @@ def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfi
 
 def reporting_only(version: WorkerDeploymentVersion) -> WorkerDeploymentConfig:
     """The worker options that make a poller report ``version`` but poll
-    unversioned (the model calls' queue: model_queue.py)."""
+    unversioned (the model calls' queue)."""
     return WorkerDeploymentConfig(version=version, use_worker_versioning=False)
 
 

@@ -102,7 +102,7 @@ def unversioned_build() -> str:
     """The build an unversioned worker reports to Temporal (with its pollers,
     and in each workflow task it completes): "<service>-<its version>". It
     routes nothing and does not change when the code does: a versioned worker
-    reports TEMPORAL_WORKER_BUILD_ID (versioning.py). Left unset, the SDK
+    reports TEMPORAL_WORKER_BUILD_ID. Left unset, the SDK
     would hash the bytecode of every loaded module: with the Agents SDK some
     1,800 modules, seconds of CPU at each start."""
     return _build_of(distribution())
@@ -189,7 +189,7 @@ def agents_plugin(
             heartbeat_timeout=model_heartbeat_timeout(settings.runs_in_flight),
             retry_policy=model_retry_policy,
             # On their own queue, whose rate the server holds across the
-            # fleet (MODEL_CALLS_PER_SECOND: model_queue.py).
+            # fleet (MODEL_CALLS_PER_SECOND).
             task_queue=model_task_queue(),
             # Model calls stay ordinary activities, so each one shows in the Web
             # UI and the starter's progress, heartbeats, and is retried on its
@@ -226,7 +226,7 @@ def agents_plugin(
         resolvable_worker_env_vars=current().sandbox_secrets,
         use_otel_instrumentation=traced,
     )
-    # The plugin's data converter, reading model inputs cheaply (payloads.py).
+    # The plugin's data converter, reading model inputs cheaply.
     plugin.data_converter = with_agent_payloads
     return plugin
 
@@ -255,8 +255,8 @@ class ServiceWorker:
     """The worker's pollers, started and stopped together, and whether they
     are ready: ``shared`` on the service's task queue (the runs, the
     sandboxes any worker reaches), ``models`` on the model calls' queue
-    (model_queue.py) and ``own`` on its host's queue (the operations of the
-    sandboxes on this host: affinity.py), None when no sandbox it creates
+    and ``own`` on its host's queue (the operations of the
+    sandboxes on this host), None when no sandbox it creates
     lives on its host (always, for a service without a host-bound backend).
 
     As ``async with Worker`` does, a poller that fails while the block runs
@@ -307,7 +307,7 @@ class ServiceWorker:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        # Not ready from here on (health.py): draining. The shared poller
+        # Not ready from here on: draining. The shared poller
         # stops first (pollers).
         self._draining = True
         for poller, run in reversed(list(zip(self.pollers, self._runs, strict=True))):
@@ -433,7 +433,7 @@ def model_calls_worker(
     graceful_shutdown_timeout: timedelta,
     identity: str | None,
 ) -> Worker:
-    """The poller of the model calls' queue (model_queue.py): one call at a
+    """The poller of the model calls' queue: one call at a
     time per run in flight, at most MODEL_CALLS_PER_SECOND a second across
     the fleet. Unversioned, as a host's queue is, so that one rate holds for
     every build (the agents plugin registers the model activities on every

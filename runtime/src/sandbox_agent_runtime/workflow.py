@@ -64,10 +64,10 @@ from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
 from sandbox_agent_runtime.workspace.steps import Preparation, Snapshots, check, collect, forget
 
 
-# On a versioned worker (versioning.py) a run stays on the build it started
+# On a versioned worker a run stays on the build it started
 # on (the worker's default behaviour, PINNED: a workflow that names one fails
 # on an unversioned worker), so a deploy never replays new code into it; the
-# next run of its chain starts on the current build (interruptions.py).
+# next run of its chain starts on the current build.
 class AgentWorkflow:
     """The agent's workflow, without its type: a project's subclass, under
     ``@workflow.defn(name=WORKFLOW_TYPE)``, gives its agent (``agent()``)
@@ -160,7 +160,7 @@ class AgentWorkflow:
     async def _run(self, request: RunRequest, carried: Carried | None) -> RunAnswer:
         """The run: it begins (its request checked, its sandbox's client),
         takes up where its chain's earlier run left off, and is a job or a
-        conversation; a failure ends it as a person can read (ending.py)."""
+        conversation; a failure ends it as a person can read."""
         self.given = self._given()
         request, self.sandbox = await begin.begin(request, carried, self.given)
         self.follow_ups = request.follow_ups
@@ -233,7 +233,7 @@ class AgentWorkflow:
         the agent's first turn (restored, the inputs placed), the agent's
         turns, the outputs collected. The prompt goes on in the next run of
         the chain when the history is full, and a conversation's is redone
-        in a fresh sandbox when its host is gone (interruptions.py). A
+        in a fresh sandbox when its host is gone. A
         prompt that reaches its budget stops, its answer saying so: its
         workspace stays as it is, for a follow-up."""
         request, agent = prompt.request, self.agent()

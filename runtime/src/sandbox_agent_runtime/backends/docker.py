@@ -228,7 +228,7 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
 def shared_by_every_worker(settings: WorkerSettings) -> bool:
     """Whether every worker reaches this worker's engine (``DOCKER_ENGINE_SHARED``):
     its containers then live on no worker's host, and a run goes on on any
-    worker (host_bound(), affinity.py)."""
+    worker (host_bound())."""
     return settings.docker_engine_shared
 
 

@@ -372,7 +372,7 @@ class _Reader:
         return tuple(paths)
 
     def repo(self, value: object) -> str:
-        """A repository of a form a run may be given (repos.py); the
+        """A repository of a form a run may be given; the
         service's REPO_ALLOWED_* settings are checked before any run starts
         (runner.prepare)."""
         if isinstance(value, str):

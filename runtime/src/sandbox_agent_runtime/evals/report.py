@@ -31,7 +31,7 @@ from typing import Any
 from sandbox_agent_runtime.evals.stats import wilson
 
 # The service's prices, which its budgets use too: one way to turn tokens
-# into money (service.py).
+# into money.
 from sandbox_agent_runtime.service import Price, cost_of, usd
 
 __all__ = ["Attempt", "Price", "build", "cost_of", "markdown", "page", "wilson", "write"]

@@ -133,7 +133,7 @@ def local_stand_in(settings: WorkerSettings) -> BaseSandboxClient[Any]:
 # seconds whatever its back-off. Timers fire within 10 ms here.
 PRECISE_TIMERS = 'history.timerProcessorMaxTimeShift="10ms"'
 # It hands an activity to another task queue than its run's (a sandbox's
-# host's: affinity.py), and a task that no worker took with its workflow
+# host's), and a task that no worker took with its workflow
 # task, about 100 ms late, polling its queue of such tasks 20 times a second
 # by default; within a few ms here.
 PROMPT_DISPATCH = "history.transferProcessorMaxPollRPS=1000"

@@ -123,7 +123,7 @@ class WorkspaceProvider(SandboxClientProvider):
     ``has_store``: the worker keeps large payloads in an object store, so a
     run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT.
     ``git_timeout``: the longest one of its git processes may run;
-    ``repos``: the repositories it clones (REPO_ALLOWED_*: repos.py)."""
+    ``repos``: the repositories it clones (REPO_ALLOWED_*)."""
 
     def __init__(
         self,
