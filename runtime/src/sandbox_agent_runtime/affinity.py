@@ -1,44 +1,15 @@
 """A run's sandbox stays on the host that holds it.
 
-A local workspace is a directory on one host's disk, a Docker container lives
-on one host's engine, and a command still running after the agent stopped
-waiting for it lives in one worker's memory. Temporal hands an activity to
-whichever worker polls its task queue first: with workers on two hosts, a
-run's next command would land on a host that does not hold its sandbox, and
-the run would fail or, worse, go on without its files. So:
-
-1. Every worker polls the service's task queue (``Service.task_queue``),
-   shared by every worker (runs, model calls, sandboxes any worker can
-   reach), and, when its sandboxes live on its host, its host's own queue,
-   ``host_queue(host)``, for them.
-2. Before a run creates its sandbox it asks any worker, on the shared queue,
-   where the sandbox will live (the ``<provider>-sandbox_host`` activity). The
-   worker answers with its own host when the backend's sandboxes are bound to
-   it (``host_bound()`` in the backend's module), and with None when any
-   worker can reach them (a remote service's sandboxes, containers on one
-   engine that every worker shares).
-3. Every operation of that sandbox (its creation, each command, each read and
-   write, its teardown) then goes to that host's queue, and the host is
-   handed to the next run of the chain with the sandbox (``chain.Carried``).
-
-The question of step 2 is a local activity: the worker that runs the
-workflow's task answers it, so a run's sandbox lives where its workflow runs.
-Temporal keeps sending a run's workflow tasks to the worker that has it in
-memory, and hands an activity on the workflow's own queue straight back to
-the worker completing the task (eager dispatch), with no trip through the
-server's matching. So each operation is first offered on the run's own queue,
-marked with its host (``HOST_HEADER``: ``HostFirst``); a worker of another
-host (the run moved after a restart or an eviction) refuses it before running
-anything (``NotThisHost``), and only then is it sent to the host's queue, as
-above, where a host that is gone is found out.
-
-A host is named by ``WORKER_HOST_ID``, or else by the machine's host name (on
-Kubernetes, the pod's name; settings.py checks that either can name a queue):
-a worker restarted on the same host polls the same queue and resumes its runs
-in the same workspace. When no worker of the host takes an operation within
-``SANDBOX_HOST_WAIT``, the host is taken for gone with the sandbox on it: the
-run fails with a reason naming the host (``host_gone_failure()``) rather than
-wait for ever or go on in a fresh sandbox.
+A local workspace, a container on one host's engine and a command still
+running in one worker's memory live on one host, while Temporal hands an
+activity to whichever worker polls first. So a worker whose sandboxes live
+on its host also polls its host's own queue (``host_queue``); a run asks,
+before it creates its sandbox, where it will live (``choose_host``), and
+sends every operation of that sandbox there, carrying the host to the next
+run of its chain. A host named by ``WORKER_HOST_ID`` (or the machine's host
+name) keeps its queue across restarts; a host no worker answers for within
+``SANDBOX_HOST_WAIT`` is taken for gone, and the run fails naming it
+(``host_gone_failure()``) rather than wait for ever or go on without its files.
 """
 
 import asyncio
@@ -176,8 +147,19 @@ def worker_identity(host: str) -> str:
 class HostFirst(Interceptor):
     """Offers each operation bound for a host's queue on the run's own queue
     first, where it is most often dispatched eagerly to the worker running
-    the workflow, on the sandbox's host (the module's docstring); a worker
-    of ``host`` refuses an operation marked for another host."""
+    the workflow, on the sandbox's host; a worker of ``host`` refuses an
+    operation marked for another host.
+
+    The host question (``choose_host``) is a local activity: the worker that
+    runs the workflow's task answers it, so a run's sandbox lives where its
+    workflow runs. Temporal keeps sending a run's workflow tasks to the
+    worker that has it in memory, and hands an activity on the workflow's own
+    queue straight back to the worker completing the task (eager dispatch),
+    with no trip through the server's matching. So each operation is first
+    offered on the run's own queue, marked with its host (``HOST_HEADER``); a
+    worker of another host (the run moved after a restart or an eviction)
+    refuses it before running anything (``NotThisHost``), and only then is it
+    sent to the host's queue, where a host that is gone is found out."""
 
     def __init__(self, host: str) -> None:
         self.host = host

@@ -1,30 +1,13 @@
 """A person approves what the agent runs.
 
-With approvals (a service's ``approval`` other than "none"), every shell
-command the model asks for and every input to a running one waits for a
-person's decision, and with "commands_and_writes" every file edit
-(``apply_patch``) too. The run stops before the call (the Agents SDK's tool
-approval: ``needs_approval``), lists it in the workflow's ``pending`` query
-and its current details (the Web UI shows them), and waits, durably: a
-worker that restarts meanwhile loses nothing. The ``decide`` update
-approves or rejects it (with a reason the model reads as the tool's result,
-so the agent can change course), or approves the tool for the rest of the
-run (``always``). A request nobody decides within the service's
-``approval_timeout`` is rejected, saying so, and the run goes on. The
-starter asks on a terminal, or prints the commands that decide:
-
-    <service>-starter --pending WORKFLOW_ID
-    <service>-starter --approve WORKFLOW_ID CALL_ID [--always]
-    <service>-starter --reject WORKFLOW_ID CALL_ID --reason "..."
-
-What a person is shown is what runs: every argument of the call, whole,
-in a form no terminal interprets (display.py), made by the same reading of
-the call that runs it (sandbox_tools.command_of(), the SDK's own patch
-parser). Only a person can decide: a decision counts only when one of the
-worker's approvers signed it, over the request as shown (approvers.py).
-
-To make one of the agent's own tools wait too, give it ``needs_approval=True``
-(agent.py shows how).
+With approvals, every shell command the model asks for (and, with
+"commands_and_writes", every file edit) waits, durably, for a person's
+decision: a worker that restarts meanwhile loses nothing, a rejection's
+reason reaches the model as the tool's result so the agent can change course,
+and a request nobody decides within ``approval_timeout`` is rejected, saying
+so. What a person is shown is what runs, whole and in a form no terminal
+interprets; a decision counts only when one of the worker's approvers signed
+it. A render's docs/approvals.md is the guide.
 """
 
 import json
@@ -112,7 +95,7 @@ def detail_of(tool: str, arguments: str) -> str:
     every argument it runs with, the input to a running command, the files a
     patch touches and its diff (a service whose approval is
     "commands_and_writes"), or another tool's arguments. Whole, and in a
-    form no terminal interprets (display.py)."""
+    form no terminal interprets."""
     if tool == "exec_command":
         return shown_command(arguments)
     if tool == "write_stdin":

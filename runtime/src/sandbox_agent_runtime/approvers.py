@@ -1,26 +1,13 @@
 """Who may decide: signed decisions, so only a person can approve.
 
-Anything that reaches the Temporal frontend can send the ``decide`` update:
-the agent's own commands can, on the local backend or wherever the sandbox
-reaches the network. So a decision counts only when it is signed by one of
-the approvers the worker trusts. Each approver has an Ed25519 key pair: the
-private key stays with the person (a file only they can read,
-``APPROVER_KEY_FILE``), the worker is given the public keys
-(``APPROVERS``, which settings.py reads). The starter signs what the person decided together with
-what they were shown: the run (workflow and run id), the call, the digest of
-the request's text, and the decision. A run takes one decision per call, so
-a signature is good once. The update's validator checks the
-signature before the decision is written to history; a decision that does
-not verify is refused and the call goes on waiting for a person.
-
-The guarantee rests on the private keys: a process that can read one can
-approve. Keep them where the worker's user, and so the agent's commands,
-cannot read them (docs/approvals.md).
-
-The workflow's validator uses this module passed through its sandbox
-(phases/deciding.py):
-the keys the worker trusts are set once, at start (``trust()``), and the
-validator reads them. A replay never runs a validator, so it needs no keys.
+Anything that reaches the Temporal frontend can send the ``decide`` update,
+the agent's own commands included, so a decision counts only when one of the
+approvers the worker trusts (``APPROVERS``, their Ed25519 public keys) signed
+it, over what they were shown (``message()``); a signature is good once, and
+one that does not verify is refused before it reaches history. The guarantee
+rests on the private keys: keep them where the worker's user, and so the
+agent's commands, cannot read them. The keys are set once, at start
+(``trust()``); a replay runs no validator and needs none.
 """
 
 import base64
@@ -85,7 +72,13 @@ def message(
     always: bool,
     reason: str,
 ) -> bytes:
-    """The bytes an approver signs: the request as shown, and the decision."""
+    """The bytes an approver signs: the request as shown, and the decision.
+
+    The compact, key-sorted JSON of the run, the call, the digest of what was
+    shown, the decision and its reason, every character outside " " to "~"
+    escaped as \\uXXXX (as ``json.dumps`` does): a client that signs in
+    another language writes exactly these bytes (the API's page does, in
+    ``canonicalJson``)."""
     return json.dumps(
         {
             "workflow_id": workflow_id,

@@ -598,8 +598,7 @@ def repo_of(text: str, policy: RepoPolicy | None = None) -> Repo:
     """``--repo URL[@REF]`` as a ``Repo``. The ref follows the last ``@``
     that comes after the repository's path (``git@host:org/repo`` has none;
     ``git@host:org/repo@v1`` has ``v1``); the directory is the URL's last
-    part without ``.git``. The URL is one a run may be given
-    (repos.py): with ``policy``, allowed by it, its host's addresses
+    part without ``.git``. The URL is one a run may be given: with ``policy``, allowed by it, its host's addresses
     looked up (blocking: a coroutine runs this in a thread); without, of a
     form a policy could allow (an evaluation's dataset, before the
     settings are read)."""

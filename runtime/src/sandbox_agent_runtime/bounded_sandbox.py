@@ -1,36 +1,12 @@
 """Sandbox results cut to a size Temporal can record (worker side).
 
-What a sandbox operation returns is its activity's result, recorded in the
-workflow's history, and Temporal refuses any payload over 2 MB: a command
-that printed 3 MB would fail its activity on every attempt, and the run with
-it. The worker therefore registers every backend's client wrapped in
-``BoundedSandboxClient``: command output (stdout and stderr each) longer than
-``LONGEST_OUTPUT`` bytes and file reads longer than ``LONGEST_READ`` are cut,
-with a note in their place saying how much was cut and how to read the rest.
-The agent sees the note and goes on.
-
-A file the agent's tools read cut is never written back: that would lose
-what was cut. ``apply_patch`` reads a file, patches it and writes it whole,
-so the workflow's session (``RefusesCutWriteBack``) remembers the note of
-every read that was cut and refuses a write that holds one of them. The
-model reads the refusal as the tool's result and goes on. The notes live in
-the workflow, which rebuilds them from its history on any worker; a file
-that merely contains text like a note is written as it is.
-
-Each command the agent runs is also bounded in time: it is killed, with
-every process it started in its process group where the sandbox's ``timeout``
-does that (GNU coreutils; busybox kills the command only), once it has run
-the worker's ``SANDBOX_COMMAND_TIME_LIMIT_SECONDS`` (600 by default: settings.py). A command that spins
-or waits for ever ends as a failed command the agent can see, exit code 137.
-Without a ``timeout`` in the sandbox, the shell's ``ulimit -t`` bounds its
-CPU time instead. That is the one bound the local backend has: see
-docs/operations.md for what it cannot bound.
-
-The workflow's session of a run's sandbox is a ``LastingSession`` (built by
-chain.LastingSandboxClient): it refuses cut write-backs, outlives the
-runner's teardown, and is taken to be running while it answers the run's
-operations. The sandbox's tools (sandbox_tools.py) call it, so it lives
-here, below them.
+Temporal refuses any payload over its limit: a command that printed too much
+would fail its activity on every attempt, and the run with it. So every
+backend's client is wrapped (``BoundedSandboxClient``): long output and reads
+are cut with a note the agent sees and goes on from, and each command is
+bounded in time. A file read cut is never written back whole, which would
+lose what was cut (``RefusesCutWriteBack``, in the workflow, which rebuilds
+its notes from history on any worker).
 """
 
 import io
@@ -202,7 +178,16 @@ class RefusesCutWriteBack(SandboxSession):
 
 
 class BoundedSandboxClient(BaseSandboxClient[Any]):
-    """A backend's client whose sessions are ``BoundedSession``s."""
+    """A backend's client whose sessions are ``BoundedSession``s: command
+    output (stdout and stderr each) longer than ``LONGEST_OUTPUT`` bytes and
+    file reads longer than ``LONGEST_READ`` are cut, with a note in their
+    place saying how much was cut and how to read the rest; each command is
+    killed (with every process it started, where the sandbox's ``timeout``
+    does that: GNU coreutils, not busybox) once it has run ``time_limit``
+    seconds (SANDBOX_COMMAND_TIME_LIMIT_SECONDS), and ends as a failed command
+    the agent sees, exit code 137. Without a ``timeout`` in the sandbox, the
+    shell's ``ulimit -t`` bounds its CPU time instead: the one bound the local
+    backend has."""
 
     def __init__(self, client: BaseSandboxClient[Any], time_limit: int) -> None:
         self.client = client

@@ -1,39 +1,15 @@
 """How many runs one worker holds at once, sized for agents: one number.
 
-An agent run spends nearly all its time waiting on the model (seconds per
-call) while the worker's CPU is idle, so a worker can keep thousands of runs
-waiting at once for well under a MiB of memory each. The Temporal SDK's
-defaults are sized for CPU-bound work instead: 100 activities at a time (so
-only 100 runs wait on the model, the rest queue behind an idle CPU), and the
-OpenAI client keeps at most 1,000 connections. One number, the worker's runs
-in flight (``WORKER_RUNS_IN_FLIGHT``, 1,000 unless set: settings.py), sets
-the limits that must agree, together:
-
-- activity slots: as many for model calls, on the model calls' own queue
-  (model_queue.py), where each run waiting on the model holds one; as many
-  again for sandbox operations and the agent's tools on the service's
-  queue; and, when the service has a host-bound backend, as many again on
-  the worker's host queue, for the operations of the sandboxes on its host
-  (affinity.py);
-- cached workflows: twice as many, so that neither a run in flight nor one
-  waiting for a slot is dropped from the cache and replayed at its next step
-  (past that, runs are dropped safely and replayed: it costs CPU, see
-  tests/test_eviction.py);
-- the model client's connection pools: one connection per model call in
-  flight, in pools of at most CONNECTIONS_PER_POOL;
-- the model calls' heartbeat timeout, which grows with the limit so that a
-  worker's heartbeats stay under HEARTBEATS_PER_SECOND, whatever its size.
-
-Past the limit nothing fails: a run's next step (a model call or a sandbox
-operation) waits on the task queue until a slot frees, and shows as
-scheduled, not started, in the run's history and the Web UI. Figures behind
-the default are in the template's docs/capacity.md.
-
-What a run in flight holds besides: its sandbox (a remote backend's quota of
-sandboxes caps runs in flight across all workers, and a run past that quota
-fails to create its sandbox instead of waiting: keep WORKER_RUNS_IN_FLIGHT
-times the workers within it), and, while it waits on the model, a heartbeat
-to Temporal every half ``model_heartbeat_timeout()``.
+An agent run spends nearly all its time waiting on the model while the
+worker's CPU is idle, so a worker can keep thousands of runs waiting at once;
+the Temporal SDK's defaults are sized for CPU-bound work instead.
+``WORKER_RUNS_IN_FLIGHT`` sets together the limits that must agree: activity
+slots on each queue, cached workflows (``worker_options``), the model
+client's connection pools and the model calls' heartbeat timeout
+(``model_heartbeat_timeout``). Past the limit nothing fails: a run's next
+step waits on its task queue, scheduled and not started, until a slot frees.
+A remote backend's quota of sandboxes caps runs in flight across all
+workers: keep WORKER_RUNS_IN_FLIGHT times the workers within it.
 """
 
 import resource
@@ -87,7 +63,11 @@ def model_heartbeat_timeout(runs: int) -> timedelta:
 
 def worker_options(runs: int) -> dict[str, Any]:
     """The Worker's slots, cache and heartbeat throttle for ``runs`` runs in
-    flight. The SDK sends a call's heartbeats to Temporal at most every 0.8 of
+    flight: a model call slot per run (on the model calls' queue), as many
+    again for sandbox operations and tools (and, with a host-bound backend,
+    on the host's queue); twice as many cached workflows, so that neither a
+    run in flight nor one waiting for a slot is dropped from the cache and
+    replayed at its next step. The SDK sends a call's heartbeats to Temporal at most every 0.8 of
     its timeout, leaving 2 s of slack at 10 s; every half timeout leaves half."""
     return {
         "max_concurrent_activities": runs,
@@ -120,7 +100,7 @@ class PooledOpenAIProvider(ModelProvider):
 
     def __init__(self, runs: int, use_responses: bool = True) -> None:
         self.runs = runs
-        # The endpoint's API (OPENAI_API: model_api.py).
+        # The endpoint's API (OPENAI_API).
         self.use_responses = use_responses
         self._providers: list[OpenAIProvider] = []
         self._next = 0
@@ -131,7 +111,7 @@ class PooledOpenAIProvider(ModelProvider):
             kept = -(-self.runs // pools)
             for _ in range(pools):
                 pool = httpx2.Limits(max_connections=self.runs, max_keepalive_connections=kept)
-                # Each answer checked as it arrives (model_api.py).
+                # Each answer checked as it arrives.
                 http = DefaultAsyncHttpxClient(
                     limits=pool, event_hooks={"response": [refuse_unusable_answers]}
                 )
@@ -143,7 +123,7 @@ class PooledOpenAIProvider(ModelProvider):
         self._next = (self._next + 1) % len(self._providers)
         model = provider.get_model(model_name)
         # Chat Completions has no freeform tools: the sandbox's apply_patch
-        # goes as a function of one string (model_api.py).
+        # goes as a function of one string.
         return model if self.use_responses else FreeformToolsAsFunctions(model)
 
 
@@ -177,8 +157,7 @@ class _HeartbeatAtStart(ActivityInboundInterceptor):
 def model_provider(runs: int, use_responses: bool = True) -> ModelProvider:
     """The model provider for ``runs`` model calls in flight, over the
     Responses API or (``use_responses`` false) Chat Completions; a model
-    named ``litellm/<provider>/<model>`` through LiteLLM instead
-    (litellm_models.py)."""
+    named ``litellm/<provider>/<model>`` through LiteLLM instead."""
     return litellm_models.ThroughLiteLLM(PooledOpenAIProvider(runs, use_responses))
 
 

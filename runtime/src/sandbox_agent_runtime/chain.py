@@ -1,20 +1,13 @@
 """How one long agent run becomes a chain of workflow runs.
 
-Every model call is an activity whose input is the whole conversation, so a
-run's history grows with the square of its steps, and Temporal ends a run at
-50 MB. The workflow therefore stops the agent before each model call once its
-history passes ``HISTORY_BUDGET`` and continues as new, handing the next run a
-``Carried``: the conversation so far, the sandbox session's state and the
-turns used. The next run resumes the same sandbox (the same workspace) and
-goes on with the same conversation. Three pieces make that work:
-
-- ``HistoryBudget``, the hooks that stop the agent between two turns.
-- ``LastingSandboxClient``, whose sessions outlive each ``Runner.run``: the
-  runner would otherwise stop and delete the sandbox at the end of every run
-  in the chain. The workflow removes it once, when the chain ends.
-- ``bounded()``, which keeps the conversation (what each model call carries,
-  and what one run hands the next) under ``CONVERSATION_LIMIT`` even when the
-  model never compacts it.
+Every model call carries the whole conversation, so a run's history grows
+with the square of its steps, and Temporal ends a run whose history is too
+large. The workflow stops the agent between two turns once its history passes
+``HISTORY_BUDGET`` (``HistoryBudget``) and continues as new, handing the next
+run a ``Carried``: the conversation, the sandbox session's state and the turns
+used. The sandbox outlives each run of the chain (``LastingSandboxClient``),
+and the conversation stays under ``CONVERSATION_LIMIT`` even when the model
+never compacts it (``bounded()``).
 """
 
 import json
@@ -51,7 +44,7 @@ from sandbox_agent_runtime.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 class Carried:
     """What one run of the chain hands the next (its second argument).
 
-    The next run may be on a newer build (versioning.py): each build must
+    The next run may be on a newer build: each build must
     read what the one before it wrote. So change it compatibly: add a field
     only with a default; never rename, remove or retype one (stop writing
     it, keep reading it, and drop it a deploy after no run carries it); a
@@ -71,7 +64,7 @@ class Carried:
     # The model calls and tokens the earlier runs of the chain used.
     usage: Usage = field(default_factory=Usage)
     # The host the sandbox lives on, or None when any worker reaches it (or
-    # the service has no host-bound backend: affinity.py).
+    # the service has no host-bound backend).
     host: SandboxHost | None = None
     # The tools a person approved for the rest of the chain (with approvals:
     # approvals.py).

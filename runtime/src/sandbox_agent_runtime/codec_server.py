@@ -1,36 +1,12 @@
 """The codec server: the Web UI and the CLI show decrypted payloads to those allowed.
 
-    <service>-codec-server    # on 127.0.0.1:8081 (CODEC_SERVER_BIND_ADDRESS)
-
-It speaks Temporal's remote codec protocol: ``POST .../decode`` and ``POST
-.../encode`` take and give ``{"payloads": [...]}`` (protobuf JSON), the
-``X-Namespace`` header naming the namespace. Decoding, it fetches a payload
-kept in the object store (OBJECT_STORE_URL) and decrypts it with
-PAYLOAD_ENCRYPTION_KEYS, so a reference shows as what it refers to; a payload
-it cannot decrypt comes back as it was (and its log says which key it lacks).
-
-    temporal server start-dev --ui-codec-endpoint http://127.0.0.1:8081
-    temporal workflow show -w ID --codec-endpoint http://127.0.0.1:8081 --codec-auth "Bearer $CODEC_SERVER_TOKEN"
-
-Who may decode:
-
-- ``CODEC_SERVER_TOKEN``: each request must carry ``Authorization: Bearer
-  <token>`` (compared in constant time); without, 401. Unset, the server
-  starts only on a loopback address (anyone on this host may then decode:
-  the developer's own machine, or a pod's sidecar behind a proxy that
-  authenticates), and says so.
-- ``CODEC_SERVER_ALLOWED_ORIGINS``: the Web UI origins a browser may call it
-  from (CORS; the dev server's UI by default). A request from any other
-  origin is refused (403) and its preflight gets no CORS headers, so another
-  site open in the same browser cannot use it.
-- ``TEMPORAL_NAMESPACE`` (``default``): a request naming another namespace
-  in ``X-Namespace`` is refused (403), and one naming none (400).
-
-Whoever calls it, it holds (http_guard.py): a body without a valid length is
-refused before any of it is read (411, 400; over LARGEST_REQUEST, 413); a
-request has ARRIVAL_DEADLINE seconds to arrive, however slowly it is sent
-(408); over MOST_CONNECTIONS at once, a connection gets 503. It logs one line
-per request refused or payload it could not decode, never a payload.
+It speaks Temporal's remote codec protocol: a payload kept in the object
+store shows as what it refers to, decrypted; one it cannot decrypt comes
+back as it was. Only a caller with ``CODEC_SERVER_TOKEN``, from an allowed
+origin (``CODEC_SERVER_ALLOWED_ORIGINS``) and for its own namespace decodes
+(unset, it serves only on a loopback address); whoever calls it, it holds
+(bounded bodies, slow requests cut, connections capped), and it never logs
+a payload. A render's docs/encryption.md is its guide.
 """
 
 import asyncio
@@ -201,7 +177,7 @@ class CodecServer:
                 self._serve("GET")
 
             def _serve(self, method: str) -> None:
-                # The body's length is checked already (http_guard.py): none
+                # The body's length is checked already: none
                 # of it is read before the request may go on.
                 path = self.path.partition("?")[0]
                 refused = server.refusal(method, path, self.headers)

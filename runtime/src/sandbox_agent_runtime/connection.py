@@ -115,7 +115,7 @@ async def connect(
 ) -> Client:
     """Connect to the configured Temporal service (on ``runtime``, if given:
     the worker's, when it serves metrics), with ``data_converter`` if given
-    (one with the object store's external storage: object_store.py)."""
+    (one with the object store's external storage)."""
     config = load_config()
     config.setdefault("target_host", DEFAULT_ADDRESS)
     # As messages name it: an address holds no credential, but one may be

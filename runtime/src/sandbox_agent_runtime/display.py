@@ -1,29 +1,12 @@
 """Text a person is shown, in a form no terminal interprets.
 
 A command or a file a model wrote can hold bytes a terminal acts on instead
-of showing: an escape sequence that erases the line or moves the cursor up
-(the person sees a harmless command where another one runs), a carriage
-return or backspaces that overwrite what came before, OSC sequences that set
-the window title, make links or write the clipboard, bidirectional overrides
-and zero-width characters that reorder or hide text. ``visible()`` turns each
-of them into a visible name between angle brackets (``⟨ESC⟩``,
-``⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩``), and a long run of spaces, which pushes
-the rest of a line out of sight, into its count (``⟨2,100 spaces⟩``). The
-brackets themselves are shown as names too, so a name in brackets is always
-one of these and never text the model wrote to look like one. Nothing is cut.
-
-With approvals, every place that shows a request for approval (the
-starter's ``--pending`` and its terminal prompt, its progress lines, the
-run's current details in the Web UI) shows what this module made of it;
-the starter's progress lines show each command as this module made it.
-
-A setting's value that may hold a credential (a URL, an address) is shown
-through ``without_credentials()``, in every process: a refused
-``OBJECT_STORE_URL=s3://KEY:SECRET@bucket`` is named as ``s3://***@bucket``,
-``s3://KEY:SECRET/bucket`` as ``s3://***/bucket``. An SDK's message that
-may repeat such a value (botocore's, naming the endpoint it was given) is
-shown through ``without_secrets()``: those credentials masked wherever they
-appear in it, and any URL's.
+of showing (erasing a line, moving the cursor, reordering or hiding text), so
+a person would approve a harmless command where another one runs. Every place
+that shows a request for approval or a step shows it through ``visible()``.
+A setting's value that may hold a credential is shown through
+``without_credentials()``, and an SDK's message that may repeat one through
+``without_secrets()``.
 """
 
 import re
@@ -83,7 +66,15 @@ def name_of(character: str) -> str:
 def visible(text: str, keep_lines: bool = False) -> str:
     """``text`` with every character a terminal could act on, or that shows
     as nothing, replaced by its name; ``keep_lines``: line feeds stay line
-    breaks (each line is then shown on a line of its own)."""
+    breaks (each line is then shown on a line of its own).
+
+    Escape sequences, carriage returns and backspaces, OSC sequences,
+    bidirectional overrides and zero-width characters each become a visible
+    name between angle brackets (``⟨ESC⟩``, ``⟨U+202E RIGHT-TO-LEFT
+    OVERRIDE⟩``), and a long run of spaces its count (``⟨2,100 spaces⟩``).
+    The brackets themselves are shown as names too, so a name in brackets is
+    always one of these and never text the model wrote to look like one.
+    Nothing is cut."""
     shown: list[str] = []
     spaces = 0
 

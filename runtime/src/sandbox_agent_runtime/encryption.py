@@ -1,34 +1,13 @@
 """Payloads encrypted end to end: AES-256-GCM, keys the Temporal server never sees.
 
-With ``PAYLOAD_ENCRYPTION_KEYS`` set (``KEY_ID=BASE64_32_BYTES``, comma
-separated), every client of the service (the worker, the starter, the
-history recorder, the codec server) encrypts each payload before it leaves
-the process and decrypts it when it comes back: the prompt, every model input
-and answer, each command and its output, each file read or written, a run's
-inputs and outputs, the workspace snapshots of a conversation. Temporal's
-server, its Web UI, the object store and whoever reads them see ciphertext.
-
-- The first key encrypts; every key decrypts. To rotate, put the new key
-  first and keep the old after it (``B=...,A=...``) on every process, then,
-  once no run, recorded history or snapshot needs ``A`` any more, drop it.
-- Each payload carries its key id in its metadata (``encryption-key-id``), so
-  a process that lacks the key says which one in a line (``UnknownKey``), and
-  one whose key under that id is another says so too (``WrongKey``): never a
-  garbage decode. The key id and the encoding are bound to the ciphertext
-  (GCM's associated data): changing either fails decryption. A workspace
-  snapshot's ciphertext is bound to its conversation and its snapshot too
-  (workspace/snapshots.py): a copy of another's does not decrypt in its place.
-- A payload that is not encrypted (a run started before the keys were set,
-  a history recorded without them) is read as it is.
-
-What stays readable with keys set: what is not a payload. Workflow type and
-ids, activity names and their summaries, task queues, search attributes,
-timestamps, failure messages (the SDK's default failure converter keeps them
-in plain text), the sizes of payloads and the keys of stored objects.
-
-Unset: no encryption. Everything the agent sees is in history in plain text
-(and in the object store, with one), readable by whoever can read the
-namespace.
+With ``PAYLOAD_ENCRYPTION_KEYS`` set, every client of the service encrypts
+each payload before it leaves the process (the prompt, model inputs and
+answers, commands and their output, files, snapshots): Temporal's server, its
+Web UI and the object store see ciphertext. The first key encrypts, every key
+decrypts (rotation); a process that lacks a key says which one, never a
+garbage decode; a payload that is not encrypted is read as it is. What is not
+a payload (ids, activity names, failure messages, sizes) stays readable: a
+render's docs/encryption.md says what. Unset: no encryption.
 """
 
 import base64

@@ -1,6 +1,6 @@
 """How a step that Temporal stopped retrying failed, in one line a person
 can act on: which step, how (``GAVE_UP``) and the reason. The run's failure
-says it (workflow.py), and so does an answer whose outputs were withheld
+says it, and so does an answer whose outputs were withheld
 (workspace/steps.py)."""
 
 from temporalio.exceptions import ActivityError, RetryState

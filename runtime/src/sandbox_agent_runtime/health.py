@@ -1,25 +1,12 @@
 """The worker's health, over HTTP, for a readiness and a liveness probe.
 
-With ``HEALTH_BIND_ADDRESS`` set (``0.0.0.0:8080``, say) the worker answers
-
-- ``GET /readyz``: 200 once it polls its task queues (the SDK has checked the
-  namespace and started its pollers), 503 before that and from the moment it
-  begins to drain (Ctrl+C, SIGTERM) until it exits;
-- ``GET /livez``: 200 while its event loop turns, 503 once the loop has been
-  blocked for longer than ``LIVENESS_BOUND``: a worker in that state neither
-  polls nor heartbeats its model calls, and only a restart helps.
-
-Its own address, not the metrics port: the Prometheus endpoint is served by
-the Temporal SDK's Rust runtime, which adds no routes and keeps answering
-while the Python event loop is stuck, so it cannot say whether the worker
-lives. This server runs in a thread of its own and reads a time stamp that the
-event loop renews every ``TICK``: it answers even while the loop is blocked,
-and says so. Unset, the worker serves no health endpoint.
-
-Whoever reaches the port, it holds (http_guard.py): a request has
-ARRIVAL_DEADLINE seconds to arrive (408), a request with a body is refused
-unread (413, 411, 400), over MOST_CONNECTIONS at once a connection gets 503;
-each refusal is one line in the worker's log. A probe is never logged.
+With ``HEALTH_BIND_ADDRESS`` set, ``GET /readyz`` answers 200 once the worker
+polls its task queues and 503 from the moment it begins to drain; ``GET
+/livez`` 503 once its event loop has been blocked longer than
+``LIVENESS_BOUND``, when only a restart helps. It runs in a thread of its own
+on its own address (the metrics port, served by the SDK's Rust runtime, keeps
+answering while the Python loop is stuck, so it cannot tell), and holds
+whoever calls it (``http_guard``).
 """
 
 import asyncio
@@ -43,7 +30,7 @@ LIVENESS_BOUND = timedelta(seconds=10)
 # How often the event loop renews its time stamp.
 TICK = timedelta(seconds=1)
 
-# How long a probe's request has to arrive (http_guard.py): a probe sends it
+# How long a probe's request has to arrive: a probe sends it
 # at once (and the kubelet gives up after a second); a client that does not
 # holds a thread of the worker no longer than this.
 ARRIVAL_DEADLINE = 10.0

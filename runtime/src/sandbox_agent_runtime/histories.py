@@ -1,20 +1,11 @@
 """Record runs of the agent's workflow, for the suite to replay before a deploy.
 
-    <service>-record-histories                 # the 10 latest runs, into tests/histories/
-    <service>-record-histories --limit 50 --out DIR
-    <service>-record-histories --query 'ExecutionStatus = "Running"'
-
-It connects as the starter does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-TEMPORAL_API_KEY, a profile: connection.py) and writes the history of each of
-the latest runs of this service's workflow (not another service's in the
-namespace: owners.py), open or closed, as JSON: the
-format ``temporal workflow show --output json`` writes, which the suite reads
-too. tests/test_histories.py replays every file there against the workflow's
-current code; a change that would make runs in flight fail replay then fails
-the suite, naming the file (docs/versioning.md). Commit the files.
-
-A history holds what its run recorded: the prompt, the model's answers,
-command outputs. Record from a namespace whose runs may be kept in git.
+It writes the history of each of the latest runs of this service's workflow
+as JSON (the format ``temporal workflow show --output json`` writes); the
+suite replays every file against the workflow's current code, so a change
+that would make runs in flight fail replay fails the suite, naming the file.
+A history holds what its run recorded (the prompt, the model's answers,
+command outputs): record from a namespace whose runs may be kept in git.
 """
 
 import argparse

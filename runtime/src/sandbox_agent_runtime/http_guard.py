@@ -1,24 +1,9 @@
 """What the service's HTTP servers (the codec server, the health endpoint) hold to, whoever calls them.
 
-Both are Python's ``http.server`` (a thread per connection), which trusts
-its client: it reads a body of whatever length the client names, waits for a
-request as long as the client likes, and starts a thread for every
-connection. ``GuardedServer`` and ``GuardedHandler`` bound each of these:
-
-- **A body only with a valid length**, refused before any of it is read: no
-  ``Content-Length`` on a ``POST`` is 411, a ``Transfer-Encoding`` (chunked)
-  is 411 too (send a length), a length that is not one (negative, not a
-  number, given twice) is 400, one over the server's ``largest_body`` is 413.
-- **A deadline for each request to arrive whole**: its headers within
-  ``deadline`` seconds of its first byte being awaited, its body within that
-  and one more second per ``BODY_RATE`` bytes. A total, not a time per read: a
-  client that sends a byte a second, or opens a connection and sends nothing,
-  is cut off at the deadline (408, or the connection closed). An answer gets
-  as long to leave, by the same measure.
-- **A bound on the connections served at once** (``most_connections``): a
-  connection over it gets 503 and is closed at once, never queued.
-- **One line in the log per request refused** (``log``), no traceback, never
-  a header's value beyond the request line's path.
+Python's ``http.server`` trusts its client: it reads a body of whatever length
+the client names, waits for a request as long as the client likes, and starts
+a thread for every connection. ``GuardedServer`` bounds each of these, so a
+slow or hostile client cannot hold a server's memory or threads.
 """
 
 import io
@@ -108,7 +93,21 @@ class Departure(io.BufferedIOBase):
 class GuardedServer(ThreadingHTTPServer):
     """A ``ThreadingHTTPServer`` serving at most ``most_connections`` at once,
     each request given ``deadline`` seconds to arrive, bodies of at most
-    ``largest_body`` bytes; ``log`` gets one line per request refused."""
+    ``largest_body`` bytes; ``log`` gets one line per request refused.
+
+    - A body only with a valid length, refused before any of it is read: no
+      ``Content-Length`` on a ``POST``, or a ``Transfer-Encoding``, is 411; a
+      length that is not one (negative, not a number, given twice) is 400;
+      one over ``largest_body`` is 413.
+    - A deadline for each request to arrive whole: its headers within
+      ``deadline`` seconds, its body within that and one more second per
+      ``BODY_RATE`` bytes. A total, not a time per read: a client that sends
+      a byte a second, or nothing, is cut off (408, or the connection
+      closed). An answer gets as long to leave.
+    - A connection over ``most_connections`` gets 503 and is closed at once,
+      never queued.
+    - One line in the log per request refused, no traceback, never a
+      header's value beyond the request line's path."""
 
     daemon_threads = True
     # Connections the kernel holds for it to accept (http.server's default

@@ -1,30 +1,14 @@
 """Models no OpenAI-compatible endpoint serves (Anthropic, Bedrock, Vertex
 and the rest), through LiteLLM: the extra ``sandbox-agent-runtime[litellm]``.
 
-An agent whose model is named ``litellm/<provider>/<model>`` (agent.py's
-MODEL, or OPENAI_DEFAULT_MODEL for an agent that names none) has its model
-calls made by LiteLLM, with ``<provider>/<model>`` as LiteLLM names it
-(``litellm/anthropic/claude-sonnet-4-5``); every other name goes to the
-OpenAI-compatible endpoint as before (capacity.py). LiteLLM reads each
-provider's own credentials and endpoint from the worker's environment
-(``ANTHROPIC_API_KEY``, ``AWS_*`` for Bedrock, ...).
-
-Such a model is given what the agent's tools need as over Chat Completions
-(model_api.FreeformToolsAsFunctions): the sandbox's ``apply_patch`` as a
-function of one string, and no compaction of the Responses API's (the
-runtime's own cut bounds the conversation). LiteLLM never retries a call
-itself: Temporal retries the model call, as for any model, and a rate limit
-waits the Retry-After the provider answered, which LiteLLM keeps aside
-(``litellm_response_headers``) and this module hands on to the plugin.
-
-LiteLLM would fetch its table of model prices from the internet when it is
-imported: the worker has it read its own copy instead
-(settings.keep_litellm_offline(), at the worker's start), so that no model
-call needs that network. Its import costs seconds of CPU: the worker does it at start
-for its agent's model (capacity.check_the_agents_model()), not in the middle
-of a model call, where it would hold up every other run. A ``litellm/``
-model on a worker without the extra stops that worker at start, or fails the
-model call for good, with one line naming the model and what to install.
+A model named ``litellm/<provider>/<model>`` has its calls made by LiteLLM,
+with the provider's own credentials from the worker's environment, and its
+tools given as over Chat Completions. LiteLLM never retries a call itself:
+Temporal does, waiting the provider's Retry-After. LiteLLM is kept offline
+(its price table read from its own copy) and imported at the worker's start,
+not in the middle of a model call where it would hold up every other run; a
+``litellm/`` model without the extra is refused in one line naming what to
+install.
 """
 
 import dataclasses

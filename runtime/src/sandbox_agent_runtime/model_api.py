@@ -1,35 +1,15 @@
 """The model endpoint's API (OPENAI_API): OpenAI's Responses API, the
 default, or Chat Completions, which many OpenAI-compatible endpoints speak
-alone (vLLM and Ollama servers, a team's gateway, Azure OpenAI deployments
-without the Responses API). The worker's model provider takes the one set
-(capacity.py); an endpoint that lacks it is found at the first model call,
-not by a probe at start, which would cost a call: the call fails, for good,
-with one line that names OPENAI_API and what to set (``NamesAMissingApi``).
+alone (vLLM and Ollama servers, a team's gateway, Azure OpenAI deployments).
 
-Chat Completions lacks two things the agent's capabilities use, which
-``FreeformToolsAsFunctions`` makes up for: freeform tools (the sandbox's
-``apply_patch``), offered as functions of one string and their calls turned
-back; and ``context_management``, the Responses API's compaction of a long
-conversation (the Compaction capability's), left out. What bounds a
-conversation there is the runtime's own cut (chain.bounded()): each model
-call's input, and what one run of a chain hands the next, stays within
-CONVERSATION_LIMIT bytes: the request and the latest items, with a note
-saying how many earlier items were left out.
-
-A model named ``litellm/<provider>/<model>`` is no endpoint's: it goes
-through LiteLLM (litellm_models.py), whatever OPENAI_API says, and a 404 it
-meets is its provider's, not a missing API's.
-
-Over either API, the endpoint's answer is checked as it arrives
-(``refuse_unusable_answers``, ``ChecksTheAnswer``): a success (200) that
-holds no answer, a web page (OPENAI_BASE_URL at a sign-in page, a proxy's
-notice), JSON cut short or an error object (``insufficient_quota``), fails
-the model call at once, for good, with one line naming the endpoint, its
-status and what came back (LiteLLM's calls go through a client of its own,
-left to LiteLLM). And whatever the model, the usage an answer reports is
-counted only within what a model call can use (``within_bounds()``): a
-negative or absurd count cannot lower, or overflow, a run's usage and cost,
-and so cannot dodge a budget; the worker's log says so, in one line.
+An endpoint that lacks the API set is found at the first model call (a probe
+at start would cost a call), which fails for good in one line naming
+OPENAI_API (``NamesAMissingApi``). Chat Completions lacks freeform tools and
+compaction (``FreeformToolsAsFunctions``); the runtime's own cut bounds a
+conversation there. An unusable answer (no answer, a web page, JSON cut
+short, an error object) fails its call at once, for good
+(``refuse_unusable_answers``), and a usage count is kept within what a call
+can use, so it cannot dodge a budget (``within_bounds()``).
 """
 
 import dataclasses
@@ -118,7 +98,7 @@ class _NamesAMissingApi(ActivityInboundInterceptor):
                 and getattr(cause, "code", None) != "model_not_found"
             ):
                 # Its own line, not the 404's: a run's failure says the
-                # deepest cause (failures.py).
+                # deepest cause.
                 raise ApplicationError(
                     missing_api(self.api, cause), type=MISSING_API, non_retryable=True
                 ) from None

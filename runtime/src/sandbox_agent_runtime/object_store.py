@@ -1,31 +1,13 @@
 """The object store: where payloads too large for workflow history are kept (OBJECT_STORE_URL).
 
-Temporal refuses a payload over 2 MB and ends a run whose history passes
-50 MB, so a run's files (its inputs and outputs: run_request.py) cannot all
-travel in history. With a store, every payload of STORE_THRESHOLD bytes or
-more is kept there by Temporal's own external storage
-(``temporalio.converter.ExternalStorage``) and history holds a small
-reference to it; every process that reads the payloads (the worker, the
-starter, a replayer, a codec server) needs the same store. Two kinds:
-
-- ``file:///absolute/path``: a directory both the worker and the starter
-  reach (one machine, or a shared volume), made if missing.
-- ``s3://bucket/prefix`` (the prefix is optional): AWS S3 and every
-  S3-compatible store (MinIO, Cloudflare R2, GCS's interoperability API),
-  with the standard AWS variables, which the AWS SDK reads itself
-  (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, a profile or a role,
-  ``AWS_ENDPOINT_URL`` for a store that is not AWS), and ``AWS_REGION``
-  (read by settings.py: the AWS SDK for Python reads only
-  ``AWS_DEFAULT_REGION``).
-
-Both go through temporalio's S3 driver (``S3StorageDriver``), so objects are
-named the SDK's way, by the run that wrote them:
-``v0/ns/<namespace>/wt/<workflow type>/wi/<workflow id>/ri/<run id>/d/sha256/<digest>``
-(under the prefix, or the directory); docs/object-store.md has the rest.
-For a directory the driver's S3 calls become file operations
-(``DirectoryObjects``). settings.py parses the URL (``parse()``) into an
-``ObjectStore``; ``check_reachable()`` proves the store answers, in one line
-when it does not, before the worker polls or the starter starts a run.
+Temporal refuses a large payload and ends a run whose history grows too
+large, so a run's files cannot all travel in history. With a store
+(``file:///absolute/path`` or ``s3://bucket/prefix``, any S3-compatible
+store), every payload over STORE_THRESHOLD is kept there by Temporal's own
+external storage, named by the run that wrote it, and history holds a small
+reference; every process that reads the payloads needs the same store.
+``check_reachable()`` proves it answers before a worker polls or a starter
+starts a run. A render's docs/object-store.md is the guide.
 """
 
 import asyncio
@@ -116,7 +98,7 @@ class ObjectStore:
     # s3: AWS_REGION or AWS_DEFAULT_REGION; None: the AWS SDK's own choice.
     region: str | None = None
     # s3: the endpoints the AWS SDK reads (AWS_ENDPOINT_URL and
-    # AWS_ENDPOINT_URL_S3, set by settings.py), whose credentials a message
+    # AWS_ENDPOINT_URL_S3, set by the settings), whose credentials a message
     # masks wherever the SDK's own text repeats them. Not shown, not compared.
     endpoints: tuple[str, ...] = field(default=(), repr=False, compare=False)
 

@@ -1,26 +1,12 @@
 """What the service tells its operators: metrics, each run's usage, traces.
 
-- Metrics. With ``PROMETHEUS_BIND_ADDRESS=host:port`` set, the worker serves
-  ``http://host:port/metrics``: Temporal's own ``temporal_*`` metrics and the
-  service's ``agent_*`` ones named below. The workflow counts model calls,
-  tokens and runs through ``workflow.metric_meter()``, whose counters do
-  nothing while a run replays: a worker that replays a run (after a restart,
-  or to rebuild its cache) counts nothing twice. Sandbox operations are
-  counted on the worker, once per attempt, by provider and outcome (and
-  host, when the service has a host-bound backend).
-- Usage. Every run keeps its chain's total of model calls and tokens (the
-  cached among the input ones) and their cost in USD at the model's price
-  (null without one) in its memo (key ``usage``), updated as each prompt
-  ends and handed on when the run continues as new: the Web UI and
-  ``temporal workflow describe`` show it, and the starter prints it after
-  the answer.
-- Budgets. Before each model call, the prompt's own use is checked against
-  its budget (service.Budget): one reached stops the prompt
-  (``BudgetReached``), which the workflow answers saying so.
-- Traces. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set (and the ``traces`` extra
-  installed), the worker exports OpenTelemetry spans of its workflows, its
-  activities and the agent's own spans. The Agents SDK's export to OpenAI is
-  unchanged.
+Metrics (``PROMETHEUS_BIND_ADDRESS``): Temporal's ``temporal_*`` and the
+service's ``agent_*``, counted from the workflow through counters that do
+nothing while a run replays, so nothing is counted twice. Usage: each run's
+memo keeps its chain's model calls, tokens and cost, shown by the Web UI and
+the starter. Budgets: a prompt's use is checked before each model call
+(``BudgetReached``). Traces (``OTEL_EXPORTER_OTLP_ENDPOINT``, the ``traces``
+extra): OpenTelemetry spans of workflows, activities and the agent.
 """
 
 import asyncio
@@ -64,7 +50,7 @@ MODEL_COST = "agent_model_cost_usd"
 BUDGETS_REACHED = "agent_budgets_reached"
 # Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
 # "error"), and, when the service has a host-bound backend, host (the host the
-# sandbox lives on, or "any": affinity.py).
+# sandbox lives on, or "any").
 SANDBOX_OPERATIONS = "agent_sandbox_operations"
 # With approvals. Label: decision ("approved", "rejected", "timed_out"):
 # requests for approval, and the time each waited for its decision (a
@@ -86,12 +72,11 @@ SNAPSHOT_BYTES = "agent_snapshot_bytes"
 SNAPSHOT_SECONDS = "agent_snapshot_seconds"
 # When the service has a host-bound backend. Labels: host, outcome ("failed":
 # the run failed naming it; "recovered": the run went on on another host from
-# its last snapshot): each time a run took its sandbox's host for gone
-# (affinity.py).
+# its last snapshot): each time a run took its sandbox's host for gone.
 HOSTS_GONE = "agent_sandbox_hosts_gone"
 # A histogram, in seconds: how long each model call's attempt waited on the
 # model calls' queue before a worker started it (the fleet's rate, or every
-# worker busy: model_queue.py).
+# worker busy).
 MODEL_CALL_WAIT = "agent_model_call_wait_seconds"
 # Their buckets: the SDK's defaults (50 to 10,000) fit milliseconds, not these.
 BUCKETS = {
@@ -231,7 +216,7 @@ def count_runs_from_zero(
 
 def count_run(outcome: str) -> None:
     """Count one run of the workflow ending with ``outcome`` (replay-safe),
-    and the build it ran on: a versioned worker's (versioning.py), or an
+    and the build it ran on: a versioned worker's, or an
     unversioned one's ``build_id`` (worker.UNVERSIONED_BUILD), which the
     workflow sees as its current version too. count_runs_from_zero() uses
     the same ids, so its zero is the series this counter adds to."""
@@ -293,7 +278,7 @@ def run_outcome(error: BaseException) -> str | None:
 
 class ModelCallWait(Interceptor):
     """Records how long each model call waited on the model calls' queue
-    (MODEL_CALL_WAIT; model_queue.py)."""
+    (MODEL_CALL_WAIT)."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _ModelCallWait(next)
@@ -323,7 +308,7 @@ class SandboxOperationMeter(Interceptor):
     provider, operation and outcome, and, when the service has a host-bound
     backend, the host the sandbox lives on: this worker's ``host`` for an
     operation of a sandbox on its host, "any" for a sandbox any worker
-    reaches (affinity.py); and every call of one of the agent's tools, by
+    reaches; and every call of one of the agent's tools, by
     tool and outcome. ``host`` is the worker's host (None for a service
     without a host-bound backend)."""
 

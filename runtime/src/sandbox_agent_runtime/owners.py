@@ -1,18 +1,12 @@
 """Whose a run is: the one rule the API and the starter both apply before
 they read or drive a run they are given the id of.
 
-Services rendered from the template may share a Temporal namespace, and
-their workflow type is the same name in every render, so neither the type
-nor the namespace tells one service's runs from another's. Every run a
-service starts (the API, the starter, the evaluations) therefore records
-its service in its memo (``SERVICE_MEMO``: the task queue its render
-registered, which its workers poll and no other service's can), and the
-workflow carries it from run to run of a chain. A run is this service's
-when its memo names this service's task queue; a run started before runs
-recorded it (no ``SERVICE_MEMO``) is this service's when it is on this
-service's task queue. Another service's run is answered exactly as an id
-that names no run (404 from the API; the starter's line and exit status
-for an unknown id), so a service learns nothing of another's runs.
+Services rendered from the template may share a Temporal namespace and a
+workflow type, so every run a service starts records its service in its memo
+(``SERVICE_MEMO``: the task queue only its workers poll), carried from run to
+run of a chain; a run recorded before that is this service's when it is on
+this service's task queue. Another service's run is answered exactly as an
+id that names no run, so a service learns nothing of another's runs.
 """
 
 from collections.abc import Mapping

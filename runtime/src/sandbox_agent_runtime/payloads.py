@@ -1,14 +1,12 @@
 """How the worker reads a model call's input: the conversation as the JSON the
 workflow wrote.
 
-Every model call carries the whole conversation (up to the compaction
-threshold, a few hundred kB in a long run). The plugin's converter validates
-each item against the OpenAI input-item union, which costs about 55 ms of
-worker CPU per call at 350 kB: a third of a 300-step run's CPU
-(sandbox-agent-template's docs/benchmarks.md). The items are TypedDicts, which are
-plain dicts at run time, so reading them as JSON gives the model the same
-items, cheaply. Everything else in the input (settings, tools, tracing) is
-still validated.
+Every model call carries the whole conversation. The plugin's converter
+validates each item against the OpenAI input-item union, which took a third
+of a long run's worker CPU (the template's docs/benchmarks.md, "The
+worker's CPU in a long run"). The items are TypedDicts, plain dicts at run
+time, so reading them as JSON gives the model the same items, cheaply.
+Everything else in the input (settings, tools, tracing) is still validated.
 
 A payload no code could read (a lone surrogate in a run's request, which
 JSON escapes but the plugin's JSON reader refuses) is an

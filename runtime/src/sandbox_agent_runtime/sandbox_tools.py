@@ -1,29 +1,13 @@
 """The sandbox's tools as the agent gets them: plain shells, and mistakes
 the model can read.
 
-Two changes to the Agents SDK's shell and filesystem tools (agent.py hands
-them to ``Shell`` and ``Filesystem``):
-
-- Every command runs in a plain ``sh -c``: never a login shell, which would
-  first run ``$HOME/.profile`` (the local sandbox's ``HOME`` is the workspace,
-  so a file the agent wrote would run before every command, unseen), and
-  never another shell binary the model names. A call asking for another
-  shell is refused; ``login`` is accepted and has no effect. So the command
-  the run's history shows (and, with approvals, the one a person approves:
-  approvals.py) is all that runs.
-- A call the model got wrong (arguments that are not JSON or not the tool's,
-  an empty command, a working directory outside the workspace, a path that
-  is not an image, a malformed patch) reaches the model as that tool's error,
-  and the run goes on, as it would after any failed command. Until the SDK
-  does this itself (openai-agents 0.24 does; the Temporal plugin still
-  requires 0.22), a malformed call would otherwise end the whole run. A call
-  to a tool the agent does not have is told to the model as well
-  (``TOLD_WHEN_NOT_FOUND``, in the run's configuration). Failures of the
-  sandbox itself (its activities) still end the run as before.
-
-``command_of()`` is the one reading of a command's arguments: what the model
-is told of a bad call comes from it (with approvals, so is the request a
-person approves), and the command that runs is too.
+Every command runs in a plain shell, so the command the run's history shows
+(and, with approvals, the one a person approves) is all that runs
+(``command_of()``). A call the model got wrong (arguments that are not the
+tool's, an empty command, a path outside the workspace, a malformed patch)
+reaches the model as that tool's error and the run goes on, instead of
+ending the whole run (until the SDK's version the Temporal plugin requires
+does this itself); failures of the sandbox itself still end the run.
 """
 
 import json
@@ -62,7 +46,14 @@ class Command:
 
 
 def command_of(raw_arguments: str) -> Command:
-    """The command an ``exec_command`` call runs; ``BadCall`` if it runs none."""
+    """The command an ``exec_command`` call runs; ``BadCall`` if it runs none.
+
+    The one reading of a command's arguments: the command that runs, what
+    the model is told of a bad call and, with approvals, the request a
+    person approves all come from it. It runs in a plain ``sh -c``: never a
+    login shell (which would first run ``$HOME/.profile``, a file the agent
+    could have written) nor another shell the model names (refused;
+    ``login`` is accepted and has no effect)."""
     try:
         arguments = json.loads(raw_arguments or "{}")
     except ValueError as e:

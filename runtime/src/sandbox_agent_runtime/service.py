@@ -1,23 +1,12 @@
 """What a service decides and the runtime is given: its names, its sandbox
 backends, its approvals and the limits of its runs.
 
-A generated project describes itself once, as a ``Service`` (its
-``service.py``), and hands it to the runtime with ``configure()`` when its
-package is imported, as a Django project hands over its settings. Every
-module of the runtime reads it with ``current()``: the worker, the workflow
-(in Temporal's workflow sandbox too: this module is passed through, so the
-worker's one configuration is the one its runs see), the starter and the
-codec server. Nothing here is read from the environment: the worker's own
-settings (addresses, capacity, keys) are settings.py's.
-
-Budgets (``token_budget``, ``cost_budget_usd``) bound each prompt of a run
-in tokens and in USD at the model's price (``prices``, a project's
-runs.PRICES; ``cost_of()`` is the one place tokens become money, the
-evaluations' reports included): ``Budget`` says when one is reached.
-
-A process runs one service. Configuring it again with an equal ``Service``
-changes nothing (the workflow sandbox imports the project's package afresh
-for each run it starts); with another, ``configure()`` refuses.
+A project describes itself once, as a ``Service``, and hands it over with
+``configure()`` when its package is imported, as a Django project hands over
+its settings; every part of the runtime, the workflow in its sandbox included,
+reads that one configuration with ``current()``. Nothing here is read from the
+environment. ``cost_of()`` is the one place tokens become money. A process
+runs one service: configuring another is refused.
 """
 
 from __future__ import annotations
@@ -32,7 +21,7 @@ from typing import Literal
 from sandbox_agent_runtime import catalog
 
 # Who approves what the agent runs: nobody; each shell command (and input to a
-# running one); each command and each file edit (approvals.py).
+# running one); each command and each file edit.
 Approval = Literal["none", "commands", "commands_and_writes"]
 APPROVALS: tuple[Approval, ...] = ("none", "commands", "commands_and_writes")
 
@@ -40,7 +29,7 @@ APPROVALS: tuple[Approval, ...] = ("none", "commands", "commands_and_writes")
 # gives it, and those whose sandbox can live on the host of the worker that
 # created it (a local workspace; a container on the host's own Docker
 # engine): a service with one of them keeps every sandbox operation of such a
-# run on that host (affinity.py). Both as the catalog declares them.
+# run on that host. Both as the catalog declares them.
 BACKENDS = catalog.BACKENDS
 HOST_BOUND = tuple(name for name, declared in catalog.CATALOG.items() if declared.host_bound)
 
@@ -135,7 +124,7 @@ class Service:
 
     @property
     def host_bound(self) -> bool:
-        """Whether a run's sandbox may live on one worker's host (affinity.py)."""
+        """Whether a run's sandbox may live on one worker's host."""
         return any(backend in HOST_BOUND for backend in self.providers.values())
 
     def command(self, role: str) -> str:

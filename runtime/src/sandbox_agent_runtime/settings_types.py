@@ -1,8 +1,8 @@
 """The worker's settings as the rest of the runtime is handed them: the
 frozen types ``settings.worker_settings()`` fills from the environment.
 
-They live apart from settings.py, which reads the environment, so that what
-settings.py itself builds on (the backends' declarations of their options
+They live apart from the settings package, which reads the environment, so that what
+it builds on (the backends' declarations of their options
 and credentials: backends/) can take a ``WorkerSettings`` without importing
 the module that reads it: the runtime's modules import only downwards
 (the import contracts in pyproject.toml).
@@ -44,26 +44,26 @@ class WorkerSettings:
     after ``repos`` are read only for a service that needs them (each
     says when); otherwise they keep their defaults."""
 
-    # WORKER_RUNS_IN_FLIGHT: the runs it keeps in flight (capacity.py).
+    # WORKER_RUNS_IN_FLIGHT: the runs it keeps in flight.
     runs_in_flight: int
     # SANDBOX_COMMAND_TIME_LIMIT_SECONDS: the longest one command may run.
     command_time_limit: int
     # MODEL_ACTIVITY_TIMEOUT_SECONDS: each model call's timeout.
     model_activity_timeout: timedelta
-    # HEALTH_BIND_ADDRESS: where it answers probes (health.py); None: nowhere.
+    # HEALTH_BIND_ADDRESS: where it answers probes; None: nowhere.
     health_address: tuple[str, int] | None
     # PROMETHEUS_BIND_ADDRESS: where it serves /metrics; None: nowhere.
     metrics_address: tuple[str, int] | None
     # OTEL_EXPORTER_OTLP_ENDPOINT: where it sends traces; None: nowhere.
     traces_endpoint: str | None
     # TEMPORAL_DEPLOYMENT_NAME and TEMPORAL_WORKER_BUILD_ID: the Worker
-    # Deployment Version it polls as (versioning.py); None: unversioned.
+    # Deployment Version it polls as; None: unversioned.
     version: WorkerDeploymentVersion | None
-    # OBJECT_STORE_URL: where large payloads go (object_store.py); None:
+    # OBJECT_STORE_URL: where large payloads go; None:
     # nowhere, every payload in history.
     object_store: stores.ObjectStore | None
     # PAYLOAD_ENCRYPTION_KEYS: the keys payloads are encrypted and decrypted
-    # with (encryption.py); None: payloads in plain text.
+    # with; None: payloads in plain text.
     keys: encryption.Keys | None
     # SESSION_IDLE_TIMEOUT: how long a conversation keeps its sandbox after an
     # answer before it snapshots the workspace and releases the sandbox.
@@ -75,10 +75,10 @@ class WorkerSettings:
     # clone) may run before it is killed (workspace/git.py).
     git_timeout: timedelta
     # REPO_ALLOWED_SCHEMES, REPO_ALLOWED_HOSTS, REPO_ALLOWED_NETWORKS: the
-    # repositories it clones (repos.py), checked again before each clone.
+    # repositories it clones, checked again before each clone.
     repos: RepoPolicy = DEFAULT_POLICY
     # With a host-bound backend: WORKER_HOST_ID, or the host name: the host
-    # its sandboxes are bound to (affinity.py).
+    # its sandboxes are bound to.
     host_id: str = ""
     # With approvals: APPROVERS, whose signed decisions count, public key
     # (base64) -> name.
@@ -100,10 +100,9 @@ class WorkerSettings:
     # backend and key: what every sandbox it creates is given, and its run's
     # history records.
     backend_options: Mapping[str, Mapping[str, int | bool | str]] = field(default_factory=dict)
-    # OPENAI_API: the model endpoint's API, "responses" or "chat_completions"
-    # (model_api.py).
+    # OPENAI_API: the model endpoint's API, "responses" or "chat_completions".
     openai_api: str = "responses"
     # MODEL_CALLS_PER_SECOND: the most model calls the whole fleet of the
     # service's workers starts a second, which Temporal's server holds on the
-    # model calls' task queue (model_queue.py); None: no limit.
+    # model calls' task queue; None: no limit.
     model_calls_per_second: float | None = None

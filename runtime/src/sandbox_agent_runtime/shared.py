@@ -4,7 +4,7 @@ They live in one module because a mismatch fails silently: a starter that
 calls an update by another name waits for an answer that never comes, and a
 workflow that schedules an activity by a name no worker registered waits for
 ever. The names a service chooses (its task queue, its sandbox providers)
-are its ``Service``'s (service.py).
+are its ``Service``'s.
 """
 
 from datetime import timedelta
@@ -15,12 +15,12 @@ from datetime import timedelta
 WORKFLOW_TYPE = "SandboxAgentWorkflow"
 
 # The memo key under which every run shows its chain's model calls and tokens
-# (written by the workflow, read by the starter: observability.py).
+# (written by the workflow, read by the starter).
 USAGE_MEMO = "usage"
 
 
 # A run's sandbox on a host (a local workspace, a container on the host's own
-# Docker engine) is reached only through that host's workers (affinity.py).
+# Docker engine) is reached only through that host's workers.
 # When none of them takes one of its operations for this long, the host is
 # taken for gone, and the run fails saying so. It must cover a worker's
 # restart on the same host (the orchestrator's delay, then seconds to start)
@@ -34,7 +34,7 @@ PENDING = "pending"
 DECIDE = "decide"
 
 # Each call to the model is one activity with this start-to-close timeout,
-# unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS sets another (settings.py).
+# unless the worker's MODEL_ACTIVITY_TIMEOUT_SECONDS sets another.
 MODEL_ACTIVITY_TIMEOUT = timedelta(seconds=60)
 
 # Temporal ends a run whose history passes 50 MB or 51,200 events (it warns
@@ -91,7 +91,7 @@ LONGEST_READ = 1_000_000
 
 # The sandbox operation that asks a worker, before a run creates its sandbox,
 # which host the sandbox will live on ("<provider>-sandbox_host": a local
-# activity, affinity.py).
+# activity).
 CHOOSING_THE_HOST = "sandbox_host"
 # A sandbox operation offered on the run's own queue carries its host in this
 # header; a worker of another host refuses it with this error type
@@ -117,7 +117,7 @@ FORGET = "sandbox_workspace_forget"
 # it left in its workspace, after its answer (run_request.Check).
 CHECK = "sandbox_workspace_check"
 
-# A conversation's handlers (workflow.py): the update that sends a
+# A conversation's handlers: the update that sends a
 # follow-up (a FollowUp; it answers with the prompt's number), the update
 # that ends it, and the query of where it stands (a Conversation).
 FOLLOW_UP = "follow_up"
@@ -137,18 +137,17 @@ SANDBOX_LEFT_MEMO = "sandbox_left"
 # The memo key of every run a service starts (the API, the starter, the
 # evaluations): the service it belongs to (its task queue), carried from run
 # to run of its chain. The API and the starter act only on their own
-# service's runs (owners.py).
+# service's runs.
 SERVICE_MEMO = "service"
 
 # How long a conversation keeps its sandbox after an answer, and how long it
 # waits for a follow-up before it ends, unless the worker's
-# SESSION_IDLE_TIMEOUT / SESSION_LIFETIME (seconds) set others (settings.py).
+# SESSION_IDLE_TIMEOUT / SESSION_LIFETIME (seconds) set others.
 SESSION_IDLE_TIMEOUT = timedelta(minutes=10)
 SESSION_LIFETIME = timedelta(days=7)
 
 # The longest one git process of the worker may run (a --repo's clone, the
-# diff of its changes) unless the worker's GIT_TIMEOUT_MINUTES sets another
-# (settings.py): then it is killed, with its helpers (workspace/git.py).
+# diff of its changes) unless the worker's GIT_TIMEOUT_MINUTES sets another: then it is killed, with its helpers (workspace/git.py).
 GIT_TIMEOUT = timedelta(minutes=5)
 
 

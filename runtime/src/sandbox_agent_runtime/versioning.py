@@ -2,18 +2,13 @@
 build each run stays on.
 
 Off unless both ``TEMPORAL_DEPLOYMENT_NAME`` and ``TEMPORAL_WORKER_BUILD_ID``
-are set (the names Temporal's Kubernetes worker controller injects; settings.py
-reads them). Then the worker polls as that Worker Deployment Version, and
-Temporal sends each run
-only to workers of the build it started on (the workflow is ``PINNED``): a
-change to the workflow's code reaches new runs once its build is made current
-(``temporal worker deployment set-current-version``), and never replays into
-a run the old code started. A chain's next run starts on the current build
-(``AUTO_UPGRADE`` at continue-as-new: phases/interruptions.py), so a long run picks up a
-deploy within one run of its chain. docs/versioning.md says how to deploy.
-
-What one run hands the next (chain.Carried) is read by whichever build runs
-the next run: a new build must read what the old one wrote.
+are set (the names Temporal's Kubernetes worker controller injects). Then
+each run stays on the build it started on (``PINNED``), so a change to the
+workflow's code reaches new runs once its build is made current and never
+replays into a run the old code started; a chain's next run starts on the
+current build, so a long run picks up a deploy within one run of its chain
+(and a new build must read what the old one carried). A render's
+docs/versioning.md says how to deploy.
 """
 
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
@@ -35,7 +30,7 @@ def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfi
 
 def reporting_only(version: WorkerDeploymentVersion) -> WorkerDeploymentConfig:
     """The worker options that make a poller report ``version`` but poll
-    unversioned (the model calls' queue: model_queue.py)."""
+    unversioned (the model calls' queue)."""
     return WorkerDeploymentConfig(version=version, use_worker_versioning=False)
 
 

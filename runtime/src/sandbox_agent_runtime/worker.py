@@ -1,28 +1,11 @@
 """The worker: runs the agent's workflow, its model calls and its sandbox.
 
-    <service>-worker
-
-(the project's worker.py calls ``cli()`` with its workflow type and its tool
-activities). It polls the service's task queue, where the runs and their
-sandbox operations arrive, and the model calls' own queue, whose rate the
-server may hold across the fleet (MODEL_CALLS_PER_SECOND: model_queue.py).
-When the service has a host-bound
-backend and a sandbox it creates lives on its host, it polls that host's own
-queue too, where the operations of those sandboxes arrive (affinity.py);
-``WORKER_HOST_ID`` names the host (the host name by default). Ctrl+C (or
-SIGTERM) stops it: it stops polling, gives activities in flight
-``SHUTDOWN_GRACE`` (30 s) to finish, cancels what is left, and exits with
-status 0. Work it did not finish is not lost; Temporal hands it to the next
-worker on the same task queue, and the operations of a sandbox on this host
-to the next worker of this host. A worker that dies without warning (SIGKILL,
-a lost machine) is noticed when its model call misses a heartbeat
-(capacity.model_heartbeat_timeout(): 20 s at the default capacity) or its
-sandbox operation reaches its timeout. With ``HEALTH_BIND_ADDRESS`` set it
-answers a readiness and a liveness probe (health.py). With
-``OBJECT_STORE_URL`` set it keeps large payloads in that store, which must
-take them before the worker polls (object_store.py), and there the snapshots
-of conversations' workspaces too (workspace/snapshots.py; SESSION_IDLE_TIMEOUT and
-SESSION_LIFETIME say how long a conversation holds its sandbox and waits).
+It polls the service's task queue, the model calls' own queue and, for a
+host-bound backend, its host's queue. Ctrl+C (or SIGTERM) stops it: activities
+in flight get ``SHUTDOWN_GRACE`` to finish, what is left is cancelled, and the
+status is 0. Work it did not finish is not lost: Temporal hands it to the next
+worker on the same queue. A worker that dies without warning is noticed when
+its model call misses a heartbeat or its sandbox operation times out.
 """
 
 import argparse
@@ -119,7 +102,7 @@ def unversioned_build() -> str:
     """The build an unversioned worker reports to Temporal (with its pollers,
     and in each workflow task it completes): "<service>-<its version>". It
     routes nothing and does not change when the code does: a versioned worker
-    reports TEMPORAL_WORKER_BUILD_ID (versioning.py). Left unset, the SDK
+    reports TEMPORAL_WORKER_BUILD_ID. Left unset, the SDK
     would hash the bytecode of every loaded module: with the Agents SDK some
     1,800 modules, seconds of CPU at each start."""
     return _build_of(distribution())
@@ -127,21 +110,16 @@ def unversioned_build() -> str:
 
 # The workflow sandbox loads the workflow's module afresh for each run it
 # starts, and every module of the project's and the runtime's that it
-# imports, unless passed through. The whole runtime is passed through,
-# workflow.py and the run's phases (phases/) with it: imported once per worker
-# instead of once per run. workflow.py alone, when it held the whole run
-# (1,100 lines), cost each run about 2 ms of the worker's event loop (the
-# sandbox creates each run's instance on it: 5.5 ms before, 3.4 after) and
-# about 125 KiB held for as long as the run is cached (181 KiB before, 56
-# after; docs/capacity.md of the template, "Where a run's CPU and memory
-# go"). They hold nothing a run changes (constants, dataclasses, functions,
-# classes whose instances a run makes; the service, configured once per
-# process; AgentWorkflow keeps a run's state in its instance) and their
-# workflow code is proven by the recorded histories (test_histories.py,
-# tests/test_run_path.py). The project's workflow module (its workflow type)
-# and the modules it imports (agent.py, tools.py, service.py) stay under the
-# sandbox's checks (passing them too would save about 2 ms and 33 KiB more
-# per run).
+# imports, unless passed through. The whole runtime is passed through, the
+# workflow and its phases with it: imported once per worker instead of once
+# per run, which saves each run CPU on the worker's event loop and memory for
+# as long as it is cached (measured in the template's docs/capacity.md,
+# "Where a run's CPU and memory go"). They hold nothing a run changes
+# (constants, dataclasses, functions, classes whose instances a run makes;
+# the service, configured once per process; AgentWorkflow keeps a run's state
+# in its instance) and their workflow code is proven by the recorded
+# histories. The project's workflow module and the modules it imports stay
+# under the sandbox's checks (passing them too would save a little more).
 PASSED_THROUGH = (__package__,)
 
 
@@ -211,7 +189,7 @@ def agents_plugin(
             heartbeat_timeout=model_heartbeat_timeout(settings.runs_in_flight),
             retry_policy=model_retry_policy,
             # On their own queue, whose rate the server holds across the
-            # fleet (MODEL_CALLS_PER_SECOND: model_queue.py).
+            # fleet (MODEL_CALLS_PER_SECOND).
             task_queue=model_task_queue(),
             # Model calls stay ordinary activities, so each one shows in the Web
             # UI and the starter's progress, heartbeats, and is retried on its
@@ -248,7 +226,7 @@ def agents_plugin(
         resolvable_worker_env_vars=current().sandbox_secrets,
         use_otel_instrumentation=traced,
     )
-    # The plugin's data converter, reading model inputs cheaply (payloads.py).
+    # The plugin's data converter, reading model inputs cheaply.
     plugin.data_converter = with_agent_payloads
     return plugin
 
@@ -277,8 +255,8 @@ class ServiceWorker:
     """The worker's pollers, started and stopped together, and whether they
     are ready: ``shared`` on the service's task queue (the runs, the
     sandboxes any worker reaches), ``models`` on the model calls' queue
-    (model_queue.py) and ``own`` on its host's queue (the operations of the
-    sandboxes on this host: affinity.py), None when no sandbox it creates
+    and ``own`` on its host's queue (the operations of the
+    sandboxes on this host), None when no sandbox it creates
     lives on its host (always, for a service without a host-bound backend).
 
     As ``async with Worker`` does, a poller that fails while the block runs
@@ -329,7 +307,7 @@ class ServiceWorker:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        # Not ready from here on (health.py): draining. The shared poller
+        # Not ready from here on: draining. The shared poller
         # stops first (pollers).
         self._draining = True
         for poller, run in reversed(list(zip(self.pollers, self._runs, strict=True))):
@@ -455,7 +433,7 @@ def model_calls_worker(
     graceful_shutdown_timeout: timedelta,
     identity: str | None,
 ) -> Worker:
-    """The poller of the model calls' queue (model_queue.py): one call at a
+    """The poller of the model calls' queue: one call at a
     time per run in flight, at most MODEL_CALLS_PER_SECOND a second across
     the fleet. Unversioned, as a host's queue is, so that one rate holds for
     every build (the agents plugin registers the model activities on every

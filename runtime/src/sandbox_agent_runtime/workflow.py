@@ -1,43 +1,14 @@
 """A ``SandboxAgent`` whose every sandbox operation is a Temporal activity.
 
-The agent gets a machine to work on: a shell to run commands in and a
-filesystem to read and write. The plugin turns each of those operations
-(creating the session, each command, each read and write, the teardown) into
-an activity against the sandbox provider the run names (the service's
-primary one unless it names another), as the worker registered it. Four
-consequences:
-
-1. Each sandbox operation is retried on its own and shows up in the workflow's
-   history, so a flaky command is a retried activity, not a lost run.
-2. The sandbox session's state is recorded with the workflow, so a worker that
-   restarts part-way through a run resumes against the same session.
-3. A sandbox that lives on one host (a local workspace, a container on the
-   host's own engine: a service with a host-bound backend) gets every
-   operation on that host, however many workers share the task queue
-   (affinity.py). A remote service's sandbox, reached over the network, gets
-   its next operation from any worker on the task queue, so a run whose
-   worker is gone goes on on another, in the same sandbox.
-4. A long run becomes a chain of runs under one workflow id (chain.py): each
-   continues as new before its history grows large, handing the next the
-   conversation and the same sandbox, so no run meets Temporal's size limits.
-
-Each prompt is bounded in turns (max_turns) and, when the service or the
-prompt sets one, in tokens and USD (service.Budget), across its chain: a
-prompt that reaches its budget answers saying so, and a conversation waits
-for a follow-up in the same workspace, with a fresh budget.
-
-``AgentWorkflow`` is the workflow's code without its type: a project defines
-the type (``@workflow.defn(name=WORKFLOW_TYPE)``) as a subclass that gives
-its agent (``agent()``) and whose ``@workflow.run`` method calls
-``run_agent()``. Its handlers and its ``@workflow.init`` are inherited.
-
-The run's phases are modules of their own (phases/: begin, the prompt,
-between two prompts, interruptions, ending; workspace/steps.py: the
-workspace's operations): ``_job()`` and ``_conversation()`` say in a screen
-what a run does, and the class keeps the state its handlers share with them.
-
-Workflow code must be deterministic: everything that touches the outside world
-(the model, the sandbox) happens in activities, never here.
+Each sandbox operation (creating the session, each command, each read and
+write, the teardown) is retried on its own and shows in the workflow's
+history, so a flaky command is a retried activity, not a lost run; a worker
+that restarts part-way resumes against the same session; a host-bound
+sandbox gets every operation on its host, and a remote one from any worker.
+A long run becomes a chain of runs under one workflow id, each within
+Temporal's size limits. Each prompt is bounded in turns and, when set, in
+tokens and USD across its chain. The run's phases are modules of their own
+(``phases``); ``AgentWorkflow`` keeps the state its handlers share with them.
 """
 
 import dataclasses
@@ -93,10 +64,10 @@ from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
 from sandbox_agent_runtime.workspace.steps import Preparation, Snapshots, check, collect, forget
 
 
-# On a versioned worker (versioning.py) a run stays on the build it started
+# On a versioned worker a run stays on the build it started
 # on (the worker's default behaviour, PINNED: a workflow that names one fails
 # on an unversioned worker), so a deploy never replays new code into it; the
-# next run of its chain starts on the current build (interruptions.py).
+# next run of its chain starts on the current build.
 class AgentWorkflow:
     """The agent's workflow, without its type: a project's subclass, under
     ``@workflow.defn(name=WORKFLOW_TYPE)``, gives its agent (``agent()``)
@@ -189,7 +160,7 @@ class AgentWorkflow:
     async def _run(self, request: RunRequest, carried: Carried | None) -> RunAnswer:
         """The run: it begins (its request checked, its sandbox's client),
         takes up where its chain's earlier run left off, and is a job or a
-        conversation; a failure ends it as a person can read (ending.py)."""
+        conversation; a failure ends it as a person can read."""
         self.given = self._given()
         request, self.sandbox = await begin.begin(request, carried, self.given)
         self.follow_ups = request.follow_ups
@@ -262,7 +233,7 @@ class AgentWorkflow:
         the agent's first turn (restored, the inputs placed), the agent's
         turns, the outputs collected. The prompt goes on in the next run of
         the chain when the history is full, and a conversation's is redone
-        in a fresh sandbox when its host is gone (interruptions.py). A
+        in a fresh sandbox when its host is gone. A
         prompt that reaches its budget stops, its answer saying so: its
         workspace stays as it is, for a follow-up."""
         request, agent = prompt.request, self.agent()

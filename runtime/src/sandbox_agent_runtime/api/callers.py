@@ -95,7 +95,7 @@ class Issuer:
     def _discover(self) -> jwt.PyJWKClient:
         url = f"{self.issuer}/.well-known/openid-configuration"
         try:
-            with urllib.request.urlopen(url, timeout=ISSUER_TIMEOUT) as response:  # noqa: S310 (an http(s) URL: settings.py)
+            with urllib.request.urlopen(url, timeout=ISSUER_TIMEOUT) as response:  # noqa: S310 (an http(s) URL)
                 document: Any = json.load(response)
         except (OSError, ValueError) as e:
             raise IssuerUnreachable(f"{url}: {e}") from e

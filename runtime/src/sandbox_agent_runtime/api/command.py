@@ -1,56 +1,11 @@
 """The API: the service over HTTP, for web apps, chat bots, CI jobs and other
 teams' services that want the agent without speaking Temporal's protocol.
 
-    <service>-api                      # on 127.0.0.1:8000 (API_BIND_ADDRESS)
-    <service>-api --new-token NAME     # a new caller's token and its API_TOKENS entry
-
-It is a client of the same Temporal service as the starter, with the same
-settings (TEMPORAL_*, PAYLOAD_ENCRYPTION_KEYS, OBJECT_STORE_URL): a run it
-starts is a run like any other, and the workers need nothing new. It holds
-no state of its own, so any number of replicas serve the same runs.
-
-Routes (versioned under /v1/; the OpenAPI document at /openapi.json):
-
-    POST /v1/runs                         start a run: JSON {"prompt": ..., "follow_ups": false,
-                                          "provider": ..., "repo": "URL@REF"}, or multipart/form-data
-                                          with those fields and "files" parts; 201 {"id": ...}, Location
-    GET  /v1/runs/{id}                    where it stands: working, waiting, released, ended, failed;
-                                          its answer, usage and outputs
-    GET  /v1/runs/{id}/events             its live events, text/event-stream (events.py)
-    POST /v1/runs/{id}/messages           a follow-up {"prompt": ...} (or multipart, with files)
-    POST /v1/runs/{id}/end                end a conversation
-    GET  /v1/runs/{id}/outputs            its outputs, a gzipped tar (changes.patch inside)
-    GET  /v1/runs/{id}/approvals          what waits for a person, as the starter shows it
-    POST /v1/runs/{id}/approvals/{call}   a decision, signed by the person's key
-    GET  /livez, /readyz                  alive; ready (Temporal answers)
-
-Who may call it (callers.py): every route under /v1/ needs ``Authorization:
-Bearer TOKEN``, a token the operator made with ``--new-token`` and listed in
-API_TOKENS by its SHA-256 (the setting never holds a token). A run belongs
-to the caller who started it (its memo says so, in every run of its chain);
-another caller gets 404 for it, as for a run that does not exist. Runs the
-command-line starter started belong to no API caller.
-
-A decision stays a person's: the API passes on a decision signed with the
-approver's own Ed25519 key (approvers.py: the signed bytes are the compact,
-key-sorted JSON of the run, the call, the digest of what was shown, the
-decision and its reason, every character outside " " to "~" escaped as
-\\uXXXX, as Python's json.dumps does: page/app.js's canonicalJson), and
-the worker checks the signature against APPROVERS. The API holds no key,
-unless the operator gives it one (API_APPROVER_KEY_FILE): it then signs the
-decisions sent unsigned, as that approver, and whoever may call the API as a
-run's owner decides for it as that approver.
-
-Every error is ``application/problem+json`` with one sentence (problems.py).
-No caller grows it without bound (limits.py): each holds at most so many
-event streams and downloads open on a replica, and so many runs in flight
-in the service (API_STREAMS_PER_CALLER, API_DOWNLOADS_PER_CALLER,
-API_DOWNLOADS_AT_ONCE, API_RUNS_IN_FLIGHT_PER_CALLER; past one, 429 with
-Retry-After); any answer given before a request's body is read closes its
-connection (app.py); /metrics labels only what the API itself names.
-
-Exit statuses: 0 stopped (SIGTERM, Ctrl+C); 1 cannot serve (a setting, the
-address); 2 Temporal or the object store unreachable at start.
+A client of the same Temporal service as the starter, with the same
+settings, holding no state of its own: any number of replicas serve the same
+runs, and the workers need nothing new. The routes are in /openapi.json; a
+render's docs/api.md is its guide (callers and tokens, signed decisions,
+limits per caller, exit statuses).
 """
 
 import argparse

@@ -77,8 +77,7 @@ def no_worker(workflow_id: str) -> Problem:
 async def own_run(client: Client, caller: Caller, workflow_id: str) -> WorkflowExecutionDescription:
     """The latest run of ``workflow_id`` when ``caller`` started it through
     the API; a 404 otherwise, the same for a run that does not exist, one of
-    another caller or of the command-line starter, and another service's
-    (owners.py), whatever its workflow type."""
+    another caller or of the command-line starter, and another service's, whatever its workflow type."""
     try:
         description = await described(client, workflow_id, through_outages=False)
     except RunNotFound as e:
@@ -168,7 +167,7 @@ def answer_json(answer: RunAnswer) -> dict[str, Any]:
 
 def approval_data(run_id: str, request: dict[str, Any]) -> dict[str, Any]:
     """A request that waits for a person, as the run listed it: its detail
-    whole, as the starter shows it (made visible by the run: approvals.py),
+    whole, as the starter shows it (made visible by the run),
     and the run it waits in (a decision names it)."""
     return {
         "run_id": run_id,
@@ -273,8 +272,7 @@ async def end(client: Client, caller: Caller, workflow_id: str) -> None:
 def outputs_archive(answer: RunAnswer, workflow_id: str, directory: Path) -> Path:
     """The run's outputs as one gzipped tar in ``directory``: each file at
     its workspace path and, with a repository, the run's changes as
-    ``changes.patch``: what ``--output DIR`` writes, through the same checks
-    (archives.py). Made on disk, a file at a time, and sent from there."""
+    ``changes.patch``: what ``--output DIR`` writes, through the same checks. Made on disk, a file at a time, and sent from there."""
     outputs = answer.outputs
     if outputs.withheld:
         raise Problem(409, f"run {workflow_id!r}: its files did not travel ({outputs.withheld}).")

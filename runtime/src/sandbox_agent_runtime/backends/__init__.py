@@ -1,27 +1,13 @@
 """Sandbox backends: everything specific to where the agent's sandbox runs.
 
-Each module of this package is one backend, and every one offers the same
-interface (``Backend`` below): the client the worker registers, the options
-the workflow sends with every run, the errors no retry can fix and where the
-workspace lives. What is said of a backend beyond its code (its credentials,
-its options with their bounds and defaults, its extra, its SDK's modules,
-whether its sandboxes live on the worker's host) is declared once, in the
-catalog (catalog.toml, read by sandbox_agent_runtime.catalog), which the
-template reads too. ``sandbox_backends()`` says which provider name the
-worker registers each one under (the service's providers); the worker and the
-workflow read it and know nothing else about where the sandbox lives.
-
-A backend's module is imported only when a service registers it: each
-backend's SDK is an extra of the runtime (``sandbox-agent-runtime[daytona]``),
-which a service without that backend need not install.
-
-A backend's options (an image, a region, a lifetime...) are settings of the
-worker, not of the service's code: each is the environment variable
-``<BACKEND>_SANDBOX_<OPTION>`` (``variable()``), unset for its default. The
-worker reads and checks them at start with its other settings (settings.py)
-and hands them over with ``use_options()``; the workflow reads them
-(``chosen_options()``) for each sandbox it creates, and the sandbox's
-options, these among them, are recorded in the run's history.
+Each module is one backend behind one interface (``Backend``); what is said of
+a backend beyond its code (credentials, options with bounds and defaults,
+extra, SDK modules, whether its sandboxes live on the worker's host) is
+declared once, in the catalog, which the template reads too. A backend's
+module is imported only when a service registers it, so a service installs
+only its own backends' SDKs. Its options are the worker's settings
+(``<BACKEND>_SANDBOX_<OPTION>``), read at start and recorded in each run's
+history.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ class WorkerAddressedCloudflareSandboxClient(CloudflareSandboxClient):
 
 def sandbox_client(settings: WorkerSettings) -> CloudflareSandboxClient:
     """Build the client the worker registers (runs on the worker only), for
-    the Worker at the address of the worker's ``settings`` (settings.py
+    the Worker at the address of the worker's ``settings`` (reading the settings
     refuses one that is not an http(s) address, in one line)."""
     return WorkerAddressedCloudflareSandboxClient(settings.cloudflare_worker_url)
 

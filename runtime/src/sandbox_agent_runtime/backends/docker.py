@@ -1,36 +1,14 @@
 """The Docker backend: the agent's shell runs in a container on a Docker engine.
 
-Each run gets a fresh container, from the image and on the network of its
-options: the agent's commands run in it (``sh -lc``), its files stay in it,
-and it is removed at the end of the run. Nothing the agent runs touches the
-worker's host, and the engine can be one you run yourself.
-
-The container is contained (``container_bounds()``, below): bounded memory, CPU and
-processes, a workspace of bounded size, no capabilities, no new privileges,
-and a user that is not root. A command that forks, allocates or writes
-without end fails inside its container; the worker's host and every other
-run on it go on. Each limit has a default and a worker environment variable
-(``DOCKER_SANDBOX_*``, read by settings.py).
-
-The worker reaches the engine through ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY``
-and ``DOCKER_CERT_PATH`` for a remote one over TLS) or, when that is unset,
-the default socket ``/var/run/docker.sock``. Access to that socket is
-root-equivalent on the engine's host: see the README.
-
-A container lives on one engine. When each worker's host has an engine of its
-own (the default socket, or a ``DOCKER_HOST`` per host), a run's commands must
-run on the host that created its container; when every worker reaches one
-engine that they share, set ``DOCKER_ENGINE_SHARED=true`` and a run goes on on
-any worker (``host_bound()``, affinity.py).
-
-The ``docker`` package (the engine's Python SDK) is imported only where the
-worker builds its client: the workflow imports this module for its options,
-and Temporal's workflow sandbox refuses the SDK's HTTP modules.
-
-Its options are the worker's environment variables ``DOCKER_SANDBOX_IMAGE``
-and ``DOCKER_SANDBOX_NETWORK`` (declared with their defaults in the catalog, catalog.toml),
-beside the bounds of each container, ``DOCKER_SANDBOX_MEMORY`` and the rest
-(settings.py).
+Each run gets a fresh container, removed at the end of the run: nothing the
+agent runs touches the worker's host, and the engine can be one you run
+yourself. The container is contained (``container_bounds()``): a command that
+forks, allocates or writes without end fails inside it, and every other run
+goes on. Access to the engine's socket is root-equivalent on its host (see
+the README). A container lives on one engine, so a run stays on its worker's
+host unless every worker shares one engine (``DOCKER_ENGINE_SHARED``). The
+``docker`` package is imported only where the worker builds its client: the
+workflow imports this module for its options.
 """
 
 from __future__ import annotations
@@ -250,7 +228,7 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
 def shared_by_every_worker(settings: WorkerSettings) -> bool:
     """Whether every worker reaches this worker's engine (``DOCKER_ENGINE_SHARED``):
     its containers then live on no worker's host, and a run goes on on any
-    worker (host_bound(), affinity.py)."""
+    worker (host_bound())."""
     return settings.docker_engine_shared
 
 

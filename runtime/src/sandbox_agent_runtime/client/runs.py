@@ -1,5 +1,5 @@
 """Finding a run: the latest run of a workflow id, described and checked to
-be this service's (owners.py), and where a conversation stands (its
+be this service's, and where a conversation stands (its
 SESSION_MEMO)."""
 
 from typing import Any
@@ -19,7 +19,7 @@ async def described(
     """The latest run of ``workflow_id``, described (``through_outages``: asked
     again through an outage of the service shorter than SERVICE_OUTAGE_LIMIT);
     ``RunNotFound`` when there is no such workflow or it is another
-    service's (owners.py), whatever its workflow type."""
+    service's, whatever its workflow type."""
     describe = chain_run(client, workflow_id, None).describe
     try:
         description: WorkflowExecutionDescription = await (

@@ -50,7 +50,7 @@ LONGEST_COMMAND_SHOWN = 120
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line, in a form no terminal interprets (display.py),
+    """``text`` on one line, in a form no terminal interprets,
     cut past LONGEST_COMMAND_SHOWN, saying how much more there was."""
     line = visible(text)
     if len(line) > LONGEST_COMMAND_SHOWN:
@@ -77,7 +77,7 @@ class Progress:
         self.turns = 0
         self.steps: dict[int, str] = {}
         # Whether the service has a host-bound backend, whose runs choose a
-        # host for their sandbox and keep its operations there (affinity.py).
+        # host for their sandbox and keep its operations there.
         self.host_bound = current().host_bound
         # The steps a worker of another host refused (affinity.HostFirst),
         # which the run sends to their host's queue next: shown once.
@@ -89,7 +89,7 @@ class Progress:
 
     async def describe(self, event: HistoryEvent) -> str | None:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            # On a versioned worker (versioning.py), each run is pinned to the
+            # On a versioned worker, each run is pinned to the
             # build of its first workflow task.
             task = event.workflow_task_completed_event_attributes
             pinned = task.versioning_behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED

@@ -2,39 +2,10 @@
 tasks, with the real model, several times each (agents are not
 deterministic: one run per task says little).
 
-    <service>-eval evals/                          # every dataset in evals/
-    <service>-eval evals/tasks.yaml --repeat 5 --concurrency 4 --report-dir out/
-    <service>-eval --compare old/report.json new/report.json [--max-drop 0.1]
-    <service>-eval evals/ --approve-all            # a service with approvals: see below
-
-A dataset is YAML a team writes by hand (dataset.py): ``cases``, each an
-``id``, a ``prompt``, its ``inputs`` (paths beside the file) or a ``repo``,
-``checks`` on what the run left and on its answer, and its
-``timeout_seconds``. Every case runs through the real service (runner.py):
-the same task queue, workers, backend and model a user gets. The checks on
-files and commands are made by the run itself, in its own sandbox, after
-its answer and before its workspace goes (workspace/checks.py): nothing the
-agent wrote runs on the machine that runs the evaluation.
-
-The report (report.py): per case its pass rate with its 95% interval
-(Wilson), turns, tokens, estimated cost (the project's price table),
-duration, and each failure with the check that failed and a link to its run
-in the Web UI; ``report.json`` for machines, ``report.md`` and
-``report.html`` (with a chart) for people. ``--compare`` (compare.py) says
-which cases got worse or better, and exits 1 on a regression.
-
-In a service with approvals, each command of an evaluation's runs waits for
-a person, as any run's does: a case then waits to its time limit. With
-``--approve-all``, the command approves every request of its own runs,
-signed with the approver's key APPROVER_KEY_FILE names (one of the workers'
-APPROVERS): the person who runs it trusts the dataset's tasks, as they would
-approving each command by hand. A rubric is graded in this process (rubric.py):
-it needs the model's settings (OPENAI_API_KEY, ...) here too.
-
-Exit statuses: 0 the evaluation ran and its reports are written (whatever
-its pass rate), or ``--compare`` found nothing worse; 1 ``--compare`` found
-a regression; 2 Temporal or the object store unreachable; 3 a bad dataset,
-report or option, said in one line before any run starts.
+Every case runs through the real service, and its checks run in the run's
+own sandbox: nothing the agent wrote runs on the machine that evaluates it.
+A render's docs/evaluations.md is the guide (the dataset, the reports,
+``--compare``, ``--approve-all``, exit statuses).
 """
 
 import argparse

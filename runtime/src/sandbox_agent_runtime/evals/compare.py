@@ -2,23 +2,8 @@
 by how much, and whether any got worse by more than chance (or a set
 threshold) explains.
 
-``compare()`` takes two reports (report.py's ``build()``, as read back from
-``report.json``) and gives the lines a person reads, one per case found in
-either (better, worse or unchanged in pass rate, in points; the change in
-mean cost and time, in percent; a case in one report only, said so), an
-overall line, and a verdict; and the exit status a command ends with.
-
-A case, or the overall rate, is a regression when its pass rate dropped:
-
-- with no threshold, beyond the intervals: the new rate is below the old
-  rate's 95% interval and the old rate above the new one's (stats.py's
-  ``clear_drop``), so 5 of 5 falling to 3 of 5 is noise and to 2 of 5 is not;
-- with ``max_drop`` (a fraction: 0.1 is 10 points), by more than that.
-
-The status is 1 when anything is a regression, 0 otherwise: a drop within
-the threshold, a higher cost or a longer time is reported, never failed on,
-and neither is a case in one report only. The overall rate is judged only
-when both reports hold the same cases (else it is shown, not judged).
+A drop within the noise of a few runs is reported, not failed on, so CI fails
+a change for a regression the repetitions show, not for chance (``compare()``).
 """
 
 import math
@@ -172,7 +157,15 @@ def compare(
     """The lines saying what changed from ``old`` to ``new`` (the new
     report's cases in its order, then those only in the old one, then the
     overall line and the verdict) and the exit status: 1 on a regression, 0
-    when nothing got worse beyond the intervals or ``max_drop``."""
+    when nothing got worse beyond the intervals or ``max_drop``.
+
+    A case, or the overall rate, is a regression when its pass rate dropped:
+    with no threshold, beyond the intervals (the new rate below the old
+    rate's 95% interval and the old rate above the new one's: 5 of 5 falling
+    to 3 of 5 is noise, to 2 of 5 is not); with ``max_drop`` (a fraction: 0.1
+    is 10 points), by more than that. A higher cost, a longer time or a case
+    in one report only is reported, never failed on; the overall rate is
+    judged only when both reports hold the same cases."""
     if max_drop is not None and not 0 <= max_drop <= 1:
         raise ValueError(f"max_drop {max_drop!r} is not a fraction from 0 to 1 (0.1: 10 points)")
     for which, report in (("the old one", old), ("the new one", new)):

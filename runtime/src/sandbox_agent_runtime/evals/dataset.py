@@ -1,50 +1,10 @@
 """An evaluation dataset, as a team writes it by hand: YAML files of cases,
 read and checked whole before any run starts.
 
-``load()`` returns every case of a file (or of the ``*.yaml`` and ``*.yml``
-files directly in a directory, in the order of their names; subdirectories
-are not read, so a case's input directories can sit beside it), or raises
-``BadDataset``: one line naming the file, the case (its id, or its place),
-the field, the value, what is wrong with it and what is allowed. Nothing is
-returned in part: a dataset with one bad case is refused whole, so a run of
-it never starts only to stop on its tenth case.
-
-A file holds a mapping with ``cases`` (and, if wanted, a ``description``)::
-
-    cases:
-      - id: csv-sum
-        prompt: Add up the second column of data/sales.csv into total.txt.
-        inputs: [data]              # relative to this file, inside its directory
-        # or: repo: https://github.com/org/repo@v1.2
-        timeout_seconds: 300        # 600 unless given
-        checks:
-          - file_exists: total.txt
-          - file_contains: {path: total.txt, text: "1234"}
-          - file_sha256: {path: total.txt, sha256: <64 hex digits>}
-          - command: python -c "assert open('total.txt').read().strip() == '1234'"
-          - answer_matches: "1234"  # a regular expression, searched in the answer
-          - answer_json_schema: {type: object, required: [total]}
-          - max_turns: 10
-          - max_tokens: 50000
-        rubric: The answer explains how the total was found.
-
-What each check guarantees once loaded: file checks name a path relative
-to the workspace, never absolute nor climbing out with ``..``; a SHA-256 is
-64 lowercase hexadecimal digits; a regular expression compiles; a schema is
-a valid JSON Schema (draft 2020-12); limits are whole numbers from 1; ids
-are unique across the dataset and safe in a workflow id; every input exists
-inside its file's directory, and no two inputs of a case share a name. The
-YAML is read with the safe loader, and a key given twice in one mapping is
-refused rather than silently overwritten.
-
-A file is bounded as it is read, so a hostile one is refused in one
-line instead of taking the evaluator's memory: at most ``MAX_FILE_BYTES``,
-nested at most ``MAX_DEPTH`` deep, and without YAML aliases (``*name``,
-``<<: *name``): an alias repeats what its anchor holds, and a few hundred
-bytes of aliases of aliases expand to gigabytes (a "billion laughs"), so a
-dataset writes each value out. A schema refers only within itself: a
-``$ref`` that would need a fetch (``https://``, ``file://``, another file)
-is refused here, and nothing is ever fetched (``schema_validator()``).
+A dataset with one bad case is refused whole, in one line naming the file,
+the case, the field and what is allowed, so a run of it never starts only to
+stop on its tenth case; a hostile file is refused instead of taking the
+evaluator's memory. The format is in ``load()``.
 """
 
 import math
@@ -231,8 +191,41 @@ def _outside_reference(schema: dict[str, Any]) -> str | None:
 def load(path: Path) -> list[Case]:
     """Every case of a dataset, checked.
 
+    A file holds a mapping with ``cases`` (and, if wanted, a ``description``)::
+
+        cases:
+          - id: csv-sum
+            prompt: Add up the second column of data/sales.csv into total.txt.
+            inputs: [data]              # relative to this file, inside its directory
+            # or: repo: https://github.com/org/repo@v1.2
+            timeout_seconds: 300        # 600 unless given
+            checks:
+              - file_exists: total.txt
+              - file_contains: {path: total.txt, text: "1234"}
+              - file_sha256: {path: total.txt, sha256: <64 hex digits>}
+              - command: python -c "assert open('total.txt').read().strip() == '1234'"
+              - answer_matches: "1234"  # a regular expression, searched in the answer
+              - answer_json_schema: {type: object, required: [total]}
+              - max_turns: 10
+              - max_tokens: 50000
+            rubric: The answer explains how the total was found.
+
+    What each case guarantees once loaded: file checks name a path relative
+    to the workspace, never absolute nor climbing out with ``..``; a SHA-256
+    is 64 lowercase hexadecimal digits; a regular expression compiles; a
+    schema is a valid JSON Schema (draft 2020-12) that refers only within
+    itself (nothing is ever fetched); limits are whole numbers from 1; ids
+    are unique across the dataset and safe in a workflow id; every input
+    exists inside its file's directory, and no two inputs of a case share a
+    name. A file is read with the safe loader, at most ``MAX_FILE_BYTES``,
+    nested at most ``MAX_DEPTH`` deep, without YAML aliases (a few hundred
+    bytes of aliases of aliases expand to gigabytes) and without a key given
+    twice in one mapping.
+
     Args:
-        path: a YAML file, or a directory of them.
+        path: a YAML file, or a directory of them (its ``*.yaml`` and
+            ``*.yml`` files, in the order of their names; subdirectories are
+            not read, so a case's input directories can sit beside it).
 
     Returns:
         The cases; ``BadDataset`` in one line for the first thing wrong.
@@ -379,7 +372,7 @@ class _Reader:
         return tuple(paths)
 
     def repo(self, value: object) -> str:
-        """A repository of a form a run may be given (repos.py); the
+        """A repository of a form a run may be given; the
         service's REPO_ALLOWED_* settings are checked before any run starts
         (runner.prepare)."""
         if isinstance(value, str):

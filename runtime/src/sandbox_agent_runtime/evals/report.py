@@ -1,21 +1,11 @@
 """What an evaluation found, for machines and for people: the runs of each
 case added up into a report, and the report written out.
 
-``build()`` turns the attempts (one run of one case each) into a report as a
-plain JSON-able dict: the overall pass rate with its 95% Wilson interval,
-and per case (in the order their first attempts come, the dataset's when
-the runner passes them so) its pass rate and interval, mean turns, tokens,
-cost and time, each failure with the check that failed and the run's id and
-Web UI link, and the rubric's mean grade, apart from the checks. A figure
-nothing measured is null, never a made-up zero: the cost of a model the
-price table does not hold, the grade of a case with no rubric.
-
-``write()`` writes ``report.json`` (that dict: ``compare.py`` reads two of
-them), ``report.md`` and ``report.html``: a self-contained page (no script,
-no external resource, a Content-Security-Policy that allows neither) with
-its chart as inline SVG. Every string from the report is escaped where it
-lands, and only http(s) links become links: a case id, a check's output or
-a model's reason cannot add markup to either page.
+A figure nothing measured is null, never a made-up zero (the cost of a
+model without a price, the grade of a case without a rubric) (``build()``).
+The pages people read are self-contained, and every string from the report
+is escaped where it lands: a case id, a check's output or a model's reason
+cannot add markup to them (``write()``).
 """
 
 import html
@@ -31,7 +21,7 @@ from typing import Any
 from sandbox_agent_runtime.evals.stats import wilson
 
 # The service's prices, which its budgets use too: one way to turn tokens
-# into money (service.py).
+# into money.
 from sandbox_agent_runtime.service import Price, cost_of, usd
 
 __all__ = ["Attempt", "Price", "build", "cost_of", "markdown", "page", "wilson", "write"]
@@ -128,7 +118,10 @@ def build(
 ) -> dict[str, Any]:
     """The report of ``attempts`` as a JSON-able dict: the overall figures
     at the top (``pass_rate``, ``interval``, ...) and ``cases``, one per
-    case in the order of its first attempt, its attempts by repetition."""
+    case in the order of its first attempt, its attempts by repetition:
+    its pass rate with its 95% Wilson interval, mean turns, tokens, cost and
+    time, each failure with the check that failed and the run's id and Web
+    UI link, and the rubric's mean grade, apart from the checks."""
     by_case: dict[str, list[Attempt]] = {}
     for attempt in attempts:
         by_case.setdefault(attempt.case_id, []).append(attempt)

@@ -3,7 +3,7 @@ releases a sandbox left idle once its workspace is in a snapshot, and takes
 the follow-up up, in the sandbox it holds or in a fresh one that starts from
 the snapshot.
 
-The follow-up and the end arrive as updates (workflow.py) into the run's
+The follow-up and the end arrive as updates into the run's
 ``Inbox``, which refuses them (their validators) but when the conversation
 can take them; a wait reads nothing else."""
 

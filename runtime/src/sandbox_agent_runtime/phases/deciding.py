@@ -1,4 +1,4 @@
-"""A call that waits for a person (with approvals: approvals.py): the
+"""A call that waits for a person (with approvals): the
 request shown, and the decision the run takes, a person's (``check()``
 refuses any other before it reaches history) or, after the wait, a
 rejection saying nobody decided.
@@ -53,7 +53,7 @@ async def decision_on(item: ToolApprovalItem, pending: Approvals, wait: timedelt
 def check(decision: Decision, pending: Approvals, approving: bool) -> None:
     """Refuse a decision (before it is written to history: the update's
     validator) on an unknown or decided call, one that no approver signed
-    over the request as it was shown (approvers.py), and any decision when
+    over the request as it was shown, and any decision when
     the service takes no approvals (``approving`` False)."""
     if not approving:
         raise ApplicationError(

@@ -1,5 +1,5 @@
 """What a run is given by its service and its workflow type, read once when
-it begins (workflow.py) and handed to the phases that need it."""
+it begins and handed to the phases that need it."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,10 +21,10 @@ from sandbox_agent_runtime.service import (
 class Given:
     # The most model turns a prompt may take, across its chain.
     max_turns: int
-    # Whether calls wait for a person (approvals.py), and for how long.
+    # Whether calls wait for a person, and for how long.
     approvals: bool
     approval_wait: timedelta
-    # Whether the service's sandboxes live on a worker's host (affinity.py),
+    # Whether the service's sandboxes live on a worker's host,
     # and how long an operation waits for that host's workers.
     host_bound: bool
     host_wait: timedelta

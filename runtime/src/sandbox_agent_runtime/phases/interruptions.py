@@ -2,13 +2,12 @@
 
 - **The run's history is full**: the rest of the prompt (or a conversation's
   wait for its follow-up) goes on in a fresh run with the same workflow id,
-  handed a ``Carried`` (chain.py): the conversation, the same sandbox, the
+  handed a ``Carried``: the conversation, the same sandbox, the
   turns left, where the conversation stands (``continue_as_new()``).
 - **The sandbox's host is gone** (a service with a host-bound backend): a
   conversation's prompt is redone in a fresh sandbox on another host,
   restored from its latest snapshot in the object store, the model told what
-  was lost (``recovery()``); without such a snapshot the run fails
-  (ending.py).
+  was lost (``recovery()``); without such a snapshot the run fails.
 """
 
 import dataclasses
@@ -73,7 +72,7 @@ def carried(
 def continue_as_new(request: RunRequest, handed: Carried, memo: dict[str, Any]) -> None:
     """Go on in a fresh run of the chain (the workflow waits for the updates
     being handled first). Its inputs are in the workspace already; the run
-    starts on the deployment's current build (versioning.py), which reads
+    starts on the deployment's current build, which reads
     this Carried, with ``memo`` (what the starter and the Web UI read)."""
     workflow.continue_as_new(
         args=[dataclasses.replace(request, inputs=[]), handed],

@@ -48,7 +48,7 @@ class Progress:
         memo: dict[str, Any] = {USAGE_MEMO: asdict(usage)}
         if follow_ups:
             memo[SESSION_MEMO] = self.memo()
-        # The service the chain belongs to (owners.py), and who started it
+        # The service the chain belongs to, and who started it
         # through the API (api/callers.py): every run of the chain is theirs.
         for owner in (SERVICE_MEMO, CALLER_MEMO):
             recorded = workflow.memo_value(owner, None)

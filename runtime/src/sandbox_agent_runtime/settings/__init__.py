@@ -9,7 +9,7 @@ variable, the value and what is allowed. Unset, a variable takes its
 default; set to nothing (``NAME=``) it is refused like any other bad value.
 
 Not here: the ``TEMPORAL_*`` connection settings, which Temporal's own
-envconfig reads (connection.py), and the variables each SDK reads for itself
+envconfig reads, and the variables each SDK reads for itself
 (``OPENAI_BASE_URL``, ``DOCKER_HOST``, the AWS credentials). The reference
 page, ``docs/settings.md``, is made from the declarations
 (``python -m sandbox_agent_runtime.settings.reference``).

@@ -24,7 +24,7 @@ CODEC_SERVER_ADDRESS = ("127.0.0.1", 8081)
 # The Web UI origins a browser may call it from: the dev server's UI.
 CODEC_SERVER_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
 # Every variable the codec server reads itself: the declared ones, and the
-# namespace of Temporal's own settings (connection.py), whose payloads alone
+# namespace of Temporal's own settings, whose payloads alone
 # it decodes.
 CODEC_SERVER_VARIABLES = (
     *(setting.name for setting in SETTINGS if "codec server" in setting.readers),

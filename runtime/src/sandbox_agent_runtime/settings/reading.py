@@ -120,7 +120,7 @@ def url(environ: Mapping[str, str], name: str) -> str | None:
     return web_address(environ, name, setting.example, setting.unset)
 
 
-# The repositories a run may be given (repos.py): read by the worker, which
+# The repositories a run may be given: read by the worker, which
 # checks before it clones, and by the starter and the API (and so the
 # evaluations), which refuse before a run starts; set them alike.
 REPO_VARIABLES = ("REPO_ALLOWED_SCHEMES", "REPO_ALLOWED_HOSTS", "REPO_ALLOWED_NETWORKS")

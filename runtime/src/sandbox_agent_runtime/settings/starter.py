@@ -33,14 +33,14 @@ class StarterSettings:
     # Temporal Cloud UI for a Cloud address, else the dev server's.
     ui_url: str | None
     # OBJECT_STORE_URL: the worker's object store, which the starter needs
-    # too (object_store.py); None: none.
+    # too; None: none.
     object_store: stores.ObjectStore | None
-    # PAYLOAD_ENCRYPTION_KEYS: the worker's keys (encryption.py); None: none.
+    # PAYLOAD_ENCRYPTION_KEYS: the worker's keys; None: none.
     keys: encryption.Keys | None
-    # APPROVER_KEY_FILE: the approver's private key (approvers.py); read only
+    # APPROVER_KEY_FILE: the approver's private key; read only
     # with approvals (without, the default, which nothing reads).
     approver_key_file: Path
-    # REPO_ALLOWED_*: the repositories a run may be given (repos.py).
+    # REPO_ALLOWED_*: the repositories a run may be given.
     repos: repositories.RepoPolicy = repositories.DEFAULT_POLICY
 
 

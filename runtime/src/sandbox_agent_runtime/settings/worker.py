@@ -1,5 +1,5 @@
 """The worker's settings: ``worker_settings()`` reads its environment into a
-frozen ``WorkerSettings`` (settings_types.py), credentials first."""
+frozen ``WorkerSettings``, credentials first."""
 
 import base64
 import binascii
@@ -30,19 +30,19 @@ from sandbox_agent_runtime.settings.reading import (
 from sandbox_agent_runtime.settings_types import DOCKER_TMP_SIZE, DockerLimits, WorkerSettings
 
 # What Temporal accepts as a Worker Deployment's name and build id (both or
-# neither: versioning.py): no whitespace or control characters, and no "."
+# neither): no whitespace or control characters, and no "."
 # in a deployment name (the server joins the two with one).
 _DEPLOYMENT_NAME = re.compile(r"[^\s.]{1,255}")
 _BUILD_ID = re.compile(r"[^\s]{1,255}")
 
 # What a host id may be (a service with a host-bound backend): it becomes
-# part of a task queue's name (affinity.py).
+# part of a task queue's name.
 _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 # Each run's container, with the docker backend (backends/docker.py): the
 # variables and their defaults (settings/declared.py). Memory covers the
 # workspace and /tmp too: both are in-memory file systems, /tmp of
-# DOCKER_TMP_SIZE (settings_types.py).
+# DOCKER_TMP_SIZE.
 DOCKER_MEMORY = ("DOCKER_SANDBOX_MEMORY", str(DECLARED["DOCKER_SANDBOX_MEMORY"].default))
 DOCKER_CPUS = ("DOCKER_SANDBOX_CPUS", str(DECLARED["DOCKER_SANDBOX_CPUS"].default))
 DOCKER_PIDS = ("DOCKER_SANDBOX_PIDS", str(DECLARED["DOCKER_SANDBOX_PIDS"].default))
@@ -182,7 +182,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
 
 
 def openai_api(environ: Mapping[str, str]) -> str:
-    """``OPENAI_API``: the model endpoint's API (model_api.py)."""
+    """``OPENAI_API``: the model endpoint's API."""
     value = environ.get("OPENAI_API")
     if value is None:
         return "responses"
@@ -197,7 +197,7 @@ def openai_api(environ: Mapping[str, str]) -> str:
 
 
 def keep_litellm_offline(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Have LiteLLM (litellm_models.py), if the worker imports it, read its
+    """Have LiteLLM, if the worker imports it, read its
     table of model prices from its own package rather than fetch it from the
     internet when it is imported: ``LITELLM_LOCAL_MODEL_COST_MAP``, unless
     the environment sets it. Called at the worker's start, before any import
@@ -208,7 +208,7 @@ def keep_litellm_offline(environ: MutableMapping[str, str] = os.environ) -> None
 def model_calls_per_second(environ: Mapping[str, str]) -> float | None:
     """``MODEL_CALLS_PER_SECOND``: the fleet's rate of model calls (a number
     of calls a second, fractions allowed: 0.5 is one every two seconds), or
-    None when it is unset (model_queue.py)."""
+    None when it is unset."""
     value = environ.get("MODEL_CALLS_PER_SECOND")
     if value is None:
         return None

@@ -87,7 +87,7 @@ async def asked(waiting: Awaitable[T]) -> T:
 
 def request_lines(request: dict[str, Any]) -> list[str]:
     """A request for approval, as the starter shows it: the run made its
-    detail visible (approvals.py, display.py); each line goes through
+    detail visible (approvals.py); each line goes through
     display.safe_line all the same, so nothing from the run can reach the
     terminal as a control sequence."""
     call, tool = request.get("call_id", "?"), request.get("tool", "?")
@@ -109,7 +109,7 @@ def decide_lines(workflow_id: str, call_id: str) -> list[str]:
 
 
 def settings_key_file() -> Path:
-    """The approver's key file APPROVER_KEY_FILE names (settings.py);
+    """The approver's key file APPROVER_KEY_FILE names;
     ``NoDecision`` for a setting the starter cannot use."""
     try:
         return starter_settings().approver_key_file
@@ -118,7 +118,7 @@ def settings_key_file() -> Path:
 
 
 def signing_key(key_file: Path) -> Ed25519PrivateKey:
-    """The approver's private key in ``key_file`` (approvers.py);
+    """The approver's private key in ``key_file``;
     ``NoDecision`` if none."""
     try:
         return approvers.load_key(key_file)

@@ -54,7 +54,7 @@ from sandbox_agent_runtime.starter.statuses import (
 )
 
 # A step that no worker has taken for this long is shown as waiting. Past a
-# worker's capacity (capacity.py), or with no worker running, a run's next
+# worker's capacity, or with no worker running, a run's next
 # step waits on the task queue until a worker is free: nothing fails.
 WAIT_NOTICE = timedelta(seconds=10)
 
@@ -63,7 +63,7 @@ WAIT_NOTICE = timedelta(seconds=10)
 class Queued:
     """A step of a run that waits for a worker: a key that tells one wait
     from the next, the step in words, and whether it is a model call (which
-    waits on the model calls' queue: model_queue.py)."""
+    waits on the model calls' queue)."""
 
     key: object
     step: str

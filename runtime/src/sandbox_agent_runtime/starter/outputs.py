@@ -83,7 +83,7 @@ def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
 async def usage_line(client: Client, workflow_id: str) -> str:
     """What the whole chain used of the model and what it cost at the
     model's price ("cost n/a" without one), from its latest run's memo (the
-    worker keeps it there: observability.py)."""
+    worker keeps it there)."""
     description = await chain_run(client, workflow_id, None).describe()
     usage = (await description.memo()).get(USAGE_MEMO)
     if not isinstance(usage, dict):

@@ -19,7 +19,7 @@ from sandbox_agent_runtime.starter.statuses import EXIT_USAGE, Refused
 
 async def described(client: Client, workflow_id: str, option: str) -> WorkflowExecutionDescription:
     """The latest run of ``workflow_id``, described; ``Refused`` (EXIT_USAGE)
-    when there is no such workflow or it is another service's (owners.py),
+    when there is no such workflow or it is another service's,
     whatever its workflow type: the same line for both, so a service learns
     nothing of another's runs."""
     try:

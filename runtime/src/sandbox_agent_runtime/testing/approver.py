@@ -1,4 +1,4 @@
-"""The tests' stand-in person: an approver's key pair (approvers.py).
+"""The tests' stand-in person: an approver's key pair.
 
 Every worker of the tests trusts it: those in this process from the moment
 this module is imported (``approvers.trust``), worker processes through

@@ -1,5 +1,5 @@
 """Git repositories on loopback for the tests (a run is never given a path
-on the worker's disk: repos.py): a repository served over HTTP
+on the worker's disk): a repository served over HTTP
 (``serving``), the policy that lets a worker clone from loopback
 (``LOOPBACK_REPOS``), and a port that counts who connects to it
 (``listening``)."""

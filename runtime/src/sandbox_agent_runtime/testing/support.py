@@ -133,7 +133,7 @@ def local_stand_in(settings: WorkerSettings) -> BaseSandboxClient[Any]:
 # seconds whatever its back-off. Timers fire within 10 ms here.
 PRECISE_TIMERS = 'history.timerProcessorMaxTimeShift="10ms"'
 # It hands an activity to another task queue than its run's (a sandbox's
-# host's: affinity.py), and a task that no worker took with its workflow
+# host's), and a task that no worker took with its workflow
 # task, about 100 ms late, polling its queue of such tasks 20 times a second
 # by default; within a few ms here.
 PROMPT_DISPATCH = "history.transferProcessorMaxPollRPS=1000"
@@ -566,8 +566,8 @@ async def assert_the_sandbox_fails_the_run_at_once(
     assert [step.attempt for step in steps if step.attempt][-1] == 1
 
 
-# Each data converter builds the pydantic schema of every type it reads, 30 ms
-# or more each, and keeps them: the tests' many clients share this one.
+# Each data converter builds the pydantic schema of every type it reads, which
+# is slow, and keeps them: the tests' many clients share this one.
 DATA_CONVERTER = DataConverter(payload_converter_class=AgentPayloadConverter)
 
 

@@ -19,7 +19,7 @@ from sandbox_agent_runtime.shared import LONGEST_LISTING, MOST_FILES, STORED_FIL
 # at its full size, its repository included) for the worker to read it whole:
 # placing inputs beside more is refused, and a larger workspace is not
 # snapshotted. Its outputs may weigh the run's limit more than it held once
-# placed (STORED_FILES_LIMIT or INLINE_FILES_LIMIT, shared.py).
+# placed (STORED_FILES_LIMIT or INLINE_FILES_LIMIT).
 LARGEST_WORKSPACE = 4 * STORED_FILES_LIMIT
 
 # Counts the files (and links, FIFOs, ...) under the workspace and their

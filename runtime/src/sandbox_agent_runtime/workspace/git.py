@@ -7,7 +7,7 @@ its own, under its time limit (``git``: GitTimedOut, GIT_TIMEOUT_MINUTES,
 and never past its sandbox operation's own: ``Limit``), killed however it
 ends and, on Linux, with the worker (``_GUARD``), its transport giving up on
 a server that stops answering (``STALLED``). A clone is of a repository
-the service allows (repos.py), checked again here, over the transports it
+the service allows, checked again here, over the transports it
 allows alone."""
 
 import asyncio
@@ -266,7 +266,7 @@ async def clone(
     repo: Repo, timeout: timedelta = GIT_TIMEOUT, policy: RepoPolicy = DEFAULT_POLICY
 ) -> tuple[Path, str]:
     """The worker's clone of ``repo`` checked out at its ref, and the commit.
-    A repository ``policy`` does not allow (repos.py, its host's addresses
+    A repository ``policy`` does not allow (its host's addresses
     looked up again), one that does not exist, a ref that does not, and one
     that git cannot clone within ``timeout`` (or the sandbox operation's
     own: ``Limit``) each fails for good, naming it, before any connection to

@@ -89,11 +89,41 @@ R = TypeVar("R")
 
 
 class WorkspaceProvider(SandboxClientProvider):
-    """The SDK's provider, with the two workspace operations beside its own.
+    """The SDK's provider, with the workspace's operations beside its own,
+    registered under the provider's name:
+
+    - ``<provider>-sandbox_workspace_place``, before the agent's first turn:
+      the run's inputs and its git repository (cloned on the worker, at its
+      ref: the sandbox needs neither git nor a network) go into the
+      workspace, beside the agent's ``default_manifest``; it returns a
+      checksum of every file, the baseline of the outputs. Placing again (a
+      retry) gives the same workspace.
+    - ``<provider>-sandbox_workspace_collect``, after the answer: every file
+      new or changed since the baseline, in one archive, and for a
+      repository its changes as a patch ``git apply`` takes on the ref.
+      Links, devices, FIFOs and names that climb out of the workspace are
+      left out, saying so.
+    - ``<provider>-sandbox_workspace_snapshot``, after each answer and before
+      a run continues as new: the whole workspace, gzipped, into the
+      ``SnapshotStore``; it answers with the worker's SESSION_IDLE_TIMEOUT
+      and SESSION_LIFETIME, so the workflow waits by the settings of the
+      worker that holds the sandbox, the same on every replay. Each snapshot
+      replaces (and deletes) the one before.
+    - ``<provider>-sandbox_workspace_restore``, in a fresh sandbox: the
+      snapshot's files, in place of what the sandbox started with.
+    - ``<provider>-sandbox_workspace_forget``: the last snapshot deleted once
+      the conversation ends.
+
+    Place, collect and snapshot count a workspace's files and bytes in the
+    sandbox (one command) and read nothing of one over the limits; then they
+    read it as a stream, so the worker's memory is bounded whatever the
+    workspace holds. Files travel in the activity's input or result (the
+    object store keeps a large one).
+
     ``has_store``: the worker keeps large payloads in an object store, so a
     run's outputs may weigh STORED_FILES_LIMIT rather than INLINE_FILES_LIMIT.
     ``git_timeout``: the longest one of its git processes may run;
-    ``repos``: the repositories it clones (REPO_ALLOWED_*: repos.py)."""
+    ``repos``: the repositories it clones (REPO_ALLOWED_*)."""
 
     def __init__(
         self,

@@ -57,7 +57,19 @@ SNAPSHOT_ENCODING = b"binary/workspace-snapshot"
 
 @dataclass(frozen=True)
 class SnapshotStore:
-    """Where a worker writes its workspaces' snapshots (IN_STORE or ON_HOST)."""
+    """Where a worker writes its workspaces' snapshots (IN_STORE or ON_HOST:
+    without an object store, a host-bound backend keeps them on its host's
+    disk).
+
+    A snapshot is bound to what it is: the snapshot operation answers with
+    the SHA-256 of exactly what it stored, which the workflow keeps in its
+    own state, and restore refuses an object whose digest differs (another
+    conversation's snapshot, an older one of this conversation, any other
+    archive) before anything of it reaches the workspace, failing the
+    follow-up at once. With PAYLOAD_ENCRYPTION_KEYS, the ciphertext also
+    names its conversation and its object (AES-GCM's associated data), so a
+    copy does not decrypt anywhere else. A snapshot recorded before this (its
+    record has no ``format``) is restored as it was then: unchecked."""
 
     objects: DirectoryObjects | BucketObjects
     bucket: str

@@ -1,22 +1,11 @@
 """The workspace's operations as a run takes them (workflow side): each
-schedules its activity (provider.py) on the run's sandbox as the sandbox's
-own operations are scheduled (their timeout, retries and host: the sandbox
-client's ``config``), with a summary for history and the starter, and gives
-back its result.
-
-- ``place()``: the prompt's inputs (the first prompt's repository too), before
-  the agent's first turn; what the workspace then holds, the baseline of
-  its outputs.
-- ``collect()``: every file the prompt created or changed, after the answer.
-- ``Snapshots``: a conversation's snapshots, the latest kept; ``restore()``
-  puts one in a fresh sandbox; ``forget()`` deletes the last.
-- ``Preparation``: what the workspace needs before the agent's first model
-  turn (restored, placed, snapshotted), which the chain's run hooks
-  (chain.HistoryBudget) await then, the sandbox being up: a call down,
-  into this module, below the chain.
-
-It reads the sandbox client through ``RunSandbox`` alone (what
-chain.LastingSandboxClient gives), so nothing here imports the chain.
+schedules its activity on the run's sandbox as the sandbox's own operations
+are scheduled (their timeout, retries and host), with a summary for history
+and the starter: ``place()``, ``collect()``, ``Snapshots`` (``restore()``,
+``forget()``), and ``Preparation``, what the workspace needs before the
+agent's first model turn, which the chain's run hooks await. It reads the
+sandbox client through ``RunSandbox`` alone, so nothing here imports the
+chain.
 """
 
 import dataclasses
