@@ -173,6 +173,14 @@ def test_a_project_of_the_previous_release_passes_its_whole_suite_after_its_runt
     installed = project.install()
     assert installed.returncode == 0, installed.stderr
 
-    # Its whole suite as `uv run pytest` selects it, every test run, its
-    # recorded histories replayed among them.
-    run_part(project, Part((), ("test_histories", "test_agent_workflow")), tmp_path / "report.xml")
+    # Its whole suite as `uv run pytest` selects it, with the tests of its
+    # commands as processes (what a render calls of the runtime by name: its
+    # console scripts), every test run, its recorded histories replayed among
+    # them. (The long, fault and monitoring tests exercise the runtime, not
+    # what a render calls of it; the runtime's own suite runs them.)
+    selection = ("-m", "not live and not long and not faults and not monitoring")
+    run_part(
+        project,
+        Part(selection, ("test_histories", "test_agent_workflow", "test_commands")),
+        tmp_path / "report.xml",
+    )
