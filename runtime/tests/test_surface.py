@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.surface import REWRITE, RUNTIME, SURFACE, version
 
 
@@ -38,3 +40,41 @@ def test_the_changelog_has_an_entry_for_the_version() -> None:
     ), (
         f"runtime/CHANGELOG.md has no '## [{version()}] - YYYY-MM-DD' entry for the runtime's version"
     )
+
+
+def _last_release() -> tuple[str, str] | None:
+    """The last tagged release's name and its surface.txt, from git (None:
+    no git, or no tag in this clone)."""
+    tag = subprocess.run(
+        ["git", "describe", "--tags", "--abbrev=0", "--match", "v*"],
+        cwd=RUNTIME,
+        capture_output=True,
+        text=True,
+    )
+    if tag.returncode != 0:
+        return None
+    name = tag.stdout.strip()
+    listing = subprocess.run(
+        ["git", "show", f"{name}:runtime/surface.txt"],
+        cwd=RUNTIME,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return name, listing
+
+
+def test_a_surface_that_moved_since_the_last_release_has_a_version_of_its_own() -> None:
+    release = _last_release()
+    if release is None:
+        # .ci/run fetches the tags; a copy without them cannot tell.
+        pytest.skip("no v* tag in this clone (git fetch --tags)")
+    name, listing = release
+    released_version, _, released = listing.partition("\n")
+    kept_version, _, kept = SURFACE.read_text().partition("\n")
+    if kept != released:
+        assert kept_version != released_version, (
+            f"the runtime's public surface or settings moved since {name} and surface.txt still "
+            f"says {released_version}: bump the version in runtime/pyproject.toml, add its entry "
+            f"to runtime/CHANGELOG.md, then run `{REWRITE}`"
+        )
