@@ -70,8 +70,8 @@ def test_a_surface_that_moved_since_the_last_release_has_a_version_of_its_own() 
         # .ci/run fetches the tags; a copy without them cannot tell.
         pytest.skip("no v* tag in this clone (git fetch --tags)")
     name, listing = release
-    released_version, _, released = listing.partition("\n")
-    kept_version, _, kept = SURFACE.read_text().partition("\n")
+    released_version, _, released = listing.removeprefix("version ").partition("\n")
+    kept_version, _, kept = SURFACE.read_text().removeprefix("version ").partition("\n")
     if kept != released:
         assert kept_version != released_version, (
             f"the runtime's public surface or settings moved since {name} and surface.txt still "
