@@ -1,0 +1,73 @@
+"""The service's workflow with other agents beside agent.py's, as a team
+would declare them there with the Agents SDK's own types: a reviewer the
+agent hands off to (``handoffs=[...]``), and a helper it calls as a tool
+(``Agent.as_tool``). Each is the project's agent (its sandbox capabilities,
+so its approvals) with instructions and a model of its own, so a test
+scripts each one apart (``ScriptedAgents``, keyed by model name).
+
+Defined at its first use, once per process (as workspace_agents.py's)."""
+
+# No ``from __future__ import annotations``: Temporal compares the run
+# method's annotations with those of the base's __init__ (@workflow.init).
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from agents.sandbox import SandboxAgent
+
+from sandbox_agent_runtime.chain import Carried
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from sandbox_agent_runtime.testing.registration import defined_at_first_use, workflow_type
+
+# The other agents' names and models (their scripts' keys).
+REVIEWER = "Reviewer"
+REVIEWER_MODEL = "reviewer-model"
+HELPER = "Helper"
+HELPER_MODEL = "helper-model"
+# The tools the agent is given for them: the SDK's handoff tool, and the helper as a tool.
+TO_REVIEWER = "transfer_to_reviewer"
+ASK_HELPER = "ask_helper"
+
+
+def _define(base: Any) -> dict[str, type[Any]]:
+    """The variant of ``base``, the project's workflow type."""
+
+    class OtherAgentsWorkflow(base):  # type: ignore[misc]
+        """The project's agent, handing off to a reviewer and calling a
+        helper; registered under the service's own workflow type, so the
+        starter starts it."""
+
+        def agent(self) -> SandboxAgent[Any]:
+            own = super().agent()
+            reviewer = replace(
+                super().agent(),
+                name=REVIEWER,
+                instructions="Review the work in the workspace and report what you find.",
+                model=REVIEWER_MODEL,
+                tools=[],
+            )
+            helper = replace(
+                super().agent(),
+                name=HELPER,
+                instructions="Do what you are asked in the workspace.",
+                model=HELPER_MODEL,
+                tools=[],
+            )
+            ask_helper = helper.as_tool(ASK_HELPER, "Ask the helper to do a step in the workspace.")
+            return replace(own, handoffs=[reviewer], tools=[*own.tools, ask_helper])
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
+    workflow_type(OtherAgentsWorkflow, WORKFLOW_TYPE)
+    return {"OtherAgentsWorkflow": OtherAgentsWorkflow}
+
+
+if TYPE_CHECKING:
+    from sandbox_agent_runtime.testing.registration import WorkflowVariant
+
+    OtherAgentsWorkflow = WorkflowVariant
+
+
+__getattr__ = defined_at_first_use(frozenset({"OtherAgentsWorkflow"}), _define)
