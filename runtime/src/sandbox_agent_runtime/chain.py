@@ -98,6 +98,9 @@ class Carried:
     # The model calls and tokens the current prompt used in the earlier runs
     # (what its budget counts; None from a run before budgets: from zero).
     prompt_usage: Usage | None = None
+    # The agent whose turn it was, by name, when the agent.py's agent had
+    # handed the prompt off to another ("" for agent.py's own).
+    agent: str = ""
 
 
 class HistoryFull(AgentsException):
@@ -195,6 +198,25 @@ class CalledAsTool(AgentHooks[Any]):
     async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Tool, result: Any) -> None:
         if self.own is not None:
             await self.own.on_tool_end(context, agent, tool, result)
+
+
+def handed_off_to(agent: Agent[Any], name: str) -> Agent[Any]:
+    """The agent named ``name`` among those ``agent`` hands off to, directly
+    or through another (``handoffs=[...]`` of agents); ``agent`` itself when
+    none is (``name`` "" or its own, or an agent a new build no longer has)."""
+    seen: set[int] = set()
+    waiting = [agent]
+    while waiting and name:
+        each = waiting.pop(0)
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        if each.name == name:
+            return each
+        waiting += [other for other in each.handoffs if isinstance(other, Agent)]
+    if name and name != agent.name:
+        workflow.logger.warning(f"No agent {name!r} to hand off to: {agent.name!r} goes on")
+    return agent
 
 
 def agents_called_as_tools(agent: Agent[Any]) -> list[Agent[Any]]:

@@ -9,12 +9,15 @@ Defined at its first use, once per process (as workspace_agents.py's)."""
 
 # No ``from __future__ import annotations``: Temporal compares the run
 # method's annotations with those of the base's __init__ (@workflow.init).
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from agents import RunContextWrapper, TResponseInputItem
+from agents.agent import Agent
 from agents.sandbox import SandboxAgent
 
-from sandbox_agent_runtime.chain import Carried
+from sandbox_agent_runtime.chain import Carried, HistoryBudget, HistoryFull
+from sandbox_agent_runtime.observability import Usage
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.testing.registration import defined_at_first_use, workflow_type
@@ -29,8 +32,32 @@ TO_REVIEWER = "transfer_to_reviewer"
 ASK_HELPER = "ask_helper"
 
 
+# The model turn (from 1) before which the first run of the
+# OtherAgentsChainWorkflow's chain takes its history for full.
+FULL_BEFORE_TURN = 5
+
+
+@dataclass
+class FullBeforeTurn(HistoryBudget):
+    """The run's hooks, taking the history for full before turn ``full_before``
+    (0: never), as a run that grew large would."""
+
+    full_before: int = 0
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        if self.turns + 1 == self.full_before:
+            raise HistoryFull(f"taken for full before turn {self.full_before}")
+        await super().on_llm_start(context, agent, system_prompt, input_items)
+
+
 def _define(base: Any) -> dict[str, type[Any]]:
-    """The variant of ``base``, the project's workflow type."""
+    """The variants of ``base``, the project's workflow type."""
 
     class OtherAgentsWorkflow(base):  # type: ignore[misc]
         """The project's agent, handing off to a reviewer and calling a
@@ -60,14 +87,33 @@ def _define(base: Any) -> dict[str, type[Any]]:
             answer: RunAnswer = await super().run(request, carried)
             return answer
 
+    class OtherAgentsChainWorkflow(OtherAgentsWorkflow):  # type: ignore[misc]
+        """The same, its chain's first run continued as new before its
+        FULL_BEFORE_TURN-th model turn."""
+
+        def run_hooks(self, usage: Usage) -> HistoryBudget:
+            full_before = FULL_BEFORE_TURN if self.run_of_chain == 1 else 0
+            return FullBeforeTurn(usage=usage, full_before=full_before)
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
     workflow_type(OtherAgentsWorkflow, WORKFLOW_TYPE)
-    return {"OtherAgentsWorkflow": OtherAgentsWorkflow}
+    workflow_type(OtherAgentsChainWorkflow, WORKFLOW_TYPE)
+    return {
+        "OtherAgentsWorkflow": OtherAgentsWorkflow,
+        "OtherAgentsChainWorkflow": OtherAgentsChainWorkflow,
+    }
 
 
 if TYPE_CHECKING:
     from sandbox_agent_runtime.testing.registration import WorkflowVariant
 
     OtherAgentsWorkflow = WorkflowVariant
+    OtherAgentsChainWorkflow = WorkflowVariant
 
 
-__getattr__ = defined_at_first_use(frozenset({"OtherAgentsWorkflow"}), _define)
+__getattr__ = defined_at_first_use(
+    frozenset({"OtherAgentsWorkflow", "OtherAgentsChainWorkflow"}), _define
+)
