@@ -25,9 +25,8 @@ from sandbox_agent_runtime.object_store import data_converter
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing import other_agents, project, project_service
 from sandbox_agent_runtime.testing.handovers import StallsAfterTheFirstCommand
-from sandbox_agent_runtime.testing import other_agents
 from sandbox_agent_runtime.testing.other_agents import (
     ASK_HELPER,
     HELPER,

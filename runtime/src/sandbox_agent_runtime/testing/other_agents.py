@@ -5,10 +5,13 @@ agent hands off to (``handoffs=[...]``), and a helper it calls as a tool
 so its approvals) with instructions and a model of its own, so a test
 scripts each one apart (``ScriptedAgents``, keyed by model name).
 
-Defined at its first use, once per process (as workspace_agents.py's)."""
+Defined at its first use, once per process (as workspace_agents.py's).
+``workflow_with_agent`` makes another such variant from any agent a test
+(or a doc's example) builds from agent.py's."""
 
 # No ``from __future__ import annotations``: Temporal compares the run
 # method's annotations with those of the base's __init__ (@workflow.init).
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +23,11 @@ from sandbox_agent_runtime.chain import Carried, HistoryBudget, HistoryFull
 from sandbox_agent_runtime.observability import Usage
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
-from sandbox_agent_runtime.testing.registration import defined_at_first_use, workflow_type
+from sandbox_agent_runtime.testing.registration import (
+    defined_at_first_use,
+    project,
+    workflow_type,
+)
 
 # The other agents' names and models (their scripts' keys).
 REVIEWER = "Reviewer"
@@ -107,6 +114,41 @@ def _define(base: Any) -> dict[str, type[Any]]:
     }
 
 
+# The variants workflow_with_agent made, by class name: the workflow
+# sandbox imports each by name from this module (passed through it).
+_MADE: dict[str, type[Any]] = {}
+
+
+def workflow_with_agent(
+    make: Callable[[SandboxAgent[Any]], SandboxAgent[Any]],
+) -> type[Any]:
+    """The service's workflow whose agent is ``make(agent)``, ``agent``
+    being agent.py's: for a test of an agent built from it (other agents
+    it hands off to or calls as tools, say). Registered under the service's
+    own workflow type, so the starter starts it.
+
+    Args:
+        make: the agent of every run, from agent.py's.
+
+    Returns:
+        The workflow type, for ``running_worker(..., workflows=[...])``.
+    """
+    base: Any = project().workflow
+
+    class MadeAgentWorkflow(base):  # type: ignore[misc]
+        def agent(self) -> SandboxAgent[Any]:
+            return make(super().agent())
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
+    name = f"MadeAgentWorkflow{len(_MADE)}"
+    MadeAgentWorkflow.__name__ = MadeAgentWorkflow.__qualname__ = name
+    _MADE[name] = workflow_type(MadeAgentWorkflow, WORKFLOW_TYPE)
+    return _MADE[name]
+
+
 if TYPE_CHECKING:
     from sandbox_agent_runtime.testing.registration import WorkflowVariant
 
@@ -114,6 +156,10 @@ if TYPE_CHECKING:
     OtherAgentsChainWorkflow = WorkflowVariant
 
 
-__getattr__ = defined_at_first_use(
+_defined = defined_at_first_use(
     frozenset({"OtherAgentsWorkflow", "OtherAgentsChainWorkflow"}), _define
 )
+
+
+def __getattr__(name: str) -> type[Any]:
+    return _MADE[name] if name in _MADE else _defined(name)

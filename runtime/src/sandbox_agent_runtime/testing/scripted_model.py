@@ -214,6 +214,14 @@ class ScriptedAgents(ModelProvider):
         self.calls: list[str] = []
 
     def get_model(self, model_name: str | None) -> Model:
+        """The scripted model of the agent whose model is ``model_name``.
+
+        Args:
+            model_name: the model the agent declares.
+
+        Returns:
+            Its ``ScriptedModel``; a KeyError names a model without a script.
+        """
         if model_name not in self.models:
             raise KeyError(
                 f"No script for the model {model_name!r}: ScriptedAgents has scripts for "
