@@ -13,7 +13,7 @@ tokens and USD across its chain. The run's phases are modules of their own
 
 import dataclasses
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from agents import AgentsException, MaxTurnsExceeded
 from agents.sandbox import SandboxAgent
@@ -241,7 +241,7 @@ class AgentWorkflow:
         if prompt.carried is not None:
             # The earlier run of the chain stopped in the turn of an agent
             # it had handed off to: that agent goes on.
-            agent = handed_off_to(agent, prompt.carried.agent)
+            agent = cast(SandboxAgent[None], handed_off_to(agent, prompt.carried.agent))
         talking = request.follow_ups
         budget = prompting.budget_of(request, self.given)
         if prompt.carried is None:

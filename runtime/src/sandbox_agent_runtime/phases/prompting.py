@@ -121,7 +121,8 @@ def workspace_manifest(
     one of the agent's entries, or a variable of the agent's named like a
     forwarded one, ends the run (``request`` None: no inputs to check, a
     chain's later run or prompt)."""
-    own = agent.default_manifest or Manifest()
+    # (An agent handed off to may be a plain Agent, without one.)
+    own = getattr(agent, "default_manifest", None) or Manifest()
     names = []
     if request is not None:
         names = [item.name for item in request.inputs]

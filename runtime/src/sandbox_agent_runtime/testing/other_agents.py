@@ -94,7 +94,7 @@ def _define(base: Any) -> dict[str, type[Any]]:
             answer: RunAnswer = await super().run(request, carried)
             return answer
 
-    class OtherAgentsChainWorkflow(OtherAgentsWorkflow):  # type: ignore[misc]
+    class OtherAgentsChainWorkflow(OtherAgentsWorkflow):
         """The same, its chain's first run continued as new before its
         FULL_BEFORE_TURN-th model turn."""
 
