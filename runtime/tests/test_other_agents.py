@@ -23,6 +23,7 @@ from temporalio.worker import Replayer
 from sandbox_agent_runtime.client.steps import Progress
 from sandbox_agent_runtime.object_store import data_converter
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.service import cost_of
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import other_agents, project, project_service
@@ -37,7 +38,7 @@ from sandbox_agent_runtime.testing.other_agents import (
     OtherAgentsChainWorkflow,
     OtherAgentsWorkflow,
 )
-from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedAgents
+from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedAgents, call_id
 from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     SETTINGS,
@@ -116,6 +117,7 @@ async def test_the_other_agents_work_in_the_runs_one_sandbox_each_turn_a_model_a
         names = [each.name for each in await activities(handle)]
         history = await handle.fetch_history()
         steps = await steps_of(client, handle)
+        memo = await (await handle.describe()).memo()
 
     # The reviewer read what the agent and the helper wrote: one workspace.
     assert printed(answer) == "main\nhelper\n"
@@ -123,7 +125,9 @@ async def test_the_other_agents_work_in_the_runs_one_sandbox_each_turn_a_model_a
     # One sandbox, made once and removed once; each other agent resumed it.
     provider = project_service().sandbox_provider
     assert names.count(f"{provider}-sandbox_client_create") == 1
-    assert names.count(f"{provider}-sandbox_client_resume") == 2
+    # (With approvals, the run also resumes it after each decision.)
+    resumes = names.count(f"{provider}-sandbox_client_resume")
+    assert resumes == 2 if not project_service().approvals else resumes > 2
     assert names.count(f"{provider}-sandbox_client_delete") == 1
     # Every model call an activity, each of its agent's model, the helper's
     # nested run included; each agent named in the step's summary.
@@ -133,6 +137,15 @@ async def test_the_other_agents_work_in_the_runs_one_sandbox_each_turn_a_model_a
         == [project().model] * 2 + [HELPER_MODEL] * 2 + [project().model] + [REVIEWER_MODEL] * 2
     )
     assert model_calls_by_agent(history) == [agent] * 2 + [HELPER] * 2 + [agent] + [REVIEWER] * 2
+    # Each call priced at its agent's model (the agent's own has no price).
+    prices = project_service().prices
+    cost = sum(
+        cost_of(model, each.input_tokens, 0, each.output_tokens, prices) or 0.0
+        for model in (HELPER_MODEL, REVIEWER_MODEL)
+        for each in models.models[model].reported
+    )
+    assert project().model not in prices and cost > 0
+    assert memo[USAGE_MEMO]["cost_usd"] == pytest.approx(cost)
     # The steps say which agent took each turn (agent.py's own unnamed).
     turns = [line for line in steps if line.startswith("model")]
     assert turns == [
@@ -149,27 +162,8 @@ async def test_the_other_agents_work_in_the_runs_one_sandbox_each_turn_a_model_a
         "sandbox  $ echo helper >> who.txt",
         "sandbox  $ cat who.txt",
     ]
-    if not HISTORY.exists():  # written once; commit it (see test_a_recorded_..._replays)
+    if not HISTORY.exists():  # written once; commit it (the last test replays it)
         HISTORY.write_text(json.dumps(history.to_json_dict(), indent=2) + "\n")
-
-
-@pytest.mark.default_stand_in  # recorded from the default stand-in's runs
-@pytest.mark.parametrize(
-    ("path", "workflow"),
-    [(HISTORY, "OtherAgentsWorkflow"), (CHAIN_HISTORY, "OtherAgentsChainWorkflow")],
-    ids=["other-agents", "other-agents-chain.run-2"],
-)
-async def test_a_recorded_run_of_other_agents_replays(path: Path, workflow: str) -> None:
-    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
-    replayer = Replayer(
-        workflows=[getattr(other_agents, workflow)],
-        workflow_runner=workflow_runner(),
-        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
-        data_converter=data_converter(None),
-    )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
-    assert REVIEWER in model_calls_by_agent(history)
 
 
 async def test_the_turn_budget_counts_the_turns_of_the_agent_handed_off_to(
@@ -281,4 +275,24 @@ async def test_a_command_of_the_agent_handed_off_to_waits_for_a_person(
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
     ]
     # The reviewer's command waited for a decision like the agent's own.
-    assert any(b"call_reviewer_model_0" in each.args.payloads[0].data for each in decided), decided
+    reviewers = call_id(0, models.models[REVIEWER_MODEL].agent).encode()
+    assert any(reviewers in each.args.payloads[0].data for each in decided), decided
+
+
+@pytest.mark.default_stand_in  # recorded from the default stand-in's runs
+@pytest.mark.parametrize(
+    ("path", "workflow"),
+    [(HISTORY, "OtherAgentsWorkflow"), (CHAIN_HISTORY, "OtherAgentsChainWorkflow")],
+    ids=["other-agents", "other-agents-chain.run-2"],
+)
+async def test_a_recorded_run_of_other_agents_replays(path: Path, workflow: str) -> None:
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    replayer = Replayer(
+        workflows=[getattr(other_agents, workflow)],
+        workflow_runner=workflow_runner(),
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+        data_converter=data_converter(None),
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+    assert REVIEWER in model_calls_by_agent(history)

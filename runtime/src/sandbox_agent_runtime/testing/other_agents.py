@@ -29,11 +29,12 @@ from sandbox_agent_runtime.testing.registration import (
     workflow_type,
 )
 
-# The other agents' names and models (their scripts' keys).
+# The other agents' names and models (their scripts' keys), each priced in
+# the service's PRICES (runs.py), unlike the agent's own.
 REVIEWER = "Reviewer"
-REVIEWER_MODEL = "reviewer-model"
+REVIEWER_MODEL = "gpt-5-mini"
 HELPER = "Helper"
-HELPER_MODEL = "helper-model"
+HELPER_MODEL = "gpt-5"
 # The tools the agent is given for them: the SDK's handoff tool, and the helper as a tool.
 TO_REVIEWER = "transfer_to_reviewer"
 ASK_HELPER = "ask_helper"
