@@ -274,9 +274,11 @@ async def test_a_command_of_the_agent_handed_off_to_waits_for_a_person(
         for event in history.events
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
     ]
-    # The reviewer's command waited for a decision like the agent's own.
-    reviewers = call_id(0, models.models[REVIEWER_MODEL].agent).encode()
-    assert any(reviewers in each.args.payloads[0].data for each in decided), decided
+    # The reviewer's command waited for a decision like the agent's own, and
+    # so did the helper's, in its nested run.
+    for model in (REVIEWER_MODEL, HELPER_MODEL):
+        call = call_id(0, models.models[model].agent).encode()
+        assert any(call in each.args.payloads[0].data for each in decided), (model, decided)
 
 
 @pytest.mark.default_stand_in  # recorded from the default stand-in's runs
