@@ -63,7 +63,8 @@ use(stand_in_project)
 # host (conversations, failures, durability, affinity, long runs and chains,
 # a deploy while runs are in flight, the metrics' host label, the starter's
 # steps), or on approvals (hostile calls, the commands' exit statuses, the
-# service stopped under them, a chain resumed after each approved command).
+# service stopped under them, a chain resumed after each approved command,
+# a command of an agent handed off to).
 BOTH = (
     "test_sessions.py",
     "test_failures.py",
@@ -76,6 +77,7 @@ BOTH = (
     "test_long_runs.py",
     "test_metrics.py",
     "test_starter.py",
+    "test_other_agents.py",
 )
 
 # What a run against one stand-in leaves out: the other's modules.

@@ -11,12 +11,21 @@ never compacts it (``bounded()``).
 """
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from agents import AgentsException, ItemHelpers, RunContextWrapper, Tool, TResponseInputItem
+from agents import (
+    AgentHooks,
+    AgentsException,
+    ItemHelpers,
+    ModelResponse,
+    RunContextWrapper,
+    Tool,
+    TResponseInputItem,
+)
 from agents.agent import Agent
 from agents.exceptions import RunErrorDetails
 from agents.result import RunResultBase
@@ -89,6 +98,9 @@ class Carried:
     # The model calls and tokens the current prompt used in the earlier runs
     # (what its budget counts; None from a run before budgets: from zero).
     prompt_usage: Usage | None = None
+    # The agent whose turn it was, by name, when the agent.py's agent had
+    # handed the prompt off to another ("" for agent.py's own).
+    agent: str = ""
 
 
 class HistoryFull(AgentsException):
@@ -138,6 +150,109 @@ class HistoryBudget(UsageMeter):
             prepare, self.before_first_turn = self.before_first_turn, None
             await prepare()
         self.turns += 1
+
+
+class CalledAsTool(AgentHooks[Any]):
+    """The hooks of an agent another agent calls as a tool (``Agent.as_tool``):
+    its run is a nested ``Runner.run`` that the run's hooks do not reach, so
+    these count its model calls into the run's usage and stop it at the
+    prompt's budget (through ``run``), then call the agent's own hooks."""
+
+    def __init__(self, run: HistoryBudget, own: AgentHooks[Any] | None) -> None:
+        self.run, self.own = run, own
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        await UsageMeter.on_llm_start(self.run, context, agent, system_prompt, input_items)
+        if self.own is not None:
+            await self.own.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        await self.run.on_llm_end(context, agent, response)
+        if self.own is not None:
+            await self.own.on_llm_end(context, agent, response)
+
+    async def on_start(self, context: Any, agent: Agent[Any]) -> None:
+        if self.own is not None:
+            await self.own.on_start(context, agent)
+
+    async def on_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        if self.own is not None:
+            await self.own.on_end(context, agent, output)
+
+    async def on_handoff(self, context: Any, agent: Agent[Any], source: Agent[Any]) -> None:
+        if self.own is not None:
+            await self.own.on_handoff(context, agent, source)
+
+    async def on_tool_start(self, context: Any, agent: Agent[Any], tool: Tool) -> None:
+        if self.own is not None:
+            await self.own.on_tool_start(context, agent, tool)
+
+    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Tool, result: Any) -> None:
+        if self.own is not None:
+            await self.own.on_tool_end(context, agent, tool, result)
+
+
+def handed_off_to(agent: Agent[Any], name: str) -> Agent[Any]:
+    """The agent named ``name`` among those ``agent`` hands off to, directly
+    or through another (``handoffs=[...]`` of agents); ``agent`` itself when
+    none is (``name`` "" or its own, or an agent a new build no longer has)."""
+    seen: set[int] = set()
+    waiting = [agent]
+    while waiting and name:
+        each = waiting.pop(0)
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        if each.name == name:
+            return each
+        waiting += [other for other in each.handoffs if isinstance(other, Agent)]
+    if name and name != agent.name:
+        workflow.logger.warning(f"No agent {name!r} to hand off to: {agent.name!r} goes on")
+    return agent
+
+
+def agents_called_as_tools(agent: Agent[Any]) -> list[Agent[Any]]:
+    """Every agent that ``agent``, or an agent it hands off to or calls,
+    calls as a tool (``Agent.as_tool``), each once."""
+    seen: dict[int, Agent[Any]] = {}
+    called: dict[int, Agent[Any]] = {}
+    waiting = [agent]
+    while waiting:
+        each = waiting.pop()
+        if id(each) in seen:
+            continue
+        seen[id(each)] = each
+        waiting += [other for other in each.handoffs if isinstance(other, Agent)]
+        for tool in each.tools:
+            inner = getattr(tool, "_agent_instance", None)
+            if getattr(tool, "_is_agent_tool", False) and isinstance(inner, Agent):
+                called[id(inner)] = inner
+                waiting.append(inner)
+    return list(called.values())
+
+
+@contextmanager
+def budgeted(agent: Agent[Any], hooks: HistoryBudget) -> Iterator[None]:
+    """While the block runs, every agent ``agent`` calls as a tool counts
+    its model calls into ``hooks`` and stops at its budget (``CalledAsTool``);
+    their own hooks are given back afterwards."""
+    called = agents_called_as_tools(agent)
+    own = [each.hooks for each in called]
+    for each, hooks_of_its_own in zip(called, own, strict=True):
+        each.hooks = CalledAsTool(hooks, hooks_of_its_own)
+    try:
+        yield
+    finally:
+        for each, hooks_of_its_own in zip(called, own, strict=True):
+            each.hooks = hooks_of_its_own
 
 
 def conversation_so_far(
@@ -235,6 +350,16 @@ class LastingSandboxClient(TemporalSandboxClient):
         return LastingSession(
             inner, instrumentation=instrumentation, dependencies=self._resolve_dependencies()
         )
+
+    async def create(self, **options: Any) -> SandboxSession:
+        """The run's sandbox. The SDK gives each SandboxAgent of a run a
+        session of its own, created with the run's one client; an agent that
+        takes a turn after the first (a handoff's, an agent's called as a
+        tool) is given the sandbox the run already holds, resumed, so every
+        agent of the run works in the one workspace, removed once."""
+        if self.inner is not None:
+            return await self.resume(self.inner.state)
+        return await super().create(**options)
 
     async def delete(self, session: Any) -> Any:
         """Left to ``remove()``."""

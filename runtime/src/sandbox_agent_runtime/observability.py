@@ -30,7 +30,7 @@ from temporalio.worker import (
 
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.approvals import Decision
-from sandbox_agent_runtime.service import Budget, Price, cost_of, current
+from sandbox_agent_runtime.service import Budget, Price, cost_of, current, priced_as
 from sandbox_agent_runtime.shared import (
     CHOOSING_THE_HOST,
     HOST_HEADER,
@@ -167,7 +167,15 @@ class UsageMeter(RunHooks[Any]):
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cached_input_tokens=cached,
-            cost_usd=cost_of(self.model, input_tokens, cached, output_tokens, self.prices),
+            # At the price of the model of the agent that called it (a
+            # handoff's, or an agent's called as a tool), else the run's.
+            cost_usd=cost_of(
+                priced_as(agent.model) or self.model,
+                input_tokens,
+                cached,
+                output_tokens,
+                self.prices,
+            ),
         )
         self.usage.add(call)
         self.prompt.add(call)

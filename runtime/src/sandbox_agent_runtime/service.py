@@ -138,7 +138,9 @@ def priced_as(model: object) -> str:
     SDK's default, which a workflow cannot read, so it is never priced."""
     if isinstance(model, str):
         return model
-    return str(getattr(model, "model", "") or "")
+    # A Model object names its model as ``model``; the plugin's stand-in
+    # for it in a workflow, as ``model_name``.
+    return str(getattr(model, "model", "") or getattr(model, "model_name", "") or "")
 
 
 @dataclass(frozen=True)

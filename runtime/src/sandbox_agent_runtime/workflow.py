@@ -13,7 +13,7 @@ tokens and USD across its chain. The run's phases are modules of their own
 
 import dataclasses
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from agents import AgentsException, MaxTurnsExceeded
 from agents.sandbox import SandboxAgent
@@ -27,6 +27,7 @@ from sandbox_agent_runtime.chain import (
     Carried,
     HistoryBudget,
     HistoryFull,
+    handed_off_to,
 )
 from sandbox_agent_runtime.observability import (
     BudgetReached,
@@ -237,6 +238,10 @@ class AgentWorkflow:
         prompt that reaches its budget stops, its answer saying so: its
         workspace stays as it is, for a follow-up."""
         request, agent = prompt.request, self.agent()
+        if prompt.carried is not None:
+            # The earlier run of the chain stopped in the turn of an agent
+            # it had handed off to: that agent goes on.
+            agent = cast(SandboxAgent[None], handed_off_to(agent, prompt.carried.agent))
         talking = request.follow_ups
         budget = prompting.budget_of(request, self.given)
         if prompt.carried is None:
@@ -359,7 +364,11 @@ class AgentWorkflow:
         conversation = prompting.conversation_after(full.run_data, self.given)
         if prompt.request.follow_ups:
             await self._snapshot()
-        await self._continue(prompt.request, conversation, turns, placed)
+        # Whose turn it was: agent.py's agent, or one it handed off to.
+        agent = full.run_data.last_agent.name
+        if agent == self.agent().name:
+            agent = ""
+        await self._continue(prompt.request, conversation, turns, placed, agent=agent)
 
     async def _continue_waiting(self, request: RunRequest) -> None:
         """Between two prompts, a history grown large goes on in the next
@@ -373,6 +382,7 @@ class AgentWorkflow:
         turns: int,
         placed: Placed | None,
         waiting: bool = False,
+        agent: str = "",
     ) -> None:
         # Once the updates being handled are done: what they change is handed on.
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -388,6 +398,7 @@ class AgentWorkflow:
             run=self.run_of_chain + 1,
             placed=placed,
             waiting=waiting,
+            agent=agent,
         )
         memo = self.progress.chain_memo(self.usage, request.follow_ups)
         interruptions.continue_as_new(request, handed, memo)

@@ -86,6 +86,8 @@ class Progress:
         self.collections: set[int] = set()
         # Whether the build the current run is pinned to was shown.
         self.version_shown = False
+        # The agent of the run's first model turn (agent.py's).
+        self.first_agent = ""
 
     async def describe(self, event: HistoryEvent) -> str | None:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
@@ -201,6 +203,14 @@ class Progress:
         name = attributes.activity_type.name
         if name in MODEL_ACTIVITIES:
             self.turns += 1
+            # The plugin names the agent that called the model in the
+            # step's summary: the run's first is the agent's own (agent.py);
+            # an agent it handed off to or called as a tool is named.
+            [agent] = await self._decode(Payloads(payloads=[event.user_metadata.summary])) or [""]
+            agent = agent if isinstance(agent, str) else ""
+            self.first_agent = self.first_agent or agent
+            if agent and agent != self.first_agent:
+                return f"model    turn {self.turns} ({one_line(agent)})"
             return f"model    turn {self.turns}"
         operation = sandbox_operation(name)
         if operation is None:

@@ -48,8 +48,10 @@ def carried(
     run: int,
     placed: Placed | None,
     waiting: bool = False,
+    agent: str = "",
 ) -> Carried:
-    """What this run hands the next of its chain (``run``)."""
+    """What this run hands the next of its chain (``run``): ``agent``, the
+    agent whose turn it was, by name ("" for agent.py's)."""
     return Carried(
         conversation=conversation,
         session_state=sandbox.carried_state(),
@@ -66,6 +68,7 @@ def carried(
         since=state.since,
         answer=asdict(state.answer) if state.answer else None,
         snapshot=snapshot.model_dump() if snapshot else None,
+        agent=agent,
     )
 
 

@@ -34,6 +34,7 @@ from sandbox_agent_runtime.chain import (
     LastingSandboxClient,
     bounded,
     bounded_model_input,
+    budgeted,
     conversation_so_far,
 )
 from sandbox_agent_runtime.observability import BudgetReached, Usage
@@ -120,7 +121,8 @@ def workspace_manifest(
     one of the agent's entries, or a variable of the agent's named like a
     forwarded one, ends the run (``request`` None: no inputs to check, a
     chain's later run or prompt)."""
-    own = agent.default_manifest or Manifest()
+    # (An agent handed off to may be a plain Agent, without one.)
+    own = getattr(agent, "default_manifest", None) or Manifest()
     names = []
     if request is not None:
         names = [item.name for item in request.inputs]
@@ -196,27 +198,29 @@ async def answer(
     progress: Progress,
     usage: Usage,
 ) -> RunResult:
-    """The agent's run on ``model_input``, in at most ``turns`` model turns.
-    With approvals, calls that wait for a person: each is decided, and the
+    """The agent's run on ``model_input``, in at most ``turns`` model turns
+    (the agents it hands off to take turns of the same run; those it calls
+    as tools count their model calls into its usage and budget). With approvals, calls that wait for a person: each is decided, and the
     run goes on from there (its state holds the turns left; hooks are not
     in it)."""
-    result = await Runner.run(
-        agent,
-        model_input,  # type: ignore[arg-type]
-        max_turns=turns,
-        run_config=config,
-        hooks=hooks,
-    )
-    while given.approvals and result.interruptions:
-        progress.show_usage(usage)
-        state = result.to_state()
-        for item in result.interruptions:
-            decision = await decision_on(item, approvals, given.approval_wait)
-            if decision.approve:
-                state.approve(item, always_approve=decision.always)
-            else:
-                state.reject(item, rejection_message=decision.reason)
-        result = await Runner.run(agent, state, run_config=config, hooks=hooks)
+    with budgeted(agent, hooks):
+        result = await Runner.run(
+            agent,
+            model_input,  # type: ignore[arg-type]
+            max_turns=turns,
+            run_config=config,
+            hooks=hooks,
+        )
+        while given.approvals and result.interruptions:
+            progress.show_usage(usage)
+            state = result.to_state()
+            for item in result.interruptions:
+                decision = await decision_on(item, approvals, given.approval_wait)
+                if decision.approve:
+                    state.approve(item, always_approve=decision.always)
+                else:
+                    state.reject(item, rejection_message=decision.reason)
+            result = await Runner.run(agent, state, run_config=config, hooks=hooks)
     return result
 
 

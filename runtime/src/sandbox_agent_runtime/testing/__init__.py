@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         LongSandboxAgentWorkflow,
         NextBuildWorkflow,
     )
+    from sandbox_agent_runtime.testing.other_agents import workflow_with_agent
     from sandbox_agent_runtime.testing.processes import (
         on_host,
         private_mounts,
@@ -92,6 +93,7 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.testing.registration import Project, project, project_service, use
     from sandbox_agent_runtime.testing.scripted_model import (
         Call,
+        ScriptedAgents,
         ScriptedModel,
         steps_done,
         tool_outputs,
@@ -258,6 +260,8 @@ _PUBLIC = {
     "project_service": "testing.registration",
     # Its worker with a scripted model, and the runs it makes.
     "ScriptedModel": "testing.scripted_model",
+    "ScriptedAgents": "testing.scripted_model",
+    "workflow_with_agent": "testing.other_agents",
     "Call": "testing.scripted_model",
     "steps_done": "testing.scripted_model",
     "tool_outputs": "testing.scripted_model",
@@ -426,6 +430,7 @@ __all__ = [
     "STARTER",
     "STARTER_SETTINGS",
     "STEPS",
+    "ScriptedAgents",
     "ScriptedModel",
     "StarterSettings",
     "TOOL_CALLS",
@@ -501,6 +506,7 @@ __all__ = [
     "worker_container",
     "worker_settings",
     "worker_variables",
+    "workflow_with_agent",
     "workspaces_used",
 ]
 

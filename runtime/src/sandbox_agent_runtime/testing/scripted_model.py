@@ -14,11 +14,12 @@ its own (``reported``), so the tests can compare what the service counted.
 """
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents import ModelResponse, Usage
+from agents import Model, ModelProvider, ModelResponse, Usage
 from openai.types.responses import ResponseCompactionItem, ResponseCustomToolCall
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
@@ -42,22 +43,33 @@ def tool_outputs(conversation: str | list[Any]) -> list[str]:
     ]
 
 
-def steps_done(conversation: str | list[Any]) -> int:
+def call_id(step: int, agent: str = "") -> str:
+    """The id of the scripted model's call for ``step`` (from 0): ``call_<step>``,
+    or ``call_<agent>_<step>`` for the script of one agent of several."""
+    return f"call_{agent}_{step}" if agent else f"call_{step}"
+
+
+def steps_done(conversation: str | list[Any], agent: str = "") -> int:
     """How many commands the conversation shows asked for: one more than the
     number in the latest tool call's id (``call_<step>``), so the count
     survives a compaction.
 
     Args:
         conversation: the model's input, as the Agents SDK passes it.
+        agent: whose calls to count (``call_<agent>_<step>``): a conversation
+            handed off from another agent holds that agent's calls too.
 
     Returns:
         The number of commands.
     """
     if isinstance(conversation, str):
         return 0
+    own = re.compile(re.escape(call_id(0, agent)).removesuffix("0") + r"(\d+)")
     for item in reversed(conversation):
         if isinstance(item, dict) and item.get("type") in ("function_call", "custom_tool_call"):
-            return int(str(item["call_id"]).removeprefix("call_")) + 1
+            found = own.fullmatch(str(item["call_id"]))
+            if found:
+                return int(found[1]) + 1
     return 0
 
 
@@ -83,11 +95,16 @@ class ScriptedModel(TestModel):
             ``Call``s, in order.
         compact_at: the step (from 0) whose response also compacts the
             conversation, as the Responses API does; None for none.
+        agent: a name for its calls' ids (``call_<agent>_<step>``), when it
+            is the model of one agent of several (``ScriptedAgents``).
     """
 
-    def __init__(self, commands: Sequence[str | Call], compact_at: int | None = None) -> None:
+    def __init__(
+        self, commands: Sequence[str | Call], compact_at: int | None = None, agent: str = ""
+    ) -> None:
         super().__init__(lambda: ResponseBuilders.output_message(""))
         self.commands = list(commands)
+        self.agent = agent
         # Compact the conversation in the response to this step.
         self.compact_at = compact_at
         # The size of each call's input (bytes of JSON), in order.
@@ -114,7 +131,7 @@ class ScriptedModel(TestModel):
 
     def _respond(self, input: str | list[Any]) -> ModelResponse:
         outputs = tool_outputs(input)
-        step = steps_done(input)
+        step = steps_done(input, self.agent)
         if step >= len(self.commands):
             return ResponseBuilders.output_message(outputs[-1] if outputs else "nothing to do")
         command = self.commands[step]
@@ -123,7 +140,7 @@ class ScriptedModel(TestModel):
         if isinstance(command, Call) and command.custom:
             return ResponseBuilders.model_response(
                 ResponseCustomToolCall(
-                    call_id=f"call_{step}",
+                    call_id=call_id(step, self.agent),
                     input=command.arguments,
                     name=command.tool,
                     type="custom_tool_call",
@@ -132,13 +149,16 @@ class ScriptedModel(TestModel):
             )
         if isinstance(command, Call):
             return ResponseBuilders.tool_call(
-                command.arguments, command.tool, call_id=f"call_{step}", item_id=f"fc_{step}"
+                command.arguments,
+                command.tool,
+                call_id=call_id(step, self.agent),
+                item_id=call_id(step, self.agent).replace("call_", "fc_", 1),
             )
         response = ResponseBuilders.tool_call(
             json.dumps({"cmd": command}),
             "exec_command",
-            call_id=f"call_{step}",
-            item_id=f"fc_{step}",
+            call_id=call_id(step, self.agent),
+            item_id=call_id(step, self.agent).replace("call_", "fc_", 1),
         )
         if step == self.compact_at:
             compaction = ResponseCompactionItem(
@@ -171,3 +191,41 @@ def user_messages(conversation: str | list[Any]) -> list[str]:
         for item in conversation
         if isinstance(item, dict) and item.get("role") == "user"
     ]
+
+
+class ScriptedAgents(ModelProvider):
+    """The scripted models of several agents (handoffs, agents as tools),
+    one script per agent, keyed by the agent's model name: each agent
+    declares a model of its own, and the model activity is given that name.
+    Each script's call ids carry its key, so each agent counts its own
+    steps in a conversation another agent handed on.
+
+    Args:
+        scripts: each agent's model name, and its commands (as
+            ``ScriptedModel`` takes them).
+    """
+
+    def __init__(self, scripts: Mapping[str, Sequence[str | Call]]) -> None:
+        self.models = {
+            name: ScriptedModel(commands, agent=re.sub(r"\W", "_", name))
+            for name, commands in scripts.items()
+        }
+        # The model name of each call, in order.
+        self.calls: list[str] = []
+
+    def get_model(self, model_name: str | None) -> Model:
+        """The scripted model of the agent whose model is ``model_name``.
+
+        Args:
+            model_name: the model the agent declares.
+
+        Returns:
+            Its ``ScriptedModel``; a KeyError names a model without a script.
+        """
+        if model_name not in self.models:
+            raise KeyError(
+                f"No script for the model {model_name!r}: ScriptedAgents has scripts for "
+                f"{sorted(self.models)}"
+            )
+        self.calls.append(model_name)
+        return self.models[model_name]

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
-from agents import Model, OpenAIResponsesModel
+from agents import Model, ModelProvider, OpenAIResponsesModel
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from agents.sandbox.session import SandboxSession
@@ -596,7 +596,7 @@ def with_plugins(client: Client, *plugins: Plugin) -> Client:
 @asynccontextmanager
 async def running_worker(
     client: Client,
-    model: Model,
+    model: Model | ModelProvider,
     sandbox: BaseSandboxClient[Any] | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     provider: str | None = None,
@@ -618,7 +618,8 @@ async def running_worker(
 
     Args:
         client: the Temporal client.
-        model: the model (``ScriptedModel``, ``openai_model``).
+        model: the model (``ScriptedModel``, ``openai_model``), or the
+            models of several agents (``ScriptedAgents``).
         sandbox: replaces ``provider``'s sandbox, if given.
         model_retry_policy: how a failed model call is retried.
         provider: the provider ``sandbox`` replaces; None for the service's default.
@@ -648,7 +649,7 @@ async def running_worker(
     plugin = agents_plugin(
         settings,
         sandboxes=sandboxes_for_tests(sandbox, provider),
-        model_provider=TestModelProvider(model),
+        model_provider=model if isinstance(model, ModelProvider) else TestModelProvider(model),
         model_retry_policy=model_retry_policy,
     )
     plugged = with_plugins(client, plugin)
