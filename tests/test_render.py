@@ -122,9 +122,15 @@ LONGEST_PACKAGE_NAME = pytest.param(
     },
     id="every-backend-30-character-package-name",
 )
+# The shortest names, sorting before the project's own folders (benchmarks,
+# tests): no import's place and no line's wrapping depends on the names.
+SHORTEST_NAMES = pytest.param(
+    {"project_name": "Ax", "approval": "commands"},
+    id="two-letter-names-sorting-first",
+)
 
 
-@pytest.mark.parametrize("project", [*COMBINATIONS, LONGEST_PACKAGE_NAME], indirect=True)
+@pytest.mark.parametrize("project", [*COMBINATIONS, LONGEST_PACKAGE_NAME, SHORTEST_NAMES], indirect=True)
 def test_python_compiles_and_ruff_is_clean(project: BakedProject) -> None:
     for path in project.files():
         if path.suffix == ".py":

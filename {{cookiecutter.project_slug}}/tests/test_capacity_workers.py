@@ -12,10 +12,11 @@ from sandbox_agent_runtime.testing import SETTINGS, closed_address, sandbox_back
 {% else -%}
 from sandbox_agent_runtime.testing import closed_address
 {% endif %}
-from benchmarks.capacity import measure
-{%- if cookiecutter | host_bound_backends %}
+{% if cookiecutter | host_bound_backends -%}
 from {{ cookiecutter.package_name }}.service import SANDBOX_PROVIDER
-{%- endif %}
+
+{% endif -%}
+from benchmarks.capacity import measure
 
 pytestmark = pytest.mark.process
 

@@ -308,7 +308,10 @@ async def test_a_real_prometheus_sees_runs_fail_and_answers_every_panel(
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
         "scrape_configs": [
-            {"job_name": "{{ cookiecutter.project_slug }}", "static_configs": [{"targets": [metrics]}]}
+            {
+                "job_name": "{{ cookiecutter.project_slug }}",
+                "static_configs": [{"targets": [metrics]}],
+            },
         ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
