@@ -39,14 +39,19 @@ from sandbox_agent_runtime.testing.mcp_agents import (
     NotebookAgentWorkflow,
     mcp_providers,
 )
-from sandbox_agent_runtime.testing.mcp_server import READ_NOTES, VISITS, WHOAMI, WRITE_NOTE
+from sandbox_agent_runtime.testing.mcp_server import (
+    READ_NOTES,
+    VISITS,
+    WHOAMI,
+    WRITE_NOTE,
+    notebook_mcp_server,
+)
 from sandbox_agent_runtime.testing.mcp_worker import CALLS, STALL_AFTER, counting
 from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedModel
 from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     activities,
     closed_address,
-    free_port,
     running_worker,
     sandboxes_for_tests,
 )
@@ -69,29 +74,9 @@ def notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Notebo
     """The notebook MCP server over streamable HTTP on loopback, expecting
     SECRET, which the worker's environment holds too."""
     monkeypatch.setenv(NOTEBOOK_TOKEN, SECRET)
-    port, notes = free_port(), tmp_path / "notes.txt"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "sandbox_agent_runtime.testing.mcp_server", "--http", str(port)]
-        + ["--notes", str(notes), "--token-from", NOTEBOOK_TOKEN],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not _listening(port):
-            assert server.poll() is None and time.monotonic() < deadline, "no MCP server"
-            time.sleep(0.1)
-        yield Notebook(f"http://127.0.0.1:{port}/mcp", notes)
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+    notes = tmp_path / "notes.txt"
+    with notebook_mcp_server(notes, token_from=NOTEBOOK_TOKEN) as url:
+        yield Notebook(url, notes)
 
 
 async def steps_of(client: Client, handle: WorkflowHandle[Any, Any]) -> list[str]:
@@ -211,7 +196,8 @@ async def test_a_stateful_session_starts_again_on_another_worker_when_its_worker
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-        first.stdout.close()
+        if first.stdout is not None:
+            first.stdout.close()
     began = time.monotonic()
     async with running_worker(
         temporal_client,

@@ -108,5 +108,5 @@ async def connected(servers: Sequence[MCPServer], stack: AsyncExitStack) -> None
     ``stack`` closes (a stateful one's session ends; a stateless one's are
     no-ops)."""
     for server in servers:
-        await server.connect()
+        await server.connect()  # type: ignore[no-untyped-call]
         stack.push_async_callback(server.cleanup)

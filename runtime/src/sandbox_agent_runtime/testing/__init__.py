@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         LongSandboxAgentWorkflow,
         NextBuildWorkflow,
     )
+    from sandbox_agent_runtime.testing.mcp_server import notebook_mcp_server
     from sandbox_agent_runtime.testing.processes import (
         on_host,
         private_mounts,
@@ -259,6 +260,7 @@ _PUBLIC = {
     # Its worker with a scripted model, and the runs it makes.
     "ScriptedModel": "testing.scripted_model",
     "Call": "testing.scripted_model",
+    "notebook_mcp_server": "testing.mcp_server",
     "steps_done": "testing.scripted_model",
     "tool_outputs": "testing.scripted_model",
     "EvalModel": "testing.eval_model",
@@ -464,6 +466,7 @@ __all__ = [
     "metered_client",
     "missing_credentials",
     "model_task_queue",
+    "notebook_mcp_server",
     "on_host",
     "openai_model",
     "pod",

@@ -15,6 +15,12 @@ file, so that a test reads what the agent wrote.
 
 import argparse
 import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +67,43 @@ def notebook(notes: Path, token: str | None) -> Any:
         return "token accepted" if sent == f"Bearer {token}" else "token refused"
 
     return server
+
+
+@contextmanager
+def notebook_mcp_server(notes: Path, token_from: str | None = None) -> Iterator[str]:
+    """The notebook MCP server, a process serving streamable HTTP on a free
+    loopback port while the block runs.
+
+    Args:
+        notes: the file its notes go to.
+        token_from: the environment variable holding the bearer token it
+            expects (``whoami`` says whether the caller sent it); None: none.
+
+    Returns:
+        A context manager giving the server's URL ("http://127.0.0.1:PORT/mcp").
+    """
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", __spec__.name if __spec__ else __name__]
+    command += ["--http", str(port), "--notes", str(notes)]
+    command += ["--token-from", token_from] if token_from else []
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening(port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the notebook MCP server did not start on port {port}")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def main(argv: list[str] | None = None) -> None:

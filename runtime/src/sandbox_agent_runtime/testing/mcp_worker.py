@@ -9,12 +9,14 @@ import asyncio
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
+from agents import ModelResponse
 from temporalio.client import Client
 
 from sandbox_agent_runtime.testing.mcp_server import VISITS
 from sandbox_agent_runtime.testing.registration import Project, use
-from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedModel
+from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedModel, tool_outputs
 
 # The calls of the run: the first worker makes STALL_AFTER of them.
 CALLS, STALL_AFTER = 4, 2
@@ -29,13 +31,11 @@ class StallsAfterTwoVisits(ScriptedModel):
     """The scripted model, which waits for ever once STALL_AFTER calls were made."""
 
     async def get_response(
-        self, system_instructions: str | None, input: object, *args: object, **kwargs: object
-    ):  # type: ignore[no-untyped-def,override]
-        from sandbox_agent_runtime.testing.scripted_model import tool_outputs
-
-        if len(tool_outputs(input)) >= STALL_AFTER:  # type: ignore[arg-type]
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        if len(tool_outputs(input)) >= STALL_AFTER:
             await asyncio.Future()
-        return await super().get_response(system_instructions, input, *args, **kwargs)  # type: ignore[arg-type]
+        return await super().get_response(system_instructions, input, *args, **kwargs)
 
 
 async def serve(address: str, notes: Path) -> None:
