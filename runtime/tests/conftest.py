@@ -52,6 +52,7 @@ def stand_in_project() -> Project:
         workflow=workflow.SandboxAgentWorkflow,
         tool_activities=tools.ACTIVITIES,
         model=agent.MODEL,
+        mcp_servers=tools.MCP_SERVERS,
     )
 
 
@@ -63,7 +64,8 @@ use(stand_in_project)
 # host (conversations, failures, durability, affinity, long runs and chains,
 # a deploy while runs are in flight, the metrics' host label, the starter's
 # steps), or on approvals (hostile calls, the commands' exit statuses, the
-# service stopped under them, a chain resumed after each approved command).
+# service stopped under them, a chain resumed after each approved command;
+# an MCP server's tool under approval).
 BOTH = (
     "test_sessions.py",
     "test_failures.py",
@@ -76,6 +78,7 @@ BOTH = (
     "test_long_runs.py",
     "test_metrics.py",
     "test_starter.py",
+    "test_mcp.py",
 )
 
 # What a run against one stand-in leaves out: the other's modules.

@@ -9,6 +9,7 @@ calls of a prompt and started again on another worker when its own dies,
 and the histories replayed."""
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -29,8 +30,9 @@ from sandbox_agent_runtime.approvals import detail_of
 from sandbox_agent_runtime.client.steps import Progress
 from sandbox_agent_runtime.mcp_servers import SESSION_HEARTBEAT
 from sandbox_agent_runtime.run_request import RunAnswer
+from sandbox_agent_runtime.shared import DECIDE, PENDING
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing import approver, project, project_service
 from sandbox_agent_runtime.testing.mcp_agents import (
     COUNTER,
     NOTEBOOK,
@@ -277,30 +279,31 @@ if project_service().approvals:
     async def test_an_mcp_tool_that_writes_waits_for_a_person_shown_whole(
         temporal_client: Client, notebook: Notebook
     ) -> None:
-        note = "remember the milk; rm -rf / is not a note"
-        model = ScriptedModel([Call(WRITE_NOTE, f'{{"text": "{note}"}}')])
+        note = "remember the milk\nrm -rf / is not a note"
+        model = ScriptedModel([Call(WRITE_NOTE, json.dumps({"text": note}))])
         async with running_worker(
             temporal_client,
             model,
             workflows=[NotebookAgentWorkflow],
             mcp_servers=mcp_providers(notebook.url, notebook.notes),
+            approve=False,
         ) as (client, _):
             handle = await start(client, "Write a note.")
+            async with asyncio.timeout(30):
+                while not (pending := await handle.query(PENDING, result_type=list)):
+                    await asyncio.sleep(0.1)
+            [request] = pending
+            # Nothing was written before the decision.
+            assert not notebook.notes.exists()
+            run_id = (await handle.describe()).run_id
+            await handle.execute_update(DECIDE, approver.signed(handle.id, run_id, request, True))
             await handle.result()
 
-        asked = [
-            event.activity_task_scheduled_event_attributes.activity_type.name
-            for event in (await handle.fetch_history()).events
-            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        ]
-        assert f"{NOTEBOOK}-stateless-call-tool-v2" in asked
+        assert request["tool"] == WRITE_NOTE
+        assert request["detail"] == detail_of(WRITE_NOTE, json.dumps({"text": note}), NOTEBOOK)
+        assert request["detail"].startswith(f"MCP server {NOTEBOOK!r}, tool {WRITE_NOTE!r}\n")
+        assert "rm -rf / is not a note" in request["detail"]
         assert notebook.notes.read_text() == note + "\n"
-        timers = [
-            event
-            for event in (await handle.fetch_history()).events
-            if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
-        ]
-        assert timers, "the call waited for a decision"
 
 else:
 
