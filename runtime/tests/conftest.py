@@ -52,6 +52,7 @@ def stand_in_project() -> Project:
         workflow=workflow.SandboxAgentWorkflow,
         tool_activities=tools.ACTIVITIES,
         model=agent.MODEL,
+        mcp_servers=tools.MCP_SERVERS,
     )
 
 
@@ -64,7 +65,7 @@ use(stand_in_project)
 # a deploy while runs are in flight, the metrics' host label, the starter's
 # steps), or on approvals (hostile calls, the commands' exit statuses, the
 # service stopped under them, a chain resumed after each approved command,
-# a command of an agent handed off to).
+# a command of an agent handed off to, an MCP server's tool under approval).
 BOTH = (
     "test_sessions.py",
     "test_failures.py",
@@ -78,6 +79,7 @@ BOTH = (
     "test_metrics.py",
     "test_starter.py",
     "test_other_agents.py",
+    "test_mcp.py",
 )
 
 # What a run against one stand-in leaves out: the other's modules.

@@ -18,7 +18,7 @@ pytest_plugins = [PYTEST_PLUGIN]
 
 def this_project() -> Project:
     from {{ cookiecutter.package_name }}.agent import MODEL
-    from {{ cookiecutter.package_name }}.tools import ACTIVITIES
+    from {{ cookiecutter.package_name }}.tools import ACTIVITIES, MCP_SERVERS
     from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
     return Project(
@@ -27,6 +27,7 @@ def this_project() -> Project:
         workflow=SandboxAgentWorkflow,
         tool_activities=ACTIVITIES,
         model=MODEL,
+        mcp_servers=MCP_SERVERS,
     )
 
 

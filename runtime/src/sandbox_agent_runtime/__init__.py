@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.exits import exit_after
     from sandbox_agent_runtime.health import serving_health
     from sandbox_agent_runtime.histories import cli as histories_cli
+    from sandbox_agent_runtime.mcp_servers import mcp_server
     from sandbox_agent_runtime.object_store import data_converter
     from sandbox_agent_runtime.run_request import Conversation, FollowUp, RunAnswer, RunRequest
     from sandbox_agent_runtime.sandbox_tools import careful_filesystem, plain_shell
@@ -126,6 +127,7 @@ _PUBLIC = {
     "careful_filesystem": "sandbox_tools",
     "wait_for_commands": "approvals",
     "wait_for_writes": "approvals",
+    "mcp_server": "mcp_servers",
     # Its commands, and their exit statuses.
     "worker_main": "worker:main",
     "worker_cli": "worker:cli",
@@ -203,6 +205,7 @@ __all__ = [
     "follow",
     "histories_cli",
     "load_key",
+    "mcp_server",
     "plain_shell",
     "serving_health",
     "signed_decision",

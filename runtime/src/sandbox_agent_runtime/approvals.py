@@ -89,13 +89,17 @@ def wait_for_writes(tools: FilesystemToolSet) -> None:
     tools.apply_patch.needs_approval = True
 
 
-def detail_of(tool: str, arguments: str) -> str:
+def detail_of(tool: str, arguments: str, mcp_server: str | None = None) -> str:
     """What a person needs to see to decide on a call of ``tool`` with
     ``arguments`` (the model's, as the SDK will run them): the command and
     every argument it runs with, the input to a running command, the files a
     patch touches and its diff (a service whose approval is
-    "commands_and_writes"), or another tool's arguments. Whole, and in a
-    form no terminal interprets."""
+    "commands_and_writes"), or another tool's arguments (an MCP server's
+    tool: its server's and its own name first). Whole, and in a form no
+    terminal interprets."""
+    if mcp_server is not None:
+        named = f"MCP server {visible(repr(mcp_server))}, tool {visible(repr(tool))}"
+        return named + "\n" + shown_call(arguments)
     if tool == "exec_command":
         return shown_command(arguments)
     if tool == "write_stdin":

@@ -165,6 +165,38 @@ def sandbox_operation(activity: str) -> str | None:
     return f"sandbox_{operation}" if prefix else None
 
 
+# The operations of an MCP server, each an activity named after its server
+# ("<server>-stateless-call-tool-v2": temporalio.openai_agents' providers).
+MCP_KINDS = ("-stateless-", "-stateful-")
+MCP_CALL = "call-tool-v2"
+
+
+def mcp_operation(activity: str) -> tuple[str, str] | None:
+    """The MCP server an activity reaches, and its operation.
+
+    Args:
+        activity: the activity's name ("notes-stateless-call-tool-v2").
+
+    Returns:
+        ("notes", "call-tool-v2"), or None for any other activity.
+    """
+    for kind in MCP_KINDS:
+        server, found, operation = activity.rpartition(kind)
+        if found and server and operation:
+            return server, operation
+    return None
+
+
+def mcp_server_named(name: str) -> str:
+    """The name a team gave an MCP server's provider, from the name the
+    Agents SDK knows it by ("notes-stateless": "notes")."""
+    for kind in MCP_KINDS:
+        suffix = kind.rstrip("-")
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return name
+
+
 def tool_of(activity: str) -> str | None:
     """The agent's tool an activity runs (the activity is named after it).
 
@@ -186,10 +218,14 @@ def step_name(activity: str) -> str:
         activity: the activity's name.
 
     Returns:
-        "the model call", "the sandbox operation <name>" or "the tool <name>".
+        "the model call", "the sandbox operation <name>", "the MCP server
+        '<name>' (<operation>)" or "the tool <name>".
     """
     if activity in MODEL_ACTIVITIES:
         return "the model call"
     if sandbox_operation(activity) is not None:
         return f"the sandbox operation {activity}"
+    mcp = mcp_operation(activity)
+    if mcp is not None:
+        return f"the MCP server {mcp[0]!r} ({mcp[1]})"
     return f"the tool {activity}"

@@ -13,6 +13,7 @@ import asyncio
 import ctypes
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from functools import cache
@@ -51,6 +52,7 @@ from sandbox_agent_runtime.health import (
     HealthUnavailable,
     serving_health,
 )
+from sandbox_agent_runtime.mcp_servers import McpServers
 from sandbox_agent_runtime.model_api import RESPONSES, ChecksTheAnswer, NamesAMissingApi
 from sandbox_agent_runtime.model_queue import model_task_queue
 from sandbox_agent_runtime.object_store import (
@@ -162,6 +164,7 @@ def agents_plugin(
     model_provider: ModelProvider | None = None,
     model_retry_policy: RetryPolicy = MODEL_RETRY_POLICY,
     traced: bool = False,
+    mcp_servers: McpServers = (),
 ) -> OpenAIAgentsPlugin:
     """The plugin that runs model calls and sandbox operations as activities.
 
@@ -174,6 +177,8 @@ def agents_plugin(
         model_retry_policy: how a failed model call is retried.
         traced: whether the agent's spans also go to OpenTelemetry (its
             tracing plugins must be set up first).
+        mcp_servers: the service's MCP servers (its tools.py's MCP_SERVERS),
+            each operation an activity named after its server (mcp_servers.py).
 
     Returns:
         The plugin, for a worker's or a replayer's ``plugins``.
@@ -183,7 +188,27 @@ def agents_plugin(
             provider: backend_client(provider, backend, settings)
             for provider, backend in sandbox_backends().items()
         }
-    plugin = OpenAIAgentsPlugin(
+    # The plugin's MCP providers are deprecated for an API that temporalio
+    # 1.35 lacks (mcp_servers.py).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        plugin = _plugin(
+            settings, sandboxes, model_provider, model_retry_policy, traced, mcp_servers
+        )
+    # The plugin's data converter, reading model inputs cheaply.
+    plugin.data_converter = with_agent_payloads
+    return plugin
+
+
+def _plugin(
+    settings: WorkerSettings,
+    sandboxes: Mapping[str, BaseSandboxClient[Any]],
+    model_provider: ModelProvider | None,
+    model_retry_policy: RetryPolicy,
+    traced: bool,
+    mcp_servers: McpServers,
+) -> OpenAIAgentsPlugin:
+    return OpenAIAgentsPlugin(
         model_params=ModelActivityParameters(
             start_to_close_timeout=settings.model_activity_timeout,
             heartbeat_timeout=model_heartbeat_timeout(settings.runs_in_flight),
@@ -225,10 +250,9 @@ def agents_plugin(
         # The only worker environment variables the sandbox may read.
         resolvable_worker_env_vars=current().sandbox_secrets,
         use_otel_instrumentation=traced,
+        # Built on the worker from its environment: their credentials stay here.
+        mcp_server_providers=list(mcp_servers),
     )
-    # The plugin's data converter, reading model inputs cheaply.
-    plugin.data_converter = with_agent_payloads
-    return plugin
 
 
 def host_bound(provider: str, settings: WorkerSettings) -> bool:
@@ -464,7 +488,10 @@ def model_calls_worker(
 
 
 async def run_worker(
-    settings: WorkerSettings, workflow: type, tool_activities: ToolActivities
+    settings: WorkerSettings,
+    workflow: type,
+    tool_activities: ToolActivities,
+    mcp_servers: McpServers = (),
 ) -> None:
     """Run the worker of ``workflow`` and ``tool_activities`` until it is
     stopped (SIGINT, SIGTERM)."""
@@ -475,7 +502,7 @@ async def run_worker(
         if settings.object_store is not None:
             await check_reachable(settings.object_store)
         async with worker_storage(settings.object_store) as storage:
-            await serve(settings, health, storage, workflow, tool_activities)
+            await serve(settings, health, storage, workflow, tool_activities, mcp_servers)
 
 
 async def serve(
@@ -484,13 +511,16 @@ async def serve(
     storage: ExternalStorage | None,
     workflow: type,
     tool_activities: ToolActivities,
+    mcp_servers: McpServers = (),
 ) -> None:
     # Metrics and traces, when configured, are set up before the client.
     runtime = metrics_runtime(settings.metrics_address)
     tracing = tracing_plugins(settings.traces_endpoint)
     runs = settings.runs_in_flight
     provider = model_provider(runs, use_responses=settings.openai_api == RESPONSES)
-    plugin = agents_plugin(settings, model_provider=provider, traced=bool(tracing))
+    plugin = agents_plugin(
+        settings, model_provider=provider, traced=bool(tracing), mcp_servers=mcp_servers
+    )
     client = await connect(
         plugins=[plugin, *tracing],
         runtime=runtime,
@@ -542,7 +572,10 @@ def hide_from_other_processes() -> bool:
 
 
 def main(
-    workflow: type, tool_activities: ToolActivities, argv: Sequence[str] | None = None
+    workflow: type,
+    tool_activities: ToolActivities,
+    argv: Sequence[str] | None = None,
+    mcp_servers: McpServers = (),
 ) -> None:
     """Run the worker until it is stopped; exit 1 with one line when it cannot start.
 
@@ -550,6 +583,7 @@ def main(
         workflow: the service's workflow type.
         tool_activities: the service's tool activities (its tools.py).
         argv: the command's arguments; None for ``sys.argv``.
+        mcp_servers: the service's MCP servers (its tools.py's MCP_SERVERS).
     """
     argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0]).parse_args(argv)
     hide_from_other_processes()
@@ -567,7 +601,7 @@ def main(
     except BadSetting as e:
         sys.exit(str(e))
     try:
-        asyncio.run(run_worker(settings, workflow, tool_activities))
+        asyncio.run(run_worker(settings, workflow, tool_activities, mcp_servers))
     except (
         BackendUnavailable,
         ConnectionFailed,
@@ -578,12 +612,13 @@ def main(
         sys.exit(str(e))
 
 
-def cli(workflow: type, tool_activities: ToolActivities) -> NoReturn:
+def cli(workflow: type, tool_activities: ToolActivities, mcp_servers: McpServers = ()) -> NoReturn:
     """The installed worker command (a project's worker.py calls it): ``main()``,
     then exit with its status.
 
     Args:
         workflow: the service's workflow type.
         tool_activities: the service's tool activities (its tools.py).
+        mcp_servers: the service's MCP servers (its tools.py's MCP_SERVERS).
     """
-    exit_after(lambda: main(workflow, tool_activities))
+    exit_after(lambda: main(workflow, tool_activities, mcp_servers=mcp_servers))

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from temporalio.openai_agents import StatefulMCPServerProvider, StatelessMCPServerProvider
 
 
 @activity.defn
@@ -38,3 +39,8 @@ async def current_time(zone: str) -> str:
 
 # Every tool activity, registered on the worker (worker.py).
 ACTIVITIES = [current_time]
+
+# The MCP servers the worker connects to, each built on the worker from its
+# environment (its credentials stay there); agent.py names each one with
+# mcp_server(). docs/mcp.md has an example.
+MCP_SERVERS: list[StatelessMCPServerProvider | StatefulMCPServerProvider] = []

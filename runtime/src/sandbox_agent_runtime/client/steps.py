@@ -24,12 +24,14 @@ from sandbox_agent_runtime.shared import (
     COLLECT,
     END,
     FOLLOW_UP,
+    MCP_CALL,
     MODEL_ACTIVITIES,
     NOT_THIS_HOST,
     PLACE,
     RESTORE,
     SESSION_MEMO,
     SNAPSHOT,
+    mcp_operation,
     sandbox_operation,
 )
 
@@ -45,6 +47,9 @@ SANDBOX_STEPS = {
     "sandbox_session_stop": "stopping the session",
     "sandbox_client_delete": "removing the sandbox",
 }
+# What an MCP server's other operations do, in words (a call of a tool is
+# shown with its tool and arguments).
+MCP_STEPS = {"list-tools": "listing its tools", "server-session": "session opened"}
 SANDBOX_COMMANDS = ("sandbox_session_exec", "sandbox_session_pty_exec_start")
 LONGEST_COMMAND_SHOWN = 120
 
@@ -212,6 +217,9 @@ class Progress:
             if agent and agent != self.first_agent:
                 return f"model    turn {self.turns} ({one_line(agent)})"
             return f"model    turn {self.turns}"
+        mcp = mcp_operation(name)
+        if mcp is not None:
+            return await self._mcp(*mcp, attributes.input)
         operation = sandbox_operation(name)
         if operation is None:
             # One of the agent's own tools (tools.py), with what the model asked.
@@ -235,6 +243,17 @@ class Progress:
         if step is None:
             return None
         return "sandbox  " + step.format(path=arguments.get("path", "a file"))
+
+    async def _mcp(self, server: str, operation: str, given: Payloads) -> str | None:
+        """An MCP server's step: a call of one of its tools, with what the
+        model asked; its tools listed; its session opened (a stateful one)."""
+        if operation == MCP_CALL:
+            [call] = await self._decode(given) or [{}]
+            call = call if isinstance(call, dict) else {}
+            asked = json.dumps(call.get("arguments") or {})
+            return f"mcp      {server} {call.get('tool_name', '?')} {one_line(asked)}"
+        step = MCP_STEPS.get(operation)
+        return f"mcp      {server}: {step}" if step else None
 
     async def _host_chosen(self, event: HistoryEvent) -> str | None:
         """Where the sandbox lives, from the marker of the local activity

@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 from sandbox_agent_runtime import approvals
 from sandbox_agent_runtime.approvals import Approvals, Decision, NotAPerson, Request
 from sandbox_agent_runtime.observability import count_approval
+from sandbox_agent_runtime.shared import mcp_server_named
 
 # Where the workflow sandbox imports this module first, what it imports
 # passes through with it: approvers' cryptography cannot be imported afresh
@@ -34,9 +35,12 @@ async def decision_on(item: ToolApprovalItem, pending: Approvals, wait: timedelt
     if tool in pending.always:
         return Decision(call_id, approve=True, always=True)
     asked = workflow.now()
-    request = Request(
-        call_id, tool, approvals.detail_of(tool, item.arguments or ""), asked.isoformat()
-    )
+    # An MCP server's tool (mcp_servers.py) is shown with its server's name.
+    origin = item.tool_origin
+    named = origin.mcp_server_name if origin is not None else None
+    server = mcp_server_named(named) if named else None
+    detail = approvals.detail_of(tool, item.arguments or "", server)
+    request = Request(call_id, tool, detail, asked.isoformat())
     pending.pending[call_id] = request
     workflow.set_current_details(approvals.current_details(workflow.info().workflow_id, request))
     try:

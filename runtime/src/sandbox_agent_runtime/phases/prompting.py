@@ -13,6 +13,7 @@ hooks before each model call; a prompt that reaches it stops with an answer
 that says so (``stopped_answer()``), its workspace left as it is."""
 
 import dataclasses
+from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.manifest import Environment, Manifest
 from agents.sandbox.snapshot import NoopSnapshotSpec
+from agents.tool import ToolOrigin
 from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import TemporalWorkerEnvValue
@@ -37,6 +39,7 @@ from sandbox_agent_runtime.chain import (
     budgeted,
     conversation_so_far,
 )
+from sandbox_agent_runtime.mcp_servers import connected
 from sandbox_agent_runtime.observability import BudgetReached, Usage
 from sandbox_agent_runtime.phases.deciding import decision_on
 from sandbox_agent_runtime.phases.given import Given
@@ -44,6 +47,7 @@ from sandbox_agent_runtime.phases.progress import Progress
 from sandbox_agent_runtime.run_request import FollowUp, Outputs, RunAnswer, RunRequest
 from sandbox_agent_runtime.sandbox_tools import TOLD_WHEN_NOT_FOUND
 from sandbox_agent_runtime.service import Budget, prompt_budget
+from sandbox_agent_runtime.shared import mcp_server_named
 from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
 
 
@@ -200,28 +204,49 @@ async def answer(
 ) -> RunResult:
     """The agent's run on ``model_input``, in at most ``turns`` model turns
     (the agents it hands off to take turns of the same run; those it calls
-    as tools count their model calls into its usage and budget). With approvals, calls that wait for a person: each is decided, and the
-    run goes on from there (its state holds the turns left; hooks are not
-    in it)."""
+    as tools count their model calls into its usage and budget). With
+    approvals, calls that wait for a person: each is decided, and the run
+    goes on from there (its state holds the turns left; hooks are not
+    in it). The agent's MCP servers are connected for the prompt (a
+    stateful one's session lasts as long: mcp_servers.py)."""
     with budgeted(agent, hooks):
-        result = await Runner.run(
-            agent,
-            model_input,  # type: ignore[arg-type]
-            max_turns=turns,
-            run_config=config,
-            hooks=hooks,
-        )
-        while given.approvals and result.interruptions:
-            progress.show_usage(usage)
-            state = result.to_state()
-            for item in result.interruptions:
-                decision = await decision_on(item, approvals, given.approval_wait)
-                if decision.approve:
-                    state.approve(item, always_approve=decision.always)
-                else:
-                    state.reject(item, rejection_message=decision.reason)
-            result = await Runner.run(agent, state, run_config=config, hooks=hooks)
-    return result
+        async with AsyncExitStack() as servers:
+            await connected(agent.mcp_servers, servers)
+            result = await Runner.run(
+                agent,
+                model_input,  # type: ignore[arg-type]
+                max_turns=turns,
+                run_config=config,
+                hooks=hooks,
+            )
+            while given.approvals and result.interruptions:
+                progress.show_usage(usage)
+                state = result.to_state()
+                for item in result.interruptions:
+                    decision = await decision_on(item, approvals, given.approval_wait)
+                    if decision.approve:
+                        state.approve(item, always_approve=decision.always)
+                    else:
+                        state.reject(item, rejection_message=decision.reason)
+                result = await Runner.run(agent, state, run_config=config, hooks=hooks)
+            if result.interruptions:
+                raise unapproved(result.interruptions[0].tool_origin, result.interruptions[0].name)
+            return result
+
+
+def unapproved(origin: ToolOrigin | None, tool: str | None) -> ApplicationError:
+    """The run's end when a tool waits for a person (an MCP server's
+    ``require_approval``, a tool's ``needs_approval``) in a service that
+    takes no approvals: nobody would ever decide it."""
+    server = mcp_server_named(origin.mcp_server_name or "") if origin is not None else None
+    of = f" of the MCP server {server!r}" if server else ""
+    return ApplicationError(
+        f"The tool {tool!r}{of} waits for a person (agent.py), but this service takes "
+        'no approvals (its approval is "none", service.py): drop the approval, or render '
+        "the service with approvals.",
+        type="NoApprovals",
+        non_retryable=True,
+    )
 
 
 def answer_of(output: Any, outputs: Outputs) -> RunAnswer:

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         LongSandboxAgentWorkflow,
         NextBuildWorkflow,
     )
+    from sandbox_agent_runtime.testing.mcp_server import notebook_mcp_server
     from sandbox_agent_runtime.testing.other_agents import workflow_with_agent
     from sandbox_agent_runtime.testing.processes import (
         on_host,
@@ -263,6 +264,7 @@ _PUBLIC = {
     "ScriptedAgents": "testing.scripted_model",
     "workflow_with_agent": "testing.other_agents",
     "Call": "testing.scripted_model",
+    "notebook_mcp_server": "testing.mcp_server",
     "steps_done": "testing.scripted_model",
     "tool_outputs": "testing.scripted_model",
     "EvalModel": "testing.eval_model",
@@ -469,6 +471,7 @@ __all__ = [
     "metered_client",
     "missing_credentials",
     "model_task_queue",
+    "notebook_mcp_server",
     "on_host",
     "openai_model",
     "pod",

@@ -25,6 +25,8 @@ class Project:
     tool_activities: Sequence[Callable[..., Any]]
     # The model its agent talks to (agent.py's MODEL).
     model: str
+    # Its MCP servers' providers (tools.py's MCP_SERVERS).
+    mcp_servers: Sequence[Any] = ()
 
 
 _registered: Project | Callable[[], Project] | None = None

@@ -57,6 +57,7 @@ from temporalio.testing import WorkflowEnvironment
 from sandbox_agent_runtime import bounded_sandbox, worker
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.backends import Backend, local, sandbox_backends
+from sandbox_agent_runtime.mcp_servers import McpServers
 from sandbox_agent_runtime.object_store import data_converter
 from sandbox_agent_runtime.observability import metrics_runtime
 from sandbox_agent_runtime.payloads import AgentPayloadConverter
@@ -609,6 +610,7 @@ async def running_worker(
     max_cached_workflows: int | None = None,
     graceful_shutdown_timeout: timedelta = SHUTDOWN_GRACE,
     identity: str | None = None,
+    mcp_servers: McpServers | None = None,
 ) -> AsyncIterator[tuple[Client, ServiceWorker]]:
     """Run the service's worker with a scripted model while the block runs. Every
     provider has the tests' own sandbox (``sandboxes_for_tests()``). The test
@@ -633,6 +635,7 @@ async def running_worker(
         max_cached_workflows: how many runs the worker caches.
         graceful_shutdown_timeout: how long work in flight may finish at its end.
         identity: the worker's name.
+        mcp_servers: the MCP servers' providers; None for the project's.
 
     Returns:
         A context manager giving a client whose data converter matches the
@@ -651,6 +654,7 @@ async def running_worker(
         sandboxes=sandboxes_for_tests(sandbox, provider),
         model_provider=model if isinstance(model, ModelProvider) else TestModelProvider(model),
         model_retry_policy=model_retry_policy,
+        mcp_servers=project().mcp_servers if mcp_servers is None else mcp_servers,
     )
     plugged = with_plugins(client, plugin)
     worker = build_worker(

@@ -1,5 +1,5 @@
 """The worker command (remote-agent-worker): the runtime's worker, running this
-service's workflow and its tools' activities (tools.py).
+service's workflow, its tools' activities and its MCP servers (tools.py).
 
     uv run --env-file .env remote-agent-worker
 
@@ -11,18 +11,18 @@ from typing import NoReturn
 
 from sandbox_agent_runtime import worker_cli, worker_main
 
-from remote_agent.tools import ACTIVITIES
+from remote_agent.tools import ACTIVITIES, MCP_SERVERS
 from remote_agent.workflow import SandboxAgentWorkflow
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The worker, with ``argv`` for its arguments (the tests call this)."""
-    worker_main(SandboxAgentWorkflow, ACTIVITIES, argv)
+    worker_main(SandboxAgentWorkflow, ACTIVITIES, argv, mcp_servers=MCP_SERVERS)
 
 
 def cli() -> NoReturn:
     """The installed command: the worker, then exit with its status."""
-    worker_cli(SandboxAgentWorkflow, ACTIVITIES)
+    worker_cli(SandboxAgentWorkflow, ACTIVITIES, MCP_SERVERS)
 
 
 if __name__ == "__main__":
