@@ -6,6 +6,7 @@ rolling change of the setting). The rate itself: test_model_rate.py."""
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -40,13 +41,13 @@ PROMPT = "Write a note, then read it back."
 OWN_QUEUE = replace(SETTINGS, model_calls_queue=OWN)
 
 
-async def model_call_queues(run: WorkflowHandle) -> list[str]:
+async def model_call_queues(run: WorkflowHandle[Any, Any]) -> list[str]:
     """The task queue each model call of ``run`` was scheduled on, in order
     (its history's ActivityTaskScheduled events)."""
     return [step.task_queue for step in await activities(run) if step.is_model_call]
 
 
-async def replays_under_both_settings(run: WorkflowHandle) -> None:
+async def replays_under_both_settings(run: WorkflowHandle[Any, Any]) -> None:
     """Assert that ``run``'s history replays with a worker set either way."""
     history = await run.fetch_history()
     for settings in (SETTINGS, OWN_QUEUE):
