@@ -18,7 +18,9 @@ from sandbox_agent_runtime.settings import BadSetting, WorkerSettings
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.handovers import StallsAfterTheFirstCommand
+from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
     RETRIED_AT_ONCE,
@@ -179,3 +181,17 @@ def test_a_rate_without_the_model_calls_own_queue_is_refused_in_one_line() -> No
         "MODEL_CALLS_QUEUE='run' is not allowed: use own, or leave it unset (MODEL_CALLS_PER_SECOND "
         "is set, and the fleet's rate holds on the model calls' own queue alone)."
     )
+
+
+@pytest.mark.process
+async def test_the_worker_says_where_its_model_calls_go(temporal_client: Client) -> None:
+    address = temporal_client.service_client.config.target_host
+    with scripted_openai_server(COMMANDS) as model:
+        async with service(WORKER, service_environment(address, model.url)) as worker:
+            await worker.wait_for("Worker polling")
+
+    [line] = [line for line in worker.output if line.startswith("Worker polling")]
+    assert (
+        f"{model_task_queue()!r} (model calls left there by a worker with MODEL_CALLS_QUEUE=own; "
+        "this worker's go with their runs)"
+    ) in line, line

@@ -523,7 +523,8 @@ async def serve(
         models = (
             f"model calls{fleet}"
             if settings.model_calls_queue == OWN
-            else "model calls left there: this worker's go with their runs"
+            else "model calls left there by a worker with MODEL_CALLS_QUEUE=own; this "
+            "worker's go with their runs"
         )
         print(
             f"Worker polling task queue {task_queue!r}{host} and "
