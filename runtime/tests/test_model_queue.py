@@ -16,6 +16,7 @@ from temporalio.worker import Replayer
 from sandbox_agent_runtime.model_queue import OWN, RUN, model_task_queue
 from sandbox_agent_runtime.settings import BadSetting, WorkerSettings
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.starter.following import Queued, wait_notice
 from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.handovers import StallsAfterTheFirstCommand
 from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
@@ -195,3 +196,18 @@ async def test_the_worker_says_where_its_model_calls_go(temporal_client: Client)
         f"{model_task_queue()!r} (model calls left there by a worker with MODEL_CALLS_QUEUE=own; "
         "this worker's go with their runs)"
     ) in line, line
+
+
+async def test_the_starter_names_the_queue_a_waiting_model_call_is_on(
+    temporal_client: Client,
+) -> None:
+    # A call sent with its run's work waits on the run's queue, and the
+    # notice says so (with its own queue, test_model_rate.py).
+    on_the_runs = Queued("key", "its model call", model_call=True, task_queue=None)
+    assert await wait_notice(temporal_client, on_the_runs, 12) == (
+        "  waiting  12 s for a worker to take its model call: every worker on task queue "
+        f"{project_service().task_queue!r} is busy, or none is running; the run waits, "
+        "nothing is lost"
+    )
+    on_its_own = replace(on_the_runs, task_queue=model_task_queue())
+    assert "(the service's model calls)" in await wait_notice(temporal_client, on_its_own, 12)
