@@ -63,7 +63,8 @@ def model_heartbeat_timeout(runs: int) -> timedelta:
 
 def worker_options(runs: int) -> dict[str, Any]:
     """The Worker's slots, cache and heartbeat throttle for ``runs`` runs in
-    flight: a model call slot per run (on the model calls' queue), as many
+    flight: a model call slot per run (on the model calls' queue; on the
+    service's, beside its own, when model calls go with their runs), as many
     again for sandbox operations and tools (and, with a host-bound backend,
     on the host's queue); twice as many cached workflows, so that neither a
     run in flight nor one waiting for a slot is dropped from the cache and

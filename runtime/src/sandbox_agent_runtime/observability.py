@@ -74,9 +74,9 @@ SNAPSHOT_SECONDS = "agent_snapshot_seconds"
 # the run failed naming it; "recovered": the run went on on another host from
 # its last snapshot): each time a run took its sandbox's host for gone.
 HOSTS_GONE = "agent_sandbox_hosts_gone"
-# A histogram, in seconds: how long each model call's attempt waited on the
-# model calls' queue before a worker started it (the fleet's rate, or every
-# worker busy).
+# A histogram, in seconds: how long each model call's attempt waited on its
+# task queue before a worker started it (the fleet's rate, or every worker
+# busy; next to nothing for a call handed out with its workflow task).
 MODEL_CALL_WAIT = "agent_model_call_wait_seconds"
 # Their buckets: the SDK's defaults (50 to 10,000) fit milliseconds, not these.
 BUCKETS = {
@@ -285,8 +285,9 @@ def run_outcome(error: BaseException) -> str | None:
 
 
 class ModelCallWait(Interceptor):
-    """Records how long each model call waited on the model calls' queue
-    (MODEL_CALL_WAIT)."""
+    """Records how long each model call waited on its task queue (the
+    model calls' own, or the run's: MODEL_CALLS_QUEUE) before a worker
+    started it (MODEL_CALL_WAIT)."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _ModelCallWait(next)
@@ -298,8 +299,7 @@ class _ModelCallWait(ActivityInboundInterceptor):
         if info.activity_type in MODEL_ACTIVITIES:
             activity.metric_meter().create_histogram_float(
                 MODEL_CALL_WAIT,
-                "Seconds each model call waited on the model calls' queue before a worker "
-                "started it",
+                "Seconds each model call waited on its task queue before a worker started it",
                 "s",
             ).record(waited(info.current_attempt_scheduled_time, info.started_time))
         return await super().execute_activity(input)

@@ -106,3 +106,6 @@ class WorkerSettings:
     # service's workers starts a second, which Temporal's server holds on the
     # model calls' task queue; None: no limit.
     model_calls_per_second: float | None = None
+    # MODEL_CALLS_QUEUE: "own" when model calls go to their own task queue
+    # (model_queue.py), "run" when they go with the run's own work.
+    model_calls_queue: str = "run"

@@ -1,7 +1,8 @@
 """The worker: runs the agent's workflow, its model calls and its sandbox.
 
-It polls the service's task queue, the model calls' own queue and, for a
-host-bound backend, its host's queue. Ctrl+C (or SIGTERM) stops it: activities
+It polls the service's task queue, the model calls' own queue (always, for
+the calls a worker with MODEL_CALLS_QUEUE=own left there, whatever its own
+setting) and, for a host-bound backend, its host's queue. Ctrl+C (or SIGTERM) stops it: activities
 in flight get ``SHUTDOWN_GRACE`` to finish, what is left is cancelled, and the
 status is 0. Work it did not finish is not lost: Temporal hands it to the next
 worker on the same queue. A worker that dies without warning is noticed when
@@ -54,7 +55,7 @@ from sandbox_agent_runtime.health import (
 )
 from sandbox_agent_runtime.mcp_servers import McpServers
 from sandbox_agent_runtime.model_api import RESPONSES, ChecksTheAnswer, NamesAMissingApi
-from sandbox_agent_runtime.model_queue import model_task_queue
+from sandbox_agent_runtime.model_queue import OWN, model_calls_task_queue, model_task_queue
 from sandbox_agent_runtime.object_store import (
     ObjectStoreUnreachable,
     check_reachable,
@@ -214,8 +215,9 @@ def _plugin(
             heartbeat_timeout=model_heartbeat_timeout(settings.runs_in_flight),
             retry_policy=model_retry_policy,
             # On their own queue, whose rate the server holds across the
-            # fleet (MODEL_CALLS_PER_SECOND).
-            task_queue=model_task_queue(),
+            # fleet (MODEL_CALLS_PER_SECOND, MODEL_CALLS_QUEUE=own); else
+            # None: the run's, and handed out with its workflow task.
+            task_queue=model_calls_task_queue(settings.model_calls_queue),
             # Model calls stay ordinary activities, so each one shows in the Web
             # UI and the starter's progress, heartbeats, and is retried on its
             # own (use_local_activity=True would trade that for a little speed).
@@ -278,8 +280,8 @@ def backend_client(
 class ServiceWorker:
     """The worker's pollers, started and stopped together, and whether they
     are ready: ``shared`` on the service's task queue (the runs, the
-    sandboxes any worker reaches), ``models`` on the model calls' queue
-    and ``own`` on its host's queue (the operations of the
+    sandboxes any worker reaches, and model calls without a queue of their
+    own), ``models`` on the model calls' queue and ``own`` on its host's queue (the operations of the
     sandboxes on this host), None when no sandbox it creates
     lives on its host (always, for a service without a host-bound backend).
 
@@ -379,6 +381,14 @@ def build_worker(
     options = worker_options(settings.runs_in_flight)
     if max_cached_workflows is not None:
         options["max_cached_workflows"] = max_cached_workflows
+    # The shared queue's slots: as many again for model calls when they go
+    # with the run's own work.
+    shared_options = {**options}
+    if settings.model_calls_queue != OWN:
+        shared_options["max_concurrent_activities"] = 2 * settings.runs_in_flight
+    # Model calls run on either poller: a call is where the worker that
+    # scheduled it sent it, whatever this worker's setting.
+    model_calls = [ModelCallWait(), HeartbeatAtStart(), NamesAMissingApi(settings.openai_api)]
     if not current().host_bound:
         shared = Worker(
             client,
@@ -386,11 +396,7 @@ def build_worker(
             workflows=workflows,
             workflow_runner=workflow_runner(),
             activities=tool_activities,
-            interceptors=[
-                SandboxOperationMeter(),
-                HeartbeatAtStart(),
-                NamesAMissingApi(settings.openai_api),
-            ],
+            interceptors=[SandboxOperationMeter(), *model_calls, ChecksTheAnswer()],
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             identity=identity,
             **(
@@ -398,7 +404,7 @@ def build_worker(
                 if version is None
                 else {"deployment_config": versioning.deployment_config(version)}
             ),
-            **options,
+            **shared_options,
         )
         models = model_calls_worker(client, settings, graceful_shutdown_timeout, identity)
         return ServiceWorker(shared, models)
@@ -416,12 +422,7 @@ def build_worker(
         activities=[*affinity.host_activities(host, host_bound), *tool_activities],
         # Outermost first: an operation for another host is refused before
         # it is counted or run.
-        interceptors=[
-            affinity.HostFirst(host),
-            meter,
-            HeartbeatAtStart(),
-            NamesAMissingApi(settings.openai_api),
-        ],
+        interceptors=[affinity.HostFirst(host), meter, *model_calls, ChecksTheAnswer()],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
         **(
@@ -429,7 +430,7 @@ def build_worker(
             if version is None
             else {"deployment_config": versioning.deployment_config(version)}
         ),
-        **options,
+        **shared_options,
     )
     models = model_calls_worker(client, settings, graceful_shutdown_timeout, identity)
     if not any(host_bound.values()):
@@ -459,7 +460,9 @@ def model_calls_worker(
 ) -> Worker:
     """The poller of the model calls' queue: one call at a
     time per run in flight, at most MODEL_CALLS_PER_SECOND a second across
-    the fleet. Unversioned, as a host's queue is, so that one rate holds for
+    the fleet. Every worker runs it, with the queue or without: a worker
+    whose calls go with their runs still takes those a worker with the
+    queue left there (during a rollout of MODEL_CALLS_QUEUE, or after one). Unversioned, as a host's queue is, so that one rate holds for
     every build (the agents plugin registers the model activities on every
     worker, and any build's worker makes a call the same way); a versioned
     worker's poller still reports its version, for the Web UI."""
@@ -547,9 +550,15 @@ async def serve(
         versioned = f" as version {version!r}" if version else ""
         rate = settings.model_calls_per_second
         fleet = f", at most {rate:g} a second across the fleet" if rate else ""
+        models = (
+            f"model calls{fleet}"
+            if settings.model_calls_queue == OWN
+            else "model calls left there by a worker with MODEL_CALLS_QUEUE=own; this "
+            "worker's go with their runs"
+        )
         print(
             f"Worker polling task queue {task_queue!r}{host} and "
-            f"{worker.models.task_queue!r} (model calls{fleet}){versioned} with sandbox "
+            f"{worker.models.task_queue!r} ({models}){versioned} with sandbox "
             f"{'providers' if len(registered) > 1 else 'provider'} {providers}. "
             f"Up to {runs} runs in flight. Ctrl+C to stop."
         )

@@ -354,6 +354,17 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),
     Setting(
+        "MODEL_CALLS_QUEUE",
+        ("worker",),
+        "choice",
+        "Where model calls wait for a worker: `run`, with the run's own work (handed to the "
+        "worker with its workflow task); `own`, on `<task queue>-model-calls`, whose rate "
+        "Temporal's server holds (MODEL_CALLS_PER_SECOND, or one set on that queue).",
+        unset="`own` with MODEL_CALLS_PER_SECOND, else `run`",
+        example="`run` or `own` (`run` refused with MODEL_CALLS_PER_SECOND)",
+        bad=("²", "Own", "model-calls", "run,own", "shared"),
+    ),
+    Setting(
         "WORKER_HOST_ID",
         ("worker",),
         "text",

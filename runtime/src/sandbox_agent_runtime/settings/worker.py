@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from temporalio.common import WorkerDeploymentVersion
 
 from sandbox_agent_runtime.approvers import public_text
+from sandbox_agent_runtime.model_queue import OWN, RUN
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings.declared import DECLARED, MOST_MODEL_CALLS_PER_SECOND, read_by
 from sandbox_agent_runtime.settings.reading import (
@@ -178,6 +179,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         backend_options=backend_options(environ),
         openai_api=openai_api(environ),
         model_calls_per_second=model_calls_per_second(environ),
+        model_calls_queue=model_calls_queue(environ),
     )
 
 
@@ -224,6 +226,30 @@ def model_calls_per_second(environ: Mapping[str, str]) -> float | None:
     if not 0 < rate <= MOST_MODEL_CALLS_PER_SECOND:
         raise refused("MODEL_CALLS_PER_SECOND", value, allowed)
     return rate
+
+
+def model_calls_queue(environ: Mapping[str, str]) -> str:
+    """``MODEL_CALLS_QUEUE``: "own" for the model calls' own task queue,
+    "run" for the run's; unset, "own" when the fleet has a rate."""
+    value = environ.get("MODEL_CALLS_QUEUE")
+    rate = model_calls_per_second(environ) is not None
+    if value is None:
+        return OWN if rate else RUN
+    allowed = (
+        "own (model calls on their own task queue, where a rate holds) or run (with the run's "
+        "own work), or leave it unset"
+    )
+    if value.strip() not in (OWN, RUN):
+        raise refused("MODEL_CALLS_QUEUE", value, allowed)
+    if value.strip() == RUN and rate:
+        raise refused(
+            "MODEL_CALLS_QUEUE",
+            value,
+            "own, or leave it unset",
+            "MODEL_CALLS_PER_SECOND is set, and the fleet's rate holds on the model calls' own "
+            "queue alone",
+        )
+    return value.strip()
 
 
 def backend_options(environ: Mapping[str, str]) -> dict[str, dict[str, int | bool | str]]:

@@ -62,12 +62,13 @@ WAIT_NOTICE = timedelta(seconds=10)
 @dataclass(frozen=True)
 class Queued:
     """A step of a run that waits for a worker: a key that tells one wait
-    from the next, the step in words, and whether it is a model call (which
-    waits on the model calls' queue)."""
+    from the next, the step in words, whether it is a model call, and the
+    task queue it waits on (None: the run's)."""
 
     key: object
     step: str
     model_call: bool = False
+    task_queue: str | None = None
 
 
 async def queued_step(run: WorkflowHandle[Any, RunAnswer]) -> Queued | None:
@@ -83,7 +84,11 @@ async def queued_step(run: WorkflowHandle[Any, RunAnswer]) -> Queued | None:
         if activity.state == scheduled and not backing_off:
             name = activity.activity_type.name
             step = step_name(name).replace("the ", "its ", 1)
-            return Queued((activity.activity_id, activity.attempt), step, name in MODEL_ACTIVITIES)
+            # A model call waits on its own queue or on the run's, as the
+            # worker that scheduled it was set (MODEL_CALLS_QUEUE).
+            queue = activity.activity_options.task_queue.name or None
+            key = (activity.activity_id, activity.attempt)
+            return Queued(key, step, name in MODEL_ACTIVITIES, queue)
     return None
 
 
@@ -110,7 +115,7 @@ async def fleet_rate(client: Client) -> float | None:
 
 async def wait_notice(client: Client, queued: Queued, waited: float) -> str:
     """The line saying that ``queued`` has waited ``waited`` seconds for a worker."""
-    if queued.model_call:
+    if queued.model_call and queued.task_queue == model_task_queue():
         queue = model_task_queue()
         try:
             rate = await fleet_rate(client)
