@@ -19,6 +19,7 @@ that:
 - nothing of the memory is in the runs' history (read raw, without keys).
 """
 
+import asyncio
 import base64
 import dataclasses
 import uuid
@@ -27,7 +28,9 @@ from typing import Any
 import aioboto3
 import pytest
 from agents import ModelResponse
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
 
 from sandbox_agent_runtime.encryption import KEY_ID, EncryptionCodec, parse_keys
 from sandbox_agent_runtime.object_store import data_converter, parse
@@ -37,8 +40,17 @@ from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, follow_up
 from sandbox_agent_runtime.testing.object_stores import client_with, payloads_in
 from sandbox_agent_runtime.testing.plugin import BUCKET
-from sandbox_agent_runtime.testing.support import activities, running_worker, settings_with
-from sandbox_agent_runtime.testing.workspace_agents import RemembersWorkflow
+from sandbox_agent_runtime.testing.support import (
+    activities,
+    running_worker,
+    sandboxes_for_tests,
+    settings_with,
+)
+from sandbox_agent_runtime.testing.workspace_agents import (
+    RemembersAcrossRunsWorkflow,
+    RemembersWorkflow,
+)
+from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
 
 KEYS = f"A={base64.b64encode(bytes(range(32))).decode()}"
 # What the agent keeps in its memory (memories/memory_summary.md).
@@ -69,11 +81,13 @@ def prefix(s3_service: dict[str, str]) -> str:
     return f"test-{uuid.uuid4().hex[:8]}"
 
 
-async def start(client: Client, prompt: str, caller: str | None) -> WorkflowHandle[Any, RunAnswer]:
-    """A conversation of RemembersWorkflow, started for ``caller`` (an API
+async def start(
+    client: Client, prompt: str, caller: str | None, workflow: str = "RemembersWorkflow"
+) -> WorkflowHandle[Any, RunAnswer]:
+    """A conversation of ``workflow``, started for ``caller`` (an API
     caller as its memo names it; None: the starter's)."""
     return await client.start_workflow(
-        "RemembersWorkflow",
+        workflow,
         RunRequest(prompt, follow_ups=True),
         id=f"{project_service().task_queue}-{uuid.uuid4()}",
         task_queue=project_service().task_queue,
@@ -98,6 +112,21 @@ async def history_bytes(client: Client, workflow_id: str) -> bytes:
     it (read without keys)."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     return b"".join(payload.data for event in history.events for payload in payloads_in(event))
+
+
+async def replays(client: Client, handle: WorkflowHandle[Any, Any], settings: Any) -> None:
+    """Every run of ``handle``'s chain replays on the worker's workflows and plugins."""
+    replayer = Replayer(
+        workflows=[RemembersWorkflow, RemembersAcrossRunsWorkflow],
+        plugins=[agents_plugin(settings, sandboxes=sandboxes_for_tests())],
+        data_converter=client.data_converter,
+        workflow_runner=workflow_runner(),
+    )
+    run_ids = {handle.first_execution_run_id, (await handle.describe()).run_id}
+    for run_id in run_ids:
+        history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+        replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is None, replayed.replay_failure
 
 
 async def test_skills_reach_the_agent_and_memory_stays_with_its_caller(
@@ -164,13 +193,46 @@ async def test_skills_reach_the_agent_and_memory_stays_with_its_caller(
     [(key, data)] = memories.items()
     assert "alice" not in key and not data.startswith(b"\x1f\x8b")
     assert REMEMBERED.encode() not in data and b"release" not in data
-    from temporalio.api.common.v1 import Payload
-
     sealed = Payload()
     sealed.ParseFromString(data)
     assert sealed.metadata[KEY_ID] == b"A"
 
-    # Nothing of the memory in any history, read raw.
+    # Nothing of the memory in any history, read raw; each replays.
     for handle in (alice, again, bob):
         raw = await history_bytes(temporal_client, handle.id)
         assert raw and b"prefers tabs" not in raw
+        await replays(client, client.get_workflow_handle(handle.id), settings)
+
+
+async def test_a_memory_outlives_the_worker_and_the_run_that_wrote_it(
+    temporal_client: Client,
+) -> None:
+    """Without an object store (nor keys), memory lives in the
+    conversation's workspace: written in the first prompt, it is in the
+    instructions of the second, taken up by another worker in the next run
+    of the chain (continued as new between the two)."""
+    settings = settings_with({})
+    writer = Remembering([[WRITE_MEMORY], ["echo second"]])
+    async with running_worker(
+        temporal_client, writer, settings=settings, workflows=[RemembersAcrossRunsWorkflow]
+    ) as (client, _):
+        handle = await start(client, "Remember.", None, "RemembersAcrossRunsWorkflow")
+        await answered(handle, 1)
+        while (await handle.describe()).run_id == handle.first_execution_run_id:
+            await asyncio.sleep(0.05)
+    # Another worker, another model: it knows only what the run gives it.
+    reader = Remembering([[WRITE_MEMORY], ["echo second"]])
+    async with running_worker(
+        temporal_client, reader, settings=settings, workflows=[RemembersAcrossRunsWorkflow]
+    ) as (client, _):
+        await follow_up(client.get_workflow_handle(handle.id), "What do you remember?")
+        await answered(client.get_workflow_handle(handle.id), 2)
+        await client.get_workflow_handle(handle.id).execute_update(END)
+        await client.get_workflow_handle(handle.id).result()
+
+    assert REMEMBERED not in writer.instructions[0]
+    assert reader.instructions and all(REMEMBERED in each for each in reader.instructions)
+    # The second run read it from the workspace: it loaded nothing.
+    steps = [step.name for step in await activities(client.get_workflow_handle(handle.id))]
+    assert not any(step.endswith(MEMORY_LOAD) for step in steps)
+    await replays(client, client.get_workflow_handle(handle.id), settings)

@@ -11,9 +11,8 @@ defined at its first use, once per process (as long_workflow.py's)."""
 # No ``from __future__ import annotations``: Temporal compares the run
 # method's annotations with those of the base's __init__ (@workflow.init).
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
-
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Memory, Skills
@@ -97,7 +96,20 @@ def _define(base: Any) -> dict[str, type[Any]]:
             answer: RunAnswer = await super().run(request, carried)
             return answer
 
+    class RemembersAcrossRunsWorkflow(RemembersWorkflow):
+        """RemembersWorkflow, its first run's history taken for full once the
+        first prompt is answered (as long_workflow.py's
+        ContinuesBetweenPromptsWorkflow): the next prompt is the next run's."""
+
+        def history_full(self) -> bool:
+            return bool(self.run_of_chain == 1)
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
     workflow_type(AgentWithFilesWorkflow, "AgentWithFilesWorkflow")
+    workflow_type(RemembersAcrossRunsWorkflow, "RemembersAcrossRunsWorkflow")
     workflow_type(RemembersWorkflow, "RemembersWorkflow")
     workflow_type(StructuredAnswerWorkflow, WORKFLOW_TYPE)
     workflow_type(PricedAgentWorkflow, WORKFLOW_TYPE)
@@ -106,6 +118,7 @@ def _define(base: Any) -> dict[str, type[Any]]:
         "StructuredAnswerWorkflow": StructuredAnswerWorkflow,
         "PricedAgentWorkflow": PricedAgentWorkflow,
         "RemembersWorkflow": RemembersWorkflow,
+        "RemembersAcrossRunsWorkflow": RemembersAcrossRunsWorkflow,
     }
     return defined
 
@@ -117,6 +130,7 @@ if TYPE_CHECKING:
     StructuredAnswerWorkflow = WorkflowVariant
     PricedAgentWorkflow = WorkflowVariant
     RemembersWorkflow = WorkflowVariant
+    RemembersAcrossRunsWorkflow = WorkflowVariant
 
 
 __getattr__ = defined_at_first_use(
@@ -126,6 +140,7 @@ __getattr__ = defined_at_first_use(
             "StructuredAnswerWorkflow",
             "PricedAgentWorkflow",
             "RemembersWorkflow",
+            "RemembersAcrossRunsWorkflow",
         }
     ),
     _define,

@@ -45,6 +45,7 @@ from sandbox_agent_runtime.shared import (
     SNAPSHOT,
     STORED_FILES_LIMIT,
 )
+from sandbox_agent_runtime.workspace import memories
 from sandbox_agent_runtime.workspace.census import (
     LARGEST_WORKSPACE,
     Census,
@@ -55,7 +56,6 @@ from sandbox_agent_runtime.workspace.census import (
     too_many,
     tree_size,
 )
-from sandbox_agent_runtime.workspace import memories
 from sandbox_agent_runtime.workspace.checks import check as make_check
 from sandbox_agent_runtime.workspace.git import (
     clone,
