@@ -19,15 +19,18 @@ from sandbox_agent_runtime.testing import Conversing, answered, project_service,
 
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "skills-and-memory.md"
-BLOCKS = re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), re.S)
-EXAMPLE = next(code for kind, code in BLOCKS if kind == "python")
-SKILL_MD = next(code for kind, code in BLOCKS if kind == "markdown")
+# Read again where the workflow's sandbox imports this module: reading the
+# page is deterministic (the same file on every replay of the test).
+with workflow.unsafe.sandbox_unrestricted():
+    PAGE = Path(__file__).parents[1] / "docs" / "skills-and-memory.md"
+    BLOCKS = re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), re.S)
+    EXAMPLE = next(code for kind, code in BLOCKS if kind == "python")
+    SKILL_MD = next(code for kind, code in BLOCKS if kind == "markdown")
 
-# The page's example, as agent.py would hold it, beside tests/skills.
-_example: dict[str, Any] = {"__file__": str(Path(__file__).resolve())}
-exec(compile(EXAMPLE, str(PAGE), "exec"), _example)
-CAPABILITIES = _example["CAPABILITIES"]
+    # The page's example, as agent.py would hold it, beside tests/skills.
+    _example: dict[str, Any] = {"__file__": __file__}
+    exec(compile(EXAMPLE, str(PAGE), "exec"), _example)
+    CAPABILITIES = _example["CAPABILITIES"]
 
 REMEMBERED = "The user prefers tabs to spaces."
 
@@ -72,9 +75,10 @@ async def test_the_page_s_skill_reaches_the_agent_and_a_later_prompt_reads_the_m
             ["echo third"],
         ]
     )
-    async with running_worker(
-        temporal_client, model, workflows=[SkillsAndMemoryWorkflow]
-    ) as (client, _):
+    async with running_worker(temporal_client, model, workflows=[SkillsAndMemoryWorkflow]) as (
+        client,
+        _,
+    ):
         handle = await client.start_workflow(
             "SkillsAndMemoryWorkflow",
             RunRequest("Read the skill.", follow_ups=True),
