@@ -23,13 +23,17 @@ import asyncio
 import base64
 import dataclasses
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import aioboto3
 import pytest
 from agents import ModelResponse
+from agents.sandbox import SandboxAgent
+from agents.sandbox.capabilities import Filesystem, Memory, Shell
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from sandbox_agent_runtime.encryption import KEY_ID, EncryptionCodec, parse_keys
@@ -51,6 +55,7 @@ from sandbox_agent_runtime.testing.workspace_agents import (
     RemembersWorkflow,
 )
 from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
+from sandbox_agent_runtime.workspace.steps import memory_of
 
 KEYS = f"A={base64.b64encode(bytes(range(32))).decode()}"
 # What the agent keeps in its memory (memories/memory_summary.md).
@@ -236,3 +241,15 @@ async def test_a_memory_outlives_the_worker_and_the_run_that_wrote_it(
     steps = [step.name for step in await activities(client.get_workflow_handle(handle.id))]
     assert not any(step.endswith(MEMORY_LOAD) for step in steps)
     await replays(client, client.get_workflow_handle(handle.id), settings)
+
+
+def test_a_memory_that_generates_is_refused_in_one_line() -> None:
+    """The SDK's generation runs two further models when the sandbox stops:
+    a run whose agent asks for it ends at once, saying what to declare."""
+    agent = SandboxAgent[None](name="a", capabilities=[Shell(), Filesystem(), Memory()])
+    with pytest.raises(ApplicationError) as refused:
+        memory_of(agent)
+    assert refused.value.non_retryable and "\n" not in str(refused.value)
+    assert "Memory(generate=None)" in str(refused.value)
+    kept = Memory(generate=None)
+    assert memory_of(replace(agent, capabilities=[Shell(), Filesystem(), kept])) is kept

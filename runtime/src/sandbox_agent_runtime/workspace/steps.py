@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Memory
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
 from sandbox_agent_runtime.archives import size_text
@@ -257,13 +257,29 @@ class CallerMemory:
     directory: str
 
 
+def memory_of(agent: SandboxAgent[Any]) -> Memory | None:
+    """The agent's Memory capability, if any. One that generates memories
+    (``generate``: two further models, run when the sandbox stops, which a
+    conversation's sandbox does only at its end) ends the run in one line."""
+    memory = next((each for each in agent.capabilities if isinstance(each, Memory)), None)
+    if memory is not None and memory.generate is not None:
+        raise ApplicationError(
+            "The agent's Memory capability (agent.py) generates memories, which this service "
+            "does not run: declare Memory(generate=None), the agent keeping its memory itself "
+            "(docs/skills-and-memory.md)",
+            type="MemoryGenerationUnsupported",
+            non_retryable=True,
+        )
+    return memory
+
+
 def caller_memory(agent: SandboxAgent[Any], across_conversations: bool) -> CallerMemory | None:
     """The memory of the run's caller, kept across its conversations when
     the service asks for it (``Service.memory_across_conversations``) and
     the agent has a ``Memory`` capability; None otherwise (its memory then
     lives in the conversation's workspace alone). The caller is the API
     caller the run's memo names, else the starter's (STARTER_OWNER)."""
-    memory = next((each for each in agent.capabilities if isinstance(each, Memory)), None)
+    memory = memory_of(agent)
     if not across_conversations or memory is None:
         return None
     owner = workflow.memo_value(CALLER_MEMO, STARTER_OWNER, type_hint=str)
