@@ -16,14 +16,23 @@ that:
   the instructions of the caller's next conversation before its first
   command, and never in another caller's; the object in the store is
   ciphertext under the first key, named by no caller;
-- nothing of the memory is in the runs' history (read raw, without keys).
+- nothing of the memory is in the runs' history (read raw, without keys),
+  and each run's history replays;
+- a kept memory opens only under its own caller's name, a worker with keys
+  takes no plaintext, nothing outside the memory directory is put back; a
+  Memory capability that generates (models of its own at the sandbox's
+  stop) ends the run in one line.
 """
 
 import asyncio
 import base64
 import dataclasses
+import gzip
+import io
+import tarfile
 import uuid
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import aioboto3
@@ -36,8 +45,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from sandbox_agent_runtime.encryption import KEY_ID, EncryptionCodec, parse_keys
-from sandbox_agent_runtime.object_store import data_converter, parse
+from sandbox_agent_runtime.encryption import KEY_ID, EncryptionCodec, WrongKey, parse_keys
+from sandbox_agent_runtime.object_store import DirectoryObjects, data_converter, parse
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
 from sandbox_agent_runtime.shared import CALLER_MEMO, END, MEMORY_LOAD, MEMORY_SAVE
 from sandbox_agent_runtime.testing import project_service
@@ -55,6 +64,8 @@ from sandbox_agent_runtime.testing.workspace_agents import (
     RemembersWorkflow,
 )
 from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
+from sandbox_agent_runtime.workspace import IN_STORE, SnapshotStore
+from sandbox_agent_runtime.workspace.memories import memory_key, opened, sealed
 from sandbox_agent_runtime.workspace.steps import memory_of
 
 KEYS = f"A={base64.b64encode(bytes(range(32))).decode()}"
@@ -253,3 +264,36 @@ def test_a_memory_that_generates_is_refused_in_one_line() -> None:
     assert "Memory(generate=None)" in str(refused.value)
     kept = Memory(generate=None)
     assert memory_of(replace(agent, capabilities=[Shell(), Filesystem(), kept])) is kept
+
+
+def sealed_tar(names: dict[str, bytes]) -> bytes:
+    """A gzipped tar of ``names``, as a memory is kept."""
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w") as tar:
+        for name, data in names.items():
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    return gzip.compress(packed.getvalue())
+
+
+def test_a_kept_memory_opens_only_under_its_own_caller_s_name(tmp_path: Path) -> None:
+    """Sealed for one caller, a memory does not open under another's name;
+    a worker with keys takes no plaintext; nothing outside memories/ opens."""
+    objects = DirectoryObjects(tmp_path)
+    store = SnapshotStore(objects, "", IN_STORE, EncryptionCodec(parse_keys(KEYS)))
+    alice = memory_key("sandbox-agent", "token:alice")
+    bob = memory_key("sandbox-agent", "token:bob")
+    data = sealed_tar({"memories/memory_summary.md": REMEMBERED.encode()})
+    stored, key_id = sealed(store, alice, data)
+    assert key_id == "A" and REMEMBERED.encode() not in stored
+    tar_bytes, files = opened(store, alice, "memories", stored)
+    assert files == 1 and REMEMBERED.encode() in tar_bytes
+    with pytest.raises(WrongKey):
+        opened(store, bob, "memories", stored)
+    with pytest.raises(ValueError, match="not encrypted"):
+        opened(store, alice, "memories", data)
+    plain = SnapshotStore(objects, "", IN_STORE, None)
+    for names in ({"notes.txt": b"x"}, {"memories/../notes.txt": b"x"}):
+        with pytest.raises(ValueError, match="outside its directory"):
+            opened(plain, alice, "memories", sealed_tar(names))
