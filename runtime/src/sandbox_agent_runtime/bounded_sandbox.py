@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from agents.sandbox.errors import ErrorCode, WorkspaceReadNotFoundError
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.session.pty_types import PtyExecUpdate
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
@@ -22,6 +23,7 @@ from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from agents.sandbox.types import ExecResult, User
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from sandbox_agent_runtime.shared import LONGEST_OUTPUT, LONGEST_READ
 
@@ -159,7 +161,17 @@ class RefusesCutWriteBack(SandboxSession):
         self.cut_notes: list[bytes] = []
 
     async def read(self, path: Path, *, user: str | User | None = None) -> io.IOBase:
-        data = (await super().read(path, user=user)).read()
+        try:
+            data = (await super().read(path, user=user)).read()
+        except ActivityError as e:
+            # A file that is not there, as the SDK's own sessions say it
+            # (the Memory capability reads its summary only if there is one).
+            cause = e.cause
+            if isinstance(cause, ApplicationError) and cause.type == str(
+                ErrorCode.WORKSPACE_READ_NOT_FOUND
+            ):
+                raise WorkspaceReadNotFoundError(path=path, cause=e) from e
+            raise
         note = note_of_cut_read(data)
         if note is not None and note not in self.cut_notes:
             self.cut_notes.append(note)

@@ -122,9 +122,18 @@ class HistoryBudget(UsageMeter):
     # what the workspace needs first (workspace/steps.py's Preparation: a
     # snapshot restored, the inputs placed), a call down.
     before_first_turn: Callable[[], Awaitable[None]] | None = None
+    # Awaited once, when the agent starts (its sandbox is up), before its
+    # instructions are made for the first model call: what they read from
+    # the workspace (workspace/steps.py's MemoryLoad: the caller's memory).
+    before_instructions: Callable[[], Awaitable[None]] | None = None
     # The tools the agent called, each with its arguments (cut short): what
     # a conversation tells the model it lost when its workspace is restored.
     calls: list[str] = field(default_factory=list)
+
+    async def on_agent_start(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
+        if self.before_instructions is not None:
+            prepare, self.before_instructions = self.before_instructions, None
+            await prepare()
 
     async def on_tool_start(
         self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool

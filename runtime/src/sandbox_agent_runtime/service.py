@@ -69,6 +69,10 @@ class Service:
     cost_budget_usd: float | None = None
     # What each model's tokens cost (runs.PRICES), by model name.
     prices: Mapping[str, Price] = field(default_factory=dict)
+    # Whether the agent's Memory capability (agent.py) keeps its memory
+    # across the conversations of one caller, in the object store
+    # (workspace/memories.py); else it lives in one conversation's workspace.
+    memory_across_conversations: bool = False
 
     def __post_init__(self) -> None:
         if not self.providers:

@@ -113,6 +113,10 @@ COLLECT = "sandbox_workspace_collect"
 SNAPSHOT = "sandbox_workspace_snapshot"
 RESTORE = "sandbox_workspace_restore"
 FORGET = "sandbox_workspace_forget"
+# And two for a caller's memory across conversations (workspace/memories.py):
+# the Memory capability's directory kept in the object store, and put back.
+MEMORY_SAVE = "sandbox_workspace_memory_save"
+MEMORY_LOAD = "sandbox_workspace_memory_load"
 # And one for evaluations: the checks a request asks the run to make on what
 # it left in its workspace, after its answer (run_request.Check).
 CHECK = "sandbox_workspace_check"

@@ -62,7 +62,16 @@ from sandbox_agent_runtime.shared import (
     SANDBOX_HOST_WAIT,
 )
 from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
-from sandbox_agent_runtime.workspace.steps import Preparation, Snapshots, check, collect, forget
+from sandbox_agent_runtime.workspace.steps import (
+    MemoryLoad,
+    Preparation,
+    Snapshots,
+    caller_memory,
+    check,
+    collect,
+    forget,
+    save_memory,
+)
 
 
 # On a versioned worker a run stays on the build it started
@@ -77,6 +86,9 @@ class AgentWorkflow:
     # The most model turns a run may take, across its whole chain (None: the
     # service's max_turns).
     max_turns: int | None = None
+    # Whether the agent's memory is kept across one caller's conversations
+    # (None: the service's memory_across_conversations).
+    memory_across_conversations: bool | None = None
     # How long an operation of a sandbox on a host waits for that host's
     # workers before the host is taken for gone (a service with a host-bound
     # backend).
@@ -256,6 +268,10 @@ class AgentWorkflow:
                 else [{"role": "user", "content": model_input}]
             )
         restore = prompt.restore
+        # The caller's memory: put back before the conversation's first turn,
+        # kept again after each answer.
+        memory = caller_memory(agent, self.given.memory_across_conversations)
+        load_memory = memory if prompt.first else None
         place = prompt.carried is None and (
             talking or bool(request.inputs or request.repo or agent.default_manifest)
         )
@@ -278,6 +294,8 @@ class AgentWorkflow:
             )
             if preparation.needed:
                 hooks.before_first_turn = preparation
+            loading = MemoryLoad(self.sandbox, load_memory) if load_memory else None
+            hooks.before_instructions = loading
             try:
                 result = await prompting.answer(
                     agent,
@@ -326,7 +344,11 @@ class AgentWorkflow:
                 raise  # the run's end removes the sandbox (_run)
             finally:
                 self.progress.show_usage(self.usage)
+                if loading is not None and loading.done:
+                    load_memory = None
         outputs = await collect(self.sandbox, request, placed)
+        if memory is not None:
+            await save_memory(self.sandbox, memory)
         if stopped is not None:
             assert stopped.run_data is not None
             self.conversation = prompting.conversation_after(stopped.run_data, self.given)
@@ -438,6 +460,9 @@ class AgentWorkflow:
             budget=service.budget(),
             model=priced_as(self.agent().model),
             prices=service.prices,
+            memory_across_conversations=self.memory_across_conversations
+            if self.memory_across_conversations is not None
+            else service.memory_across_conversations,
         )
 
     # ------------------------------------------------------- conversations

@@ -81,5 +81,6 @@ def sandbox_agent() -> SandboxAgent[None]:
             Shell(configure_tools=plain_shell),
 {%- endif %}
             Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
+            # Skills and a memory go here too (docs/skills-and-memory.md).
         ],
     )

@@ -41,6 +41,8 @@ class Given:
     budget: Budget = Budget()
     model: str = ""
     prices: Mapping[str, Price] = field(default_factory=dict)
+    # Whether the agent's memory is kept across one caller's conversations.
+    memory_across_conversations: bool = False
 
     def budget_refusal(self, tokens: int | None, cost_usd: float | None) -> str | None:
         """Why a prompt cannot have its own budget of ``tokens`` and

@@ -158,8 +158,16 @@ def workspace_manifest(
             non_retryable=True,
         )
     variables.update({name: TemporalWorkerEnvValue(name=name) for name in secrets})
+    # ``entries`` is named so that it counts as set: the plugin sends a
+    # manifest without its unset fields, and a capability adds its entries
+    # (Skills: its skills' directory) to this dict in place, after.
     return own.model_copy(
-        update={"root": root, "environment": Environment(value=variables)}, deep=True
+        update={
+            "root": root,
+            "environment": Environment(value=variables),
+            "entries": dict(own.entries),
+        },
+        deep=True,
     )
 
 

@@ -11,10 +11,12 @@ defined at its first use, once per process (as long_workflow.py's)."""
 # No ``from __future__ import annotations``: Temporal compares the run
 # method's annotations with those of the base's __init__ (@workflow.init).
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.sandbox import SandboxAgent
-from agents.sandbox.entries import File
+from agents.sandbox.capabilities import Memory, Skills
+from agents.sandbox.entries import File, LocalDir
 from agents.sandbox.manifest import Manifest
 from pydantic import BaseModel
 
@@ -27,6 +29,9 @@ from sandbox_agent_runtime.testing.registration import defined_at_first_use, wor
 NOTES = b"notes the agent brings with it\n"
 # A model the service's PRICES (runs.py) holds.
 PRICED_MODEL = "gpt-5-mini"
+# The skills the remembering agent brings: a directory per skill, each with
+# its SKILL.md, read on the worker (a LocalDir: only its path travels).
+SKILLS = Path(__file__).parent / "skills"
 
 
 class Summary(BaseModel):
@@ -72,13 +77,48 @@ def _define(base: Any) -> dict[str, type[Any]]:
             answer: RunAnswer = await super().run(request, carried)
             return answer
 
+    class RemembersWorkflow(base):  # type: ignore[misc]
+        """An agent with skills (SKILLS) and a memory the agent keeps itself
+        (Memory without generation), kept across one caller's conversations."""
+
+        memory_across_conversations = True
+
+        def agent(self) -> SandboxAgent[Any]:
+            own = super().agent()
+            capabilities = [
+                *own.capabilities,
+                Skills(from_=LocalDir(src=SKILLS)),
+                Memory(generate=None),
+            ]
+            return replace(own, capabilities=capabilities)
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
+    class RemembersAcrossRunsWorkflow(RemembersWorkflow):
+        """RemembersWorkflow, its first run's history taken for full once the
+        first prompt is answered (as long_workflow.py's
+        ContinuesBetweenPromptsWorkflow): the next prompt is the next run's."""
+
+        def history_full(self) -> bool:
+            return bool(self.run_of_chain == 1)
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
     workflow_type(AgentWithFilesWorkflow, "AgentWithFilesWorkflow")
+    workflow_type(RemembersAcrossRunsWorkflow, "RemembersAcrossRunsWorkflow")
+    workflow_type(RemembersWorkflow, "RemembersWorkflow")
     workflow_type(StructuredAnswerWorkflow, WORKFLOW_TYPE)
     workflow_type(PricedAgentWorkflow, WORKFLOW_TYPE)
     defined: dict[str, type[Any]] = {
         "AgentWithFilesWorkflow": AgentWithFilesWorkflow,
         "StructuredAnswerWorkflow": StructuredAnswerWorkflow,
         "PricedAgentWorkflow": PricedAgentWorkflow,
+        "RemembersWorkflow": RemembersWorkflow,
+        "RemembersAcrossRunsWorkflow": RemembersAcrossRunsWorkflow,
     }
     return defined
 
@@ -89,6 +129,8 @@ if TYPE_CHECKING:
     AgentWithFilesWorkflow = WorkflowVariant
     StructuredAnswerWorkflow = WorkflowVariant
     PricedAgentWorkflow = WorkflowVariant
+    RemembersWorkflow = WorkflowVariant
+    RemembersAcrossRunsWorkflow = WorkflowVariant
 
 
 __getattr__ = defined_at_first_use(
@@ -97,6 +139,8 @@ __getattr__ = defined_at_first_use(
             "AgentWithFilesWorkflow",
             "StructuredAnswerWorkflow",
             "PricedAgentWorkflow",
+            "RemembersWorkflow",
+            "RemembersAcrossRunsWorkflow",
         }
     ),
     _define,

@@ -35,6 +35,8 @@ from sandbox_agent_runtime.shared import (
     GIT_TIMEOUT,
     INLINE_FILES_LIMIT,
     LONGEST_LISTING,
+    MEMORY_LOAD,
+    MEMORY_SAVE,
     MOST_FILES,
     PLACE,
     RESTORE,
@@ -43,6 +45,7 @@ from sandbox_agent_runtime.shared import (
     SNAPSHOT,
     STORED_FILES_LIMIT,
 )
+from sandbox_agent_runtime.workspace import memories
 from sandbox_agent_runtime.workspace.census import (
     LARGEST_WORKSPACE,
     Census,
@@ -66,8 +69,10 @@ from sandbox_agent_runtime.workspace.requests import (
     CheckArgs,
     CollectArgs,
     ForgetArgs,
+    MemoryArgs,
     PlaceArgs,
     Placed,
+    Remembered,
     RestoreArgs,
     Restored,
     Snapshot,
@@ -113,6 +118,9 @@ class WorkspaceProvider(SandboxClientProvider):
       snapshot's files, in place of what the sandbox started with.
     - ``<provider>-sandbox_workspace_forget``: the last snapshot deleted once
       the conversation ends.
+    - ``<provider>-sandbox_workspace_memory_save`` and ``..._memory_load``: a
+      caller's memory kept in the object store after each answer, and put
+      back in the caller's next conversation (workspace/memories.py).
 
     Place, collect and snapshot count a workspace's files and bytes in the
     sandbox (one command) and read nothing of one over the limits; then they
@@ -353,4 +361,14 @@ class WorkspaceProvider(SandboxClientProvider):
             if self.snapshots is not None:
                 await forget(self.snapshots, args.key)
 
-        return [place, collect, check, snapshot, restore, forget_snapshot]
+        @activity.defn(name=f"{self.name}-{MEMORY_SAVE}")
+        @scoped
+        async def memory_save(args: MemoryArgs) -> Remembered:
+            return await memories.save(self.snapshots, await self._session(args), args)
+
+        @activity.defn(name=f"{self.name}-{MEMORY_LOAD}")
+        @scoped
+        async def memory_load(args: MemoryArgs) -> Remembered:
+            return await memories.load(self.snapshots, await self._session(args), args)
+
+        return [place, collect, check, snapshot, restore, forget_snapshot, memory_save, memory_load]

@@ -102,6 +102,23 @@ class RestoreArgs(_HasState):
     digest: str = ""
 
 
+class MemoryArgs(_HasState):
+    # The caller's object (workspace/memories.py's memory_key), and the
+    # directory of the agent's Memory capability, relative to the root.
+    key: str
+    directory: str = "memories"
+
+
+class Remembered(BaseModel):
+    """A caller's memory kept or put back, or why not."""
+
+    files: int = 0
+    size: int = 0
+    # The key id that encrypted it ("" for none).
+    encrypted: str = ""
+    why_not: str = ""
+
+
 class Restored(BaseModel):
     size: int = 0
     files: int = 0

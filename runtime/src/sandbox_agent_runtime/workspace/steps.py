@@ -14,20 +14,36 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
+from agents.sandbox import SandboxAgent
+from agents.sandbox.capabilities import Memory
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalSandboxSession
 
 from sandbox_agent_runtime.archives import size_text
 from sandbox_agent_runtime.failures import GAVE_UP, describe
 from sandbox_agent_runtime.run_request import Check, CheckResult, Outputs, RunRequest
-from sandbox_agent_runtime.shared import CHECK, COLLECT, FORGET, PLACE, RESTORE, SNAPSHOT
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import (
+    CALLER_MEMO,
+    CHECK,
+    COLLECT,
+    FORGET,
+    MEMORY_LOAD,
+    MEMORY_SAVE,
+    PLACE,
+    RESTORE,
+    SNAPSHOT,
+)
+from sandbox_agent_runtime.workspace.memories import STARTER_OWNER, memory_key
 from sandbox_agent_runtime.workspace.requests import (
     CheckArgs,
     CollectArgs,
     ForgetArgs,
+    MemoryArgs,
     PlaceArgs,
     Placed,
+    Remembered,
     RestoreArgs,
     Restored,
     Snapshot,
@@ -230,6 +246,83 @@ async def forget(sandbox: RunSandbox, snapshot: Snapshot | None) -> None:
         ForgetArgs(key=snapshot.key),
         **_with_summary(sandbox, "forget snapshot"),
     )
+
+
+@dataclass(frozen=True)
+class CallerMemory:
+    """Where the run's caller's memory is kept (its object), and the
+    directory of the agent's Memory capability it holds."""
+
+    key: str
+    directory: str
+
+
+def memory_of(agent: SandboxAgent[Any]) -> Memory | None:
+    """The agent's Memory capability, if any. One that generates memories
+    (``generate``: two further models, run when the sandbox stops, which a
+    conversation's sandbox does only at its end) ends the run in one line."""
+    memory = next((each for each in agent.capabilities if isinstance(each, Memory)), None)
+    if memory is not None and memory.generate is not None:
+        raise ApplicationError(
+            "The agent's Memory capability (agent.py) generates memories, which this service "
+            "does not run: declare Memory(generate=None), the agent keeping its memory itself "
+            "(docs/skills-and-memory.md)",
+            type="MemoryGenerationUnsupported",
+            non_retryable=True,
+        )
+    return memory
+
+
+def caller_memory(agent: SandboxAgent[Any], across_conversations: bool) -> CallerMemory | None:
+    """The memory of the run's caller, kept across its conversations when
+    the service asks for it (``Service.memory_across_conversations``) and
+    the agent has a ``Memory`` capability; None otherwise (its memory then
+    lives in the conversation's workspace alone). The caller is the API
+    caller the run's memo names, else the starter's (STARTER_OWNER)."""
+    memory = memory_of(agent)
+    if not across_conversations or memory is None:
+        return None
+    owner = workflow.memo_value(CALLER_MEMO, STARTER_OWNER, type_hint=str)
+    return CallerMemory(memory_key(current().task_queue, owner), memory.layout.memories_dir)
+
+
+async def _remember(sandbox: RunSandbox, memory: CallerMemory, operation: str) -> Remembered:
+    remembered: Remembered = await workflow.execute_activity(
+        f"{sandbox.provider}-{operation}",
+        MemoryArgs(state=_session(sandbox).state, key=memory.key, directory=memory.directory),
+        result_type=Remembered,
+        **_with_summary(sandbox, operation.removeprefix("sandbox_workspace_").replace("_", " ")),
+    )
+    if remembered.why_not:
+        workflow.logger.info(f"The caller's memory ({operation}): {remembered.why_not}")
+    return remembered
+
+
+async def load_memory(sandbox: RunSandbox, memory: CallerMemory) -> Remembered:
+    """Put the caller's kept memory in the workspace (before the first turn
+    of its conversation)."""
+    return await _remember(sandbox, memory, MEMORY_LOAD)
+
+
+async def save_memory(sandbox: RunSandbox, memory: CallerMemory) -> Remembered:
+    """Keep the workspace's memory directory for the caller (after each answer)."""
+    return await _remember(sandbox, memory, MEMORY_SAVE)
+
+
+@dataclass
+class MemoryLoad:
+    """The caller's memory put back in the workspace of its conversation's
+    first prompt, once the sandbox is up and before the agent's
+    instructions (which its Memory capability reads) are made: awaited by
+    the chain's run hooks (``before_instructions``)."""
+
+    sandbox: RunSandbox
+    memory: CallerMemory
+    done: bool = False
+
+    async def __call__(self) -> None:
+        await load_memory(self.sandbox, self.memory)
+        self.done = True
 
 
 @dataclass
