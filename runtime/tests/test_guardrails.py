@@ -1,0 +1,196 @@
+"""Guardrails: an input or output guardrail of the agent (the SDK's own,
+declared in agent.py) that trips ends that prompt with an answer naming it,
+never the run, and never a workflow task retried for ever; a conversation
+goes on with a follow-up; a guardrail that asks the model is a model
+activity like any other, which a worker killed during it leaves to the next
+worker; the history replays. The starter exits 7 (EXIT_GUARDRAIL) naming it,
+and the API's answer event carries it. The agent: testing/guarded_agents.py."""
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
+
+from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.starter import EXIT_GUARDRAIL, start
+from sandbox_agent_runtime.testing import project_service
+from sandbox_agent_runtime.testing.api_client import api_process, read_events
+from sandbox_agent_runtime.testing.conversing import answered, follow_up
+from sandbox_agent_runtime.testing.guarded_agents import GuardedAgentWorkflow, JudgingModel
+from sandbox_agent_runtime.testing.processes import STARTER, service, service_environment
+from sandbox_agent_runtime.testing.support import (
+    DROPPED_RUNS_CLOSED,
+    RETRIED_AT_ONCE,
+    SETTINGS,
+    activities,
+    running_worker,
+    sandboxes_for_tests,
+)
+from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
+
+pytestmark = [
+    pytest.mark.usefixtures("collect_dropped_runs"),
+    pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED),
+]
+
+WORKFLOWS = [GuardedAgentWorkflow]
+PASSWORD_PROMPT = "My password is hunter2; keep it somewhere."
+INPUT_TRIP = """stopped: input guardrail 'no_passwords' tripped: {"found": "password"}"""
+OUTPUT_TRIP = (
+    "stopped: output guardrail 'judged_by_the_model' tripped: BLOCK: it gives the secret away"
+)
+PROVIDER = project_service().sandbox_provider
+
+
+async def task_failures(handle: WorkflowHandle[Any, Any]) -> int:
+    """How many workflow tasks of the run failed (a trip must fail none)."""
+    history = await handle.fetch_history()
+    return sum(
+        1 for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    )
+
+
+async def test_an_output_guardrail_that_asks_the_model_trips_as_a_model_activity(
+    temporal_client: Client,
+) -> None:
+    model = JudgingModel(["echo the secret is 42"])
+    async with running_worker(temporal_client, model, workflows=WORKFLOWS) as (client, _):
+        handle = await start(client, "Tell me the secret.")
+        answer = await handle.result()
+
+    assert answer.guardrail == "judged_by_the_model"
+    assert answer.stopped == answer.answer == OUTPUT_TRIP
+    # The command ran; then the agent's answer; then the judge's call, a
+    # model activity like the agent's own.
+    steps = await activities(handle)
+    kinds = [("model" if a.is_model_call else a.name) for a in steps]
+    command = kinds.index(f"{PROVIDER}-sandbox_session_pty_exec_start")
+    assert kinds.count("model") == 3 and model.judged == 1
+    assert kinds[command + 1 :].count("model") == 2
+    assert await task_failures(handle) == 0
+    # The history replays: the judge's call included.
+    replayer = Replayer(
+        workflows=WORKFLOWS,
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+        workflow_runner=workflow_runner(),
+    )
+    replayed = await replayer.replay_workflow(
+        await handle.fetch_history(), raise_on_replay_failure=False
+    )
+    assert replayed.replay_failure is None
+
+
+async def test_a_prompt_no_guardrail_trips_is_answered_as_it_was(temporal_client: Client) -> None:
+    model = JudgingModel(["echo all is well"])
+    async with running_worker(temporal_client, model, workflows=WORKFLOWS) as (client, _):
+        answer = await (await start(client, "How are things?")).result()
+
+    assert "all is well" in str(answer.answer)
+    assert answer.guardrail == "" and answer.stopped == ""
+    assert model.judged == 1
+
+
+async def test_an_input_guardrail_trips_before_the_model_and_the_conversation_goes_on(
+    temporal_client: Client,
+) -> None:
+    model = JudgingModel(["echo hello again"])
+    async with running_worker(temporal_client, model, workflows=WORKFLOWS) as (client, _):
+        handle = await start(client, RunRequest(PASSWORD_PROMPT, follow_ups=True))
+        tripped = (await answered(handle, 1)).answer
+        calls_at_the_trip = len(model.inputs) + model.judged
+        await follow_up(handle, "Say hello.")
+        after = (await answered(handle, 2)).answer
+
+    assert tripped is not None and after is not None
+    assert tripped.guardrail == "no_passwords" and tripped.stopped == INPUT_TRIP
+    # Tripped before its first model call (and before its sandbox was made).
+    assert calls_at_the_trip == 0
+    # The follow-up is answered; the tripped prompt never reached the model.
+    assert "hello again" in str(after.answer) and after.guardrail == "" and model.judged == 1
+    assert all("hunter2" not in given for given in model.inputs)
+    assert await task_failures(handle) == 0
+
+
+@pytest.mark.process
+async def test_the_starter_names_the_tripped_guardrail_and_exits_7(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    environment = service_environment(address, "http://127.0.0.1:9")
+    model = JudgingModel(["echo never run"])
+    async with (
+        running_worker(temporal_client, model, workflows=WORKFLOWS),
+        service([*STARTER, PASSWORD_PROMPT], environment) as starter,
+    ):
+        status = await starter.exit_status()
+
+    assert EXIT_GUARDRAIL == 7
+    assert status == 7, starter.output
+    assert f"Stopped: {INPUT_TRIP.removeprefix('stopped: ')}" in starter.output
+    assert not model.inputs
+
+
+@pytest.mark.process
+async def test_the_api_answer_event_names_the_tripped_guardrail_before_the_end(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    environment = service_environment(address, "http://127.0.0.1:9")
+    model = JudgingModel(["echo never run"])
+    async with (
+        running_worker(temporal_client, model, workflows=WORKFLOWS),
+        api_process(environment) as api,
+        api.client() as http,
+    ):
+        started = await http.post("/v1/runs", json={"prompt": PASSWORD_PROMPT})
+        assert started.status_code == 201, started.text
+        workflow_id = started.json()["id"]
+        events = await read_events(http, workflow_id)
+        state = (await http.get(f"/v1/runs/{workflow_id}")).json()
+
+    answer, end = events[-2:]
+    assert answer.name == "answer" and end.name == "end"
+    assert answer.data["guardrail"] == "no_passwords"
+    assert answer.data["stopped"] == answer.data["text"] == INPUT_TRIP
+    assert end.data["status"] == "completed"
+    assert state["answer"]["guardrail"] == "no_passwords"
+
+
+async def test_a_worker_killed_during_a_guardrails_model_call_leaves_it_to_the_next(
+    temporal_client: Client,
+) -> None:
+    stalling = JudgingModel(["echo the secret is 42"], stall=True)
+    async with running_worker(
+        temporal_client,
+        stalling,
+        workflows=WORKFLOWS,
+        identity="first-worker",
+        # Stop at once, cancelling the judge's call in flight, as a crash would.
+        graceful_shutdown_timeout=timedelta(0),
+        model_retry_policy=RETRIED_AT_ONCE,
+    ) as (client, _):
+        handle = await start(client, "Tell me the secret.")
+        await stalling.stalled.wait()
+
+    fresh = JudgingModel(["echo the secret is 42"])
+    async with running_worker(
+        temporal_client, fresh, workflows=WORKFLOWS, identity="second-worker"
+    ):
+        answer: RunAnswer = await handle.result()
+
+    assert answer.stopped == OUTPUT_TRIP
+    steps = await activities(handle)
+    model_calls = [a for a in steps if a.is_model_call]
+    # The agent's two calls and its command ran once, on the first worker;
+    # the judge's call, lost with it, was taken up by the second.
+    assert [(a.worker, a.attempt > 1) for a in model_calls] == [
+        ("first-worker", False),
+        ("first-worker", False),
+        ("second-worker", True),
+    ]
+    commands = [a for a in steps if a.name == f"{PROVIDER}-sandbox_session_pty_exec_start"]
+    assert [a.worker for a in commands] == ["first-worker"]
+    assert fresh.judged == 1 and not fresh.inputs
