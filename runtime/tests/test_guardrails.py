@@ -101,13 +101,16 @@ async def test_an_input_guardrail_trips_before_the_model_and_the_conversation_go
         handle = await start(client, RunRequest(PASSWORD_PROMPT, follow_ups=True))
         tripped = (await answered(handle, 1)).answer
         calls_at_the_trip = len(model.inputs) + model.judged
+        steps_at_the_trip = await activities(handle)
         await follow_up(handle, "Say hello.")
         after = (await answered(handle, 2)).answer
 
     assert tripped is not None and after is not None
     assert tripped.guardrail == "no_passwords" and tripped.stopped == INPUT_TRIP
-    # Tripped before its first model call (and before its sandbox was made).
+    # Tripped before its first model call and before its sandbox was made:
+    # no activity was scheduled at all.
     assert calls_at_the_trip == 0
+    assert [step.name for step in steps_at_the_trip] == []
     # The follow-up is answered; the tripped prompt never reached the model.
     assert "hello again" in str(after.answer) and after.guardrail == "" and model.judged == 1
     assert all("hunter2" not in given for given in model.inputs)
