@@ -115,6 +115,14 @@ async def test_an_input_guardrail_trips_before_the_model_and_the_conversation_go
     assert "hello again" in str(after.answer) and after.guardrail == "" and model.judged == 1
     assert all("hunter2" not in given for given in model.inputs)
     assert await task_failures(handle) == 0
+    # In history, the password is in the run's own input alone: no step got it.
+    history = await handle.fetch_history()
+    holding = [
+        EventType.Name(event.event_type)
+        for event in history.events
+        if b"hunter2" in event.SerializeToString()
+    ]
+    assert holding == ["EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"]
 
 
 @pytest.mark.process
