@@ -6,12 +6,14 @@ activity like any other, which a worker killed during it leaves to the next
 worker; the history replays. The starter exits 7 (EXIT_GUARDRAIL) naming it,
 and the API's answer event carries it. The agent: testing/guarded_agents.py."""
 
+import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
@@ -43,6 +45,18 @@ OUTPUT_TRIP = (
     "stopped: output guardrail 'judged_by_the_model' tripped: BLOCK: it gives the secret away"
 )
 PROVIDER = project_service().sandbox_provider
+# Runs of the guarded agent recorded by this module's tests (an answer its
+# judge blocked; a conversation whose first prompt tripped, then a follow-up).
+HISTORIES = Path(__file__).parent / "histories"
+RECORDED = ["guarded.output-trip", "guarded.input-trip-conversation"]
+
+
+def replayer() -> Replayer:
+    return Replayer(
+        workflows=WORKFLOWS,
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+        workflow_runner=workflow_runner(),
+    )
 
 
 async def task_failures(handle: WorkflowHandle[Any, Any]) -> int:
@@ -72,12 +86,7 @@ async def test_an_output_guardrail_that_asks_the_model_trips_as_a_model_activity
     assert kinds[command + 1 :].count("model") == 2
     assert await task_failures(handle) == 0
     # The history replays: the judge's call included.
-    replayer = Replayer(
-        workflows=WORKFLOWS,
-        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
-        workflow_runner=workflow_runner(),
-    )
-    replayed = await replayer.replay_workflow(
+    replayed = await replayer().replay_workflow(
         await handle.fetch_history(), raise_on_replay_failure=False
     )
     assert replayed.replay_failure is None
@@ -205,3 +214,11 @@ async def test_a_worker_killed_during_a_guardrails_model_call_leaves_it_to_the_n
     commands = [a for a in steps if a.name == f"{PROVIDER}-sandbox_session_pty_exec_start"]
     assert [a.worker for a in commands] == ["first-worker"]
     assert fresh.judged == 1 and not fresh.inputs
+
+
+@pytest.mark.parametrize("name", RECORDED)
+async def test_a_recorded_guarded_run_replays(name: str) -> None:
+    recorded = json.loads((HISTORIES / f"{name}.json").read_text())
+    history = WorkflowHistory.from_json(name, recorded)
+    replayed = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, f"{name}: {replayed.replay_failure}"
