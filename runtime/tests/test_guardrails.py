@@ -21,7 +21,11 @@ from sandbox_agent_runtime.starter import EXIT_GUARDRAIL, start
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.api_client import api_process, read_events
 from sandbox_agent_runtime.testing.conversing import answered, follow_up
-from sandbox_agent_runtime.testing.guarded_agents import GuardedAgentWorkflow, JudgingModel
+from sandbox_agent_runtime.testing.guarded_agents import (
+    GuardedAgentWorkflow,
+    GuardedLongWorkflow,
+    JudgingModel,
+)
 from sandbox_agent_runtime.testing.processes import STARTER, service, service_environment
 from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
@@ -222,3 +226,37 @@ async def test_a_recorded_guarded_run_replays(name: str) -> None:
     history = WorkflowHistory.from_json(name, recorded)
     replayed = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None, f"{name}: {replayed.replay_failure}"
+
+
+# About 60 kB of output a step: a run's history passes its budget in a few dozen.
+BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
+
+
+@pytest.mark.long
+async def test_a_prompt_that_goes_on_in_the_chains_next_run_is_not_checked_again(
+    temporal_client: Client,
+) -> None:
+    # The first command prints what the input guardrail trips on: the
+    # conversation the next run of the chain goes on from holds it, the
+    # prompt does not.
+    commands = ["echo pass''word > seen.txt", "cat seen.txt", *[BIG_STEP] * 25, "cat seen.txt"]
+    model = JudgingModel(commands)
+    async with running_worker(temporal_client, model, workflows=[GuardedLongWorkflow]) as (
+        client,
+        _,
+    ):
+        handle = await client.start_workflow(
+            GuardedLongWorkflow.run,
+            RunRequest("Note a word, then make noise, then read it back."),
+            id=f"guarded-long-{PROVIDER}",
+            task_queue=project_service().task_queue,
+        )
+        answer = await handle.result()
+
+    first_run = await temporal_client.get_workflow_handle(
+        handle.id, run_id=handle.first_execution_run_id
+    ).fetch_history()
+    assert (
+        first_run.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    )
+    assert answer.guardrail == "" and "password" in str(answer.answer)

@@ -259,6 +259,8 @@ class AgentWorkflow:
                 else [{"role": "user", "content": model_input}]
             )
         restore = prompt.restore
+        # Its input guardrails passed it in the chain's earlier run.
+        input_checked = prompt.carried is not None
         place = prompt.carried is None and (
             talking or bool(request.inputs or request.repo or agent.default_manifest)
         )
@@ -292,6 +294,7 @@ class AgentWorkflow:
                     self.approvals,
                     self.progress,
                     self.usage,
+                    input_checked,
                 )
                 placed = self._placed(preparation, placed)
                 break
@@ -331,6 +334,7 @@ class AgentWorkflow:
                     model_input, restore = [*self.redo, recovered.note], recovered.snapshot
                     place = place and placed is None
                     turns_before += hooks.turns
+                    input_checked = True
                     continue
                 raise  # the run's end removes the sandbox (_run)
             finally:

@@ -151,14 +151,18 @@ def tripped_answer(trip: Tripped, outputs: Outputs) -> RunAnswer:
     return RunAnswer(answer=reason, outputs=outputs, stopped=reason, guardrail=name)
 
 
-def guarded_in_turn(agent: SandboxAgent[None]) -> SandboxAgent[None]:
+def guarded_in_turn(agent: SandboxAgent[None], checked: bool) -> SandboxAgent[None]:
     """``agent`` with each input guardrail run before its first model call
     (``run_in_parallel`` off). In parallel, the SDK would start the model
     call and the sandbox with the guardrail and cancel them when it trips:
     a tripped input would still reach the model, and which activities a
     prompt scheduled would depend on which finished first. In turn, a
     tripped input reaches neither, and history holds the same steps every
-    time."""
+    time. A prompt whose input was ``checked`` (it goes on in the chain's
+    next run, or is redone after its host was gone) has none: its
+    conversation by then holds the tools' outputs, not the prompt alone."""
+    if checked:
+        return dataclasses.replace(agent, input_guardrails=[])
     if not any(guardrail.run_in_parallel for guardrail in agent.input_guardrails):
         return agent
     return dataclasses.replace(
@@ -256,13 +260,14 @@ async def answer(
     approvals: Approvals,
     progress: Progress,
     usage: Usage,
+    input_checked: bool = False,
 ) -> RunResult:
     """The agent's run on ``model_input``, in at most ``turns`` model turns.
     With approvals, calls that wait for a person: each is decided, and the
     run goes on from there (its state holds the turns left; hooks are not
-    in it)."""
+    in it). ``input_checked``: the input guardrails passed the prompt before."""
     result = await Runner.run(
-        guarded_in_turn(agent),
+        guarded_in_turn(agent, input_checked),
         model_input,  # type: ignore[arg-type]
         max_turns=turns,
         run_config=config,

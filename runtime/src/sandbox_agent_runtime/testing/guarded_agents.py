@@ -108,14 +108,30 @@ def _define(base: Any) -> dict[str, type[Any]]:
             answer: RunAnswer = await super().run(request, carried)
             return answer
 
+    class GuardedLongWorkflow(GuardedAgentWorkflow):
+        """The guarded agent with room for a chain of runs."""
+
+        max_turns = 1_000
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
     workflow_type(GuardedAgentWorkflow, WORKFLOW_TYPE)
-    return {"GuardedAgentWorkflow": GuardedAgentWorkflow}
+    workflow_type(GuardedLongWorkflow, WORKFLOW_TYPE)
+    return {
+        "GuardedAgentWorkflow": GuardedAgentWorkflow,
+        "GuardedLongWorkflow": GuardedLongWorkflow,
+    }
 
 
 if TYPE_CHECKING:
     from sandbox_agent_runtime.testing.registration import WorkflowVariant
 
     GuardedAgentWorkflow = WorkflowVariant
+    GuardedLongWorkflow = WorkflowVariant
 
 
-__getattr__ = defined_at_first_use(frozenset({"GuardedAgentWorkflow"}), _define)
+__getattr__ = defined_at_first_use(
+    frozenset({"GuardedAgentWorkflow", "GuardedLongWorkflow"}), _define
+)
