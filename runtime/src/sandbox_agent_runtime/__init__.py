@@ -88,6 +88,10 @@ EXIT_UNREACHABLE: int
 EXIT_USAGE: int
 """The starter's exit status for a bad argument or setting (3)."""
 
+EXIT_GUARDRAIL: int
+"""The starter's exit status when a guardrail of the agent tripped and
+stopped the prompt (7); stderr names the guardrail."""
+
 EXIT_CANNOT_SERVE: int
 """The exit status of the API and the codec server when they cannot serve:
 a bad setting, or an address they cannot bind (1)."""
@@ -142,6 +146,7 @@ _PUBLIC = {
     "EXIT_COMPLETED": "starter.statuses",
     "EXIT_UNREACHABLE": "starter.statuses",
     "EXIT_USAGE": "starter.statuses",
+    "EXIT_GUARDRAIL": "starter.statuses",
     "EXIT_CANNOT_SERVE": "codec_server",
     # Starting and following a run; a person's signed decision on an approval.
     "start": "starter.start",
@@ -173,6 +178,7 @@ __all__ = [
     "END",
     "EXIT_CANNOT_SERVE",
     "EXIT_COMPLETED",
+    "EXIT_GUARDRAIL",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
     "EncryptionCodec",

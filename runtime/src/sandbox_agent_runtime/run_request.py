@@ -153,8 +153,11 @@ class RunAnswer:
     # What the request's checks found, in their order.
     checks: list[CheckResult] = field(default_factory=list)
     # Why the prompt stopped before the agent's own answer, in a line (then
-    # also ``answer``): its budget was reached. "" when the agent answered.
+    # also ``answer``): its budget was reached, or a guardrail tripped. ""
+    # when the agent answered.
     stopped: str = ""
+    # The name of the guardrail that tripped and stopped the prompt ("" for none).
+    guardrail: str = ""
 
 
 @dataclass(frozen=True)

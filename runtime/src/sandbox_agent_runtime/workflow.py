@@ -230,10 +230,17 @@ class AgentWorkflow:
             )
             if asked is None:
                 break
-            self.sandbox, restore = await between.take_up(
-                self.progress, self.sandbox, self.snapshots.latest, self.given
-            )
-            prompt = next_prompt(request, asked, self.conversation, restore)
+            if self.sandbox.holds or self.snapshots.latest is not None:
+                self.sandbox, restore = await between.take_up(
+                    self.progress, self.sandbox, self.snapshots.latest, self.given
+                )
+                prompt = next_prompt(request, asked, self.conversation, restore)
+            else:
+                # No workspace yet: every prompt so far tripped an input
+                # guardrail before it was made. This one is the first to
+                # reach it, with the run's inputs and its own.
+                self.progress.enter(WORKING, prompts=self.progress.state.prompts + 1)
+                prompt = prompting.first_after_trips(request, asked, self.conversation)
             answer = await self._answer(prompt)
             await self._answered(answer)
         await self.sandbox.remove()
@@ -247,8 +254,8 @@ class AgentWorkflow:
         turns, the outputs collected. The prompt goes on in the next run of
         the chain when the history is full, and a conversation's is redone
         in a fresh sandbox when its host is gone. A
-        prompt that reaches its budget stops, its answer saying so: its
-        workspace stays as it is, for a follow-up."""
+        prompt that reaches its budget, or whose guardrail trips, stops, its
+        answer saying so: its workspace stays as it is, for a follow-up."""
         request, agent = prompt.request, self.agent()
         if prompt.carried is not None:
             # The earlier run of the chain stopped in the turn of an agent
@@ -259,6 +266,7 @@ class AgentWorkflow:
         if prompt.carried is None:
             self.prompt_usage = Usage()
         stopped: BudgetReached | None = None
+        tripped: prompting.Tripped | None = None
         model_input, turns_before, placed = prompt.model_input, prompt.turns_before, prompt.placed
         if talking and prompt.carried is None:
             # What the prompt is redone from after a restore.
@@ -272,6 +280,8 @@ class AgentWorkflow:
         # kept again after each answer.
         memory = caller_memory(agent, self.given.memory_across_conversations)
         load_memory = memory if prompt.first else None
+        # Its input guardrails passed it in the chain's earlier run.
+        input_checked = prompt.carried is not None
         place = prompt.carried is None and (
             talking or bool(request.inputs or request.repo or agent.default_manifest)
         )
@@ -307,6 +317,7 @@ class AgentWorkflow:
                     self.approvals,
                     self.progress,
                     self.usage,
+                    input_checked,
                 )
                 placed = self._placed(preparation, placed)
                 break
@@ -318,6 +329,12 @@ class AgentWorkflow:
             except HistoryFull as full:
                 placed = self._placed(preparation, placed)
                 await self._continue_prompt(prompt, full, turns_before + hooks.turns, placed)
+            except prompting.TRIPS as trip:
+                # A guardrail's trip ends the prompt, never the run: it
+                # would otherwise fail the workflow task, retried for ever.
+                placed = self._placed(preparation, placed)
+                tripped = trip
+                break
             except MaxTurnsExceeded as e:
                 raise MaxTurnsExceeded(f"Max turns ({self.given.max_turns}) exceeded") from e
             except BaseException as e:
@@ -340,6 +357,7 @@ class AgentWorkflow:
                     model_input, restore = [*self.redo, recovered.note], recovered.snapshot
                     place = place and placed is None
                     turns_before += hooks.turns
+                    input_checked = True
                     continue
                 raise  # the run's end removes the sandbox (_run)
             finally:
@@ -349,6 +367,10 @@ class AgentWorkflow:
         outputs = await collect(self.sandbox, request, placed)
         if memory is not None:
             await save_memory(self.sandbox, memory)
+        if tripped is not None:
+            # The conversation goes on from before the tripped prompt: what
+            # a guardrail stopped is never handed to the model.
+            return prompting.tripped_answer(tripped, outputs)
         if stopped is not None:
             assert stopped.run_data is not None
             self.conversation = prompting.conversation_after(stopped.run_data, self.given)
@@ -372,7 +394,9 @@ class AgentWorkflow:
         )
 
     async def _snapshot(self) -> None:
-        await self.snapshots.take(self.sandbox)
+        # None to take when an input guardrail tripped before the sandbox was made.
+        if self.sandbox.holds:
+            await self.snapshots.take(self.sandbox)
 
     # ----------------------------------------------------- the chain's runs
 

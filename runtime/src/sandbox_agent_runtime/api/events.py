@@ -139,6 +139,10 @@ def answer_data(answer: Any, prompt: int | None) -> dict[str, Any]:
             if isinstance(each, dict)
         ],
         "patch": bool(outputs.get("patch")),
+        # Why the prompt stopped before the agent's own answer (its budget,
+        # or a guardrail that tripped: ``guardrail`` names it), or "".
+        "stopped": str(answer.get("stopped") or ""),
+        "guardrail": str(answer.get("guardrail") or ""),
     }
 
 
@@ -340,6 +344,8 @@ class Follower:
                 "prompt": prompt,
                 "outputs": [],
                 "patch": False,
+                "stopped": "",
+                "guardrail": "",
             }
         self._add(run_id, event_id, "answer", data, asked=ANSWER_AFTER_REQUESTS)
 

@@ -106,8 +106,11 @@ class Answer(BaseModel):
     outputs: list[OutputFile]
     patch: bool
     withheld: str
-    # Why the prompt stopped before the agent's own answer (its budget), or "".
+    # Why the prompt stopped before the agent's own answer (its budget, or a
+    # guardrail that tripped), or "".
     stopped: str
+    # The name of the guardrail that tripped (agent.py), or "".
+    guardrail: str
 
 
 class RunState(BaseModel):

@@ -160,8 +160,11 @@ def answer_json(answer: RunAnswer) -> dict[str, Any]:
         ],
         "patch": bool(outputs.patch),
         "withheld": outputs.withheld,
-        # Why the prompt stopped before the agent's own answer (its budget), or "".
+        # Why the prompt stopped before the agent's own answer (its budget,
+        # or a guardrail that tripped), or "".
         "stopped": answer.stopped,
+        # The guardrail that tripped, or "".
+        "guardrail": answer.guardrail,
     }
 
 

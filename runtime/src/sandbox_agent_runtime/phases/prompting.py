@@ -10,14 +10,18 @@ the prompt's end gives the answer (``answer_of()``) and the conversation the
 next prompt goes on from. Each prompt has a budget of its own (``budget_of()``:
 the request's or the follow-up's, else the service's), checked by the run
 hooks before each model call; a prompt that reaches it stops with an answer
-that says so (``stopped_answer()``), its workspace left as it is."""
+that says so (``stopped_answer()``), its workspace left as it is. So does a
+prompt whose input or output guardrail (agent.py, the SDK's own) trips
+(``tripped_answer()``); every input guardrail runs before the prompt's first
+model call and sandbox operation (``guarded_in_turn()``)."""
 
 import dataclasses
+import json
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agents import Runner
+from agents import InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered, Runner
 from agents.exceptions import RunErrorDetails
 from agents.result import RunResult, RunResultBase
 from agents.run import RunConfig
@@ -39,6 +43,7 @@ from sandbox_agent_runtime.chain import (
     budgeted,
     conversation_so_far,
 )
+from sandbox_agent_runtime.display import visible
 from sandbox_agent_runtime.mcp_servers import connected
 from sandbox_agent_runtime.observability import BudgetReached, Usage
 from sandbox_agent_runtime.phases.deciding import decision_on
@@ -103,6 +108,19 @@ def next_prompt(
     )
 
 
+def first_after_trips(
+    request: RunRequest, follow_up: FollowUp, conversation: list[dict[str, Any]]
+) -> Prompt:
+    """A follow-up to a conversation whose every prompt so far tripped an
+    input guardrail before its workspace was made: the run's first prompt
+    after all, with the run's inputs and the follow-up's."""
+    prompt = next_prompt(request, follow_up, conversation, None)
+    inputs = [*request.inputs, *follow_up.inputs]
+    return dataclasses.replace(
+        prompt, request=dataclasses.replace(prompt.request, inputs=inputs), first=True
+    )
+
+
 def budget_of(request: RunRequest, given: Given) -> Budget:
     """The budget of a prompt of ``request``: its own, else the service's."""
     return prompt_budget(given.budget, request.token_budget, request.cost_budget_usd)
@@ -112,6 +130,53 @@ def stopped_answer(stop: BudgetReached, outputs: Outputs) -> RunAnswer:
     """The answer of a prompt stopped at its budget: the reason, and what
     the workspace holds by then."""
     return RunAnswer(answer=stop.reason, outputs=outputs, stopped=stop.reason)
+
+
+# The most characters of a tripped guardrail's output info its reason shows.
+GUARDRAIL_INFO_SHOWN = 200
+
+Tripped = InputGuardrailTripwireTriggered | OutputGuardrailTripwireTriggered
+# What a tripped guardrail raises (an ``except`` takes a tuple).
+TRIPS = (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered)
+
+
+def tripped_answer(trip: Tripped, outputs: Outputs) -> RunAnswer:
+    """The answer of a prompt a guardrail stopped: a line naming the
+    guardrail (input or output, its name) and its output info, and what the
+    workspace holds by then."""
+    result = trip.guardrail_result
+    name = result.guardrail.get_name()
+    side = "input" if isinstance(trip, InputGuardrailTripwireTriggered) else "output"
+    info = result.output.output_info
+    text = info if isinstance(info, str) else json.dumps(info, default=str, ensure_ascii=False)
+    text = visible(" ".join(str(text).split()))
+    if len(text) > GUARDRAIL_INFO_SHOWN:
+        text = text[: GUARDRAIL_INFO_SHOWN - 1] + "…"
+    reason = f"stopped: {side} guardrail {name!r} tripped" + (f": {text}" if text else "")
+    return RunAnswer(answer=reason, outputs=outputs, stopped=reason, guardrail=name)
+
+
+def guarded_in_turn(agent: SandboxAgent[None], checked: bool) -> SandboxAgent[None]:
+    """``agent`` with each input guardrail run before its first model call
+    (``run_in_parallel`` off). In parallel, the SDK would start the model
+    call and the sandbox with the guardrail and cancel them when it trips:
+    a tripped input would still reach the model, and which activities a
+    prompt scheduled would depend on which finished first. In turn, a
+    tripped input reaches neither, and history holds the same steps every
+    time. A prompt whose input was ``checked`` (it goes on in the chain's
+    next run, or is redone after its host was gone) has none: its
+    conversation by then holds the tools' outputs, not the prompt alone."""
+    if checked:
+        return dataclasses.replace(agent, input_guardrails=[])
+    if not any(guardrail.run_in_parallel for guardrail in agent.input_guardrails):
+        return agent
+    return dataclasses.replace(
+        agent,
+        input_guardrails=[
+            dataclasses.replace(guardrail, run_in_parallel=False)
+            for guardrail in agent.input_guardrails
+        ],
+    )
 
 
 def workspace_manifest(
@@ -209,6 +274,7 @@ async def answer(
     approvals: Approvals,
     progress: Progress,
     usage: Usage,
+    input_checked: bool = False,
 ) -> RunResult:
     """The agent's run on ``model_input``, in at most ``turns`` model turns
     (the agents it hands off to take turns of the same run; those it calls
@@ -216,12 +282,13 @@ async def answer(
     approvals, calls that wait for a person: each is decided, and the run
     goes on from there (its state holds the turns left; hooks are not
     in it). The agent's MCP servers are connected for the prompt (a
-    stateful one's session lasts as long: mcp_servers.py)."""
+    stateful one's session lasts as long: mcp_servers.py). ``input_checked``:
+    the input guardrails passed the prompt before."""
     with budgeted(agent, hooks):
         async with AsyncExitStack() as servers:
             await connected(agent.mcp_servers, servers)
             result = await Runner.run(
-                agent,
+                guarded_in_turn(agent, input_checked),
                 model_input,  # type: ignore[arg-type]
                 max_turns=turns,
                 run_config=config,

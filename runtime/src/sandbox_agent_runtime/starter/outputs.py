@@ -2,7 +2,8 @@
 with an ``output_type``), its files written under ``--output DIR`` (each one
 refused there named), the line that says how to follow up, and what the
 whole chain used of the model and what that cost. A prompt stopped at its
-budget prints why, and the starter exits EXIT_NOT_COMPLETED."""
+budget prints why, and the starter exits EXIT_NOT_COMPLETED; one a guardrail
+stopped, EXIT_GUARDRAIL."""
 
 import json
 import sys
@@ -19,6 +20,7 @@ from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_COMPLETED,
     EXIT_FILES_NOT_WRITTEN,
+    EXIT_GUARDRAIL,
     EXIT_NOT_COMPLETED,
     hint_command,
 )
@@ -48,6 +50,8 @@ async def show_answer(
     except StoppedAnswering:
         print("Usage: unknown (Temporal stopped answering)", flush=True)
     # The files and the workspace are kept; the prompt did not finish.
+    if answer.guardrail:
+        return EXIT_GUARDRAIL
     return EXIT_NOT_COMPLETED if answer.stopped else status
 
 

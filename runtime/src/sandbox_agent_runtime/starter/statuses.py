@@ -14,6 +14,7 @@ EXIT_USAGE = 3
 EXIT_REFUSED = 4
 EXIT_UNDECRYPTABLE = 5
 EXIT_FILES_NOT_WRITTEN = 6
+EXIT_GUARDRAIL = 7
 
 
 def exit_statuses() -> dict[int, str]:
@@ -54,6 +55,9 @@ def exit_statuses() -> dict[int, str]:
         EXIT_FILES_NOT_WRITTEN: "the run answered and its answer was printed, but not every file "
         "it made reached --output DIR: some (or all) were refused there, each named on stderr, "
         "the rest written; DIR could not be written; or the files did not travel (over the limit)",
+        EXIT_GUARDRAIL: "a guardrail of the agent (agent.py) tripped and stopped the prompt: "
+        "stderr names it and what it found (a conversation then waits for a follow-up, its "
+        "workspace kept)",
         EXIT_INTERRUPTED: "interrupted (Ctrl+C) while following; the run itself goes on",
         EXIT_BROKEN_PIPE: "its output went to a pipe that closed early (| head)",
     }
