@@ -331,3 +331,16 @@ def test_a_request_for_an_mcp_tool_names_its_server_and_shows_every_argument() -
 
     assert shown.splitlines()[0] == f"MCP server {NOTEBOOK!r}, tool {WRITE_NOTE!r}"
     assert '"more": [' in shown and "\x1b" not in shown
+
+
+def test_the_servers_of_every_agent_a_prompt_may_hand_off_to_are_connected_once() -> None:
+    from agents import Agent
+
+    from sandbox_agent_runtime.mcp_servers import mcp_server, servers_of
+
+    notes, tickets = mcp_server("notes"), mcp_server("tickets", stateful=True)
+    reviewer: Agent[None] = Agent(name="Reviewer", mcp_servers=[tickets, notes])
+    agent: Agent[None] = Agent(name="Agent", mcp_servers=[notes], handoffs=[reviewer])
+    reviewer.handoffs = [agent]  # back and forth: each agent's servers once
+
+    assert servers_of(agent) == [notes, tickets]

@@ -30,6 +30,7 @@ from contextlib import AsyncExitStack
 from datetime import timedelta
 from typing import Any
 
+from agents import Agent
 from agents.mcp import MCPServer
 from agents.mcp.server import RequireApprovalSetting
 from temporalio.common import RetryPolicy
@@ -101,6 +102,22 @@ def mcp_server(
     )
     assert isinstance(server, MCPServer)
     return server
+
+
+def servers_of(agent: Agent[Any]) -> list[MCPServer]:
+    """The MCP servers of ``agent`` and of every agent it may hand off to,
+    each once: a prompt's turn may pass to any of them."""
+    found: list[MCPServer] = []
+    seen: set[int] = set()
+    todo = [agent]
+    while todo:
+        each = todo.pop()
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        found += [server for server in each.mcp_servers if all(server is not f for f in found)]
+        todo += [other for other in each.handoffs if isinstance(other, Agent)]
+    return found
 
 
 async def connected(servers: Sequence[MCPServer], stack: AsyncExitStack) -> None:

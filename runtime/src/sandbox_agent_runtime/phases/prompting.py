@@ -44,7 +44,7 @@ from sandbox_agent_runtime.chain import (
     conversation_so_far,
 )
 from sandbox_agent_runtime.display import visible
-from sandbox_agent_runtime.mcp_servers import connected
+from sandbox_agent_runtime.mcp_servers import connected, servers_of
 from sandbox_agent_runtime.observability import BudgetReached, Usage
 from sandbox_agent_runtime.phases.deciding import decision_on
 from sandbox_agent_runtime.phases.given import Given
@@ -281,12 +281,13 @@ async def answer(
     as tools count their model calls into its usage and budget). With
     approvals, calls that wait for a person: each is decided, and the run
     goes on from there (its state holds the turns left; hooks are not
-    in it). The agent's MCP servers are connected for the prompt (a
+    in it). The MCP servers of the agent, and of those it may hand off to,
+    are connected for the prompt (a
     stateful one's session lasts as long: mcp_servers.py). ``input_checked``:
     the input guardrails passed the prompt before."""
     with budgeted(agent, hooks):
         async with AsyncExitStack() as servers:
-            await connected(agent.mcp_servers, servers)
+            await connected(servers_of(agent), servers)
             result = await Runner.run(
                 guarded_in_turn(agent, input_checked),
                 model_input,  # type: ignore[arg-type]
