@@ -381,11 +381,11 @@ def build_worker(
     options = worker_options(settings.runs_in_flight)
     if max_cached_workflows is not None:
         options["max_cached_workflows"] = max_cached_workflows
-    # The shared queue's slots: as many again for model calls when they go
-    # with the run's own work.
+    # The shared queue's slots, one per run in flight, whether a run's model
+    # calls take them too (going with its own work) or not: a run waits on
+    # one activity at a time, and a run past WORKER_RUNS_IN_FLIGHT waits on
+    # the queue, not in the model client's pool.
     shared_options = {**options}
-    if settings.model_calls_queue != OWN:
-        shared_options["max_concurrent_activities"] = 2 * settings.runs_in_flight
     # Model calls run on either poller: a call is where the worker that
     # scheduled it sent it, whatever this worker's setting.
     model_calls = [ModelCallWait(), HeartbeatAtStart(), NamesAMissingApi(settings.openai_api)]
