@@ -45,15 +45,24 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
+from sandbox_agent_runtime.archives import inputs_of
 from sandbox_agent_runtime.encryption import KEY_ID, EncryptionCodec, WrongKey, parse_keys
 from sandbox_agent_runtime.object_store import DirectoryObjects, data_converter, parse
-from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
-from sandbox_agent_runtime.shared import CALLER_MEMO, END, MEMORY_LOAD, MEMORY_SAVE
-from sandbox_agent_runtime.testing import project_service
+from sandbox_agent_runtime.run_request import FollowUp, RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import (
+    CALLER_MEMO,
+    END,
+    FOLLOW_UP,
+    MEMORY_LOAD,
+    MEMORY_SAVE,
+    WORKFLOW_TYPE,
+)
+from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, follow_up
 from sandbox_agent_runtime.testing.object_stores import client_with, payloads_in
 from sandbox_agent_runtime.testing.plugin import BUCKET
 from sandbox_agent_runtime.testing.support import (
+    SETTINGS,
     activities,
     running_worker,
     sandboxes_for_tests,
@@ -297,3 +306,74 @@ def test_a_kept_memory_opens_only_under_its_own_caller_s_name(tmp_path: Path) ->
     for names in ({"notes.txt": b"x"}, {"memories/../notes.txt": b"x"}):
         with pytest.raises(ValueError, match="outside its directory"):
             opened(plain, alice, "memories", sealed_tar(names))
+
+
+INPUT_SKILL = """---
+name: changelog
+description: Keep a changelog, newest version first.
+---
+
+# Changelog
+
+One heading per version, newest first.
+"""
+LISTED = "- changelog: Keep a changelog, newest version first. (file: skills/changelog)"
+
+
+def skills_input(tmp_path: Path) -> list[Any]:
+    """A run's input directory ``skills`` with one skill, as the starter
+    packs ``--input skills/``."""
+    skill = tmp_path / "skills" / "changelog"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(INPUT_SKILL)
+    return inputs_of([str(tmp_path / "skills")], has_store=False)
+
+
+async def test_skills_in_a_runs_inputs_are_listed_to_the_model_from_its_first_turn(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    model = Remembering([["cat skills/changelog/SKILL.md"], ["echo second"], ["echo third"]])
+    async with running_worker(temporal_client, model) as (client, _):
+        # A job whose inputs carry a skill.
+        job = await client.start_workflow(
+            WORKFLOW_TYPE,
+            RunRequest("Read the skill.", inputs=skills_input(tmp_path / "job")),
+            id=f"{project_service().task_queue}-{uuid.uuid4()}",
+            task_queue=project_service().task_queue,
+            result_type=RunAnswer,
+        )
+        answer = await job.result()
+        job_instructions = model.instructions[:]
+        # A conversation whose follow-up carries it: listed from then on.
+        talk = await start(client, "Hello.", None, WORKFLOW_TYPE)
+        await answered(talk, 1)
+        before_second = len(model.instructions)
+        inputs = skills_input(tmp_path / "talk")
+        await talk.execute_update(FOLLOW_UP, FollowUp("Read it.", inputs=inputs), result_type=int)
+        await answered(talk, 2)
+        before_third = len(model.instructions)
+        await follow_up(talk, "Again.")
+        await answered(talk, 3)
+        await talk.execute_update(END)
+        await talk.result()
+
+    # Listed in the first turn's instructions, as agent.py's skills are;
+    # its SKILL.md placed where the listing says.
+    assert LISTED in job_instructions[0], job_instructions[0]
+    assert "# Changelog" in str(answer.answer)
+    assert all(
+        LISTED not in each for each in model.instructions[len(job_instructions) : before_second]
+    )
+    assert LISTED in model.instructions[before_second]
+    assert LISTED in model.instructions[before_third]
+    # The recorded runs replay.
+    replayer = Replayer(
+        workflows=[project().workflow],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+        workflow_runner=workflow_runner(),
+    )
+    for handle in (job, talk):
+        replayed = await replayer.replay_workflow(
+            await handle.fetch_history(), raise_on_replay_failure=False
+        )
+        assert replayed.replay_failure is None, replayed.replay_failure
