@@ -58,9 +58,11 @@ from sandbox_agent_runtime.shared import (
     WORKFLOW_TYPE,
 )
 from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.api_client import api_process, read_events
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, follow_up
 from sandbox_agent_runtime.testing.object_stores import client_with, payloads_in
 from sandbox_agent_runtime.testing.plugin import BUCKET
+from sandbox_agent_runtime.testing.processes import service_environment
 from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     activities,
@@ -377,3 +379,40 @@ async def test_skills_in_a_runs_inputs_are_listed_to_the_model_from_its_first_tu
             await handle.fetch_history(), raise_on_replay_failure=False
         )
         assert replayed.replay_failure is None, replayed.replay_failure
+
+
+@pytest.mark.process
+async def test_skills_sent_through_the_api_as_a_directorys_files_are_listed(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    environment = service_environment(address, "http://127.0.0.1:9")
+    model = Remembering([["cat skills/changelog/SKILL.md"]])
+    async with (
+        running_worker(temporal_client, model),
+        api_process(environment) as api,
+        api.client() as http,
+    ):
+        # A file under a directory's path: the directory is the input.
+        skill = ("skills/changelog/SKILL.md", INPUT_SKILL.encode(), "text/markdown")
+        started = await http.post(
+            "/v1/runs", data={"prompt": "Read the skill."}, files=[("files", skill)]
+        )
+        assert started.status_code == 201, started.text
+        workflow_id = started.json()["id"]
+        await read_events(http, workflow_id)
+        state = (await http.get(f"/v1/runs/{workflow_id}")).json()
+        # A path that climbs, or a file where a directory is, is refused.
+        climbing = await http.post(
+            "/v1/runs", data={"prompt": "x"}, files=[("files", ("skills/../up.txt", b"x"))]
+        )
+        clashing = await http.post(
+            "/v1/runs",
+            data={"prompt": "x"},
+            files=[("files", ("skills", b"x")), ("files", ("skills/a/SKILL.md", b"x"))],
+        )
+
+    assert model.instructions and LISTED in model.instructions[0]
+    assert "# Changelog" in state["answer"]["text"], state
+    assert climbing.status_code == 400 and "'skills/../up.txt'" in climbing.text
+    assert clashing.status_code == 400 and "two files are named 'skills'" in clashing.text
