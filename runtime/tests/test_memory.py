@@ -73,6 +73,7 @@ from sandbox_agent_runtime.testing.support import (
 from sandbox_agent_runtime.testing.workspace_agents import (
     RemembersAcrossRunsWorkflow,
     RemembersWorkflow,
+    SkillsAcrossRunsWorkflow,
 )
 from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
 from sandbox_agent_runtime.workspace import IN_STORE, SnapshotStore
@@ -335,7 +336,8 @@ async def test_skills_in_a_runs_inputs_are_listed_to_the_model_from_its_first_tu
     temporal_client: Client, tmp_path: Path
 ) -> None:
     model = Remembering([["cat skills/changelog/SKILL.md"], ["echo second"], ["echo third"]])
-    async with running_worker(temporal_client, model) as (client, _):
+    workflows = [project().workflow, SkillsAcrossRunsWorkflow]
+    async with running_worker(temporal_client, model, workflows=workflows) as (client, _):
         # A job whose inputs carry a skill.
         job = await client.start_workflow(
             WORKFLOW_TYPE,
@@ -346,8 +348,9 @@ async def test_skills_in_a_runs_inputs_are_listed_to_the_model_from_its_first_tu
         )
         answer = await job.result()
         job_instructions = model.instructions[:]
-        # A conversation whose follow-up carries it: listed from then on.
-        talk = await start(client, "Hello.", None, WORKFLOW_TYPE)
+        # A conversation whose follow-up carries it: listed from then on,
+        # in the next run of its chain too (it goes on there after it).
+        talk = await start(client, "Hello.", None, "SkillsAcrossRunsWorkflow")
         await answered(talk, 1)
         before_second = len(model.instructions)
         inputs = skills_input(tmp_path / "talk")
@@ -358,26 +361,26 @@ async def test_skills_in_a_runs_inputs_are_listed_to_the_model_from_its_first_tu
         await answered(talk, 3)
         await talk.execute_update(END)
         await talk.result()
+        runs = {talk.first_execution_run_id, (await talk.describe()).run_id}
 
     # Listed in the first turn's instructions, as agent.py's skills are;
     # its SKILL.md placed where the listing says.
     assert LISTED in job_instructions[0], job_instructions[0]
     assert "# Changelog" in str(answer.answer)
-    assert all(
-        LISTED not in each for each in model.instructions[len(job_instructions) : before_second]
-    )
+    assert LISTED not in model.instructions[len(job_instructions)]
     assert LISTED in model.instructions[before_second]
-    assert LISTED in model.instructions[before_third]
+    assert len(runs) == 2 and LISTED in model.instructions[before_third]
     # The recorded runs replay.
     replayer = Replayer(
-        workflows=[project().workflow],
+        workflows=workflows,
         plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
         workflow_runner=workflow_runner(),
     )
-    for handle in (job, talk):
-        replayed = await replayer.replay_workflow(
-            await handle.fetch_history(), raise_on_replay_failure=False
-        )
+    histories = [await job.fetch_history()] + [
+        await client.get_workflow_handle(talk.id, run_id=run).fetch_history() for run in runs
+    ]
+    for history in histories:
+        replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert replayed.replay_failure is None, replayed.replay_failure
 
 

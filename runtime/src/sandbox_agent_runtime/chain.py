@@ -103,6 +103,9 @@ class Carried:
     # The agent whose turn it was, by name, when the agent.py's agent had
     # handed the prompt off to another ("" for agent.py's own).
     agent: str = ""
+    # Whether a prompt's inputs carried skills (phases/prompting.py's
+    # INPUT_SKILLS): the next run's prompts list them too.
+    skills: bool = False
 
 
 class HistoryFull(AgentsException):

@@ -458,6 +458,7 @@ class AgentWorkflow:
             waiting=waiting,
             agent=agent,
         )
+        handed = dataclasses.replace(handed, skills=self.input_skills)
         memo = self.progress.chain_memo(self.usage, request.follow_ups)
         interruptions.continue_as_new(request, handed, memo)
 
@@ -468,6 +469,7 @@ class AgentWorkflow:
         # The run before handed it on in this run's memo (chain_memo).
         self.progress.usage_shown = dataclasses.replace(carried.usage)
         self.run_of_chain = carried.run
+        self.input_skills = carried.skills
         self.commit = Placed(**carried.placed).commit if carried.placed else ""
         self.conversation = carried.conversation
         self.redo = carried.conversation
