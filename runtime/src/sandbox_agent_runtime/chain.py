@@ -272,10 +272,12 @@ def handed_off_to(agent: Agent[Any], name: str) -> Agent[Any]:
 
 
 @contextmanager
-def budgeted(hooks: HistoryBudget) -> Iterator[None]:
-    """While the block (a prompt's runs) runs, every other ``Runner.run``
-    the workflow makes counts its model calls into ``hooks`` and stops at
-    the prompt's budget (``NestedRun``)."""
+def budgeted(agent: Agent[Any], hooks: HistoryBudget) -> Iterator[None]:
+    """While the block (``agent``'s runs on a prompt) runs, every other
+    ``Runner.run`` the workflow makes, whichever agent it runs, counts its
+    model calls into ``hooks`` and stops at the prompt's budget
+    (``NestedRun``)."""
+    del agent  # every nested run counts, not only those of agent's tools
     token = PROMPT_HOOKS.set(hooks)
     try:
         yield

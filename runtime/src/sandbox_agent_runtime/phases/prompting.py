@@ -315,7 +315,7 @@ async def answer(
     are connected for the prompt (a
     stateful one's session lasts as long: mcp_servers.py). ``input_checked``:
     the input guardrails passed the prompt before."""
-    with budgeted(hooks):
+    with budgeted(agent, hooks):
         async with AsyncExitStack() as servers:
             await connected(servers_of(agent), servers)
             result = await Runner.run(
