@@ -204,7 +204,11 @@ def carries_skills(request: RunRequest) -> bool:
 
 def with_input_skills(agent: SandboxAgent[None]) -> SandboxAgent[None]:
     """``agent``, listing the skills of the run's inputs too (their
-    directory placed before its instructions are made)."""
+    directory placed before its instructions are made); an agent handed
+    off to that is no SandboxAgent (a chain's next run goes on with it) as
+    it is."""
+    if not isinstance(agent, SandboxAgent):
+        return agent
     listing = InputSkills(from_=Dir(), skills_path=INPUT_SKILLS)
     return dataclasses.replace(agent, capabilities=[*agent.capabilities, listing])
 
