@@ -15,7 +15,8 @@ import ctypes
 import signal
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from datetime import timedelta
 from functools import cache
 from importlib import metadata
@@ -45,6 +46,7 @@ from sandbox_agent_runtime.capacity import (
     model_provider,
     worker_options,
 )
+from sandbox_agent_runtime.chain import nested_runs_counted
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.encryption import codec_of
 from sandbox_agent_runtime.exits import exit_after
@@ -198,7 +200,25 @@ def agents_plugin(
         )
     # The plugin's data converter, reading model inputs cheaply.
     plugin.data_converter = with_agent_payloads
+    # A prompt's nested runs (a guardrail's, an agent's called as a tool)
+    # count into its usage and budget, in a worker and a replayer alike.
+    plugin.run_context = counting_nested_runs(plugin.run_context)
     return plugin
+
+
+def counting_nested_runs(
+    run_context: Callable[[], AbstractAsyncContextManager[None]] | None,
+) -> Callable[[], AbstractAsyncContextManager[None]]:
+    """The plugin's ``run_context``, inside which ``Runner.run`` also counts
+    a prompt's nested runs (chain.nested_runs_counted)."""
+
+    @asynccontextmanager
+    async def counting() -> AsyncIterator[None]:
+        async with run_context() if run_context is not None else nullcontext():
+            with nested_runs_counted():
+                yield
+
+    return counting
 
 
 def _plugin(
