@@ -290,7 +290,7 @@ async def test_the_next_run_of_a_chain_goes_on_with_the_agent_handed_off_to(
         CHAIN_HISTORY.write_text(json.dumps(runs[1].history.to_json_dict(), indent=2) + "\n")
 
 
-@pytest.mark.skipif(not project_service().approvals, reason="the service has no approvals")
+@pytest.mark.remote_stand_in  # approvals: only the remote stand-in has them
 async def test_a_command_of_the_agent_handed_off_to_waits_for_a_person(
     temporal_client: Client,
 ) -> None:
