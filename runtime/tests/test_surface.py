@@ -2,6 +2,7 @@
 names and their signatures, and the settings it reads (surface.py lists
 them; surface.txt keeps the listing of the version it names)."""
 
+import os
 import re
 import subprocess
 import sys
@@ -45,9 +46,12 @@ def test_the_changelog_has_an_entry_for_the_version() -> None:
 def _last_release() -> tuple[str, str] | None:
     """The last tagged release's name and its surface.txt, from git (None:
     no git, or no tag in this clone)."""
+    # A copy of the runtime outside its repository (the template's suite
+    # runs one) is told where the repository is.
+    repository = os.environ.get("SANDBOX_AGENT_TEMPLATE_GIT", str(RUNTIME))
     tag = subprocess.run(
         ["git", "describe", "--tags", "--abbrev=0", "--match", "v*"],
-        cwd=RUNTIME,
+        cwd=repository,
         capture_output=True,
         text=True,
     )
@@ -56,7 +60,7 @@ def _last_release() -> tuple[str, str] | None:
     name = tag.stdout.strip()
     listing = subprocess.run(
         ["git", "show", f"{name}:runtime/surface.txt"],
-        cwd=RUNTIME,
+        cwd=repository,
         capture_output=True,
         text=True,
         check=True,
