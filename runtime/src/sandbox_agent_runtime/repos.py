@@ -122,9 +122,9 @@ def target_of(url: str, policy: RepoPolicy = DEFAULT_POLICY) -> Target:
             allowed + (" or user@server:path" if "ssh" in policy.schemes else ""),
         )
     host = host.strip("[]").lower()
-    if not host or not (_HOST_NAME.fullmatch(host) or _ip(host)):
+    if not host or not (is_host_name(host) or ip_of(host)):
         raise refuse("it names no server, or one that is not a name or an address")
-    if policy.hosts and not any(_host_matches(host, each) for each in policy.hosts):
+    if policy.hosts and not any(host_matches(host, each) for each in policy.hosts):
         raise refuse(
             f"its server {host} is not one this service allows (REPO_ALLOWED_HOSTS)",
             "a repository on " + ", ".join(policy.hosts),
@@ -149,12 +149,12 @@ def checked_by_client(url: str, policy: RepoPolicy = DEFAULT_POLICY) -> Target:
 
 def _checked(url: str, policy: RepoPolicy, unresolved_ok: bool) -> Target:
     target = target_of(url, policy)
-    literal = _ip(target.host)
+    literal = ip_of(target.host)
     if literal is not None:
         addresses: tuple[Address, ...] = (literal,)
     else:
         try:
-            found = socket.getaddrinfo(target.host, target.port or 0, proto=socket.IPPROTO_TCP)
+            addresses = addresses_of(target.host, target.port)
         except (OSError, UnicodeError):
             if unresolved_ok:
                 return target
@@ -162,19 +162,41 @@ def _checked(url: str, policy: RepoPolicy, unresolved_ok: bool) -> Target:
                 f"{shown(url)} is not allowed: its server {target.host} does not "
                 "resolve to an address; use a repository on a server with a DNS name"
             ) from None
-        addresses = tuple(dict.fromkeys(_plain(ipaddress.ip_address(f[4][0])) for f in found))
-    for address in addresses:
-        if not address.is_global and not any(address in net for net in policy.networks):
-            said = "" if literal is not None else f"its server {target.host} resolves to "
-            raise BadRepo(
-                f"{shown(url)} is not allowed: {said or 'its server is '}{address}, "
-                "a loopback, private or link-local address this service does not allow "
-                "(REPO_ALLOWED_NETWORKS); use a repository on a public server"
-            )
+    address = not_allowed(addresses, policy.networks)
+    if address is not None:
+        said = "" if literal is not None else f"its server {target.host} resolves to "
+        raise BadRepo(
+            f"{shown(url)} is not allowed: {said or 'its server is '}{address}, "
+            "a loopback, private or link-local address this service does not allow "
+            "(REPO_ALLOWED_NETWORKS); use a repository on a public server"
+        )
     return Target(target.scheme, target.host, target.port, addresses)
 
 
-def _ip(host: str) -> Address | None:
+def addresses_of(host: str, port: int | None) -> tuple[Address, ...]:
+    """Every address ``host`` (a DNS name) resolves to, once each (an IPv4
+    address written as IPv6 as the IPv4 one); OSError or UnicodeError when
+    it resolves to none. Blocking."""
+    found = socket.getaddrinfo(host, port or 0, proto=socket.IPPROTO_TCP)
+    return tuple(dict.fromkeys(_plain(ipaddress.ip_address(f[4][0])) for f in found))
+
+
+def not_allowed(addresses: tuple[Address, ...], networks: tuple[Network, ...]) -> Address | None:
+    """The first of ``addresses`` that is neither public nor in
+    ``networks`` (a loopback, private or link-local one), or None."""
+    for address in addresses:
+        if not address.is_global and not any(address in net for net in networks):
+            return address
+    return None
+
+
+def is_host_name(host: str) -> bool:
+    """Whether ``host`` is a DNS name (lower case, as a URL's host is read)."""
+    return _HOST_NAME.fullmatch(host) is not None
+
+
+def ip_of(host: str) -> Address | None:
+    """``host`` as an IP address (``[::1]`` too), or None when it is a name."""
     try:
         return _plain(ipaddress.ip_address(host.strip("[]")))
     except ValueError:
@@ -188,7 +210,8 @@ def _plain(address: Address) -> Address:
     return address
 
 
-def _host_matches(host: str, allowed: str) -> bool:
+def host_matches(host: str, allowed: str) -> bool:
+    """Whether ``host`` is ``allowed``, or under it (``*.example.com``)."""
     if allowed.startswith("*."):
         return host.endswith(allowed[1:])
     return host == allowed
@@ -203,7 +226,7 @@ def git_options(target: Target, policy: RepoPolicy) -> list[str]:
     options = ["-c", "protocol.allow=never", "-c", "http.followRedirects=false"]
     for scheme in policy.schemes:
         options += ["-c", f"protocol.{scheme}.allow=always"]
-    if target.scheme in ("http", "https") and target.addresses and not _ip(target.host):
+    if target.scheme in ("http", "https") and target.addresses and not ip_of(target.host):
         port = target.port or (443 if target.scheme == "https" else 80)
         pinned = ",".join(
             f"[{each}]" if each.version == 6 else str(each) for each in target.addresses
@@ -225,7 +248,7 @@ def parse_hosts(value: str) -> tuple[str, ...]:
     hosts = tuple(dict.fromkeys(part.strip().lower() for part in value.split(",")))
     for host in hosts:
         name = host.removeprefix("*.")
-        if not (_HOST_NAME.fullmatch(name) or _ip(name)) or "*" in name:
+        if not (is_host_name(name) or ip_of(name)) or "*" in name:
             raise ValueError(f"{host!r} is not a server name")
     return hosts
 

@@ -13,6 +13,7 @@ remove or retype one), or ship the change as a versioned deploy
 (docs/versioning.md). tests/histories/ replays runs of the current fields.
 """
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +107,11 @@ class RunRequest:
     # follow-up has its own (FollowUp).
     token_budget: int | None = None
     cost_budget_usd: float | None = None
+    # Where the run posts its end (its id, state, answer and usage), signed
+    # with the worker's CALLBACK_SECRET, to a server CALLBACK_HOSTS lists
+    # (callbacks.py); "" for none. A conversation's chain posts once, when
+    # the conversation ends.
+    callback_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,28 @@ class RunAnswer:
     stopped: str = ""
     # The name of the guardrail that tripped and stopped the prompt ("" for none).
     guardrail: str = ""
+
+
+def answer_json(answer: RunAnswer) -> dict[str, Any]:
+    """``answer`` as the API's run resource and a run's callback show it."""
+    outputs = answer.outputs
+    return {
+        "text": json.dumps(answer.answer, ensure_ascii=False)
+        if answer.structured
+        else str(answer.answer),
+        "structured": answer.structured,
+        "value": answer.answer if answer.structured else None,
+        "outputs": [
+            {"path": each.path, "size": each.size, "sha256": each.sha256} for each in outputs.files
+        ],
+        "patch": bool(outputs.patch),
+        "withheld": outputs.withheld,
+        # Why the prompt stopped before the agent's own answer (its budget,
+        # or a guardrail that tripped), or "".
+        "stopped": answer.stopped,
+        # The guardrail that tripped, or "".
+        "guardrail": answer.guardrail,
+    }
 
 
 @dataclass(frozen=True)

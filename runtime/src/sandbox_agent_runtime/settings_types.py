@@ -16,6 +16,7 @@ from temporalio.common import WorkerDeploymentVersion
 
 from sandbox_agent_runtime import encryption
 from sandbox_agent_runtime import object_store as stores
+from sandbox_agent_runtime.callbacks import NO_CALLBACKS, CallbackPolicy
 from sandbox_agent_runtime.repos import DEFAULT_POLICY, RepoPolicy
 
 # /tmp of each docker backend container, where the SDK keeps its helper
@@ -77,6 +78,11 @@ class WorkerSettings:
     # REPO_ALLOWED_SCHEMES, REPO_ALLOWED_HOSTS, REPO_ALLOWED_NETWORKS: the
     # repositories it clones, checked again before each clone.
     repos: RepoPolicy = DEFAULT_POLICY
+    # CALLBACK_HOSTS: the servers a run's callback may call, checked again
+    # before each callback; CALLBACK_SECRET: the key callbacks are signed
+    # with (None: the worker refuses them).
+    callbacks: CallbackPolicy = NO_CALLBACKS
+    callback_key: bytes | None = field(default=None, repr=False)
     # With a host-bound backend: WORKER_HOST_ID, or the host name: the host
     # its sandboxes are bound to.
     host_id: str = ""

@@ -38,6 +38,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from sandbox_agent_runtime import affinity, approvers, versioning
 from sandbox_agent_runtime.backends import Backend, sandbox_backends, use_options
 from sandbox_agent_runtime.bounded_sandbox import BoundedSandboxClient
+from sandbox_agent_runtime.callbacks import CallbackSender
 from sandbox_agent_runtime.capacity import (
     HeartbeatAtStart,
     check_the_agents_model,
@@ -409,13 +410,15 @@ def build_worker(
     # Model calls run on either poller: a call is where the worker that
     # scheduled it sent it, whatever this worker's setting.
     model_calls = [ModelCallWait(), HeartbeatAtStart(), NamesAMissingApi(settings.openai_api)]
+    # A run's callback when it ends (callbacks.py), signed with this worker's key.
+    callback = CallbackSender(settings.callback_key, settings.callbacks).post_run_callback
     if not current().host_bound:
         shared = Worker(
             client,
             task_queue=current().task_queue,
             workflows=workflows,
             workflow_runner=workflow_runner(),
-            activities=tool_activities,
+            activities=[callback, *tool_activities],
             interceptors=[SandboxOperationMeter(), *model_calls, ChecksTheAnswer()],
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             identity=identity,
@@ -439,7 +442,7 @@ def build_worker(
         task_queue=current().task_queue,
         workflows=workflows,
         workflow_runner=workflow_runner(),
-        activities=[*affinity.host_activities(host, host_bound), *tool_activities],
+        activities=[*affinity.host_activities(host, host_bound), callback, *tool_activities],
         # Outermost first: an operation for another host is refused before
         # it is counted or run.
         interceptors=[affinity.HostFirst(host), meter, *model_calls, ChecksTheAnswer()],

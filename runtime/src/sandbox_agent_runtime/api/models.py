@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sandbox_agent_runtime.callbacks import LONGEST_URL as LONGEST_CALLBACK_URL
 from sandbox_agent_runtime.shared import LONGEST_PROMPT
 
 # White space as Python's str.isspace() and str.strip() take it, the
@@ -54,6 +55,13 @@ class RunBody(Fields):
     )
     token_budget: TokenBudget = None
     cost_budget_usd: CostBudget = None
+    callback_url: str = Field(
+        "",
+        pattern=f"^[^{SPACE}]*$",
+        max_length=LONGEST_CALLBACK_URL,
+        description="An http(s) URL of a server the operator allows (CALLBACK_HOSTS) that gets "
+        "a POST when the run ends, signed as Standard Webhooks says; empty: none.",
+    )
 
 
 class FollowUpBody(Fields):

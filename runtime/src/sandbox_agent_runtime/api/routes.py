@@ -19,6 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from temporalio.client import Client
 
+from sandbox_agent_runtime import callbacks
 from sandbox_agent_runtime.api import runs
 from sandbox_agent_runtime.api.bodies import (
     LARGEST_JSON,
@@ -174,6 +175,14 @@ async def start_run(
             )
         except BadInput as e:
             raise Problem(422, str(e).replace("--repo", "field 'repo'") + ".") from e
+    callback_url = str(body.fields.get("callback_url") or "")
+    if callback_url:
+        try:
+            await asyncio.to_thread(
+                callbacks.checked, callback_url, api.settings.starter.callbacks, True
+            )
+        except callbacks.BadCallback as e:
+            raise Problem(422, f"field 'callback_url' {e}.") from e
     run = RunRequest(
         prompt=prompt,
         provider=provider or current().sandbox_provider,
@@ -182,6 +191,7 @@ async def start_run(
         follow_ups=boolean(body.fields, "follow_ups"),
         token_budget=token_budget,
         cost_budget_usd=cost_budget,
+        callback_url=callback_url,
     )
     workflow_id = await runs.start_run(api.client, caller, run)
     log.info("%s started run %s", caller.owner, workflow_id)

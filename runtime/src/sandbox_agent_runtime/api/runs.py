@@ -5,7 +5,6 @@ Every refusal is a ``Problem`` of one sentence; the routes (app.py) only
 read requests and write answers."""
 
 import asyncio
-import json
 import shutil
 import tarfile
 import time
@@ -52,6 +51,7 @@ from sandbox_agent_runtime.run_request import (
     FollowUp,
     RunAnswer,
     RunRequest,
+    answer_json,
 )
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.shared import (
@@ -145,27 +145,6 @@ async def answer_of(
             raise no_worker(workflow_id) from e
         raise
     return state.answer if isinstance(state, Conversation) else None
-
-
-def answer_json(answer: RunAnswer) -> dict[str, Any]:
-    outputs = answer.outputs
-    return {
-        "text": json.dumps(answer.answer, ensure_ascii=False)
-        if answer.structured
-        else str(answer.answer),
-        "structured": answer.structured,
-        "value": answer.answer if answer.structured else None,
-        "outputs": [
-            {"path": each.path, "size": each.size, "sha256": each.sha256} for each in outputs.files
-        ],
-        "patch": bool(outputs.patch),
-        "withheld": outputs.withheld,
-        # Why the prompt stopped before the agent's own answer (its budget,
-        # or a guardrail that tripped), or "".
-        "stopped": answer.stopped,
-        # The guardrail that tripped, or "".
-        "guardrail": answer.guardrail,
-    }
 
 
 def approval_data(run_id: str, request: dict[str, Any]) -> dict[str, Any]:

@@ -323,6 +323,28 @@ SETTINGS: tuple[Setting, ...] = (
         bad=("²", "10.0.0.0/33", "github.com"),
     ),
     Setting(
+        "CALLBACK_HOSTS",
+        _REPO_READERS,
+        "text",
+        "The servers a run's callback URL may name (worker, starter and API alike); a loopback, "
+        "private or link-local address only when listed.",
+        unset="none: no run may call back",
+        example="server names, addresses or networks separated by commas: `hooks.example.com`, "
+        "`*.example.com`, `10.20.0.5`, `10.20.0.0/16`",
+        bad=("²", "*", "hooks.example.com,*", "a/b", "10.0.0.0/33"),
+    ),
+    Setting(
+        "CALLBACK_SECRET",
+        ("worker",),
+        "text",
+        "The key each run's callback is signed with (Standard Webhooks); its receiver holds the "
+        "same (docs/callbacks.md).",
+        unset="callbacks are refused by the worker",
+        example="`whsec_` and the base64 of 24 to 64 random bytes",
+        bad=("²", "secret", "whsec_", "whsec_not base64", "whsec_c2hvcnQ=", _KEY),
+        secret=True,
+    ),
+    Setting(
         "OPENAI_API",
         ("worker",),
         "choice",

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from sandbox_agent_runtime import encryption
+from sandbox_agent_runtime import callbacks, encryption
 from sandbox_agent_runtime import object_store as stores
 from sandbox_agent_runtime import repos as repositories
 from sandbox_agent_runtime.display import without_credentials
@@ -161,6 +161,39 @@ def repo_policy(environ: Mapping[str, str]) -> repositories.RepoPolicy:
         hosts=read.get("REPO_ALLOWED_HOSTS") or default.hosts,
         networks=read.get("REPO_ALLOWED_NETWORKS") or default.networks,
     )
+
+
+def callback_policy(environ: Mapping[str, str]) -> callbacks.CallbackPolicy:
+    """CALLBACK_HOSTS: the servers a run's callback may call (none unless set)."""
+    value = environ.get("CALLBACK_HOSTS")
+    if value is None:
+        return callbacks.NO_CALLBACKS
+    try:
+        return callbacks.parse_hosts(value)
+    except ValueError as e:
+        raise refused(
+            "CALLBACK_HOSTS",
+            value,
+            "server names (hooks.example.com, or *.example.com for every name under it), "
+            "addresses or networks (10.20.0.5, 10.20.0.0/16), separated by commas, or leave it "
+            "unset for none",
+            str(e),
+        ) from None
+
+
+def callback_key(environ: Mapping[str, str]) -> bytes | None:
+    """CALLBACK_SECRET's key, or None when it is unset; a refusal never shows it."""
+    value = environ.get("CALLBACK_SECRET")
+    if value is None:
+        return None
+    try:
+        return callbacks.key_of(value.strip())
+    except ValueError as e:
+        raise BadSetting(
+            f"CALLBACK_SECRET is not allowed ({e}; its value is not shown): use whsec_ and the "
+            f"base64 of {callbacks.KEY_BYTES[0]} to {callbacks.KEY_BYTES[1]} random bytes, or "
+            "leave it unset for no callbacks."
+        ) from None
 
 
 def object_store(environ: Mapping[str, str]) -> stores.ObjectStore | None:

@@ -9,9 +9,11 @@ from sandbox_agent_runtime import encryption
 from sandbox_agent_runtime import object_store as stores
 from sandbox_agent_runtime import repos as repositories
 from sandbox_agent_runtime.approvers import default_key_file
+from sandbox_agent_runtime.callbacks import NO_CALLBACKS, CallbackPolicy
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings.declared import read_by
 from sandbox_agent_runtime.settings.reading import (
+    callback_policy,
     encryption_keys,
     object_store,
     refused,
@@ -42,6 +44,8 @@ class StarterSettings:
     approver_key_file: Path
     # REPO_ALLOWED_*: the repositories a run may be given.
     repos: repositories.RepoPolicy = repositories.DEFAULT_POLICY
+    # CALLBACK_HOSTS: the servers a run's callback may call.
+    callbacks: CallbackPolicy = NO_CALLBACKS
 
 
 def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings:
@@ -59,4 +63,5 @@ def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings
         keys=encryption_keys(environ),
         approver_key_file=Path(key_file or default_key_file()).expanduser(),
         repos=repo_policy(environ),
+        callbacks=callback_policy(environ),
     )

@@ -19,6 +19,8 @@ from sandbox_agent_runtime.settings.declared import DECLARED, MOST_MODEL_CALLS_P
 from sandbox_agent_runtime.settings.reading import (
     BadSetting,
     address,
+    callback_key,
+    callback_policy,
     encryption_keys,
     number,
     object_store,
@@ -159,6 +161,8 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         session_lifetime=lifetime,
         git_timeout=timedelta(minutes=number(environ, "GIT_TIMEOUT_MINUTES")),
         repos=repo_policy(environ),
+        callbacks=callback_policy(environ),
+        callback_key=callback_key(environ),
         # In this order: the first one refused is the one named.
         host_id=host_id(environ) if service.host_bound else "",
         approvers=approvers(environ) if service.approvals else {},

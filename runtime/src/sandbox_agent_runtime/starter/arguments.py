@@ -117,6 +117,12 @@ def parse_arguments(
         help="a git repository the workspace starts with, at a branch, tag or commit",
     )
     parser.add_argument(
+        "--callback",
+        metavar="URL",
+        help="an http(s) URL of a server the operator allows (CALLBACK_HOSTS) that gets a POST "
+        "when the run ends, signed as Standard Webhooks says",
+    )
+    parser.add_argument(
         "--output",
         metavar="DIR",
         type=Path,
@@ -146,6 +152,10 @@ def parse_arguments(
     asked = args.prompt is not None or args.prompt_file is not None
     if args.attach is not None and (asked or args.input or args.repo):
         parser.error("--attach follows an existing run; it takes no prompt, --input or --repo")
+    if args.callback is not None and not asked:
+        parser.error("--callback goes with a run's prompt: the run it starts calls back")
+    if args.callback is not None and args.follow_up is not None:
+        parser.error("--continue: a run's callback is given at its start (--callback)")
     if args.follow_up is not None and not asked:
         parser.error('--continue needs the prompt: --continue ID "PROMPT" (or --prompt-file PATH)')
     if args.follow_up is not None and args.repo:

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from sandbox_agent_runtime import callbacks
 from sandbox_agent_runtime.archives import BadInput, inputs_of, repo_of
 from sandbox_agent_runtime.encryption import UnknownKey, WrongKey
 from sandbox_agent_runtime.exits import exit_after
@@ -84,6 +85,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             if args.repo:
                 # Allowed by REPO_ALLOWED_*, its host's addresses looked up.
                 repo = repo_of(args.repo, settings.repos)
+            if args.callback:
+                # Allowed by CALLBACK_HOSTS, its host's addresses looked up.
+                try:
+                    callbacks.checked(args.callback, settings.callbacks, unresolved_ok=True)
+                except callbacks.BadCallback as e:
+                    raise BadInput(f"--callback {e}") from None
             request = RunRequest(
                 prompt=prompt_of(args),
                 # --provider, with several providers; else the primary one.
@@ -93,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 follow_ups=True,
                 token_budget=args.token_budget,
                 cost_budget_usd=args.cost_budget,
+                callback_url=args.callback or "",
             )
             status = asyncio.run(run(request, settings, not args.no_wait, args.output))
     except (BadPrompt, BadInput) as e:
