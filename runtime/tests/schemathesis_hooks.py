@@ -28,10 +28,11 @@ def filter_case(context: Any, case: Any) -> bool:
     files = body.get("files")
     if isinstance(files, list) and len({file_name(each) for each in files}) < len(files):
         return False
-    # Whether a repository is taken depends on the operator's REPO_ALLOWED_*
-    # and on where its host's name leads, looked up: a valid request names
-    # none (the test reaches nothing beyond loopback; a negative one is
-    # refused before any lookup: test_api_schema.py's API_SETTINGS).
+    # Whether a repository (or a callback URL) is taken depends on the
+    # operator's REPO_ALLOWED_* (CALLBACK_HOSTS) and on where its host's name
+    # leads, looked up: a valid request names none (the test reaches nothing
+    # beyond loopback; a negative one is refused before any lookup:
+    # test_api_schema.py's API_SETTINGS).
     meta = case.meta
     positive = meta is not None and meta.generation.mode.is_positive
-    return not (positive and body.get("repo"))
+    return not (positive and (body.get("repo") or body.get("callback_url")))

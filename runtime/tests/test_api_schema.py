@@ -40,6 +40,8 @@ API_SETTINGS = {
     # without these settings, would refuse it before it clones).
     "REPO_ALLOWED_HOSTS": "127.0.0.1",
     "REPO_ALLOWED_NETWORKS": "127.0.0.0/8",
+    # A callback only to loopback, named by its address.
+    "CALLBACK_HOSTS": "127.0.0.1",
 }
 
 
