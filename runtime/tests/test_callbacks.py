@@ -7,6 +7,7 @@ called, a loopback, private or link-local address only when listed:
 refused at start by the API (422) and the starter (its usage status) in one
 line, and by the worker again, before any connection."""
 
+import asyncio
 import base64
 import dataclasses
 import hashlib
@@ -17,6 +18,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,25 +27,27 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
 from sandbox_agent_runtime import callbacks
 from sandbox_agent_runtime.callbacks import CALLBACK_ACTIVITY, CALLBACK_PATCH
-from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.run_request import Input, RunRequest
 from sandbox_agent_runtime.settings import BadSetting, callback_key, callback_policy
 from sandbox_agent_runtime.shared import END
 from sandbox_agent_runtime.starter import EXIT_COMPLETED, EXIT_USAGE, start
 from sandbox_agent_runtime.testing.api_client import api_process
 from sandbox_agent_runtime.testing.conversing import answered
+from sandbox_agent_runtime.testing.long_workflow import ContinuesBetweenPromptsWorkflow
 from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
-from sandbox_agent_runtime.testing.registration import project
+from sandbox_agent_runtime.testing.registration import project, project_service
 from sandbox_agent_runtime.testing.repositories import listening
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import (
     SETTINGS,
     running_worker,
+    runs_of_chain,
     sandboxes_for_tests,
     started_id,
 )
@@ -158,9 +162,9 @@ def history_bytes(history: WorkflowHistory) -> bytes:
     return history.to_json().encode() + b"".join(e.SerializeToString() for e in history.events)
 
 
-def replayer() -> Replayer:
+def replayer(workflows: list[type] | None = None) -> Replayer:
     return Replayer(
-        workflows=[project().workflow],
+        workflows=workflows or [project().workflow],
         plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
         workflow_runner=workflow_runner(),
     )
@@ -232,44 +236,71 @@ async def test_a_callback_arrives_once_signed_after_the_receiver_failed_twice(
     assert replayed.replay_failure is None
 
 
-async def test_a_conversation_calls_back_once_when_it_ends_and_a_cancelled_run_too(
-    temporal_client: Client,
-) -> None:
-    """A conversation answers twice and is ended: one callback, at its end,
-    with its last answer; a run cancelled while it waits calls back
-    "cancelled". Both histories replay (their patch marker recorded)."""
+async def test_every_end_the_run_sees_calls_back_once(temporal_client: Client) -> None:
+    """A conversation whose chain continued as new after its first answer
+    calls back once, when it is ended, with its last answer; a run cancelled
+    while it waits calls back "cancelled", one stopped at its budget
+    "stopped", one that fails "failed", with why. Every history replays,
+    its patch marker recorded."""
     model = ScriptedModel(["echo first"])
+    clash = Input("a", "file", 0, 1, "", "")
     with receiving(204) as hook:
-        async with running_worker(temporal_client, model, settings=with_callbacks("127.0.0.1")) as (
-            client,
-            _,
-        ):
-            ended = await start(
-                client, RunRequest("Go.", follow_ups=True, callback_url=hook.url + "&run=ended")
+        async with running_worker(
+            temporal_client,
+            model,
+            settings=with_callbacks("127.0.0.1"),
+            workflows=[project().workflow, ContinuesBetweenPromptsWorkflow],
+        ) as (client, _):
+            ended = await client.start_workflow(
+                ContinuesBetweenPromptsWorkflow.run,
+                RunRequest("Go.", follow_ups=True, callback_url=hook.url),
+                id=f"{project_service().task_queue}-{uuid.uuid4()}",
+                task_queue=project_service().task_queue,
             )
             await answered(ended, 1)
+            while (await ended.describe()).run_id == ended.first_execution_run_id:
+                await asyncio.sleep(0.05)
             assert hook.deliveries == []
             await ended.execute_update(END)
             await ended.result()
             cancelled = await start(
-                client, RunRequest("Go.", follow_ups=True, callback_url=hook.url + "&run=cancelled")
+                client, RunRequest("Go.", follow_ups=True, callback_url=hook.url)
             )
             await answered(cancelled, 1)
             await cancelled.cancel()
-            with pytest.raises(Exception):  # noqa: B017 (the run ends cancelled)
+            with pytest.raises(WorkflowFailureError):
                 await cancelled.result()
-    by_url = {}
+            stopped = await start(client, RunRequest("Go.", token_budget=1, callback_url=hook.url))
+            await stopped.result()
+            failed = await start(
+                client, RunRequest("Go.", inputs=[clash, clash], callback_url=hook.url)
+            )
+            with pytest.raises(WorkflowFailureError):
+                await failed.result()
+    by_run = {}
     for delivery in hook.deliveries:
         data = verified(delivery)["data"]
-        by_url[data["id"]] = data
-    assert len(hook.deliveries) == 2, hook.deliveries
-    assert (
-        by_url[ended.id]["state"] == "completed" and "first" in by_url[ended.id]["answer"]["text"]
-    )
-    assert by_url[cancelled.id]["state"] == "cancelled" and by_url[cancelled.id]["answer"] is None
-    for handle in (ended, cancelled):
-        history = await handle.fetch_history()
+        by_run[data["id"]] = data
+    assert len(hook.deliveries) == 4 == len(by_run), hook.deliveries
+    assert by_run[ended.id]["state"] == "completed"
+    assert "first" in by_run[ended.id]["answer"]["text"]
+    assert by_run[cancelled.id]["state"] == "cancelled" and by_run[cancelled.id]["answer"] is None
+    assert by_run[stopped.id]["state"] == "stopped"
+    assert by_run[stopped.id]["answer"]["stopped"].startswith("stopped: ")
+    assert by_run[failed.id]["state"] == "failed" and by_run[failed.id]["answer"] is None
+    assert "Two of the run's inputs" in by_run[failed.id]["reason"]
+    ended_runs = await runs_of_chain(client, ended.id, ended.first_execution_run_id or "")
+    histories = [run.history for run in ended_runs]
+    assert len(histories) == 2 and CALLBACK_PATCH.encode() not in history_bytes(histories[0])
+    for handle in (cancelled, stopped, failed):
+        histories.append(await handle.fetch_history())
+    chain_replayer = replayer([ContinuesBetweenPromptsWorkflow])
+    for history in histories[:2]:
+        replayed = await chain_replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is None
+    for history in histories[1:]:
         assert CALLBACK_PATCH.encode() in history_bytes(history)
+    for history in histories[2:]:
         replayed = await replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert replayed.replay_failure is None
 
