@@ -516,7 +516,7 @@ async def test_bad_requests_get_one_problem_line_and_leave_nothing_behind(
     assert (
         said["unknown field"]
         == "field 'model' is not one of this route's: prompt, follow_ups, provider, repo, "
-        "token_budget, cost_budget_usd."
+        "token_budget, cost_budget_usd, callback_url."
     )
     assert said["bad token budget"] == (
         "field 'token_budget' 0 is not allowed: use a whole number of tokens, 1 or more."

@@ -58,4 +58,6 @@ class Receiver(BaseHTTPRequestHandler):
             HANDLED.add(webhook_id)
         self.send_response(204)
         self.end_headers()
+
+
 # docs/callbacks.md: end

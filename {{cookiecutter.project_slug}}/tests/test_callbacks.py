@@ -57,4 +57,4 @@ async def test_the_docs_receiver_takes_a_runs_callback(
     assert len(callbacks_example.HANDLED) == 1
     with pytest.raises(ValueError, match="no signature matches"):
         now = str(int(time.time()))
-        callbacks_example.verify(SECRET, "msg_1", now, "v1,bm90IGl0", b'{"data": {}}')
+        callbacks_example.verify(SECRET, "msg_1", now, "v1,bm90IGl0", b'{"data": null}')
