@@ -38,7 +38,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from sandbox_agent_runtime import affinity, approvers, versioning
 from sandbox_agent_runtime.backends import Backend, sandbox_backends, use_options
 from sandbox_agent_runtime.bounded_sandbox import BoundedSandboxClient
-from sandbox_agent_runtime.callbacks import CallbackSender
+from sandbox_agent_runtime.callback_sender import CallbackSender
 from sandbox_agent_runtime.capacity import (
     HeartbeatAtStart,
     check_the_agents_model,
