@@ -77,7 +77,8 @@ class Receiver:
 
 
 @contextmanager
-def receiving(*statuses: int) -> Iterator[Receiver]:
+def receiving(*statuses: int, location: str = "") -> Iterator[Receiver]:
+    """A ``Receiver``; a redirect it answers names ``location``."""
     receiver = Receiver(list(statuses))
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -88,6 +89,8 @@ def receiving(*statuses: int) -> Iterator[Receiver]:
             )
             at = min(len(receiver.deliveries), len(receiver.statuses)) - 1
             self.send_response(receiver.statuses[at])
+            if 300 <= receiver.statuses[at] < 400:
+                self.send_header("location", location)
             self.send_header("content-length", "0")
             self.end_headers()
 
@@ -187,11 +190,15 @@ async def test_a_callback_arrives_once_signed_after_the_receiver_failed_twice(
 ) -> None:
     """The worker and the starter as a team runs them: the starter's
     --callback run (a conversation) answers, and is ended; its callback reached the receiver on the third
-    attempt (500, 503, then 204), the same webhook-id and a valid signature
+    attempt (500, a redirect it does not follow, then 204), the same webhook-id and a valid signature
     each time, the run's id, state, answer and usage in it; one activity
     scheduled; the key nowhere in history; the history replays."""
     address = temporal_client.service_client.config.target_host
-    with scripted_openai_server(["echo all-done"]) as model, receiving(500, 503, 204) as hook:
+    with (
+        scripted_openai_server(["echo all-done"]) as model,
+        listening() as elsewhere,
+        receiving(500, 307, 204, location=f"http://127.0.0.1:{elsewhere.port}/") as hook,
+    ):
         environment = {
             **service_environment(address, model.url),
             "CALLBACK_HOSTS": "127.0.0.1",
@@ -213,7 +220,7 @@ async def test_a_callback_arrives_once_signed_after_the_receiver_failed_twice(
             await handle.result()
     history = await handle.fetch_history()
 
-    assert len(hook.deliveries) == 3
+    assert len(hook.deliveries) == 3 and elsewhere.accepted == []
     messages = [verified(each) for each in hook.deliveries]
     assert len({each.headers["webhook-id"] for each in hook.deliveries}) == 1
     assert all(each.headers["content-type"] == "application/json" for each in hook.deliveries)
