@@ -189,10 +189,11 @@ async def test_a_callback_arrives_once_signed_after_the_receiver_failed_twice(
     temporal_client: Client,
 ) -> None:
     """The worker and the starter as a team runs them: the starter's
-    --callback run (a conversation) answers, and is ended; its callback reached the receiver on the third
-    attempt (500, a redirect it does not follow, then 204), the same webhook-id and a valid signature
-    each time, the run's id, state, answer and usage in it; one activity
-    scheduled; the key nowhere in history; the history replays."""
+    --callback run (a conversation) answers, and is ended; its callback
+    reached the receiver on the third attempt (500, a redirect it does not
+    follow, then 204), the same webhook-id and a valid signature each time,
+    the run's id, state, answer and usage in it; one activity scheduled;
+    the key nowhere in history; the history replays."""
     address = temporal_client.service_client.config.target_host
     with (
         scripted_openai_server(["echo all-done"]) as model,
