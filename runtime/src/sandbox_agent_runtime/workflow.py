@@ -18,19 +18,11 @@ from typing import Any, cast
 from agents import AgentsException, MaxTurnsExceeded
 from agents.sandbox import SandboxAgent
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.openai_agents import AgentsWorkflowError
 
 from sandbox_agent_runtime.approvals import Approvals, Decision, Request, UnknownRequest
 from sandbox_agent_runtime.backends import sandbox_backends
-from sandbox_agent_runtime.callbacks import (
-    ATTEMPT_TIMEOUT,
-    CALLBACK_ACTIVITY,
-    CALLBACK_DEADLINE,
-    CALLBACK_PATCH,
-    CALLBACK_RETRY_POLICY,
-    callback_of,
-)
 from sandbox_agent_runtime.chain import (
     Carried,
     HistoryBudget,
@@ -178,49 +170,12 @@ class AgentWorkflow:
             if outcome is not None:
                 count_run(outcome)
             if outcome in ("failed", "cancelled"):
-                await self._call_back(outcome, None, e)
+                await ending.call_back(self.callback_url, outcome, None, self.usage, e)
             raise
         count_run("completed")
-        await self._call_back("stopped" if answer.stopped else "completed", answer, None)
+        state = "stopped" if answer.stopped else "completed"
+        await ending.call_back(self.callback_url, state, answer, self.usage)
         return answer
-
-    async def _call_back(
-        self, state: str, answer: RunAnswer | None, error: BaseException | None
-    ) -> None:
-        """Post the run's end to its callback URL, if it has one (callbacks.py):
-        once per chain, when it ends (a continue-as-new is no end). A
-        callback that fails for good is logged; the run ends as it would."""
-        if not self.callback_url or not workflow.patched(CALLBACK_PATCH):
-            return
-        info = workflow.info()
-        reason = ""
-        if error is not None:
-            reason = (
-                error.message if isinstance(error, FailureError) else str(error)
-            ) or "the run was cancelled"
-        callback = callback_of(
-            self.callback_url,
-            # The chain's, the same on every attempt; a "." never (the
-            # signed text joins it with one).
-            f"msg_{info.first_execution_run_id.replace('-', '')}",
-            info.workflow_id,
-            state,
-            answer,
-            dataclasses.asdict(self.usage),
-            reason,
-            workflow.now(),
-        )
-        try:
-            await workflow.execute_activity(
-                CALLBACK_ACTIVITY,
-                callback,
-                start_to_close_timeout=ATTEMPT_TIMEOUT * 2,
-                schedule_to_close_timeout=CALLBACK_DEADLINE,
-                retry_policy=CALLBACK_RETRY_POLICY,
-            )
-        except ActivityError as e:
-            cause = e.cause.message if isinstance(e.cause, FailureError) else str(e)
-            workflow.logger.warning(f"The run's callback was not delivered: {cause}")
 
     # ------------------------------------------------------------- the run
 

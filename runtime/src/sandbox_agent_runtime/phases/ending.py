@@ -1,9 +1,11 @@
 """How a run that fails ends: which errors end it (``ends_the_run()``), its
 sandbox removed on the way out whatever ended it (``remove()``, or the place
 it was left said), and the failure a person reads (``failure()``) in place
-of the agent's own errors and of steps that Temporal stopped retrying."""
+of the agent's own errors and of steps that Temporal stopped retrying. And
+how any run ends: its callback posted (``call_back()``)."""
 
 import asyncio
+import dataclasses
 
 from agents import AgentsException
 from temporalio import workflow
@@ -11,10 +13,19 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.openai_agents import AgentsWorkflowError
 
 from sandbox_agent_runtime import affinity
+from sandbox_agent_runtime.callbacks import (
+    ATTEMPT_TIMEOUT,
+    CALLBACK_ACTIVITY,
+    CALLBACK_DEADLINE,
+    CALLBACK_PATCH,
+    CALLBACK_RETRY_POLICY,
+    callback_of,
+)
 from sandbox_agent_runtime.chain import LastingSandboxClient
 from sandbox_agent_runtime.failures import GAVE_UP, describe
-from sandbox_agent_runtime.observability import count_host_gone
+from sandbox_agent_runtime.observability import Usage, count_host_gone
 from sandbox_agent_runtime.phases.given import Given
+from sandbox_agent_runtime.run_request import RunAnswer
 from sandbox_agent_runtime.shared import SANDBOX_LEFT_MEMO
 from sandbox_agent_runtime.workspace.requests import Snapshot
 from sandbox_agent_runtime.workspace.steps import forget
@@ -109,3 +120,48 @@ def failure(
         type="ActivityFailed",
         non_retryable=True,
     )
+
+
+async def call_back(
+    url: str,
+    state: str,
+    answer: RunAnswer | None,
+    usage: Usage,
+    error: BaseException | None = None,
+) -> None:
+    """Post the run's end to its callback ``url``, if it has one
+    (callbacks.py): ``state``, and its ``answer`` or the ``error`` that
+    ended it. Called once per chain, when it ends (a continue-as-new is no
+    end). A callback that fails for good is logged; the run ends as it
+    would have."""
+    if not url or not workflow.patched(CALLBACK_PATCH):
+        return
+    info = workflow.info()
+    reason = ""
+    if error is not None:
+        reason = (error.message if isinstance(error, FailureError) else str(error)) or (
+            "the run was cancelled"
+        )
+    callback = callback_of(
+        url,
+        # The chain's, the same on every attempt; never a "." (the signed
+        # text joins it with one).
+        f"msg_{info.first_execution_run_id.replace('-', '')}",
+        info.workflow_id,
+        state,
+        answer,
+        dataclasses.asdict(usage),
+        reason,
+        workflow.now(),
+    )
+    try:
+        await workflow.execute_activity(
+            CALLBACK_ACTIVITY,
+            callback,
+            start_to_close_timeout=ATTEMPT_TIMEOUT * 2,
+            schedule_to_close_timeout=CALLBACK_DEADLINE,
+            retry_policy=CALLBACK_RETRY_POLICY,
+        )
+    except ActivityError as e:
+        cause = e.cause.message if isinstance(e.cause, FailureError) else str(e)
+        workflow.logger.warning(f"The run's callback was not delivered: {cause}")
