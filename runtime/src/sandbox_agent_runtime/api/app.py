@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from sandbox_agent_runtime import approvers
+from sandbox_agent_runtime.api import schedules
 from sandbox_agent_runtime.api.callers import Issuer, Tokens
 from sandbox_agent_runtime.api.document import finished
 from sandbox_agent_runtime.api.events import Followers
@@ -228,5 +229,6 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
     app.state.served = served
     app.include_router(unlisted)
     app.include_router(router)
+    app.include_router(schedules.router)
     app.middleware("http")(count)
     return app
