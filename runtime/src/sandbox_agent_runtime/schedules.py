@@ -85,11 +85,13 @@ def spec_of(
     interval_seconds: Any,
     minimum: int,
     names: tuple[str, str] = ("cron", "interval_seconds"),
+    as_text: bool = True,
 ) -> tuple[ScheduleSpec, dict[str, Any]]:
     """When a schedule runs: one of ``cron`` and ``interval_seconds`` (a
-    whole number of seconds, at least ``minimum``); the spec and what the
-    memo records of it. ``BadSchedule`` naming the value (``names``: how
-    the caller calls the two)."""
+    whole number of seconds, at least ``minimum``; written as text only
+    when ``as_text``: a form's, an option's); the spec and what the memo
+    records of it. ``BadSchedule`` naming the value (``names``: how the
+    caller calls the two)."""
     cron_name, interval_name = names
     if (cron is None or cron == "") == (interval_seconds is None or interval_seconds == ""):
         raise BadSchedule(
@@ -109,7 +111,11 @@ def spec_of(
         return ScheduleSpec(cron_expressions=[text.lower() if named else text]), {"cron": text}
     if isinstance(interval_seconds, float) and interval_seconds.is_integer():
         interval_seconds = int(interval_seconds)
-    if isinstance(interval_seconds, str) and re.fullmatch(r"\s*[0-9]{1,12}\s*", interval_seconds):
+    if (
+        as_text
+        and isinstance(interval_seconds, str)
+        and re.fullmatch(r"\s*[0-9]{1,12}\s*", interval_seconds)
+    ):
         interval_seconds = int(interval_seconds)
     if (
         not isinstance(interval_seconds, int)
@@ -190,11 +196,20 @@ async def create(
         memo=memo,
     )
     policy = SchedulePolicy(overlap=OVERLAPS[overlap])
-    await client.create_schedule(
-        schedule_id,
-        Schedule(action=action, spec=spec, policy=policy),
-        memo={**memo, SCHEDULE_MEMO: {**when, "overlap": overlap}},
-    )
+    try:
+        await client.create_schedule(
+            schedule_id,
+            Schedule(action=action, spec=spec, policy=policy),
+            memo={**memo, SCHEDULE_MEMO: {**when, "overlap": overlap}},
+        )
+    except RPCError as e:
+        if e.status != RPCStatusCode.INVALID_ARGUMENT:
+            raise
+        [(name, value)] = when.items()
+        raise BadSchedule(
+            f"{name} {str(value)[:80]!r} is not allowed: the Temporal service refused it "
+            f"({e.message[:200]}); use {CRONS if name == 'cron' else 'a whole number of seconds'}"
+        ) from None
     return schedule_id
 
 

@@ -99,7 +99,9 @@ class Api(FastAPI):
 
     def openapi(self) -> dict[str, Any]:
         if self.openapi_schema is None:
-            self.openapi_schema = finished(super().openapi())
+            served: Served = self.state.served
+            starter = served.settings.starter
+            self.openapi_schema = finished(super().openapi(), starter.schedule_min_interval)
         return self.openapi_schema
 
 
@@ -137,6 +139,15 @@ async def on_http(request: Request, error: HTTPException) -> JSONResponse:
     response = problem_response(Problem(error.status_code, detail), request)
     # A 405's Allow: the methods the route takes.
     response.headers.update(error.headers or {})
+    if error.status_code == 405:
+        # Every route of the path's, not only the first that matched it.
+        methods = [
+            method
+            for route in request.app.router.routes
+            if getattr(route, "path_regex", None) and route.path_regex.match(request.url.path)
+            for method in sorted(getattr(route, "methods", None) or ())
+        ]
+        response.headers["Allow"] = ", ".join(dict.fromkeys(methods))
     return response
 
 

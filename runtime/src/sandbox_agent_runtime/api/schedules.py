@@ -70,6 +70,7 @@ async def create(
             body.fields.get("interval_seconds"),
             starter.schedule_min_interval,
             ("field 'cron'", "field 'interval_seconds'"),
+            as_text=not request.headers.get("content-type", "").startswith("application/json"),
         )
         overlap = schedules.overlap_of(body.fields.get("overlap"), "field 'overlap'")
     except schedules.BadSchedule as e:
@@ -80,6 +81,8 @@ async def create(
         )
     except schedules.TooManySchedules as e:
         raise Problem(429, f"{e}.") from e
+    except schedules.BadSchedule as e:
+        raise Problem(422, f"field '{next(iter(when))}' {str(e).split(' ', 1)[1]}.") from e
     log.info("%s made schedule %s", caller.owner, schedule_id)
     response.headers["Location"] = f"/v1/schedules/{schedule_id}"
     return await state(api.client.get_schedule_handle(schedule_id))
@@ -141,14 +144,14 @@ async def unpause(schedule: ScheduleId, api: ServedBy, caller: CalledBy) -> dict
 
 @router.delete(
     "/{schedule}",
-    status_code=204,
     operation_id="delete_schedule",
-    summary="Delete a schedule (the runs it started go on)",
-    response_class=Response,
-    responses={204: {"description": "Deleted"}, **problems(401, 404, 503)},
+    summary="Delete a schedule (the runs it started go on); the schedule as it was",
+    response_model=ScheduleState,
+    responses=problems(401, 404, 503),
 )
-async def delete(schedule: ScheduleId, api: ServedBy, caller: CalledBy) -> Response:
+async def delete(schedule: ScheduleId, api: ServedBy, caller: CalledBy) -> dict[str, Any]:
     handle = await owned(api, caller, schedule)
+    was = await state(handle)
     await handle.delete()
     log.info("%s deleted schedule %s", caller.owner, schedule)
-    return Response(status_code=204)
+    return was

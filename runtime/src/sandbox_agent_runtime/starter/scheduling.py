@@ -47,6 +47,10 @@ async def make_schedule(
     except schedules.TooManySchedules as e:
         print(f"ERROR: {str(e).replace('you hold', 'the starter holds')}.", file=sys.stderr)
         return EXIT_REFUSED
+    except schedules.BadSchedule as e:
+        name = "--cron" if "cron" in when else "--every"
+        print(f"ERROR: {name} {str(e).split(' ', 1)[1]}.", file=sys.stderr)
+        return EXIT_USAGE
     print(f"Made schedule {schedule_id}")
     print(f"Web UI: {schedule_link(client, schedule_id, settings.ui_url)}", flush=True)
     return EXIT_COMPLETED
