@@ -16,7 +16,6 @@ import re
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import suppress
 from typing import Any
 
 import httpx2 as httpx
@@ -30,6 +29,7 @@ from sandbox_agent_runtime.testing import project, project_service
 from sandbox_agent_runtime.testing.api_client import ApiProcess, api_process
 from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import no_schedules
 
 pytestmark = pytest.mark.process
 
@@ -68,16 +68,7 @@ async def no_schedule_outlives_its_test(temporal_client: Client) -> AsyncIterato
     """Every schedule a test made is deleted as it ends (it would go on
     starting runs for the next)."""
     yield
-    # The server's list is eventually consistent: asked until it is empty.
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        left = [each.id async for each in await temporal_client.list_schedules()]
-        if not left:
-            return
-        for schedule_id in left:
-            with suppress(RPCError):
-                await temporal_client.get_schedule_handle(schedule_id).delete()
-        await asyncio.sleep(0.5)
+    await no_schedules(temporal_client)
 
 
 async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 60) -> Any:
@@ -250,6 +241,7 @@ BAD_BODIES: dict[str, tuple[dict[str, Any], int, str]] = {
         422,
         "skip, buffer_one, buffer_all, cancel_other, terminate_other, allow_all",
     ),
+    "a null overlap": ({"interval_seconds": 60, "overlap": None}, 422, "'None' is not an overlap"),
     # What a run is refused for, a schedule is too.
     "a blank prompt": ({"prompt": " ", "interval_seconds": 60}, 422, "field 'prompt'"),
     "a callback not allowed": (

@@ -132,7 +132,7 @@ def spec_of(
 
 def overlap_of(value: Any, name: str = "overlap") -> str:
     """The overlap policy's name (empty: skip); ``BadSchedule`` otherwise."""
-    if value is None or value == "":
+    if value == "":
         return "skip"
     if not isinstance(value, str) or value not in OVERLAPS:
         raise BadSchedule(

@@ -72,7 +72,7 @@ async def create(
             ("field 'cron'", "field 'interval_seconds'"),
             as_text=not request.headers.get("content-type", "").startswith("application/json"),
         )
-        overlap = schedules.overlap_of(body.fields.get("overlap"), "field 'overlap'")
+        overlap = schedules.overlap_of(body.fields.get("overlap", ""), "field 'overlap'")
     except schedules.BadSchedule as e:
         raise Problem(422, f"{e}.") from e
     try:
