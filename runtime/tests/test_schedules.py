@@ -193,6 +193,9 @@ async def test_another_caller_and_another_service_find_no_such_schedule(
         ]:
             detail = one_line(await bob.request(method, path), 404)
             assert "no such schedule of yours" in detail, (method, path)
+        # A method no route of the path takes: Allow names every one that does.
+        wrong = await bob.put("/v1/schedules")
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "POST, GET", wrong.headers
         # Untouched by any of it.
         kept = (await alice.get(base)).json()
         assert kept["paused"] is False and kept["cron"] == "0 6 * * *"

@@ -131,6 +131,18 @@ async def on_problem(request: Request, problem: Problem) -> JSONResponse:
     return problem_response(problem, request)
 
 
+def routes_of(routes: list[Any]) -> list[Any]:
+    """Every route, those of the routers included (FastAPI keeps them apart) too."""
+    found = []
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            found += routes_of(included.routes)
+        elif getattr(route, "path_regex", None) is not None:
+            found.append(route)
+    return found
+
+
 async def on_http(request: Request, error: HTTPException) -> JSONResponse:
     detail = {
         404: f"{request.url.path[:200]!r} is not a route of this API (see /openapi.json).",
@@ -143,8 +155,8 @@ async def on_http(request: Request, error: HTTPException) -> JSONResponse:
         # Every route of the path's, not only the first that matched it.
         methods = [
             method
-            for route in request.app.router.routes
-            if getattr(route, "path_regex", None) and route.path_regex.match(request.url.path)
+            for route in routes_of(request.app.router.routes)
+            if route.path_regex.match(request.url.path)
             for method in sorted(getattr(route, "methods", None) or ())
         ]
         response.headers["Allow"] = ", ".join(dict.fromkeys(methods))
