@@ -1,0 +1,195 @@
+"""The reaper (sandboxes.py): the sandboxes a run terminated in the middle
+left behind are removed past the grace period, never before; an open run's
+sandbox, another service's and another namespace's are never touched; ``list``
+prints each with its run and its state. On the real local backend (a real
+run's workspace) and on the real Docker engine."""
+
+import asyncio
+import json
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from sandbox_agent_runtime import sandboxes
+from sandbox_agent_runtime.backends import (
+    namespace_key,
+    provider_key,
+    task_queue_key,
+    workflow_key,
+)
+from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project_service
+from sandbox_agent_runtime.testing.conversing import Conversing, answered, conversation
+from sandbox_agent_runtime.testing.support import running_worker
+
+HOUR = timedelta(hours=1)
+NOW = timedelta(0)
+
+
+@pytest.fixture
+def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The worker's temp dir, where the local sandbox makes each workspace."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp
+
+
+def labels(workflow_id: str, provider: str, namespace: str, queue: str) -> dict[str, str]:
+    return {
+        workflow_key(): workflow_id,
+        provider_key(): provider,
+        namespace_key(): namespace,
+        task_queue_key(): queue,
+    }
+
+
+def workspace_of(temp: Path, name: str, said: dict[str, str]) -> Path:
+    """A workspace as the local sandbox makes one, with these labels."""
+    workspace = temp / f"sandbox-local-{name}"
+    workspace.mkdir()
+    (temp / f".{workspace.name}.labels.json").write_text(json.dumps(said))
+    return workspace
+
+
+async def test_a_terminated_runs_workspace_is_reaped_past_the_grace_only(
+    temporal_client: Client,
+    temp: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
+    queue = project_service().task_queue
+    model = Conversing([["echo one"], ["echo two"]])
+    async with running_worker(temporal_client, model) as (client, _):
+        ended = await conversation(client, "First.")
+        kept = await conversation(client, "Second.")
+        await answered(ended, 1)
+        await answered(kept, 1)
+        made = sorted(temp.glob("sandbox-local-*"))
+        assert len(made) == 2
+        # A workspace of another service, and one of this service's queue in
+        # another namespace, both of the run we terminate.
+        theirs = workspace_of(temp, "theirs", labels(ended.id, "local", "default", "other-queue"))
+        elsewhere = workspace_of(temp, "elsewhere", labels(ended.id, "local", "other", queue))
+        await ended.terminate("an operator, in the middle")
+
+        listed = {each.sandbox.workflow_id: each.state for each in await sandboxes.survey(client)}
+        assert listed == {ended.id: "terminated", kept.id: "running"}
+        assert await sandboxes.reap(client, HOUR) == []
+        assert sorted(temp.glob("sandbox-local-*")) == sorted([*made, theirs, elsewhere])
+
+        [removed] = await sandboxes.reap(client, NOW)
+        left = sorted(temp.glob("sandbox-local-*"))
+        await asyncio.to_thread(sandboxes.main, ["list"])
+        await kept.terminate()
+
+    assert removed.sandbox.workflow_id == ended.id and removed.state == "terminated"
+    assert Path(removed.sandbox.sandbox_id) in made
+    assert left == sorted(
+        [*(w for w in made if str(w) != removed.sandbox.sandbox_id), theirs, elsewhere]
+    )
+    assert not (temp / f".{Path(removed.sandbox.sandbox_id).name}.labels.json").exists()
+    [open_workspace] = [w for w in left if w not in (theirs, elsewhere)]
+    [printed] = capsys.readouterr().out.splitlines()
+    assert printed.split("\t")[:4] == ["local", str(open_workspace), kept.id, "running"]
+
+
+async def test_a_sandbox_of_a_run_the_namespace_does_not_know_is_reaped(
+    temporal_client: Client, temp: Path
+) -> None:
+    queue = project_service().task_queue
+    unknown = workspace_of(
+        temp, "unknown", labels(f"no-such-run-{uuid.uuid4()}", "local", "default", queue)
+    )
+    [removed] = await sandboxes.reap(temporal_client, NOW)
+
+    assert removed.state == "unknown" and not unknown.exists()
+
+
+def test_bad_grace_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        sandboxes.main(["reap", "--grace", "soon"])
+
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{current().name}-sandboxes reap: argument --grace: 'soon' is not a whole number "
+        "of seconds (0 or more)"
+    ]
+
+
+# Docker: the real engine, its containers labelled as a run labels them.
+IMAGE = "sandbox-agent-tests:busybox"
+
+
+@pytest.fixture
+def engine() -> Iterator[Any]:
+    docker = pytest.importorskip("docker")
+    engine = docker.from_env()
+    try:
+        engine.ping()
+    except docker.errors.DockerException as e:
+        pytest.skip(f"no Docker engine: {e}")
+    if not engine.images.list(name=IMAGE):
+        pytest.skip(f"the engine has no {IMAGE}")
+    yield engine
+
+
+@pytest.fixture
+def with_docker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service with a Docker provider beside its local one."""
+    service = replace(current(), providers={**current().providers, "docker": "docker"})
+    monkeypatch.setattr(sandboxes, "current", lambda: service)
+
+
+async def test_a_terminated_runs_container_is_reaped_past_the_grace_only(
+    temporal_client: Client, engine: Any, temp: Path, with_docker: None
+) -> None:
+    queue = project_service().task_queue
+    ended = await start(temporal_client, RunRequest("Wait.", follow_ups=True))
+    kept = await start(temporal_client, RunRequest("Wait.", follow_ups=True))
+
+    def container(workflow_id: str, namespace: str = "default", on: str = queue) -> Any:
+        return engine.containers.run(
+            IMAGE,
+            ["sleep", "600"],
+            detach=True,
+            labels=labels(workflow_id, "docker", namespace, on),
+        )
+
+    made = {
+        "ended": container(ended.id),
+        "kept": container(kept.id),
+        "theirs": container(ended.id, on="other-queue"),
+        "elsewhere": container(ended.id, namespace="other"),
+    }
+    try:
+        await ended.terminate("an operator, in the middle")
+        listed = {
+            each.sandbox.sandbox_id: each.state for each in await sandboxes.survey(temporal_client)
+        }
+        assert listed == {made["ended"].id: "terminated", made["kept"].id: "running"}
+        assert await sandboxes.reap(temporal_client, HOUR) == []
+        [removed] = await sandboxes.reap(temporal_client, NOW)
+        left = {c.id for c in engine.containers.list(all=True, filters={"label": workflow_key()})}
+    finally:
+        await kept.terminate()
+        for each in made.values():
+            each.remove(force=True) if each.id in _ids(engine) else None
+
+    assert removed.sandbox.sandbox_id == made["ended"].id
+    assert {made[name].id for name in ("kept", "theirs", "elsewhere")} <= left
+    assert made["ended"].id not in left
+
+
+def _ids(engine: Any) -> set[str]:
+    return {c.id for c in engine.containers.list(all=True)}
