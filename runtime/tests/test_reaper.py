@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from sandbox_agent_runtime import sandboxes
+from sandbox_agent_runtime import backends, sandboxes
 from sandbox_agent_runtime.backends import (
     namespace_key,
     provider_key,
@@ -145,16 +145,24 @@ def engine() -> Iterator[Any]:
 
 
 @pytest.fixture
-def with_docker(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The service with a Docker provider beside its local one."""
-    service = replace(current(), providers={**current().providers, "docker": "docker"})
+def with_docker(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The service with a Docker provider beside its local one, on a task
+    queue of this test's own: the engine is shared, and another test's
+    containers are never this one's."""
+    service = replace(
+        current(),
+        providers={**current().providers, "docker": "docker"},
+        task_queue=f"reaper-{uuid.uuid4()}",
+    )
     monkeypatch.setattr(sandboxes, "current", lambda: service)
+    monkeypatch.setattr(backends, "current", lambda: service)
+    return service.task_queue
 
 
 async def test_a_terminated_runs_container_is_reaped_past_the_grace_only(
-    temporal_client: Client, engine: Any, temp: Path, with_docker: None
+    temporal_client: Client, engine: Any, temp: Path, with_docker: str
 ) -> None:
-    queue = project_service().task_queue
+    queue = with_docker
     ended = await start(temporal_client, RunRequest("Wait.", follow_ups=True))
     kept = await start(temporal_client, RunRequest("Wait.", follow_ups=True))
 
@@ -193,3 +201,41 @@ async def test_a_terminated_runs_container_is_reaped_past_the_grace_only(
 
 def _ids(engine: Any) -> set[str]:
     return {c.id for c in engine.containers.list(all=True)}
+
+
+async def test_the_workers_schedule_reaps_a_terminated_runs_workspace_by_itself(
+    temporal_client: Client, temp: Path
+) -> None:
+    queue = project_service().task_queue
+    model = Conversing([["echo one"], ["echo two"]])
+    async with running_worker(temporal_client, model) as (client, worker):
+        # The reap runs where the sandboxes are: the host's own queue.
+        where = worker.own.task_queue if worker.own else queue
+        ended = await conversation(client, "First.")
+        kept = await conversation(client, "Second.")
+        await answered(ended, 1)
+        await answered(kept, 1)
+        [ended_workspace] = [
+            s.sandbox.sandbox_id
+            for s in await sandboxes.survey(client)
+            if s.sandbox.workflow_id == ended.id
+        ]
+        # Twice, as two workers of the fleet would: one schedule.
+        every = timedelta(seconds=1)
+        for _ in range(2):
+            made = await sandboxes.schedule_reaping(client, every, where, grace=NOW)
+        await ended.terminate("an operator, in the middle")
+        try:
+            for _ in range(300):
+                if not Path(ended_workspace).exists():
+                    break
+                await asyncio.sleep(0.1)
+            left = [s.sandbox.workflow_id for s in await sandboxes.survey(client)]
+            schedules = [s.id async for s in await client.list_schedules()]
+        finally:
+            await client.get_schedule_handle(made).delete()
+            await kept.terminate()
+
+    assert not Path(ended_workspace).exists()
+    assert left == [kept.id]
+    assert schedules == [sandboxes.schedule_id()]

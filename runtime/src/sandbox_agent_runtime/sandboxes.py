@@ -30,7 +30,16 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.client import Client
+    from temporalio.client import (
+        Client,
+        Schedule,
+        ScheduleActionStartWorkflow,
+        ScheduleAlreadyRunningError,
+        ScheduleIntervalSpec,
+        ScheduleSpec,
+        ScheduleUpdate,
+        ScheduleUpdateInput,
+    )
     from temporalio.service import RPCError, RPCStatusCode
 
     from sandbox_agent_runtime.backends import Found, backend_module
@@ -165,6 +174,55 @@ class ReapSandboxes:
             start_to_close_timeout=timedelta(minutes=5),
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
+
+
+def schedule_id(host: str = "") -> str:
+    """The id of the reaper's schedule: "<service>-reap-sandboxes", and the
+    host's name for sandboxes that live on one host."""
+    return f"{current().name}-reap-sandboxes" + (f"-{host}" if host else "")
+
+
+async def schedule_reaping(
+    client: Client,
+    every: timedelta,
+    activity_queue: str,
+    host: str = "",
+    grace: timedelta = DEFAULT_GRACE,
+) -> str:
+    """Create the reaper's schedule, or make the one there run ``every``
+    (idempotent: every worker of the fleet calls it at start).
+
+    Args:
+        client: a client of the service's namespace.
+        every: how often it reaps.
+        activity_queue: where the reap runs: the service's task queue, or
+            a host's own when the sandboxes live on that host.
+        host: that host, if any.
+        grace: the grace period of each reap.
+
+    Returns:
+        The schedule's id.
+    """
+    queue = current().task_queue
+    seconds = int(grace.total_seconds())
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            ReapSandboxes.run,
+            args=[seconds, activity_queue],
+            id=f"{schedule_id(host)}-run",
+            task_queue=queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+    )
+    try:
+        await client.create_schedule(schedule_id(host), schedule)
+    except ScheduleAlreadyRunningError:
+
+        def updated(_: ScheduleUpdateInput) -> ScheduleUpdate:
+            return ScheduleUpdate(schedule=schedule)
+
+        await client.get_schedule_handle(schedule_id(host)).update(updated)
+    return schedule_id(host)
 
 
 def line(listed: Listed) -> str:
