@@ -24,12 +24,13 @@ from sandbox_agent_runtime.backends import (
     task_queue_key,
     workflow_key,
 )
+from sandbox_agent_runtime.observability import SANDBOXES_REAPED
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, conversation
-from sandbox_agent_runtime.testing.support import running_worker
+from sandbox_agent_runtime.testing.support import metered_client, running_worker
 
 HOUR = timedelta(hours=1)
 NOW = timedelta(0)
@@ -208,7 +209,10 @@ async def test_the_workers_schedule_reaps_a_terminated_runs_workspace_by_itself(
 ) -> None:
     queue = project_service().task_queue
     model = Conversing([["echo one"], ["echo two"]])
-    async with running_worker(temporal_client, model) as (client, worker):
+    async with (
+        metered_client(temporal_client) as (metered, metrics),
+        running_worker(metered, model) as (client, worker),
+    ):
         # The reap runs where the sandboxes are: the host's own queue.
         where = worker.own.task_queue if worker.own else queue
         ended = await conversation(client, "First.")
@@ -231,6 +235,7 @@ async def test_the_workers_schedule_reaps_a_terminated_runs_workspace_by_itself(
                     break
                 await asyncio.sleep(0.1)
             left = [s.sandbox.workflow_id for s in await sandboxes.survey(client)]
+            reaped = await metrics.total(SANDBOXES_REAPED, provider="local")
             schedules = [s.id async for s in await client.list_schedules()]
         finally:
             await client.get_schedule_handle(made).delete()
@@ -238,4 +243,5 @@ async def test_the_workers_schedule_reaps_a_terminated_runs_workspace_by_itself(
 
     assert not Path(ended_workspace).exists()
     assert left == [kept.id]
+    assert reaped == 1
     assert schedules == [sandboxes.schedule_id()]

@@ -577,7 +577,9 @@ async def serve(
             # One schedule for the fleet; one per host for sandboxes on a host.
             own_queue = worker.own.task_queue if worker.own else task_queue
             host_id = settings.host_id if worker.own else ""
-            await schedule_reaping(client, settings.reap_every, own_queue, host_id)
+            await schedule_reaping(
+                client, settings.reap_every, own_queue, host_id, settings.reap_grace
+            )
         registered = sandbox_backends()
         providers = ", ".join(repr(provider) for provider in registered)
         # Only a service with a host-bound backend has a host queue.

@@ -180,6 +180,16 @@ SETTINGS: tuple[Setting, ...] = (
         unit="seconds",
     ),
     Setting(
+        "SANDBOX_REAP_GRACE_SECONDS",
+        ("worker",),
+        "number",
+        "How old the sandbox of a closed run must be before the reaper's schedule removes it.",
+        default=300,
+        low=0,
+        high=604800,
+        unit="seconds",
+    ),
+    Setting(
         "SANDBOX_COMMAND_TIME_LIMIT_SECONDS",
         ("worker",),
         "number",
