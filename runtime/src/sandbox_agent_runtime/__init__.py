@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.run_request import Conversation, FollowUp, RunAnswer, RunRequest
     from sandbox_agent_runtime.sandbox_tools import careful_filesystem, plain_shell
     from sandbox_agent_runtime.sandboxes import cli as sandboxes_cli
+    from sandbox_agent_runtime.sandboxes import main as sandboxes_main
     from sandbox_agent_runtime.service import Price, Service, configure, current
     from sandbox_agent_runtime.starter import cli as starter_cli
     from sandbox_agent_runtime.starter import main as starter_main
@@ -143,6 +144,7 @@ _PUBLIC = {
     "codec_server_cli": "codec_server:cli",
     "histories_cli": "histories:cli",
     "sandboxes_cli": "sandboxes:cli",
+    "sandboxes_main": "sandboxes:main",
     "evals_main": "evals:main",
     "exit_after": "exits",
     "EXIT_COMPLETED": "starter.statuses",
@@ -213,6 +215,7 @@ __all__ = [
     "follow",
     "histories_cli",
     "sandboxes_cli",
+    "sandboxes_main",
     "load_key",
     "mcp_server",
     "plain_shell",
