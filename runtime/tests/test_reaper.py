@@ -30,6 +30,8 @@ from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, conversation
+from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import metered_client, running_worker
 
 HOUR = timedelta(hours=1)
@@ -82,12 +84,16 @@ async def test_a_terminated_runs_workspace_is_reaped_past_the_grace_only(
         # another namespace, both of the run we terminate.
         theirs = workspace_of(temp, "theirs", labels(ended.id, "local", "default", "other-queue"))
         elsewhere = workspace_of(temp, "elsewhere", labels(ended.id, "local", "other", queue))
+        # And one made before sandboxes named their service's queue.
+        unnamed = labels(ended.id, "local", "default", queue)
+        del unnamed[task_queue_key()]
+        older = workspace_of(temp, "older", unnamed)
         await ended.terminate("an operator, in the middle")
 
         listed = {each.sandbox.workflow_id: each.state for each in await sandboxes.survey(client)}
         assert listed == {ended.id: "terminated", kept.id: "running"}
         assert await sandboxes.reap(client, HOUR) == []
-        assert sorted(temp.glob("sandbox-local-*")) == sorted([*made, theirs, elsewhere])
+        assert sorted(temp.glob("sandbox-local-*")) == sorted([*made, theirs, elsewhere, older])
 
         [removed] = await sandboxes.reap(client, NOW)
         left = sorted(temp.glob("sandbox-local-*"))
@@ -97,10 +103,10 @@ async def test_a_terminated_runs_workspace_is_reaped_past_the_grace_only(
     assert removed.sandbox.workflow_id == ended.id and removed.state == "terminated"
     assert Path(removed.sandbox.sandbox_id) in made
     assert left == sorted(
-        [*(w for w in made if str(w) != removed.sandbox.sandbox_id), theirs, elsewhere]
+        [*(w for w in made if str(w) != removed.sandbox.sandbox_id), theirs, elsewhere, older]
     )
     assert not (temp / f".{Path(removed.sandbox.sandbox_id).name}.labels.json").exists()
-    [open_workspace] = [w for w in left if w not in (theirs, elsewhere)]
+    [open_workspace] = [w for w in left if w not in (theirs, elsewhere, older)]
     [printed] = capsys.readouterr().out.splitlines()
     assert printed.split("\t")[:4] == ["local", str(open_workspace), kept.id, "running"]
 
@@ -245,3 +251,37 @@ async def test_the_workers_schedule_reaps_a_terminated_runs_workspace_by_itself(
     assert left == [kept.id]
     assert reaped == 1
     assert schedules == [sandboxes.schedule_id()]
+
+
+async def test_a_worker_with_the_setting_reaps_a_terminated_runs_workspace_by_itself(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The real worker command, SANDBOX_REAP_EVERY_SECONDS set: its schedule
+    removes the workspace of a run terminated in the middle."""
+    address = temporal_client.service_client.config.target_host
+    with scripted_openai_server(["echo one"]) as model:
+        environment = {
+            **service_environment(address, model.url),
+            "TMPDIR": str(tmp_path),
+            "SANDBOX_REAP_EVERY_SECONDS": "1",
+            "SANDBOX_REAP_GRACE_SECONDS": "0",
+        }
+        async with service(WORKER, environment) as worker:
+            await worker.wait_for("Worker polling")
+            handle = await start(temporal_client, RunRequest("Say one.", follow_ups=True))
+            await answered(handle, 1)
+            [workspace] = list(tmp_path.glob("sandbox-local-*"))
+            await handle.terminate("an operator, in the middle")
+            for _ in range(300):
+                if not workspace.exists():
+                    break
+                await asyncio.sleep(0.1)
+            schedules = [s.id async for s in await temporal_client.list_schedules()]
+            for each in schedules:
+                await temporal_client.get_schedule_handle(each).delete()
+
+    assert not workspace.exists()
+    assert not (tmp_path / f".{workspace.name}.labels.json").exists()
+    # One per host: the local backend's workspaces are on the worker's.
+    [schedule] = schedules
+    assert schedule.startswith(f"{sandboxes.schedule_id()}-")
