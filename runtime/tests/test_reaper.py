@@ -27,6 +27,7 @@ from sandbox_agent_runtime.backends import (
 from sandbox_agent_runtime.observability import SANDBOXES_REAPED
 from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.service import current
+from sandbox_agent_runtime.shared import END
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, conversation
@@ -98,7 +99,10 @@ async def test_a_terminated_runs_workspace_is_reaped_past_the_grace_only(
         [removed] = await sandboxes.reap(client, NOW)
         left = sorted(temp.glob("sandbox-local-*"))
         await asyncio.to_thread(sandboxes.main, ["list"])
-        await kept.terminate()
+        # A run that ends as usual removes its workspace and its labels.
+        await kept.execute_update(END)
+        await kept.result()
+        labelled = sorted(temp.glob(".sandbox-local-*.labels.json"))
 
     assert removed.sandbox.workflow_id == ended.id and removed.state == "terminated"
     assert Path(removed.sandbox.sandbox_id) in made
@@ -107,6 +111,7 @@ async def test_a_terminated_runs_workspace_is_reaped_past_the_grace_only(
     )
     assert not (temp / f".{Path(removed.sandbox.sandbox_id).name}.labels.json").exists()
     [open_workspace] = [w for w in left if w not in (theirs, elsewhere, older)]
+    assert labelled == sorted(temp / f".{w.name}.labels.json" for w in (theirs, elsewhere, older))
     [printed] = capsys.readouterr().out.splitlines()
     assert printed.split("\t")[:4] == ["local", str(open_workspace), kept.id, "running"]
 
