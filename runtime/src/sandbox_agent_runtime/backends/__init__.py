@@ -289,16 +289,24 @@ def task_queue_key() -> str:
     return f"{current().name}.task-queue"
 
 
+def service_labels() -> dict[str, str]:
+    """The labels (tags, metadata) naming whose a sandbox created now, in an
+    activity, is: its run's namespace and the service's task queue."""
+    return {
+        namespace_key(): activity.info().workflow_namespace or "",
+        task_queue_key(): current().task_queue,
+    }
+
+
 def run_labels() -> dict[str, str]:
     """The labels (tags, metadata) of a sandbox created now, in the
-    ``<provider>-sandbox_client_create`` activity: its run's workflow id and
-    namespace, the service's task queue and the provider."""
+    ``<provider>-sandbox_client_create`` activity: its run's workflow id, the
+    provider, and ``service_labels()``."""
     info = activity.info()
     return {
         workflow_key(): info.workflow_id or "",
         provider_key(): info.activity_type.removesuffix("-sandbox_client_create"),
-        namespace_key(): info.workflow_namespace or "",
-        task_queue_key(): current().task_queue,
+        **service_labels(),
     }
 
 
