@@ -128,6 +128,15 @@ async def test_a_sandbox_of_a_run_the_namespace_does_not_know_is_reaped(
     assert removed.state == "unknown" and not unknown.exists()
 
 
+async def test_a_backend_that_cannot_list_its_sandboxes_yet_is_passed_over(
+    temporal_client: Client, temp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = replace(current(), providers={**current().providers, "e2b": "e2b"})
+    monkeypatch.setattr(sandboxes, "current", lambda: service)
+
+    assert await sandboxes.reap(temporal_client, NOW) == []
+
+
 def test_bad_grace_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
         sandboxes.main(["reap", "--grace", "soon"])

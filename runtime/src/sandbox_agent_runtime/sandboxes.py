@@ -97,9 +97,12 @@ async def survey(client: Client) -> list[Listed]:
     providers = current().providers
     every: list[Found] = []
     for name in dict.fromkeys(providers.values()):
-        module = backend_module(name)
+        # A backend that cannot list its sandboxes yet (the remote ones) has none here.
+        listing = getattr(backend_module(name), "sandboxes", None)
+        if listing is None:
+            continue
         try:
-            held = await asyncio.to_thread(module.sandboxes)  # type: ignore[attr-defined]
+            held = await asyncio.to_thread(listing)
         except Exception as e:
             raise BackendUnreachable(f"Cannot list the sandboxes of {name}: {e}") from e
         every += [s for s in held if providers.get(s.provider) == name]
