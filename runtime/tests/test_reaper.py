@@ -33,7 +33,7 @@ from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, conversation
 from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
-from sandbox_agent_runtime.testing.support import metered_client, running_worker
+from sandbox_agent_runtime.testing.support import closed_address, metered_client, running_worker
 
 HOUR = timedelta(hours=1)
 NOW = timedelta(0)
@@ -135,6 +135,18 @@ async def test_a_backend_that_cannot_list_its_sandboxes_yet_is_passed_over(
     monkeypatch.setattr(sandboxes, "current", lambda: service)
 
     assert await sandboxes.reap(temporal_client, NOW) == []
+
+
+def test_without_temporal_the_command_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", closed_address())
+    with pytest.raises(SystemExit) as stop:
+        sandboxes.main(["reap"])
+
+    assert isinstance(stop.value.code, str)
+    assert stop.value.code.startswith("Cannot reach Temporal at 127.0.0.1:")
+    assert len(stop.value.code.splitlines()) == 1
 
 
 def test_bad_grace_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

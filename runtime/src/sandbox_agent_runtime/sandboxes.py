@@ -274,6 +274,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         shown = asyncio.run(done())
     except (ConnectionFailed, BackendUnreachable) as e:
         sys.exit(str(e))
+    except RPCError as e:
+        sys.exit(f"Temporal did not say a run's state: {e.message}")
     for listed in shown:
         print(line(listed))
     if arguments.command == "reap":
