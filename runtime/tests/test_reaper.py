@@ -5,6 +5,7 @@ prints each with its run and its state. On the real local backend (a real
 run's workspace) and on the real Docker engine."""
 
 import asyncio
+import dataclasses
 import json
 import tempfile
 import uuid
@@ -15,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents.sandbox.sandboxes.docker import DockerSandboxClientOptions, DockerSandboxSessionState
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime import backends, sandboxes
+from sandbox_agent_runtime.backends import docker as docker_backend
 from sandbox_agent_runtime.backends import (
     namespace_key,
     provider_key,
@@ -207,8 +211,19 @@ async def test_a_terminated_runs_container_is_reaped_past_the_grace_only(
             labels=labels(workflow_id, "docker", namespace, on),
         )
 
+    # The ended run's, as its sandbox_client_create activity makes it.
+    environment = ActivityEnvironment()
+    environment.info = dataclasses.replace(
+        environment.info, workflow_id=ended.id, activity_type="docker-sandbox_client_create"
+    )
+    client = docker_backend.LabelledDockerSandboxClient(engine)
+    session = await environment.run(
+        client.create, options=DockerSandboxClientOptions(image=IMAGE, network_mode="none")
+    )
+    state = session.state
+    assert isinstance(state, DockerSandboxSessionState)
     made = {
-        "ended": container(ended.id),
+        "ended": engine.containers.get(state.container_id),
         "kept": container(kept.id),
         "theirs": container(ended.id, on="other-queue"),
         "elsewhere": container(ended.id, namespace="other"),
