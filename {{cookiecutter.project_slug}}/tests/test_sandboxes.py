@@ -6,7 +6,9 @@ terminated run's workspace and container removed past the grace, never an
 open run's or another service's.)"""
 
 import asyncio
+{%- if "docker" in backends %}
 import os
+{%- endif %}
 import re
 import tempfile
 from pathlib import Path
@@ -39,7 +41,9 @@ async def run(arguments: list[str], temporal_client: Client, tmp: str) -> tuple[
             "PATH": "/usr/bin:/bin",
             "TMPDIR": tmp,
             "TEMPORAL_ADDRESS": temporal_client.service_client.config.target_host,
+{%- if "docker" in backends %}
             **({"DOCKER_HOST": os.environ["DOCKER_HOST"]} if "DOCKER_HOST" in os.environ else {}),
+{%- endif %}
         },
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
