@@ -6,9 +6,11 @@ run's workspace) and on the real Docker engine."""
 
 import asyncio
 import dataclasses
+import gc
 import json
 import tempfile
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -132,10 +134,10 @@ async def test_a_sandbox_of_a_run_the_namespace_does_not_know_is_reaped(
     assert removed.state == "unknown" and not unknown.exists()
 
 
-async def test_a_backend_that_cannot_list_its_sandboxes_yet_is_passed_over(
+async def test_a_backend_that_cannot_list_its_sandboxes_is_passed_over(
     temporal_client: Client, temp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service = replace(current(), providers={**current().providers, "e2b": "e2b"})
+    service = replace(current(), providers={**current().providers, "vercel": "vercel"})
     monkeypatch.setattr(sandboxes, "current", lambda: service)
 
     assert await sandboxes.reap(temporal_client, NOW) == []
@@ -171,10 +173,14 @@ IMAGE = "sandbox-agent-tests:busybox"
 @pytest.fixture
 def engine() -> Iterator[Any]:
     docker = pytest.importorskip("docker")
-    engine = docker.from_env()
     try:
+        engine = docker.from_env()
         engine.ping()
     except docker.errors.DockerException as e:
+        # The failed attempt's socket, collected now rather than blamed on a later test.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
         pytest.skip(f"no Docker engine: {e}")
     if not engine.images.list(name=IMAGE):
         pytest.skip(f"the engine has no {IMAGE}")

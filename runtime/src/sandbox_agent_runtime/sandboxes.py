@@ -97,12 +97,13 @@ async def survey(client: Client) -> list[Listed]:
     providers = current().providers
     every: list[Found] = []
     for name in dict.fromkeys(providers.values()):
-        # A backend that cannot list its sandboxes yet (the remote ones) has none here.
+        # A backend whose provider cannot list sandboxes by what they carry
+        # (Vercel, Cloudflare) has none here: its sandboxes' lifetime ends them.
         listing = getattr(backend_module(name), "sandboxes", None)
         if listing is None:
             continue
         try:
-            held = await asyncio.to_thread(listing)
+            held = await asyncio.to_thread(listing, client.namespace)
         except Exception as e:
             raise BackendUnreachable(f"Cannot list the sandboxes of {name}: {e}") from e
         every += [s for s in held if providers.get(s.provider) == name]

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -124,6 +125,8 @@ async def test_each_sandbox_carries_the_tags_of_its_run(monkeypatch: pytest.Monk
     )
 
     assert session is created
+    made = datetime.fromisoformat(tagged.pop(modal_backend.created_tag()))
+    assert timedelta(0) <= datetime.now(UTC) - made < timedelta(minutes=1)
     assert tagged == {
         modal_backend.workflow_tag(): "run-1",
         modal_backend.provider_tag(): provider,

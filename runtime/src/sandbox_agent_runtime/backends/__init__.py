@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
@@ -298,6 +298,12 @@ def service_labels() -> dict[str, str]:
     }
 
 
+def whose(namespace: str) -> dict[str, str]:
+    """The labels (tags, metadata) a sandbox of this service in ``namespace``
+    carries whatever its run: what a backend asks its provider to list by."""
+    return {namespace_key(): namespace, task_queue_key(): current().task_queue}
+
+
 def run_labels() -> dict[str, str]:
     """The labels (tags, metadata) of a sandbox created now, in the
     ``<provider>-sandbox_client_create`` activity: its run's workflow id, the
@@ -330,6 +336,13 @@ def found(labels: Mapping[str, str], sandbox_id: str, created: datetime) -> Foun
     if labels.get(task_queue_key()) != current().task_queue or not workflow_id or not provider:
         return None
     return Found(provider, sandbox_id, workflow_id, labels.get(namespace_key(), ""), created)
+
+
+def instant(stamp: str | None) -> datetime:
+    """A provider's time of a sandbox's creation, "2026-12-07T16:20:01.123Z"
+    (UTC when it names no zone; none said: now, so the grace period keeps it)."""
+    moment = datetime.fromisoformat(stamp) if stamp else datetime.now(UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def sandbox_backends() -> dict[str, Backend]:

@@ -12,6 +12,10 @@ the worker's client turns them into the SDK's options.
 
 Its options are the worker's environment variables ``BLAXEL_SANDBOX_*``: the
 keys its entry in the catalog (catalog.toml) declares, each with its default there.
+
+Every sandbox carries its run's labels, but Blaxel lists sandboxes without
+filtering by label: ``sandboxes()`` lists every sandbox of the workspace and
+keeps those whose labels name this service and this namespace (the reaper's).
 """
 
 from __future__ import annotations
@@ -31,8 +35,17 @@ from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_client import BaseSandboxClientOptions
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from temporalio import activity
 
-from sandbox_agent_runtime.backends import chosen_options, declared
+from sandbox_agent_runtime.backends import (
+    Found,
+    chosen_options,
+    declared,
+    found,
+    instant,
+    run_labels,
+    whose,
+)
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -116,7 +129,10 @@ class BlaxelOptionsClient(BlaxelSandboxClient):
                 snapshot=snapshot,
                 manifest=manifest,
                 options=BlaxelSandboxClientOptions(
-                    image=options.image, region=options.region, ttl=options.ttl
+                    image=options.image,
+                    region=options.region,
+                    ttl=options.ttl,
+                    labels=run_labels() if activity.in_activity() else None,
                 ),
             )
 
@@ -178,3 +194,31 @@ def sandbox_options() -> BlaxelOptions:
         region=str(chosen["region"]),
         ttl=f"{int(chosen['ttl_seconds'])}s",
     )
+
+
+def sandboxes(namespace: str) -> list[Found]:
+    """Every sandbox of this service and ``namespace`` in Blaxel's workspace:
+    all it lists, kept by their labels (the reaper's; blocking)."""
+    from blaxel.core.sandbox import SyncSandboxInstance
+
+    wanted = whose(namespace).items()
+    every = []
+    for sandbox in SyncSandboxInstance.list().auto_paging_iter():
+        metadata = sandbox.metadata
+        labels = metadata.labels
+        said = labels.to_dict() if hasattr(labels, "to_dict") else dict(labels or {})
+        if wanted <= said.items() and str(sandbox.status) not in GONE:
+            every.append(found(said, metadata.name, instant(metadata.created_at or None)))
+    return [sandbox for sandbox in every if sandbox is not None]
+
+
+def remove(sandbox: Found) -> None:
+    """Delete the sandbox ``sandbox`` (gone already: nothing to do; blocking)."""
+    from blaxel.core.sandbox import SyncSandboxInstance
+
+    try:
+        # The SDK sets `delete` on the class after defining it.
+        SyncSandboxInstance.delete(sandbox.sandbox_id)  # type: ignore[attr-defined]
+    except Exception as error:
+        if getattr(error, "status_code", None) != 404:
+            raise

@@ -9,6 +9,11 @@ creates a sandbox. What a sandbox runs on (its container image, its instance
 type) and how long an idle one lives are the Worker's own settings, in its
 Wrangler configuration. The agent's commands run on Cloudflare's machines,
 never on the worker's. It takes no options.
+
+The Sandbox Service Worker's API neither lists sandboxes nor takes labels
+for one: the reaper does not list Cloudflare's sandboxes (it has no
+``sandboxes()``), and one a run left behind sleeps when idle, as the
+Worker's configuration says.
 """
 
 from __future__ import annotations

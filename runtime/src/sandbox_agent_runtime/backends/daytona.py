@@ -8,6 +8,9 @@ the worker's.
 Its options are the worker's environment variables ``DAYTONA_SANDBOX_*``:
 the
 keys its entry in the catalog (catalog.toml) declares, each with its default there.
+
+Every sandbox carries its run's labels; ``sandboxes()`` asks Daytona for
+those with this service's and this namespace's (the reaper's).
 """
 
 from __future__ import annotations
@@ -22,10 +25,14 @@ from agents.extensions.sandbox.daytona import (
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
+    Found,
     chosen_options,
     declared,
+    found,
+    instant,
     provider_key,
     service_labels,
+    whose,
     workflow_key,
 )
 
@@ -101,3 +108,24 @@ def sandbox_options() -> DaytonaSandboxClientOptions:
         image=chosen["image"] or None,
         sandbox_snapshot_name=chosen["snapshot"] or None,
     )
+
+
+def sandboxes(namespace: str) -> list[Found]:
+    """Every sandbox of this service and ``namespace`` that Daytona holds:
+    those it lists by their labels (the reaper's; blocking)."""
+    import daytona
+
+    held = daytona.Daytona().list(daytona.ListSandboxesQuery(labels=whose(namespace)))
+    every = (found(s.labels, s.id, instant(s.created_at)) for s in held)
+    return [sandbox for sandbox in every if sandbox is not None]
+
+
+def remove(sandbox: Found) -> None:
+    """Delete the sandbox ``sandbox`` (gone already: nothing to do; blocking)."""
+    import daytona
+
+    client = daytona.Daytona()
+    try:
+        client.delete(client.get(sandbox.sandbox_id))
+    except daytona.DaytonaNotFoundError:
+        return

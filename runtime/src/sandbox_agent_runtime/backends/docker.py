@@ -276,15 +276,15 @@ def sandbox_options() -> DockerSandboxClientOptions:
     return DockerSandboxClientOptions(image=str(options()["image"]), network_mode=network_mode())
 
 
-def sandboxes() -> list[Found]:
-    """Every container of this service on the engine (DOCKER_HOST), running
-    or not (the reaper's; blocking)."""
+def sandboxes(namespace: str) -> list[Found]:
+    """Every container of this service and ``namespace`` on the engine
+    (DOCKER_HOST), running or not (the reaper's; blocking)."""
     import docker
 
     engine: Any = docker.from_env()
     containers = engine.containers.list(all=True, filters={"label": workflow_label()})
     every = (found(c.labels, c.id, created(c.attrs["Created"])) for c in containers)
-    return [sandbox for sandbox in every if sandbox is not None]
+    return [s for s in every if s is not None and s.namespace == namespace]
 
 
 def created(stamp: str) -> datetime:

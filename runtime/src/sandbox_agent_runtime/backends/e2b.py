@@ -5,10 +5,14 @@ The agent's commands run on E2B's machines, never on the worker's.
 
 Its options are the worker's environment variables ``E2B_SANDBOX_*``: the
 keys its entry in the catalog (catalog.toml) declares, each with its default there.
+
+Every sandbox carries its run's metadata; ``sandboxes()`` asks E2B for those,
+running or paused, with this service's and this namespace's (the reaper's).
 """
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, Literal
 
 from agents.extensions.sandbox.e2b import E2BSandboxClient, E2BSandboxClientOptions
@@ -18,10 +22,13 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
+    Found,
     chosen_options,
     declared,
+    found,
     provider_key,
     service_labels,
+    whose,
     workflow_key,
 )
 
@@ -114,3 +121,26 @@ def sandbox_options() -> E2BSandboxClientOptions:
         on_timeout=on_timeout,
         pause_on_exit=bool(chosen["pause_on_exit"]),
     )
+
+
+def sandboxes(namespace: str) -> list[Found]:
+    """Every sandbox of this service and ``namespace`` that E2B holds,
+    running or paused: those it lists by their metadata (the reaper's;
+    blocking)."""
+    import e2b
+
+    pages = e2b.Sandbox.list(query=e2b.SandboxQuery(metadata=whose(namespace)))
+    every = []
+    while pages.has_next:
+        for info in pages.next_items():
+            started = info.started_at
+            created = started if started.tzinfo else started.replace(tzinfo=UTC)
+            every.append(found(info.metadata, info.sandbox_id, created))
+    return [sandbox for sandbox in every if sandbox is not None]
+
+
+def remove(sandbox: Found) -> None:
+    """End the sandbox ``sandbox`` (gone already: nothing to do; blocking)."""
+    import e2b
+
+    e2b.Sandbox.kill(sandbox.sandbox_id)

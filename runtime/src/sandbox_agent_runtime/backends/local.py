@@ -130,9 +130,9 @@ class LocalWorkspaceClient(UnixLocalSandboxClient):
         return deleted
 
 
-def sandboxes() -> list[Found]:
-    """Every workspace of this service on this host: those with labels
-    (the reaper's; blocking)."""
+def sandboxes(namespace: str) -> list[Found]:
+    """Every workspace of this service and ``namespace`` on this host: those
+    with labels (the reaper's; blocking)."""
     every = []
     for labels in Path(tempfile.gettempdir()).glob(f".{WORKSPACE_PREFIX}*.labels.json"):
         workspace = labels.with_name(labels.name[1:].removesuffix(".labels.json"))
@@ -143,7 +143,7 @@ def sandboxes() -> list[Found]:
             continue  # removed meanwhile, or not ours to read
         if isinstance(said, dict):
             every.append(found(said, str(workspace), created))
-    return [sandbox for sandbox in every if sandbox is not None]
+    return [s for s in every if s is not None and s.namespace == namespace]
 
 
 def remove(sandbox: Found) -> None:

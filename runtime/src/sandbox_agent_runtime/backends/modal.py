@@ -9,10 +9,15 @@ worker's.
 
 Its options are the worker's environment variables ``MODAL_SANDBOX_*``: the
 keys its entry in the catalog (catalog.toml) declares, each with its default there.
+
+Every sandbox carries its run's tags, and the time it was tagged (Modal's SDK
+does not say when a sandbox was created); ``sandboxes()`` asks Modal for the
+running ones with this service's and this namespace's tags (the reaper's).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agents.extensions.sandbox.modal import (
@@ -26,12 +31,17 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
+    Found,
     chosen_options,
     declared,
+    found,
+    instant,
     provider_key,
     service_labels,
+    whose,
     workflow_key,
 )
+from sandbox_agent_runtime.service import current
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -79,6 +89,11 @@ workflow_tag = workflow_key
 provider_tag = provider_key
 
 
+def created_tag() -> str:
+    """The tag saying when a sandbox was made: "<service>.created-at"."""
+    return f"{current().name}.created-at"
+
+
 class TaggedModalSandboxClient(ModalSandboxClient):
     """The SDK's Modal client, whose sandboxes carry the run's tags."""
 
@@ -96,6 +111,7 @@ class TaggedModalSandboxClient(ModalSandboxClient):
             workflow_tag(): info.workflow_id,
             provider_tag(): info.activity_type.removesuffix("-sandbox_client_create"),
             **service_labels(),
+            created_tag(): datetime.now(UTC).isoformat(timespec="seconds"),
         }
         # The SDK's session keeps Modal's own handle of the sandbox.
         sandbox = getattr(session._inner, "_sandbox", None)
@@ -124,3 +140,26 @@ def sandbox_options() -> ModalSandboxClientOptions:
     return ModalSandboxClientOptions(
         app_name=str(chosen["app_name"]), timeout=int(chosen["timeout_seconds"])
     )
+
+
+def sandboxes(namespace: str) -> list[Found]:
+    """Every running sandbox of this service and ``namespace`` in Modal:
+    those it lists by their tags (the reaper's; blocking). One without its
+    time is taken as made now: the grace period keeps it."""
+    import modal
+
+    every = []
+    for sandbox in modal.Sandbox.list(tags=whose(namespace)):
+        tags = sandbox.get_tags()
+        every.append(found(tags, sandbox.object_id, instant(tags.get(created_tag()))))
+    return [sandbox for sandbox in every if sandbox is not None]
+
+
+def remove(sandbox: Found) -> None:
+    """End the sandbox ``sandbox`` (gone already: nothing to do; blocking)."""
+    import modal
+
+    try:
+        modal.Sandbox.from_id(sandbox.sandbox_id).terminate()
+    except modal.exception.NotFoundError:
+        return

@@ -6,10 +6,16 @@ commands run on Runloop's machines, never on the worker's.
 
 Its options are the worker's environment variables ``RUNLOOP_SANDBOX_*``: the
 keys its entry in the catalog (catalog.toml) declares, each with its default there.
+
+Every devbox carries its run's metadata, but Runloop lists devboxes by
+status only: ``sandboxes()`` lists every devbox of the account that is not
+shut down and keeps those whose metadata names this service and this
+namespace (the reaper's).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agents.extensions.sandbox.runloop import (
@@ -24,10 +30,13 @@ from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
 from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
+    Found,
     chosen_options,
     declared,
+    found,
     provider_key,
     service_labels,
+    whose,
     workflow_key,
 )
 
@@ -121,3 +130,32 @@ def sandbox_options() -> RunloopSandboxClientOptions:
             keep_alive_time_seconds=int(chosen["keep_alive_seconds"])
         ),
     )
+
+
+# What Runloop says of a devbox that is over: nothing left to shut down.
+OVER = frozenset({"shutdown", "failure"})
+
+
+def sandboxes(namespace: str) -> list[Found]:
+    """Every devbox of this service and ``namespace`` that Runloop runs:
+    the account's devboxes that are not over, kept by their metadata (the
+    reaper's; blocking)."""
+    import runloop_api_client
+
+    wanted = whose(namespace).items()
+    every = (
+        found(devbox.metadata, devbox.id, datetime.fromtimestamp(devbox.create_time_ms / 1000, UTC))
+        for devbox in runloop_api_client.Runloop().devboxes.list()
+        if devbox.status not in OVER and wanted <= devbox.metadata.items()
+    )
+    return [sandbox for sandbox in every if sandbox is not None]
+
+
+def remove(sandbox: Found) -> None:
+    """Shut the devbox ``sandbox`` down (gone already: nothing to do; blocking)."""
+    import runloop_api_client
+
+    try:
+        runloop_api_client.Runloop().devboxes.shutdown(sandbox.sandbox_id)
+    except runloop_api_client.NotFoundError:
+        return

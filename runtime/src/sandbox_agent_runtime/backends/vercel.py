@@ -7,6 +7,11 @@ agent's commands run on Vercel's machines, never on the worker's.
 
 Its options are the worker's environment variables ``VERCEL_SANDBOX_*``: the
 keys its entry in the catalog (catalog.toml) declares, each with its default there.
+
+Vercel's API takes no labels, tags or metadata for a sandbox, so nothing on
+one says which service, namespace or run made it: the reaper does not list
+Vercel's sandboxes (it has no ``sandboxes()``), and one a run left behind
+stops at its lifetime (``timeout_seconds``).
 """
 
 from __future__ import annotations
@@ -59,8 +64,9 @@ def sandbox_lifetime_seconds() -> int:
 
 def sandbox_client(settings: WorkerSettings) -> VercelSandboxClient:
     """Build the client the worker registers (runs on the worker only); it
-    takes none of the worker's settings. Vercel's sandboxes carry no labels:
-    see docs/operations.md for finding those a run left behind."""
+    takes none of the worker's settings. Vercel's sandboxes carry no labels
+    (its API takes none): see docs/operations.md for finding those a run
+    left behind."""
     return VercelSandboxClient()
 
 
