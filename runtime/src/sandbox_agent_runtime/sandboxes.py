@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from temporalio.service import RPCError, RPCStatusCode
 
-    from sandbox_agent_runtime.backends import Found, backend_module
+    from sandbox_agent_runtime.backends import Backend, Found, backend_module
     from sandbox_agent_runtime.connection import ConnectionFailed, connect
     from sandbox_agent_runtime.exits import exit_after
     from sandbox_agent_runtime.observability import SANDBOXES_REAPED
@@ -84,6 +85,16 @@ async def run_state(client: Client, workflow_id: str) -> str:
     return described.status.name.lower() if described.status else UNKNOWN
 
 
+def missing_credentials(backend: Backend) -> str | None:
+    """What ``backend`` needs in the environment to reach its provider and
+    lacks ("DAYTONA_API_KEY or ... (where to get it)"), or None."""
+    needed = backend.REQUIRED_ENVIRONMENT
+    if not needed or any(all(os.environ.get(n, "").strip() for n in names) for names in needed):
+        return None
+    alternatives = " or ".join(" with ".join(names) for names in needed)
+    return f"{alternatives} ({backend.CREDENTIALS_URL})"
+
+
 async def survey(client: Client) -> list[Listed]:
     """Every sandbox of this service in the client's namespace on each of its
     backends, with its run's state.
@@ -99,9 +110,12 @@ async def survey(client: Client) -> list[Listed]:
     for name in dict.fromkeys(providers.values()):
         # A backend whose provider cannot list sandboxes by what they carry
         # (Vercel, Cloudflare) has none here: its sandboxes' lifetime ends them.
-        listing = getattr(backend_module(name), "sandboxes", None)
+        backend = backend_module(name)
+        listing = getattr(backend, "sandboxes", None)
         if listing is None:
             continue
+        if lacking := missing_credentials(backend):
+            raise BackendUnreachable(f"Cannot list the sandboxes of {name}: set {lacking}")
         try:
             held = await asyncio.to_thread(listing, client.namespace)
         except Exception as e:

@@ -36,7 +36,7 @@ from sandbox_agent_runtime.backends import (
 )
 from sandbox_agent_runtime.backends import modal as modal_backend
 from sandbox_agent_runtime.service import current
-from sandbox_agent_runtime.testing.support import SETTINGS
+from sandbox_agent_runtime.testing.support import CREDENTIALS, SETTINGS
 
 HOUR = timedelta(hours=1)
 LONG_AGO = datetime.now(UTC) - 2 * HOUR
@@ -221,6 +221,8 @@ def alone(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
     def only(name: str) -> None:
         service = replace(current(), providers={name: name})
         monkeypatch.setattr(sandboxes, "current", lambda: service)
+        for variable, value in CREDENTIALS.items():
+            monkeypatch.setenv(variable, value)
 
     return only
 
@@ -348,3 +350,30 @@ async def test_a_provider_that_cannot_list_by_label_is_passed_over(
 
     assert not hasattr(backends.backend_module(name), "sandboxes")
     assert await sandboxes.reap(temporal_client, timedelta(0)) == []
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_without_the_providers_credentials_the_command_says_which_in_one_line(
+    temporal_client: Client,
+    name: str,
+    alone: Callable[[str], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alone(name)
+    provider = Provider()
+    SCRIPTS[name](provider, monkeypatch)
+    module: Any = backends.backend_module(name)
+    for names in module.REQUIRED_ENVIRONMENT:
+        for variable in names:
+            monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_client.service_client.config.target_host)
+    with pytest.raises(SystemExit) as stop:
+        sandboxes.main(["list"])
+
+    [first, *_] = module.REQUIRED_ENVIRONMENT
+    assert isinstance(stop.value.code, str)
+    assert stop.value.code.startswith(f"Cannot list the sandboxes of {name}: set {first[0]}")
+    assert stop.value.code.endswith(f"({module.CREDENTIALS_URL})")
+    assert len(stop.value.code.splitlines()) == 1
+    # Its provider was never asked.
+    assert provider.asked == []
