@@ -173,15 +173,18 @@ IMAGE = "sandbox-agent-tests:busybox"
 @pytest.fixture
 def engine() -> Iterator[Any]:
     docker = pytest.importorskip("docker")
+    unreachable = ""
     try:
         engine = docker.from_env()
         engine.ping()
     except docker.errors.DockerException as e:
+        unreachable = str(e)
+    if unreachable:
         # The failed attempt's socket, collected now rather than blamed on a later test.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
             gc.collect()
-        pytest.skip(f"no Docker engine: {e}")
+        pytest.skip(f"no Docker engine: {unreachable}")
     if not engine.images.list(name=IMAGE):
         pytest.skip(f"the engine has no {IMAGE}")
     yield engine
