@@ -12,7 +12,10 @@ each activity and local activity scheduled, each signal and update received,
 each timer the run waits with, each child workflow started or signalled.
 Temporal Cloud also bills retries of an activity, queries, rejected updates
 and heartbeats past the first, which the workflow cannot see: the count is
-what the run's own history holds, a floor of what Cloud bills.
+what the run's own history holds, a floor of what Cloud bills. The agents
+plugin carries ``CountsActions``, so a replayer counts as the worker did. The
+rates are the worker's settings: the workers of one build share them, as they
+share PRICES (a money budget's stop depends on them).
 """
 
 from __future__ import annotations
