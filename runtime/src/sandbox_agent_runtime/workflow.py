@@ -475,6 +475,8 @@ class AgentWorkflow:
     ) -> None:
         # Once the updates being handled are done: what they change is handed on.
         await workflow.wait_condition(workflow.all_handlers_finished)
+        # What the run used so far, handed on with its sandbox's clock.
+        self._charge()
         handed = interruptions.carried(
             conversation,
             self.sandbox,
@@ -489,7 +491,6 @@ class AgentWorkflow:
             waiting=waiting,
             agent=agent,
         )
-        self._charge()
         since = self.meter.since.isoformat() if self.meter.since is not None else ""
         handed = dataclasses.replace(handed, skills=self.input_skills, sandbox_since=since)
         memo = self.progress.chain_memo(self.usage, request.follow_ups)
