@@ -256,17 +256,17 @@ def record_charge(charge: Charge) -> None:
     """Record what a run used of its sandbox and of Temporal since its last
     charge in the worker's metrics (replay-safe)."""
     meter = workflow.metric_meter()
+    # Each cost beside what it prices, 0 at a rate of 0: the dashboard's
+    # cost panel has each part's series.
     if charge.sandbox_seconds:
         meter.create_histogram_float(
             SANDBOX_SECONDS, "Seconds runs held a sandbox, at each charge", unit="s"
         ).record(charge.sandbox_seconds)
-    if charge.sandbox_usd:
         meter.create_histogram_float(
             SANDBOX_COST, "What the sandboxes' time cost, at each backend's rate", unit="USD"
         ).record(charge.sandbox_usd)
     if charge.actions:
         meter.create_counter(TEMPORAL_ACTIONS, "Temporal actions the runs made").add(charge.actions)
-    if charge.actions_usd:
         meter.create_histogram_float(
             ACTIONS_COST, "What the Temporal actions cost, at the service's rate", unit="USD"
         ).record(charge.actions_usd)
