@@ -206,6 +206,9 @@ def agents_plugin(
     # A prompt's nested runs (a guardrail's, an agent's called as a tool)
     # count into its usage and budget, in a worker and a replayer alike.
     plugin.run_context = counting_nested_runs(plugin.run_context)
+    # A run's Temporal actions, counted in a worker and a replayer alike
+    # (costs.py): a replay counts what the run counted.
+    plugin.interceptors = [*(plugin.interceptors or []), CountsActions()]
     return plugin
 
 
@@ -424,7 +427,6 @@ def build_worker(
             workflow_runner=workflow_runner(),
             activities=[reap_sandboxes, callback, *tool_activities],
             interceptors=[
-                CountsActions(),
                 SandboxOperationMeter(),
                 *model_calls,
                 ChecksTheAnswer(),
@@ -461,7 +463,6 @@ def build_worker(
         # Outermost first: an operation for another host is refused before
         # it is counted or run.
         interceptors=[
-            CountsActions(),
             affinity.HostFirst(host),
             meter,
             *model_calls,
