@@ -245,8 +245,13 @@ async def test_a_prompt_stopped_at_its_budget_says_so_and_a_follow_up_goes_on(
     assert first[-1].data["text"].startswith("stopped: token budget reached: ")
     assert stopped["answer"]["stopped"] == stopped["answer"]["text"]
     assert stopped["answer"]["stopped"].endswith(" of 1 tokens (the prompt's own token budget)")
-    # The usage shows its cost: none here, the stand-in's model has no price.
-    assert stopped["usage"]["model_calls"] == 1 and stopped["usage"]["cost_usd"] is None
+    # The usage shows its cost: none here, the stand-in's model has no price;
+    # its sandbox's time and its actions are there (at 0 USD: a local
+    # sandbox, a self-hosted server), and no total without the tokens'.
+    usage = stopped["usage"]
+    assert usage["model_calls"] == 1 and usage["cost_usd"] is None
+    assert usage["sandbox_seconds"] > 0 and usage["actions"] > 0
+    assert usage["sandbox_usd"] == usage["actions_usd"] == 0 and usage["total_usd"] is None
     assert sent.status_code == 202, sent.text
     assert second[-1].data["prompt"] == 2 and going_on["answer"]["stopped"] == ""
 

@@ -21,13 +21,23 @@ import pytest
 from agents import ModelResponse, Usage
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from prometheus_client.parser import text_string_to_metric_families
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
 
+from sandbox_agent_runtime.backends import variable
 from sandbox_agent_runtime.capacity import PooledOpenAIProvider
 from sandbox_agent_runtime.model_api import MOST_TOKENS, within_bounds
-from sandbox_agent_runtime.observability import BUDGETS_REACHED, MODEL_COST
+from sandbox_agent_runtime.observability import (
+    ACTIONS_COST,
+    BUDGETS_REACHED,
+    MODEL_COST,
+    SANDBOX_COST,
+    SANDBOX_SECONDS,
+    TEMPORAL_ACTIONS,
+    TOKENS_ONLY,
+)
 from sandbox_agent_runtime.run_request import RunRequest
-from sandbox_agent_runtime.service import Budget, Service, budgets_given, cost_of
+from sandbox_agent_runtime.service import Budget, Service, budgets_given, cost_of, usd
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import EXIT_USAGE, start, usage_line
 from sandbox_agent_runtime.testing import project, project_service
@@ -40,6 +50,7 @@ from sandbox_agent_runtime.testing.support import (
     metered_client,
     running_worker,
     runs_of_chain,
+    settings_with,
 )
 from sandbox_agent_runtime.testing.workspace_agents import PRICED_MODEL, PricedAgentWorkflow
 
@@ -47,7 +58,8 @@ from sandbox_agent_runtime.testing.workspace_agents import PRICED_MODEL, PricedA
 BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
 USAGE_LINE = re.compile(
     r"Usage: [\d,]+ model calls?, [\d,]+ input tokens( \([\d,]+ cached\))?, [\d,]+ output "
-    r"tokens, (\$\d+\.\d+|cost n/a)"
+    r"tokens, (\$\d+\.\d+|cost n/a); sandbox [\d,.]+ s, \$\d+\.\d+; [\d,]+ Temporal actions?, "
+    r"\$\d+\.\d+; total (\$\d+\.\d+|n/a)"
 )
 
 
@@ -97,7 +109,8 @@ async def test_a_token_budget_stops_the_prompt_its_workspace_kept_for_a_follow_u
     )
     assert "echo never-run" not in "\n".join(stopped.output)
     # The usage line follows, with no price for this model.
-    assert USAGE_LINE.fullmatch(stopped.output[-1]) and stopped.output[-1].endswith("cost n/a")
+    assert USAGE_LINE.fullmatch(stopped.output[-1]) and stopped.output[-1].endswith("total n/a")
+    assert "output tokens, cost n/a; " in stopped.output[-1]
     # The follow-up goes on in the same workspace, with its own budget.
     assert followed_status == 0, followed.output
     assert "prompt 2: kept-at-the-budget" in "\n".join(followed.output)
@@ -289,19 +302,115 @@ async def test_a_money_budget_stops_the_prompt_and_the_cost_shows_in_memo_line_a
         == answer.answer
         == (f"stopped: cost budget reached: ${cost:.4f} of $0.0001 (the prompt's own cost budget)")
     )
-    assert usage == {
+    tokens = {key: usage[key] for key in TOKENS_ONLY}
+    assert tokens == {
         "model_calls": 1,
         "input_tokens": call.input_tokens,
         "output_tokens": call.output_tokens,
         "cached_input_tokens": cached,
         "cost_usd": pytest.approx(cost),
     }
-    assert line == (
+    # A local sandbox and a self-hosted server cost nothing by default.
+    assert usage["sandbox_usd"] == usage["actions_usd"] == 0.0
+    assert usage["total_usd"] == pytest.approx(cost)
+    assert line.startswith(
         f"Usage: 1 model call, {call.input_tokens:,} input tokens ({cached:,} cached), "
-        f"{call.output_tokens:,} output tokens, ${cost:.4f}"
+        f"{call.output_tokens:,} output tokens, ${cost:.4f}; sandbox "
     )
+    assert line.endswith(f", $0.0000; total ${cost:.4f}")
     assert stopped == 1
     assert cost_total == pytest.approx(cost)
+
+
+# The events of a run's history that Temporal Cloud bills as actions, and
+# markers that are not (a patch's).
+BILLED = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+    EventType.EVENT_TYPE_TIMER_STARTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+    EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED,
+    EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
+}
+
+
+def billed(history: WorkflowHistory) -> int:
+    """The actions ``history`` holds: its billed events, and each local
+    activity's marker."""
+    return sum(
+        event.event_type in BILLED
+        or (
+            event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and event.marker_recorded_event_attributes.marker_name == "core_local_activity"
+        )
+        for event in history.events
+    )
+
+
+# The sandbox at $36,000 an hour ($10 a second), an action at a millionth of
+# a dollar: a money budget of a cent is passed by the sandbox's time alone.
+EXPENSIVE = {
+    variable(project_service().providers[project_service().sandbox_provider], "usd_per_hour"): (
+        "36000"
+    ),
+    "TEMPORAL_USD_PER_MILLION_ACTIONS": "1",
+}
+
+
+async def test_a_money_budget_counts_the_sandboxs_time_and_the_actions_and_shows_each_part(
+    temporal_client: Client,
+) -> None:
+    model = ScriptedModel(["echo one", "echo never-run"])
+    async with (
+        metered_client(temporal_client) as (client, metrics),
+        running_worker(
+            client, model, workflows=[PricedAgentWorkflow], settings=settings_with(EXPENSIVE)
+        ) as (plugged, _),
+    ):
+        handle = await start(plugged, RunRequest("Count.", cost_budget_usd=0.01))
+        answer = await handle.result()
+        usage = (await (await handle.describe()).memo())[USAGE_MEMO]
+        history = await handle.fetch_history()
+        line = await usage_line(plugged, handle.id)
+        served_parts = [
+            await served(metrics, f"{SANDBOX_SECONDS}_sum"),
+            await served(metrics, f"{SANDBOX_COST}_sum"),
+            await metrics.total(TEMPORAL_ACTIONS),
+            await served(metrics, f"{ACTIONS_COST}_sum"),
+        ]
+        stopped = await metrics.total(BUDGETS_REACHED, kind="cost")
+
+    # The workspace is prepared before the first model call: by then the
+    # sandbox's time alone has passed the budget, and no call is made.
+    assert model.reported == [] and usage["model_calls"] == 0 and usage["cost_usd"] is None
+    assert usage["sandbox_usd"] >= 0.01
+    assert usage["sandbox_usd"] == pytest.approx(usage["sandbox_seconds"] * 10)
+    # Its actions are what its history holds that Temporal Cloud bills: its
+    # start, each activity and local activity (the sandbox's operations).
+    assert usage["actions"] == billed(history) >= 3
+    assert usage["actions_usd"] == pytest.approx(usage["actions"] / 1_000_000)
+    total = usage["sandbox_usd"] + usage["actions_usd"]
+    assert usage["total_usd"] == pytest.approx(total)
+    reason = re.fullmatch(
+        r"stopped: cost budget reached: \$([\d.]+) of \$0\.0100 \(the prompt's own cost budget\)",
+        str(answer.stopped),
+    )
+    assert reason is not None, answer.stopped
+    assert 0.01 <= float(reason[1]) <= total + 0.005
+    assert stopped == 1
+    # Each part in the usage line, and in the worker's metrics.
+    assert line == (
+        "Usage: 0 model calls, 0 input tokens, 0 output tokens, cost n/a; "
+        f"sandbox {usage['sandbox_seconds']:,.1f} s, {usd(usage['sandbox_usd'])}; "
+        f"{usage['actions']:,} Temporal actions, {usd(usage['actions_usd'])}; total {usd(total)}"
+    )
+    assert served_parts == [
+        pytest.approx(usage["sandbox_seconds"]),
+        pytest.approx(usage["sandbox_usd"]),
+        usage["actions"],
+        pytest.approx(usage["actions_usd"]),
+    ]
 
 
 async def test_negative_usage_from_the_endpoint_counts_as_none_and_the_budget_holds(
@@ -331,7 +440,7 @@ async def test_negative_usage_from_the_endpoint_counts_as_none_and_the_budget_ho
         f"stopped: cost budget reached: ${cost:.4f} of $0.0050 (the prompt's own cost budget)"
     )
     assert endpoint.requests == 1
-    assert usage == {
+    assert {key: usage[key] for key in TOKENS_ONLY} == {
         "model_calls": 1,
         "input_tokens": 0,
         "output_tokens": 5_000,

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from sandbox_agent_runtime import service
-from sandbox_agent_runtime.backends import Option, backend_module, use_options
+from sandbox_agent_runtime.backends import (
+    RATE,
+    Option,
+    backend_module,
+    sandbox_usd_per_hour,
+    use_options,
+)
 from sandbox_agent_runtime.catalog import BACKENDS, CATALOG
 from sandbox_agent_runtime.testing.support import SETTINGS
 
@@ -78,7 +84,28 @@ def test_every_option_the_catalog_declares_changes_what_a_run_is_sent(name: str)
     chosen = {key: option.default_value() for key, option in module.OPTIONS.items()}
     defaults = sent(name, chosen)
     for key, option in module.OPTIONS.items():
+        if key == RATE:
+            continue  # not sent: what the run is charged (the next test)
         assert sent(name, {**chosen, key: another_value(option)}) != defaults, (name, key)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_every_backends_rate_is_what_its_sandboxes_time_is_charged_at_and_has_its_source(
+    name: str,
+) -> None:
+    module = backend_module(name)
+    declared = CATALOG[name].options[RATE]
+    chosen = {key: option.default_value() for key, option in module.OPTIONS.items()}
+    # A rate other than 0 is a provider's published one, and names where.
+    assert float(declared["default"]) == 0.0 or declared["source"].startswith("https://"), name
+    assert float(declared["default"]) > 0.0 or name not in ("e2b", "daytona"), name
+    assert float(declared["default"]) == 0.0 or name not in ("local", "docker"), name
+    try:
+        assert sandbox_usd_per_hour(name) == float(declared["default"])
+        use_options({name: {**chosen, RATE: module.OPTIONS[RATE].parse("0.25")}})
+        assert sandbox_usd_per_hour(name) == 0.25
+    finally:
+        use_options({})
 
 
 @pytest.mark.parametrize("name", [name for name in BACKENDS if CATALOG[name].longest_lifetime()])

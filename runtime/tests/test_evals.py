@@ -15,6 +15,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
+from sandbox_agent_runtime.backends import RATE, variable
 from sandbox_agent_runtime.evals import EXIT_DONE, EXIT_REGRESSION, EXIT_USAGE, answers, main
 from sandbox_agent_runtime.evals.dataset import load
 from sandbox_agent_runtime.evals.report import Price, build, write
@@ -23,7 +24,7 @@ from sandbox_agent_runtime.evals.runner import Grader, prepare, run_all
 from sandbox_agent_runtime.shared import SERVICE_MEMO
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.eval_model import EvalModel
-from sandbox_agent_runtime.testing.support import running_worker
+from sandbox_agent_runtime.testing.support import running_worker, settings_with
 
 DATASET = """
 description: the tests' tasks
@@ -109,7 +110,14 @@ async def test_a_dataset_runs_through_the_service_and_its_report_says_what_happe
     temporal_client: Client, tmp_path: Path
 ) -> None:
     cases = load(dataset(tmp_path))
-    async with running_worker(temporal_client, EvalModel(SCRIPTS)) as (client, _):
+    # Its sandboxes and actions at a rate, so each part of the cost counts.
+    rates = settings_with(
+        {
+            variable(project_service().backends[0], RATE): "3.6",
+            "TEMPORAL_USD_PER_MILLION_ACTIONS": "1000",
+        }
+    )
+    async with running_worker(temporal_client, EvalModel(SCRIPTS), settings=rates) as (client, _):
         attempts = await run_all(
             client, prepare(cases, False), 5, 4, "scripted", PRICES, None, grader=grader(GRADE)
         )
@@ -139,6 +147,12 @@ async def test_a_dataset_runs_through_the_service_and_its_report_says_what_happe
     # Turns, tokens and cost, from each run's usage and the price table.
     writes = cases_found["writes-ok"]
     assert writes["turns"] == 2 and writes["input_tokens"] > 0 and writes["cost"] > 0  # type: ignore[operator]
+    # The cost is the whole run's: its tokens', its sandbox's time, its actions.
+    assert writes["sandbox_seconds"] > 0 and writes["actions"] > 0  # type: ignore[operator]
+    parts = [writes["token_cost"], writes["sandbox_cost"], writes["actions_cost"]]
+    assert all(part > 0 for part in parts)  # type: ignore[operator]
+    assert writes["sandbox_cost"] == pytest.approx(writes["sandbox_seconds"] * 0.001)  # type: ignore[operator]
+    assert writes["cost"] == pytest.approx(sum(parts))  # type: ignore[arg-type]
     assert sorted(path.name for path in written) == ["report.html", "report.json", "report.md"]
     # The rubric, graded by a model given the task, the rubric and each answer; apart from the checks.
     assert writes["rubric"] == 0.75 and report["rubric"] == 0.75

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 from sandbox_agent_runtime.evals.compare import compare
-from sandbox_agent_runtime.evals.report import Attempt, Price, build, cost_of, write
+from sandbox_agent_runtime.evals.report import (
+    PARTS,
+    Attempt,
+    Price,
+    build,
+    cost_of,
+    markdown,
+    write,
+)
 from sandbox_agent_runtime.evals.stats import wilson
 
 
@@ -206,6 +214,39 @@ def test_a_drop_within_the_intervals_is_not() -> None:
     assert status == 0
     assert lines[0].startswith("a: worse: pass rate 100% -> 60% (-40 points, within the intervals)")
     assert lines[-1] == "No regression: nothing got worse beyond the intervals."
+
+
+def test_each_part_of_the_cost_is_in_the_report_and_its_comparison() -> None:
+    parts = {
+        "token_cost": 0.01,
+        "sandbox_seconds": 30.0,
+        "sandbox_cost": 0.009,
+        "actions": 40,
+        "actions_cost": 0.001,
+    }
+    old = report_of([attempt("a", n, True, **parts) for n in (1, 2)])
+    # Added up over the report, a mean over each case's attempts.
+    assert {part: old[part] for part in PARTS} == pytest.approx(
+        {key: value * 2 for key, value in parts.items()}
+    )
+    assert {part: old["cases"][0][part] for part in PARTS} == pytest.approx(parts)
+    assert (
+        "cost $0.0400 (tokens $0.0200, sandbox $0.0180 for 60.0 s, 80 Temporal actions $0.0020)"
+        in markdown(old)
+    )
+    new = report_of([attempt("a", n, True, **{**parts, "sandbox_cost": 0.018}) for n in (1, 2)])
+    lines, _ = compare(old, new)
+    assert lines[0] == (
+        "a: unchanged: pass rate 100%; cost $0.0200 (unchanged) (tokens' cost $0.0100 "
+        "(unchanged), sandbox cost $0.0090 -> $0.0180 (+100%), actions' cost $0.0010 "
+        "(unchanged)); time 10.0 s (unchanged)"
+    )
+    # A report made before the parts were counted is compared on its cost alone.
+    before = {key: value for key, value in old.items() if key not in PARTS}
+    before["cases"] = [
+        {key: value for key, value in case.items() if key not in PARTS} for case in old["cases"]
+    ]
+    assert "tokens' cost" not in compare(before, before)[0][0]
 
 
 def test_equal_reports_compare_clean() -> None:

@@ -96,6 +96,7 @@ class Tally:
 # The starter's last line after an answer.
 USAGE_PRINTED = (
     r"Usage: [\d,]+ model calls?, [\d,]+ input tokens, [\d,]+ output tokens, (\$[\d.]+|cost n/a)"
+    r"; sandbox [\d,.]+ s, \$[\d.]+; [\d,]+ Temporal actions?, \$[\d.]+; total (\$[\d.]+|n/a)"
 )
 
 

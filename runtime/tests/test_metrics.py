@@ -31,6 +31,7 @@ from sandbox_agent_runtime.observability import (
     OUTPUT_TOKENS,
     RUNS,
     SANDBOX_OPERATIONS,
+    TOKENS_ONLY,
     metrics_runtime,
     trace_to,
 )
@@ -153,7 +154,7 @@ async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
         # The latest run's memo holds the whole chain's usage...
         description = await plugged.get_workflow_handle(handle.id).describe()
         usage: dict[str, Any] = (await description.memo())[USAGE_MEMO]
-        assert usage == {
+        assert {key: usage[key] for key in TOKENS_ONLY} == {
             "model_calls": len(model.reported),
             "input_tokens": sum(u.input_tokens for u in model.reported),
             "output_tokens": sum(u.output_tokens for u in model.reported),
@@ -161,11 +162,24 @@ async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
             # The stand-in's model has no price in its PRICES.
             "cost_usd": None,
         }
+        # The sandbox's time across the chain: it lived from the first run to
+        # the last, its clock handed on at each continue-as-new; and at least
+        # each run's start and each model call are actions.
+        first = await plugged.get_workflow_handle(
+            handle.id, run_id=handle.first_execution_run_id
+        ).describe()
+        assert first.start_time is not None and description.close_time is not None
+        span = (description.close_time - first.start_time).total_seconds()
+        assert 0.8 * span <= usage["sandbox_seconds"] <= span
+        assert usage["actions"] >= len(runs) + len(model.reported)
+        assert usage["total_usd"] is None
         # ...and the starter prints it.
         line = await usage_line(plugged, handle.id)
-        assert line == (
+        assert line.startswith(
             f"Usage: {usage['model_calls']:,} model calls, {usage['input_tokens']:,} input "
-            f"tokens, {usage['output_tokens']:,} output tokens, cost n/a"
+            f"tokens, {usage['output_tokens']:,} output tokens, cost n/a; "
+            f"sandbox {usage['sandbox_seconds']:,.1f} s, $0.0000; "
+            f"{usage['actions']:,} Temporal actions, $0.0000; total n/a"
         )
 
 

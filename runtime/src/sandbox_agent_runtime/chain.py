@@ -47,6 +47,7 @@ from temporalio.openai_agents.sandbox._temporal_sandbox_session import TemporalS
 
 from sandbox_agent_runtime.affinity import SandboxHost, host_gone, routed_to
 from sandbox_agent_runtime.bounded_sandbox import LastingSession
+from sandbox_agent_runtime.costs import RunMeter
 from sandbox_agent_runtime.observability import Usage, UsageMeter
 from sandbox_agent_runtime.shared import CONVERSATION_LIMIT, HISTORY_BUDGET
 
@@ -106,6 +107,9 @@ class Carried:
     # Whether a prompt's inputs carried skills (phases/prompting.py's
     # INPUT_SKILLS): the next run's prompts list them too.
     skills: bool = False
+    # Since when the run's sandbox has been charged (ISO; "" for none, or a
+    # run before costs.py): the next run's meter charges it from there.
+    sandbox_since: str = ""
 
 
 class HistoryFull(AgentsException):
@@ -351,9 +355,18 @@ class LastingSandboxClient(TemporalSandboxClient):
     """
 
     def __init__(
-        self, name: str, config: workflow.ActivityConfig, host: SandboxHost | None = None
+        self,
+        name: str,
+        config: workflow.ActivityConfig,
+        host: SandboxHost | None = None,
+        meter: RunMeter | None = None,
+        usd_per_hour: float = 0.0,
     ) -> None:
         super().__init__(name, config)
+        # The run's meter, which counts the time it holds a sandbox at
+        # ``usd_per_hour`` (costs.py).
+        self.meter = meter
+        self.usd_per_hour = usd_per_hour
         # The provider it was registered under (the activities' prefix).
         self.provider = name
         # How each sandbox operation is run (timeout, retries, routing): the
@@ -389,6 +402,8 @@ class LastingSandboxClient(TemporalSandboxClient):
         agent of the run works in the one workspace, removed once."""
         if self.inner is not None:
             return await self.resume(self.inner.state)
+        if self.meter is not None:
+            self.meter.sandbox_created(self.usd_per_hour)
         return await super().create(**options)
 
     async def delete(self, session: Any) -> Any:
@@ -445,12 +460,18 @@ class LastingSandboxClient(TemporalSandboxClient):
                     # No worker of its host took it: the sandbox went with
                     # its host, and there is nothing left to delete.
                     self.inner = self.handed_on = None
+                    self._removed()
                     raise
                 workflow.logger.warning(
                     f"{e.activity_type} failed, the sandbox is deleted anyway: {e}"
                 )
         await TemporalSandboxClient.delete(self, inner)
         self.inner = self.handed_on = None
+        self._removed()
+
+    def _removed(self) -> None:
+        if self.meter is not None:
+            self.meter.sandbox_removed()
 
 
 def sandbox_retry_policy(non_retryable: Sequence[str]) -> RetryPolicy:
@@ -474,11 +495,14 @@ def sandbox_client(
     timeout: timedelta,
     host_wait: timedelta,
     non_retryable: Sequence[str],
+    meter: RunMeter | None = None,
+    usd_per_hour: float = 0.0,
 ) -> LastingSandboxClient:
     """A sandbox client for ``provider`` (the name the worker registered it
     under), each operation given ``timeout`` and sent to ``host``'s workers
     (None: any worker, and always so without a host-bound backend), which
-    take it within ``host_wait`` or are taken for gone."""
+    take it within ``host_wait`` or are taken for gone; ``meter`` counts
+    the time the run holds it, at ``usd_per_hour``."""
     return LastingSandboxClient(
         provider,
         workflow.ActivityConfig(
@@ -487,4 +511,6 @@ def sandbox_client(
             **routed_to(host, host_wait),
         ),
         host,
+        meter,
+        usd_per_hour,
     )

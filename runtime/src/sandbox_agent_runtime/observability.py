@@ -10,6 +10,7 @@ extra): OpenTelemetry spans of workflows, activities and the agent.
 """
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,6 +31,7 @@ from temporalio.worker import (
 
 from sandbox_agent_runtime.affinity import host_queue
 from sandbox_agent_runtime.approvals import Decision
+from sandbox_agent_runtime.costs import Charge, RunMeter
 from sandbox_agent_runtime.service import Budget, Price, cost_of, current, priced_as
 from sandbox_agent_runtime.shared import (
     CHOOSING_THE_HOST,
@@ -46,6 +48,13 @@ OUTPUT_TOKENS = "agent_output_tokens"
 # What each model call cost, in USD at the model's price (a histogram: its
 # _sum is the total; calls of a model without a price are not in it).
 MODEL_COST = "agent_model_cost_usd"
+# The rest of a run's cost (costs.py): the seconds its sandbox was held and
+# what they cost at its backend's rate (histograms: their _sum is the total),
+# the Temporal actions it made (a counter) and what they cost (a histogram).
+SANDBOX_SECONDS = "agent_sandbox_seconds"
+SANDBOX_COST = "agent_sandbox_cost_usd"
+TEMPORAL_ACTIONS = "agent_temporal_actions"
+ACTIONS_COST = "agent_temporal_actions_cost_usd"
 # Label: kind ("tokens" or "cost"): prompts stopped at their budget.
 BUDGETS_REACHED = "agent_budgets_reached"
 # Labels: provider, operation ("sandbox_session_exec", ...), outcome ("ok" or
@@ -87,6 +96,9 @@ BUCKETS = {
     SNAPSHOT_SECONDS: [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
     MODEL_CALL_WAIT: [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
     MODEL_COST: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
+    SANDBOX_SECONDS: [0.1, 1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0],
+    SANDBOX_COST: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
+    ACTIONS_COST: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
 }
 
 
@@ -108,6 +120,15 @@ class Usage:
     cached_input_tokens: int = 0
     # What those tokens cost, in USD at the model's price; None without one.
     cost_usd: float | None = None
+    # The time the run held a sandbox, in seconds, and what it cost at its
+    # backend's rate; the Temporal actions it made, and what they cost
+    # (costs.py). All 0 in a run recorded before they were counted.
+    sandbox_seconds: float = 0.0
+    sandbox_usd: float = 0.0
+    actions: int = 0
+    actions_usd: float = 0.0
+    # The sum of the three costs; None when the tokens have no price.
+    total_usd: float | None = None
 
     @property
     def tokens(self) -> int:
@@ -120,6 +141,37 @@ class Usage:
         self.cached_input_tokens += call.cached_input_tokens
         if call.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
+        self.sandbox_seconds += call.sandbox_seconds
+        self.sandbox_usd += call.sandbox_usd
+        self.actions += call.actions
+        self.actions_usd += call.actions_usd
+        self.total_usd = self.total()
+
+    def charge(self, charge: Charge) -> None:
+        """Add what the run used of its sandbox and of Temporal (costs.py);
+        nothing for a charge of nothing (the usage, and so the memo, of a
+        run recorded before costs.py stay as they were)."""
+        if charge != Charge():
+            self.add(Usage(**dataclasses.asdict(charge)))
+
+    def total(self) -> float | None:
+        """Tokens, sandbox and actions, in USD; None when the tokens have no
+        price (a total without them would mislead)."""
+        if self.cost_usd is None and self.model_calls:
+            return None
+        return (self.cost_usd or 0.0) + self.sandbox_usd + self.actions_usd
+
+
+# What a run recorded before costs.py shows of its usage (its memo's keys).
+TOKENS_ONLY = ("model_calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd")
+
+
+def usage_memo(usage: Usage, costs: bool) -> dict[str, Any]:
+    """``usage`` as the run's memo shows it: every part of its cost, or
+    (``costs`` off: a run recorded before costs.py) its tokens' alone, as
+    it showed them when it was recorded."""
+    shown = dataclasses.asdict(usage)
+    return shown if costs else {key: shown[key] for key in TOKENS_ONLY}
 
 
 class BudgetReached(AgentsException):
@@ -139,14 +191,16 @@ class UsageMeter(RunHooks[Any]):
     as each prompt ends), into ``prompt`` (the current prompt's own, across
     its chain) and into the worker's metrics, which a replay leaves alone;
     and stops the agent before a call once ``prompt`` has reached
-    ``budget``. Each call is priced as ``model``'s in ``prices`` (none
-    there: no cost)."""
+    ``budget``: its tokens, or its whole cost (tokens, the sandbox's time
+    and the actions so far: ``meter``, costs.py). Each call is priced as
+    ``model``'s in ``prices`` (none there: no cost)."""
 
     usage: Usage = field(default_factory=Usage)
     prompt: Usage = field(default_factory=Usage)
     budget: Budget = field(default_factory=Budget)
     model: str = ""
     prices: Mapping[str, Price] = field(default_factory=dict)
+    meter: RunMeter | None = None
 
     async def on_llm_start(
         self,
@@ -155,7 +209,11 @@ class UsageMeter(RunHooks[Any]):
         system_prompt: str | None,
         input_items: list[TResponseInputItem],
     ) -> None:
-        reached = self.budget.reached(self.prompt.tokens, self.prompt.cost_usd)
+        if self.meter is not None:
+            charge = self.meter.charge()
+            self.usage.charge(charge)
+            self.prompt.charge(charge)
+        reached = self.budget.reached(self.prompt.tokens, self.prompt.total())
         if reached is not None:
             raise BudgetReached(*reached)
 
@@ -192,6 +250,26 @@ class UsageMeter(RunHooks[Any]):
             meter.create_histogram_float(
                 MODEL_COST, "What each model call cost, at the model's price", unit="USD"
             ).record(call.cost_usd)
+
+
+def record_charge(charge: Charge) -> None:
+    """Record what a run used of its sandbox and of Temporal since its last
+    charge in the worker's metrics (replay-safe)."""
+    meter = workflow.metric_meter()
+    # Each cost beside what it prices, 0 at a rate of 0: the dashboard's
+    # cost panel has each part's series.
+    if charge.sandbox_seconds:
+        meter.create_histogram_float(
+            SANDBOX_SECONDS, "Seconds runs held a sandbox, at each charge", unit="s"
+        ).record(charge.sandbox_seconds)
+        meter.create_histogram_float(
+            SANDBOX_COST, "What the sandboxes' time cost, at each backend's rate", unit="USD"
+        ).record(charge.sandbox_usd)
+    if charge.actions:
+        meter.create_counter(TEMPORAL_ACTIONS, "Temporal actions the runs made").add(charge.actions)
+        meter.create_histogram_float(
+            ACTIONS_COST, "What the Temporal actions cost, at the service's rate", unit="USD"
+        ).record(charge.actions_usd)
 
 
 # The outcomes every worker reports from its start, at 0 (count_runs_from_zero):

@@ -87,6 +87,8 @@ class WorkerSettings:
     reap_every: timedelta = timedelta(0)
     # SANDBOX_REAP_GRACE_SECONDS: how old a closed run's sandbox must be to go.
     reap_grace: timedelta = timedelta(minutes=5)
+    # What a million Temporal actions cost, in USD (a run's cost: costs.py).
+    temporal_usd_per_million_actions: int = 0
     # With a host-bound backend: WORKER_HOST_ID, or the host name: the host
     # its sandboxes are bound to.
     host_id: str = ""

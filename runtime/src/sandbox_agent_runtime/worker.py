@@ -49,6 +49,7 @@ from sandbox_agent_runtime.capacity import (
 )
 from sandbox_agent_runtime.chain import nested_runs_counted
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
+from sandbox_agent_runtime.costs import CountsActions, use_action_rate
 from sandbox_agent_runtime.encryption import codec_of
 from sandbox_agent_runtime.exits import exit_after
 from sandbox_agent_runtime.health import (
@@ -205,6 +206,9 @@ def agents_plugin(
     # A prompt's nested runs (a guardrail's, an agent's called as a tool)
     # count into its usage and budget, in a worker and a replayer alike.
     plugin.run_context = counting_nested_runs(plugin.run_context)
+    # A run's Temporal actions, counted in a worker and a replayer alike
+    # (costs.py): a replay counts what the run counted.
+    plugin.interceptors = [*(plugin.interceptors or []), CountsActions()]
     return plugin
 
 
@@ -399,6 +403,8 @@ def build_worker(
     # The backends' options every sandbox it creates is given (the workflow
     # reads them: backends/).
     use_options(settings.backend_options)
+    # What a Temporal action costs the service's runs (costs.py).
+    use_action_rate(settings.temporal_usd_per_million_actions)
     version = settings.version
     options = worker_options(settings.runs_in_flight)
     if max_cached_workflows is not None:
@@ -420,7 +426,11 @@ def build_worker(
             workflows=[*workflows, ReapSandboxes],
             workflow_runner=workflow_runner(),
             activities=[reap_sandboxes, callback, *tool_activities],
-            interceptors=[SandboxOperationMeter(), *model_calls, ChecksTheAnswer()],
+            interceptors=[
+                SandboxOperationMeter(),
+                *model_calls,
+                ChecksTheAnswer(),
+            ],
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             identity=identity,
             **(
@@ -452,7 +462,12 @@ def build_worker(
         ],
         # Outermost first: an operation for another host is refused before
         # it is counted or run.
-        interceptors=[affinity.HostFirst(host), meter, *model_calls, ChecksTheAnswer()],
+        interceptors=[
+            affinity.HostFirst(host),
+            meter,
+            *model_calls,
+            ChecksTheAnswer(),
+        ],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         identity=identity,
         **(

@@ -29,11 +29,13 @@ from sandbox_agent_runtime.chain import (
     HistoryFull,
     handed_off_to,
 )
+from sandbox_agent_runtime.costs import RUN_COST, RunMeter
 from sandbox_agent_runtime.observability import (
     BudgetReached,
     Usage,
     count_budget_reached,
     count_run,
+    record_charge,
     run_outcome,
 )
 from sandbox_agent_runtime.payloads import not_text
@@ -111,6 +113,9 @@ class AgentWorkflow:
         self.usage = Usage()
         self.prompt_usage = Usage()
         self.run_of_chain = 1
+        # The time the run holds a sandbox and the actions it makes, charged
+        # into both usages (costs.py; CountsActions counts into it).
+        self.meter = RunMeter(record=record_charge)
         # A conversation's (RunRequest.follow_ups): its model input after the
         # latest answer, what the current prompt is redone from after a
         # restore, the workspace's snapshots, and its repository's commit.
@@ -170,9 +175,11 @@ class AgentWorkflow:
             if outcome is not None:
                 count_run(outcome)
             if outcome in ("failed", "cancelled"):
+                self._charge()
                 await ending.call_back(self.callback_url, outcome, None, self.usage, e)
             raise
         count_run("completed")
+        self._charge()
         state = "stopped" if answer.stopped else "completed"
         await ending.call_back(self.callback_url, state, answer, self.usage)
         return answer
@@ -183,6 +190,8 @@ class AgentWorkflow:
         """The run: it begins (its request checked, its sandbox's client),
         takes up where its chain's earlier run left off, and is a job or a
         conversation; a failure ends it as a person can read."""
+        # A run recorded before costs.py replays with its tokens' cost alone.
+        self.meter.on = self.progress.costs = workflow.patched(RUN_COST)
         self.given = self._given()
         request, self.sandbox = await begin.begin(request, carried, self.given)
         self.follow_ups = request.follow_ups
@@ -213,6 +222,7 @@ class AgentWorkflow:
             # An evaluation's checks on what the run left, in its sandbox.
             answer = dataclasses.replace(answer, checks=await check(self.sandbox, request.checks))
         await self.sandbox.remove()
+        self._show_cost()
         return answer
 
     async def _conversation(self, request: RunRequest, carried: Carried | None) -> RunAnswer:
@@ -255,6 +265,7 @@ class AgentWorkflow:
             await self._answered(answer)
         await self.sandbox.remove()
         await forget(self.sandbox, self.snapshots.latest)
+        self._show_cost()
         self.progress.enter(ENDED)
         return answer
 
@@ -306,6 +317,7 @@ class AgentWorkflow:
             hooks = self.run_hooks(self.usage)
             hooks.prompt, hooks.budget = self.prompt_usage, budget
             hooks.model, hooks.prices = self.given.model, self.given.prices
+            hooks.meter = self.meter
             # What the workspace needs before the first model call (a
             # follow-up without inputs has the answer's snapshot).
             preparation = Preparation(
@@ -380,7 +392,7 @@ class AgentWorkflow:
                     continue
                 raise  # the run's end removes the sandbox (_run)
             finally:
-                self.progress.show_usage(self.usage)
+                self._show_cost()
                 if loading is not None and loading.done:
                     load_memory = None
         outputs = await collect(self.sandbox, request, placed)
@@ -396,6 +408,18 @@ class AgentWorkflow:
             return prompting.stopped_answer(stopped, outputs)
         self.conversation = prompting.conversation_after(result, self.given)
         return answer_of(result.final_output, outputs)
+
+    def _charge(self) -> None:
+        """Charge what the run used of its sandbox and of Temporal since the
+        last charge to the chain's usage and the prompt's."""
+        charge = self.meter.charge()
+        self.usage.charge(charge)
+        self.prompt_usage.charge(charge)
+
+    def _show_cost(self) -> None:
+        """Charge the run, and show the chain's usage in its memo."""
+        self._charge()
+        self.progress.show_usage(self.usage)
 
     def _placed(self, preparation: Preparation, placed: Placed | None) -> Placed | None:
         """What the workspace holds once ``preparation`` placed the inputs
@@ -451,6 +475,8 @@ class AgentWorkflow:
     ) -> None:
         # Once the updates being handled are done: what they change is handed on.
         await workflow.wait_condition(workflow.all_handlers_finished)
+        # What the run used so far, handed on with its sandbox's clock.
+        self._charge()
         handed = interruptions.carried(
             conversation,
             self.sandbox,
@@ -465,7 +491,8 @@ class AgentWorkflow:
             waiting=waiting,
             agent=agent,
         )
-        handed = dataclasses.replace(handed, skills=self.input_skills)
+        since = self.meter.since.isoformat() if self.meter.since is not None else ""
+        handed = dataclasses.replace(handed, skills=self.input_skills, sandbox_since=since)
         memo = self.progress.chain_memo(self.usage, request.follow_ups)
         interruptions.continue_as_new(request, handed, memo)
 
@@ -481,6 +508,7 @@ class AgentWorkflow:
         self.conversation = carried.conversation
         self.redo = carried.conversation
         self.sandbox.state_from(carried)
+        self.meter.held_since(carried.sandbox_since, self.sandbox.usd_per_hour)
         if carried.snapshot is not None:
             self.snapshots.latest = Snapshot(**carried.snapshot)
         if self.given.approvals:
@@ -508,6 +536,8 @@ class AgentWorkflow:
             memory_across_conversations=self.memory_across_conversations
             if self.memory_across_conversations is not None
             else service.memory_across_conversations,
+            # None for an instance no run initialised (a test's).
+            meter=getattr(self, "meter", None),
         )
 
     # ------------------------------------------------------- conversations

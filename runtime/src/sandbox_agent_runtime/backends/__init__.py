@@ -248,6 +248,20 @@ def chosen_options(backend: str) -> dict[str, Any]:
     return {key: option.default_value() for key, option in backend_module(backend).OPTIONS.items()}
 
 
+# The option every backend has that no run is sent: what one of its sandboxes
+# costs an hour (<BACKEND>_SANDBOX_USD_PER_HOUR; costs.py).
+RATE = "usd_per_hour"
+
+
+def sandbox_usd_per_hour(provider: str) -> float:
+    """What a sandbox of ``provider`` costs an hour, in USD: its backend's
+    ``usd_per_hour`` as the worker's settings chose it
+    (``<BACKEND>_SANDBOX_USD_PER_HOUR``; the catalog's default: the
+    provider's published rate, or 0). ``provider`` may be a backend's name."""
+    backend = current().providers.get(provider, provider)
+    return float(chosen_options(backend).get(RATE) or 0)
+
+
 def backend_module(name: str) -> Backend:
     """The module of the backend ``name`` (one of service.BACKENDS),
     imported on first use."""

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sandbox_agent_runtime.evals.dataset import shown
-from sandbox_agent_runtime.evals.report import money, percent, seconds
+from sandbox_agent_runtime.evals.report import PARTS, money, percent, seconds
 from sandbox_agent_runtime.evals.stats import clear_drop, wilson
 
 # Rates closer than this are equal (a float's rounding is not a change).
@@ -59,7 +59,7 @@ def _figures(figures: dict[str, Any], where: str) -> None:
             f"not an evaluation report: {where}passed {shown(passed)} of attempts {shown(attempts)} "
             "is not allowed: a report gives whole numbers, passed at most attempts"
         )
-    for name in ("cost", "duration_seconds"):
+    for name in ("cost", "duration_seconds", *PARTS):
         value = figures.get(name)
         if value is not None and not (_number(value) and 0 <= value < math.inf):
             raise ValueError(
@@ -147,6 +147,18 @@ def _line(
             how = f"over the {limit} allowed" if regression else f"within the {limit} allowed"
         rate = f"worse: pass rate {percent(before)} -> {percent(after)} ({_points(-drop)}, {how})"
     cost = _change("cost", old.get("cost"), new.get("cost"), money)
+    if any(figures.get(key) for figures in (old, new) for key in ("sandbox_cost", "actions_cost")):
+        # Its parts, when more than the tokens cost (a report made before
+        # the parts were counted has none).
+        parts = (
+            _change(f"{part} cost", old.get(key), new.get(key), money)
+            for part, key in (
+                ("tokens'", "token_cost"),
+                ("sandbox", "sandbox_cost"),
+                ("actions'", "actions_cost"),
+            )
+        )
+        cost = f"{cost} ({', '.join(parts)})"
     time = _change("time", old.get("duration_seconds"), new.get("duration_seconds"), seconds)
     return f"{name}: {rate}; {cost}; {time}", regression
 

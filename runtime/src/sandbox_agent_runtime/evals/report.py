@@ -13,7 +13,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,12 +50,21 @@ class Attempt:
     input_tokens: int
     cached_tokens: int
     output_tokens: int
-    # In USD; None when the price table has no price for the model.
+    # In USD, the whole cost: tokens, sandbox and actions (the run's usage);
+    # None when the price table has no price for the model.
     cost: float | None
     duration_seconds: float
     # The rubric's grade (0 to 1) and the grader's reason, with a rubric.
     rubric_score: float | None = None
     rubric_reason: str = ""
+    # The parts of the cost: the tokens' (None without a price), the
+    # seconds the run held a sandbox and what they cost, its Temporal actions
+    # and what they cost (the sandbox_agent_runtime.costs module).
+    token_cost: float | None = None
+    sandbox_seconds: float = 0.0
+    sandbox_cost: float = 0.0
+    actions: int = 0
+    actions_cost: float = 0.0
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -66,6 +75,20 @@ def _known(values: Sequence[float | None]) -> list[float] | None:
     """``values``, or None when any is unknown (a cost unknown is not zero)."""
     known = [value for value in values if value is not None]
     return known if values and len(known) == len(values) else None
+
+
+# The parts of a run's cost, as a report gives them (beside its "cost").
+PARTS = ("token_cost", "sandbox_seconds", "sandbox_cost", "actions", "actions_cost")
+
+
+def _parts(runs: Sequence[Attempt], figure: Callable[[Sequence[float]], float]) -> dict[str, Any]:
+    """Each part of the runs' cost, as ``figure`` (a mean, a sum) makes it of
+    their values; a part unknown in any run is None."""
+    parts: dict[str, Any] = {}
+    for part in PARTS:
+        known = _known([getattr(run, part) for run in runs])
+        parts[part] = None if known is None else figure(known)
+    return parts
 
 
 def _case(case_id: str, runs: list[Attempt]) -> dict[str, Any]:
@@ -83,6 +106,7 @@ def _case(case_id: str, runs: list[Attempt]) -> dict[str, Any]:
         "cached_tokens": _mean([run.cached_tokens for run in runs]),
         "output_tokens": _mean([run.output_tokens for run in runs]),
         "cost": None if costs is None else _mean(costs),
+        **_parts(runs, _mean),
         "duration_seconds": _mean([run.duration_seconds for run in runs]),
         "failures": [
             {
@@ -140,6 +164,7 @@ def build(
         "attempts": len(attempts),
         "passed": passed,
         "cost": None if costs is None else sum(costs),
+        **_parts(attempts, sum),
         # The runs' time added up (they may overlap: finished - started is the wall clock).
         "duration_seconds": sum(attempt.duration_seconds for attempt in attempts),
         "rubric": _mean(grades) if grades else None,
@@ -189,9 +214,21 @@ def _summary(report: Mapping[str, Any]) -> str:
         f"{report['passed']} of {report['attempts']} runs passed: "
         f"{cases} case{'s' if cases != 1 else ''} x {report['repeat']} "
         f"repeat{'s' if report['repeat'] != 1 else ''}, "
-        f"model {report['model']}, cost {money(report['cost'])}, "
+        f"model {report['model']}, cost {money(report['cost'])}{_cost_parts(report)}, "
         f"{seconds(report['duration_seconds'])} of runs; "
         f"started {report['started']}, finished {report['finished']}."
+    )
+
+
+def _cost_parts(figures: Mapping[str, Any]) -> str:
+    """The parts of a report's cost, as its summary says them ("" in a report
+    made before they were counted)."""
+    if "sandbox_cost" not in figures:
+        return ""
+    return (
+        f" (tokens {money(figures.get('token_cost'))}, sandbox {money(figures['sandbox_cost'])} "
+        f"for {seconds(figures.get('sandbox_seconds') or 0.0)}, "
+        f"{figures.get('actions') or 0:,.0f} Temporal actions {money(figures.get('actions_cost'))})"
     )
 
 

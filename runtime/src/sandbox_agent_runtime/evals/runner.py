@@ -242,6 +242,10 @@ async def attempt(
     input_tokens = int(usage.get("input_tokens", 0))
     output_tokens = int(usage.get("output_tokens", 0))
     cached = int(usage.get("cached_input_tokens", 0))
+    token_cost = cost_of(model, input_tokens, cached, output_tokens, prices)
+    # The run's sandbox and its actions, at the worker's rates (costs.py).
+    sandbox_cost = float(usage.get("sandbox_usd", 0.0))
+    actions_cost = float(usage.get("actions_usd", 0.0))
     return Attempt(
         case_id=case.id,
         repetition=repetition,
@@ -254,10 +258,15 @@ async def attempt(
         input_tokens=input_tokens,
         cached_tokens=cached,
         output_tokens=output_tokens,
-        cost=cost_of(model, input_tokens, cached, output_tokens, prices),
+        cost=None if token_cost is None else token_cost + sandbox_cost + actions_cost,
         duration_seconds=duration,
         rubric_score=score,
         rubric_reason=graded,
+        token_cost=token_cost,
+        sandbox_seconds=float(usage.get("sandbox_seconds", 0.0)),
+        sandbox_cost=sandbox_cost,
+        actions=int(usage.get("actions", 0)),
+        actions_cost=actions_cost,
     )
 
 

@@ -16,6 +16,7 @@ from temporalio.openai_agents import AgentsWorkflowError
 
 from sandbox_agent_runtime import affinity
 from sandbox_agent_runtime.chain import LastingSandboxClient
+from sandbox_agent_runtime.costs import count_action
 from sandbox_agent_runtime.phases.given import Given
 from sandbox_agent_runtime.phases.progress import Progress
 from sandbox_agent_runtime.run_request import (
@@ -41,6 +42,7 @@ class Inbox:
     async def asked_before(self, deadline: datetime) -> bool:
         """Whether a follow-up, or the end, came before ``deadline``."""
         left = max(deadline - workflow.now(), timedelta(seconds=1))
+        count_action()  # the wait's timer
         try:
             await workflow.wait_condition(
                 lambda: self.follow_up is not None or self.ending, timeout=left

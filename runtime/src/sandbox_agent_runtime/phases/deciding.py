@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from sandbox_agent_runtime import approvals
 from sandbox_agent_runtime.approvals import Approvals, Decision, NotAPerson, Request
+from sandbox_agent_runtime.costs import count_action
 from sandbox_agent_runtime.observability import count_approval
 from sandbox_agent_runtime.shared import mcp_server_named
 
@@ -43,6 +44,7 @@ async def decision_on(item: ToolApprovalItem, pending: Approvals, wait: timedelt
     request = Request(call_id, tool, detail, asked.isoformat())
     pending.pending[call_id] = request
     workflow.set_current_details(approvals.current_details(workflow.info().workflow_id, request))
+    count_action()  # the wait's timer
     try:
         await workflow.wait_condition(lambda: call_id in pending.decided, timeout=wait)
         decision = pending.decided[call_id]

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sandbox_agent_runtime.affinity import SandboxHost
-from sandbox_agent_runtime.backends import Backend
+from sandbox_agent_runtime.backends import Backend, sandbox_usd_per_hour
 from sandbox_agent_runtime.chain import LastingSandboxClient, sandbox_client
+from sandbox_agent_runtime.costs import RunMeter
 from sandbox_agent_runtime.service import (
     Budget,
     Price,
@@ -43,6 +44,8 @@ class Given:
     prices: Mapping[str, Price] = field(default_factory=dict)
     # Whether the agent's memory is kept across one caller's conversations.
     memory_across_conversations: bool = False
+    # The run's meter: the time it holds a sandbox, its actions (costs.py).
+    meter: RunMeter | None = None
 
     def budget_refusal(self, tokens: int | None, cost_usd: float | None) -> str | None:
         """Why a prompt cannot have its own budget of ``tokens`` and
@@ -67,4 +70,7 @@ class Given:
         non_retryable = [
             error for backend in self.backends.values() for error in backend.NON_RETRYABLE_ERRORS
         ]
-        return sandbox_client(provider, host, self.activity_timeout, self.host_wait, non_retryable)
+        rate = sandbox_usd_per_hour(provider)
+        return sandbox_client(
+            provider, host, self.activity_timeout, self.host_wait, non_retryable, self.meter, rate
+        )

@@ -8,7 +8,7 @@ from typing import Any
 
 from temporalio import workflow
 
-from sandbox_agent_runtime.observability import Usage, count_session
+from sandbox_agent_runtime.observability import Usage, count_session, usage_memo
 from sandbox_agent_runtime.run_request import ENDED, RELEASED, WAITING, WORKING, Conversation
 from sandbox_agent_runtime.shared import CALLER_MEMO, SERVICE_MEMO, SESSION_MEMO, USAGE_MEMO
 
@@ -20,6 +20,9 @@ class Progress:
     def __init__(self, state: Conversation) -> None:
         self.state = state
         self.usage_shown = Usage()
+        # Whether the memo shows the whole cost (costs.RUN_COST), or a run
+        # recorded before it, its tokens' alone.
+        self.costs = False
 
     def enter(self, state: str, **changes: Any) -> None:
         """Record where the conversation stands: in the query's answer, the
@@ -40,12 +43,12 @@ class Progress:
         waiting for a person) rather than at every model call, each memo
         update being an event in the history and work for the server."""
         if usage != self.usage_shown:
-            workflow.upsert_memo({USAGE_MEMO: asdict(usage)})
+            workflow.upsert_memo({USAGE_MEMO: usage_memo(usage, self.costs)})
             self.usage_shown = dataclasses.replace(usage)
 
     def chain_memo(self, usage: Usage, follow_ups: bool) -> dict[str, Any]:
         """The memo the next run of the chain starts with."""
-        memo: dict[str, Any] = {USAGE_MEMO: asdict(usage)}
+        memo: dict[str, Any] = {USAGE_MEMO: usage_memo(usage, self.costs)}
         if follow_ups:
             memo[SESSION_MEMO] = self.memo()
         # The service the chain belongs to, and who started it

@@ -190,6 +190,17 @@ SETTINGS: tuple[Setting, ...] = (
         unit="seconds",
     ),
     Setting(
+        "TEMPORAL_USD_PER_MILLION_ACTIONS",
+        ("worker",),
+        "number",
+        "What a million Temporal actions cost, in USD, for a run's cost and its money budget "
+        "(Temporal Cloud's rate; 0 for a self-hosted server).",
+        default=0,
+        low=0,
+        high=10_000,
+        unit="USD",
+    ),
+    Setting(
         "SANDBOX_COMMAND_TIME_LIMIT_SECONDS",
         ("worker",),
         "number",

@@ -165,6 +165,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         callback_key=callback_key(environ),
         reap_every=timedelta(seconds=number(environ, "SANDBOX_REAP_EVERY_SECONDS")),
         reap_grace=timedelta(seconds=number(environ, "SANDBOX_REAP_GRACE_SECONDS")),
+        temporal_usd_per_million_actions=number(environ, "TEMPORAL_USD_PER_MILLION_ACTIONS"),
         # In this order: the first one refused is the one named.
         host_id=host_id(environ) if service.host_bound else "",
         approvers=approvers(environ) if service.approvals else {},

@@ -8,6 +8,7 @@ stopped, EXIT_GUARDRAIL."""
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 
@@ -85,9 +86,11 @@ def deliver(outputs: Outputs, output: Path | None, workflow_id: str) -> int:
 
 
 async def usage_line(client: Client, workflow_id: str) -> str:
-    """What the whole chain used of the model and what it cost at the
-    model's price ("cost n/a" without one), from its latest run's memo (the
-    worker keeps it there)."""
+    """What the whole chain used and what it cost, from its latest run's
+    memo (the worker keeps it there): its model calls and tokens at the
+    model's price ("cost n/a" without one), its sandbox's time and its
+    Temporal actions at their rates, and the total (costs.py). A run
+    recorded before those were counted shows its tokens alone."""
     description = await chain_run(client, workflow_id, None).describe()
     usage = (await description.memo()).get(USAGE_MEMO)
     if not isinstance(usage, dict):
@@ -101,4 +104,19 @@ async def usage_line(client: Client, workflow_id: str) -> str:
         + (f" ({cached:,} cached)" if cached else "")
         + f", {usage.get('output_tokens', 0):,} output tokens, "
         + (usd(cost) if isinstance(cost, int | float) else "cost n/a")
+        + costs_shown(usage)
+    )
+
+
+def costs_shown(usage: dict[str, Any]) -> str:
+    """The sandbox's time, the actions and the total, as the usage line
+    says them ("" for a run recorded before they were counted)."""
+    if "sandbox_seconds" not in usage:
+        return ""
+    actions, total = usage.get("actions", 0), usage.get("total_usd")
+    return (
+        f"; sandbox {usage.get('sandbox_seconds', 0.0):,.1f} s, {usd(usage.get('sandbox_usd', 0.0))}"
+        f"; {actions:,} Temporal {'action' if actions == 1 else 'actions'}, "
+        f"{usd(usage.get('actions_usd', 0.0))}"
+        f"; total {usd(total) if isinstance(total, int | float) else 'n/a'}"
     )

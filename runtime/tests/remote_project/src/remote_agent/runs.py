@@ -24,7 +24,8 @@ SANDBOX_SECRETS: tuple[str, ...] = (
 # prompt that needs more fails the run.
 MAX_TURNS = 20
 
-# The most tokens (input and output) and the most USD (at PRICES) one prompt
+# The most tokens (input and output) and the most USD (its tokens at PRICES,
+# its sandbox's time, its Temporal actions: docs/configuration.md) one prompt
 # may use across every run of its chain; None: no limit. Each prompt (the
 # first, and each follow-up) has its own, checked before each model call, so
 # the call that reaches it may pass it by that call's tokens. A prompt that
