@@ -37,6 +37,7 @@ from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ActivityError
 
 # The classes temporal_sandbox_client() builds, which the plugin requires.
@@ -101,6 +102,9 @@ class Carried:
     # The agent whose turn it was, by name, when the agent.py's agent had
     # handed the prompt off to another ("" for agent.py's own).
     agent: str = ""
+    # The run's stream (streaming.py), from its latest model turn's start
+    # (None: a run that did not stream, or from before streams).
+    stream: WorkflowStreamState | None = None
 
 
 class HistoryFull(AgentsException):

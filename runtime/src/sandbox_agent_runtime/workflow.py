@@ -18,6 +18,7 @@ from typing import Any, cast
 from agents import AgentsException, MaxTurnsExceeded
 from agents.sandbox import SandboxAgent
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.openai_agents import AgentsWorkflowError
 
@@ -61,6 +62,7 @@ from sandbox_agent_runtime.shared import (
     PENDING,
     SANDBOX_HOST_WAIT,
 )
+from sandbox_agent_runtime.streaming import RunStream, streamed_run
 from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
 from sandbox_agent_runtime.workspace.steps import (
     MemoryLoad,
@@ -117,6 +119,11 @@ class AgentWorkflow:
         self.redo: list[dict[str, Any]] = []
         self.snapshots = Snapshots()
         self.commit = ""
+        # The run's stream (streaming.py): what the model writes, its turns
+        # and tool calls, for clients to read as they come; whether the run
+        # streams at all is decided when it starts (_run).
+        self.stream = RunStream(WorkflowStream(carried.stream if carried else None))
+        self.streamed = False
         # A run's first task runs its update validators before its run
         # method: they must know from here whether it takes follow-ups
         # (a client's request arrives as JSON: begin.run_request()), and a
@@ -164,9 +171,17 @@ class AgentWorkflow:
             outcome = run_outcome(e)
             if outcome is not None:
                 count_run(outcome)
+                await self._release_readers()
             raise
         count_run("completed")
+        await self._release_readers()
         return answer
+
+    async def _release_readers(self) -> None:
+        """Before the run ends: its stream's readers get what they wait for
+        (they then read the rest of the ended run by query)."""
+        self.stream.stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
 
     # ------------------------------------------------------------- the run
 
@@ -175,6 +190,7 @@ class AgentWorkflow:
         takes up where its chain's earlier run left off, and is a job or a
         conversation; a failure ends it as a person can read."""
         self.given = self._given()
+        self.streamed = streamed_run()
         request, self.sandbox = await begin.begin(request, carried, self.given)
         self.follow_ups = request.follow_ups
         if carried is not None:
@@ -318,6 +334,7 @@ class AgentWorkflow:
                     self.progress,
                     self.usage,
                     input_checked,
+                    self.stream if self.streamed else None,
                 )
                 placed = self._placed(preparation, placed)
                 break
@@ -430,8 +447,11 @@ class AgentWorkflow:
         waiting: bool = False,
         agent: str = "",
     ) -> None:
-        # Once the updates being handled are done: what they change is handed on.
+        # The stream's readers released (they follow to the next run), and
+        # once the updates being handled are done: what they change is handed on.
+        self.stream.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
+        stream = self.stream.handed_on()
         handed = interruptions.carried(
             conversation,
             self.sandbox,
@@ -446,6 +466,8 @@ class AgentWorkflow:
             waiting=waiting,
             agent=agent,
         )
+        if self.streamed or stream.log or stream.base_offset:
+            handed = dataclasses.replace(handed, stream=stream)
         memo = self.progress.chain_memo(self.usage, request.follow_ups)
         interruptions.continue_as_new(request, handed, memo)
 

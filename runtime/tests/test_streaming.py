@@ -1,0 +1,119 @@
+"""A run streams: the model's text as it is written, each turn's and tool
+call's start and end, in the run's Workflow Stream, read by
+``read_run_stream()``; history grows by batches, not deltas; a worker with
+STREAM_MODEL_TURNS=false runs new runs whole; both histories replay."""
+
+import asyncio
+import dataclasses
+import json
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
+
+from sandbox_agent_runtime import StreamEvent, read_run_stream
+from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.testing import project
+from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.support import (
+    SETTINGS,
+    activities,
+    running_worker,
+    sandboxes_for_tests,
+)
+from sandbox_agent_runtime.worker import agents_plugin
+
+# About 900 characters of answer: over 100 deltas of 8, one each 10 ms.
+LONG_ANSWER = ["seq 1 250"]
+
+
+async def read_all(client: Client, workflow_id: str) -> list[StreamEvent]:
+    return [event async for event in read_run_stream(client, workflow_id)]
+
+
+async def streamed_run(
+    client: Client, settings: object = SETTINGS
+) -> tuple[WorkflowHandle[object, object], str, list[StreamEvent]]:
+    async with running_worker(
+        client,
+        ScriptedModel(LONG_ANSWER, delta_every=0.01),
+        settings=settings,  # type: ignore[arg-type]
+    ) as (worker_client, _):
+        handle = await start(worker_client, "Count to 250.")
+        reading = asyncio.create_task(read_all(worker_client, handle.id))
+        answer = str((await handle.result()).answer)
+        events = await asyncio.wait_for(reading, 60)
+    return handle, answer, events
+
+
+def counted(history: object, event_type: int) -> int:
+    return sum(1 for event in history.events if event.event_type == event_type)  # type: ignore[attr-defined]
+
+
+async def test_a_streamed_turns_deltas_concatenate_to_its_answer_between_its_start_and_end(
+    temporal_client: Client,
+) -> None:
+    handle, answer, events = await streamed_run(temporal_client)
+
+    kinds = [event.kind for event in events]
+    # Each turn starts and ends; the command's tool call between them.
+    assert kinds.count("turn_started") == kinds.count("turn_ended") == 2
+    assert kinds.index("tool_started") < kinds.index("tool_ended")
+    last_start = max(i for i, kind in enumerate(kinds) if kind == "turn_started")
+    deltas = [e for e in events[last_start:] if e.kind == "delta"]
+    # Written as the model wrote it, 8 characters at a time...
+    assert len(deltas) > 100
+    assert {len(delta.text) for delta in deltas[:-1]} == {8}
+    # ...which concatenate to the answer, and to the turn's end's text.
+    assert "".join(delta.text for delta in deltas) == answer
+    assert events[-1].kind == "turn_ended" and events[-1].text == answer
+    # Each delta names its turn (the offset of its start) and agent.
+    assert {delta.turn for delta in deltas} == {events[last_start].offset}
+    assert {delta.agent for delta in deltas} == {events[last_start].agent} != {""}
+    assert [a.name for a in await activities(handle)].count("invoke_model_activity_streaming") == 2
+
+
+async def test_history_grows_by_batches_not_deltas_and_replays(temporal_client: Client) -> None:
+    handle, _, events = await streamed_run(temporal_client)
+    history = await handle.fetch_history()
+    deltas = sum(1 for event in events if event.kind == "delta")
+    signals = counted(history, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    # One signal per batch of 100 ms: a few per second of text, not one a delta.
+    assert 0 < signals <= deltas // 4, (signals, deltas)
+
+    replayer = Replayer(
+        workflows=[project().workflow],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+    )
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None
+    # A worker that streams no new run still replays (and goes on with) a streamed one.
+    whole = dataclasses.replace(SETTINGS, stream_model_turns=False)
+    replayer = Replayer(
+        workflows=[project().workflow],
+        plugins=[agents_plugin(whole, sandboxes=sandboxes_for_tests())],
+    )
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None
+
+
+async def test_a_worker_that_does_not_stream_runs_new_runs_whole_and_replays_them(
+    temporal_client: Client,
+) -> None:
+    whole = dataclasses.replace(SETTINGS, stream_model_turns=False)
+    handle, answer, events = await streamed_run(temporal_client, whole)
+
+    names = [a.name for a in await activities(handle)]
+    assert names.count("invoke_model_activity") == 2
+    assert "invoke_model_activity_streaming" not in names
+    assert events == []
+    assert "\n250" in answer
+    # A streaming worker replays it whole too (its history says it was whole).
+    replayer = Replayer(
+        workflows=[project().workflow],
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+    )
+    history = await handle.fetch_history()
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None
+    print(json.dumps({"whole_events": len(history.events)}))
