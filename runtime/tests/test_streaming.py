@@ -6,6 +6,9 @@ STREAM_MODEL_TURNS=false runs new runs whole; both histories replay."""
 import asyncio
 import dataclasses
 import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -16,6 +19,7 @@ from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
+    RETRIED_AT_ONCE,
     SETTINGS,
     activities,
     running_worker,
@@ -117,3 +121,63 @@ async def test_a_worker_that_does_not_stream_runs_new_runs_whole_and_replays_the
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None
     print(json.dumps({"whole_events": len(history.events)}))
+
+
+class StallsMidAnswer(ScriptedModel):
+    """Streams half of its answer, then never the rest: its worker goes away
+    mid-stream, as a crashed one would."""
+
+    def __init__(self, commands: list[str]) -> None:
+        super().__init__(commands, delta_every=0.01)
+        self.stalled = asyncio.Event()
+
+    async def stream_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        events = super().stream_response(system_instructions, input, *args, **kwargs)
+        written = 0
+        async for event in events:
+            yield event
+            written += event.type == "response.output_text.delta"
+            if written == 40:
+                self.stalled.set()
+                await asyncio.Future()  # until the worker stops and cancels it
+
+
+async def test_a_worker_lost_mid_stream_redoes_that_turn_alone_and_says_so_on_the_stream(
+    temporal_client: Client,
+) -> None:
+    stalling = StallsMidAnswer(LONG_ANSWER)
+    async with running_worker(
+        temporal_client,
+        stalling,
+        identity="first-worker",
+        graceful_shutdown_timeout=timedelta(0),
+        model_retry_policy=RETRIED_AT_ONCE,
+    ) as (client, _):
+        handle = await start(client, "Count to 250.")
+        reading = asyncio.create_task(read_all(client, handle.id))
+        await stalling.stalled.wait()
+        # The stream's batches reach the run before the worker goes.
+        await asyncio.sleep(0.5)
+    async with running_worker(
+        temporal_client, ScriptedModel(LONG_ANSWER, delta_every=0.01), identity="second-worker"
+    ):
+        answer = str((await handle.result()).answer)
+        events = await asyncio.wait_for(reading, 60)
+
+    kinds = [event.kind for event in events]
+    # A client saw 40 deltas of the answer, then the turn restarted: it
+    # drops them, and the deltas after concatenate to the answer.
+    restart = kinds.index("turn_restarted")
+    last_start = max(i for i, kind in enumerate(kinds) if kind == "turn_started")
+    assert last_start < restart
+    assert [e.kind for e in events[last_start:restart]].count("delta") >= 40
+    after = [e.text for e in events[restart:] if e.kind == "delta"]
+    assert "".join(after) == answer
+    assert kinds.count("turn_started") == 2
+    # The command ran once; the lost turn's model call alone was redone.
+    attempts = [a.name for a in await activities(handle)]
+    assert attempts.count("exec_command") <= 1
+    commands = [a for a in attempts if a.endswith("sandbox_session_pty_exec_start")]
+    assert len(commands) == 1, attempts

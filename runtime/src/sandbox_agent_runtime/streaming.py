@@ -309,11 +309,14 @@ class WholeWhenUnstreamed(Model):
         try:
             events = self.model.stream_response(*args, **kwargs)
             first = await anext(aiter(events))
-        except NotImplementedError:
+        except (NotImplementedError, StopAsyncIteration):
+            # Not implemented, or a stream without a single event (an
+            # endpoint that answers otherwise): asked again, whole, its
+            # answer checked as any whole one is.
             name = type(self.model).__name__
             if name not in self.told:
                 self.told.add(name)
-                print(f"The model {name} cannot stream: its turns come whole.", file=sys.stderr)
+                print(f"The model {name} did not stream: its turns come whole.", file=sys.stderr)
             async for event in stream_of(await self.model.get_response(*args, **kwargs)):
                 yield event
             return
