@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 from temporalio.worker import Replayer
 
 from sandbox_agent_runtime import StreamEvent, read_run_stream
@@ -25,7 +27,7 @@ from sandbox_agent_runtime.testing.support import (
     running_worker,
     sandboxes_for_tests,
 )
-from sandbox_agent_runtime.worker import agents_plugin
+from sandbox_agent_runtime.worker import agents_plugin, streaming_line, streams
 
 # About 900 characters of answer: over 100 deltas of 8, one each 10 ms.
 LONG_ANSWER = ["seq 1 250"]
@@ -181,3 +183,35 @@ async def test_a_worker_lost_mid_stream_redoes_that_turn_alone_and_says_so_on_th
     assert attempts.count("exec_command") <= 1
     commands = [a for a in attempts if a.endswith("sandbox_session_pty_exec_start")]
     assert len(commands) == 1, attempts
+
+
+def test_a_worker_that_streams_no_new_run_says_so_in_one_line_at_its_start() -> None:
+    assert streams(SETTINGS) and streaming_line(SETTINGS) == ""
+    off = dataclasses.replace(SETTINGS, stream_model_turns=False)
+    assert not streams(off)
+    assert streaming_line(off) == (
+        "Model turns come whole (STREAM_MODEL_TURNS=false): new runs do not stream."
+    )
+    chat = dataclasses.replace(SETTINGS, openai_api="chat_completions")
+    assert not streams(chat)
+    assert "OPENAI_API=chat_completions" in streaming_line(chat)
+
+
+async def test_a_model_that_cannot_stream_answers_whole_through_the_stream(
+    temporal_client: Client, capfd: pytest.CaptureFixture[str]
+) -> None:
+    whole = TestModel(lambda: ResponseBuilders.output_message("answered whole"))
+    async with running_worker(temporal_client, whole) as (client, _):
+        handle = await start(client, "Answer.")
+        reading = asyncio.create_task(read_all(client, handle.id))
+        answer = str((await handle.result()).answer)
+        events = await asyncio.wait_for(reading, 60)
+
+    assert answer == "answered whole"
+    assert [(e.kind, e.text) for e in events] == [
+        ("turn_started", ""),
+        ("delta", "answered whole"),
+        ("turn_ended", "answered whole"),
+    ]
+    said = [line for line in capfd.readouterr().err.splitlines() if "did not stream" in line]
+    assert said == ["The model TestModel did not stream: its turns come whole."]
