@@ -38,7 +38,7 @@ async def read_all(client: Client, workflow_id: str) -> list[StreamEvent]:
 
 
 async def streamed_run(
-    client: Client, settings: object = SETTINGS
+    client: Client, settings: object = SETTINGS, read: bool = True
 ) -> tuple[WorkflowHandle[object, object], str, list[StreamEvent]]:
     async with running_worker(
         client,
@@ -46,6 +46,8 @@ async def streamed_run(
         settings=settings,  # type: ignore[arg-type]
     ) as (worker_client, _):
         handle = await start(worker_client, "Count to 250.")
+        if not read:
+            return handle, str((await handle.result()).answer), []
         reading = asyncio.create_task(read_all(worker_client, handle.id))
         answer = str((await handle.result()).answer)
         events = await asyncio.wait_for(reading, 60)
@@ -215,3 +217,46 @@ async def test_a_model_that_cannot_stream_answers_whole_through_the_stream(
     ]
     said = [line for line in capfd.readouterr().err.splitlines() if "did not stream" in line]
     assert said == ["The model TestModel did not stream: its turns come whole."]
+
+
+async def test_a_streamed_turn_adds_a_few_events_a_second_of_text_to_history(
+    temporal_client: Client,
+) -> None:
+    read, answer, events = await streamed_run(temporal_client)
+    unread, _, _ = await streamed_run(temporal_client, read=False)
+    whole, _, _ = await streamed_run(
+        temporal_client, dataclasses.replace(SETTINGS, stream_model_turns=False), read=False
+    )
+    figures = {}
+    kinds = {}
+    for name, handle in (("streamed, read", read), ("streamed", unread), ("whole", whole)):
+        history = await handle.fetch_history()
+        info = (await handle.describe()).raw_description.workflow_execution_info
+        figures[name] = (len(history.events), info.history_size_bytes)
+        kinds[name] = {
+            EventType.Name(kind): counted(history, kind)
+            for kind in (
+                EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+                EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+                EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+            )
+        }
+    deltas = sum(1 for event in events if event.kind == "delta")
+    # The answer's text took deltas x 10 ms to write.
+    seconds = deltas * 0.01
+    added = figures["streamed"][0] - figures["whole"][0]
+    print(
+        json.dumps(
+            {
+                "answer_chars": len(answer),
+                "deltas": deltas,
+                "seconds_of_text": seconds,
+                "events_and_bytes": figures,
+                "kinds": kinds,
+                "events_added_per_second_of_text": round(added / seconds, 1),
+            }
+        )
+    )
+    # A signal per 100 ms batch at most (each with its workflow task's 3
+    # events): a few dozen events a second of text, not 4 a delta.
+    assert added <= 4 * 12 * seconds + 8, figures
