@@ -16,9 +16,9 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 from temporalio.worker import Replayer
 
-from sandbox_agent_runtime import StreamEvent, read_run_stream
+from sandbox_agent_runtime import END, RunRequest, StreamEvent, read_run_stream
 from sandbox_agent_runtime.starter import start
-from sandbox_agent_runtime.testing import project
+from sandbox_agent_runtime.testing import answered, project
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
     RETRIED_AT_ONCE,
@@ -260,3 +260,20 @@ async def test_a_streamed_turn_adds_a_few_events_a_second_of_text_to_history(
     # A signal per 100 ms batch at most (each with its workflow task's 3
     # events): a few dozen events a second of text, not 4 a delta.
     assert added <= 4 * 12 * seconds + 8, figures
+
+
+async def test_a_reader_waiting_when_the_run_ends_gets_the_end_and_the_run_completes(
+    temporal_client: Client,
+) -> None:
+    async with running_worker(temporal_client, ScriptedModel(["echo hi"])) as (client, _):
+        handle = await start(client, RunRequest("Say hi.", follow_ups=True))
+        reading = asyncio.create_task(read_all(client, handle.id))
+        await answered(handle, 1)
+        # The reader has read the answer and waits for more (its poll an
+        # update in flight) when the conversation is ended.
+        await asyncio.sleep(1)
+        assert not reading.done()
+        await handle.execute_update(END)
+        result = await asyncio.wait_for(handle.result(), 30)
+        events = await asyncio.wait_for(reading, 30)
+    assert events[-1].kind == "turn_ended" and events[-1].text == result.answer
