@@ -19,12 +19,14 @@ from temporalio.worker import Replayer
 from sandbox_agent_runtime import END, RunRequest, StreamEvent, read_run_stream
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import answered, project
+from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow, start_long
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import (
     RETRIED_AT_ONCE,
     SETTINGS,
     activities,
     running_worker,
+    runs_of_chain,
     sandboxes_for_tests,
 )
 from sandbox_agent_runtime.worker import agents_plugin, streaming_line, streams
@@ -277,3 +279,33 @@ async def test_a_reader_waiting_when_the_run_ends_gets_the_end_and_the_run_compl
         result = await asyncio.wait_for(handle.result(), 30)
         events = await asyncio.wait_for(reading, 30)
     assert events[-1].kind == "turn_ended" and events[-1].text == result.answer
+
+
+@pytest.mark.long
+async def test_a_reader_follows_a_chain_of_runs_its_offsets_going_on_and_nothing_twice(
+    temporal_client: Client,
+) -> None:
+    # About 60 kB each: a chain of runs in a dozen steps.
+    big = "head -c 60000 /dev/zero | tr '\\0' x"
+    commands = [big] * 14 + ["seq 1 100"]
+    async with running_worker(
+        temporal_client,
+        ScriptedModel(commands),
+        workflows=[LongSandboxAgentWorkflow],
+        time_limit=timedelta(minutes=4),
+    ) as (client, _):
+        handle = await start_long(client, "Run the 15 commands.")
+        reading = asyncio.create_task(read_all(client, handle.id))
+        answer = str((await handle.result()).answer)
+        events = await asyncio.wait_for(reading, 60)
+        assert handle.first_execution_run_id is not None
+        runs = await runs_of_chain(client, handle.id, handle.first_execution_run_id)
+
+    assert len(runs) >= 2
+    offsets = [event.offset for event in events]
+    assert offsets == sorted(set(offsets))
+    starts = [i for i, event in enumerate(events) if event.kind == "turn_started"]
+    assert len(starts) == len(commands) + 1
+    last = events[starts[-1] :]
+    assert "".join(e.text for e in last if e.kind == "delta") == answer
+    assert last[-1].kind == "turn_ended" and last[-1].text == answer
