@@ -14,6 +14,7 @@ Whether a run streams is decided once, at its start, in a replay-safe way
 
 import asyncio
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -292,6 +293,52 @@ async def stream_of(
     )
 
 
+# Text deltas that come within this long of each other (or up to this many
+# characters) go on as one: the model activity returns every event it
+# publishes, and one a token would pass Temporal's 2 MB payload limit on an
+# answer of some ten thousand tokens.
+COALESCE_SECONDS = 0.05
+COALESCE_CHARS = 4096
+
+
+async def coalesced(first: Any, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """``first`` then ``events``, consecutive text deltas of one part joined
+    while they come within COALESCE_SECONDS of the first of them."""
+    held: Any = None
+    began = 0.0
+    texts: list[str] = []
+
+    def joined() -> Any:
+        return held.model_copy(update={"delta": "".join(texts)})
+
+    async def chained() -> AsyncIterator[Any]:
+        yield first
+        async for event in events:
+            yield event
+
+    async for event in chained():
+        now = time.monotonic()
+        if getattr(event, "type", None) == "response.output_text.delta":
+            same = held is not None and (held.item_id, held.content_index) == (
+                event.item_id,
+                event.content_index,
+            )
+            size = sum(len(text) for text in texts)
+            if same and now - began < COALESCE_SECONDS and size < COALESCE_CHARS:
+                texts.append(event.delta)
+                continue
+            if held is not None:
+                yield joined()
+            held, began, texts = event, now, [event.delta]
+            continue
+        if held is not None:
+            yield joined()
+            held, texts = None, []
+        yield event
+    if held is not None:
+        yield joined()
+
+
 class WholeWhenUnstreamed(Model):
     """A model that streams if it can; one that cannot (its
     ``stream_response`` not implemented) gives its turns whole, through the
@@ -320,8 +367,7 @@ class WholeWhenUnstreamed(Model):
             async for event in stream_of(await self.model.get_response(*args, **kwargs)):
                 yield event
             return
-        yield first
-        async for event in events:
+        async for event in coalesced(first, events):
             yield event
 
     async def close(self) -> None:

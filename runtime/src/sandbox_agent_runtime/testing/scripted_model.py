@@ -26,10 +26,11 @@ from temporalio.openai_agents.testing import ResponseBuilders, TestModel
 
 from sandbox_agent_runtime.streaming import stream_of
 
-# Streamed, the scripted model writes its text 8 characters at a time, one
-# delta each 10 ms.
+# Streamed, the scripted model writes its text 8 characters at a time, at
+# once (a test that needs a fixed rate sets delta_every: 0.01 is a delta each
+# 10 ms).
 DELTA_CHARS = 8
-DELTA_EVERY = 0.01
+DELTA_EVERY = 0.0
 
 
 def tool_outputs(conversation: str | list[Any]) -> list[str]:
