@@ -92,33 +92,85 @@ def test_a_project_pinned_by_version_installs_the_runtime_from_a_teams_own_index
     assert Path(module).is_relative_to(project.path / ".venv"), module
 
 
-def previous_release(repo: Path) -> str | None:
-    """The newest release tag reachable from the checkout's HEAD, other than
-    one at HEAD itself (whose release is this tree)."""
+def listed_releases(repo: Path) -> dict[str, str]:
+    """The releases releases.txt lists in ``repo``'s tree: each tag and the
+    commit it names (a clone may come without its tags; the list is in it)."""
+    releases: dict[str, str] = {}
+    for number, line in enumerate((repo / "releases.txt").read_text().splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        tag, _, commit = line.partition(" ")
+        assert RELEASE_TAG.fullmatch(tag) and re.fullmatch(r"[0-9a-f]{40}", commit), (
+            f"releases.txt:{number}: {line!r} is not 'vX.Y.Z <the 40 hex digits of its commit>'"
+        )
+        assert tag not in releases, f"releases.txt:{number}: {tag} is listed twice"
+        releases[tag] = commit
+    return releases
+
+
+def previous_release(repo: Path) -> tuple[str, str] | None:
+    """The newest release releases.txt lists whose commit HEAD contains,
+    other than HEAD itself (whose release is this tree): its tag and commit."""
     if succeeds("git", "rev-parse", "--is-shallow-repository", cwd=repo).stdout.strip() == "true":
-        pytest.fail(f"{repo} is a shallow clone: its history and tags are cut (git fetch --unshallow --tags)")
-    reachable = succeeds("git", "tag", "--merged", "HEAD", "--list", "v*", cwd=repo).stdout.split()
-    at_head = set(succeeds("git", "tag", "--points-at", "HEAD", cwd=repo).stdout.split())
-    return release_tag("\n".join(tag for tag in reachable if tag not in at_head)) or None
+        pytest.fail(f"{repo} is a shallow clone: its history is cut (git fetch --unshallow)")
+    head = succeeds("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
+    before = {
+        tag: commit
+        for tag, commit in listed_releases(repo).items()
+        if commit != head and run("git", "merge-base", "--is-ancestor", commit, "HEAD", cwd=repo).returncode == 0
+    }
+    tag = release_tag("\n".join(before))
+    return (tag, before[tag]) if tag else None
 
 
-def test_the_previous_release_is_the_newest_tag_before_head(tmp_path: Path) -> None:
+def test_the_previous_release_is_the_newest_listed_before_head(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
 
-    def git(*args: str) -> None:
-        succeeds("git", *args, cwd=repo, **GIT_IDENTITY)
+    def git(*args: str) -> str:
+        return succeeds("git", *args, cwd=repo, **GIT_IDENTITY).stdout.strip()
+
+    def commit(message: str) -> str:
+        git("commit", "-q", "--allow-empty", "-m", message)
+        return git("rev-parse", "HEAD")
 
     git("init", "-q", "-b", "main")
-    git("commit", "-q", "--allow-empty", "-m", "one")
+    one = commit("one")
+    (repo / "releases.txt").write_text("# releases\n")
     assert previous_release(repo) is None
-    for tag in ("v0.9.0", "v0.10.0", "nightly"):
-        git("tag", tag)
-    git("commit", "-q", "--allow-empty", "-m", "two")
-    git("tag", "v0.11.0")
-    assert previous_release(repo) == "v0.10.0"
-    git("commit", "-q", "--allow-empty", "-m", "three")
-    assert previous_release(repo) == "v0.11.0"
+    (repo / "releases.txt").write_text(f"v0.9.0 {one}\nv0.10.0 {one}\n")
+    assert previous_release(repo) is None  # HEAD's own release
+    two = commit("two")
+    assert previous_release(repo) == ("v0.10.0", one)
+    git("checkout", "-q", "-b", "aside", one)
+    aside = commit("aside")
+    git("checkout", "-q", "main")
+    (repo / "releases.txt").write_text(f"v0.10.0 {one}\nv0.11.0 {two}\nv0.12.0 {aside}\n")
+    commit("three")
+    # v0.12.0 is not in HEAD's history.
+    assert previous_release(repo) == ("v0.11.0", two)
+    (repo / "releases.txt").write_text(f"v0.11.0 {two}\nv0.11.0 {one}\n")
+    with pytest.raises(AssertionError, match="v0.11.0 is listed twice"):
+        previous_release(repo)
+    (repo / "releases.txt").write_text("v0.11 abc\n")
+    with pytest.raises(AssertionError, match=r"releases.txt:1: 'v0.11 abc' is not"):
+        previous_release(repo)
+
+
+def test_the_release_tags_of_this_clone_name_the_commits_releases_txt_lists() -> None:
+    """A tag made (or moved) without its line, or a line without its commit
+    in the history, fails; a clone without the tags has the list alone."""
+    listed = listed_releases(TEMPLATE)
+    assert listed, "releases.txt lists no release"
+    for tag, commit in listed.items():
+        assert run("git", "merge-base", "--is-ancestor", commit, "HEAD", cwd=TEMPLATE).returncode == 0, (
+            f"releases.txt: {tag}'s commit {commit} is not in HEAD's history"
+        )
+    for tag in succeeds("git", "tag", "--list", "v*", cwd=TEMPLATE).stdout.split():
+        if not RELEASE_TAG.fullmatch(tag):
+            continue
+        named = succeeds("git", "rev-parse", f"{tag}^{{commit}}", cwd=TEMPLATE).stdout.strip()
+        assert listed.get(tag) == named, f"the tag {tag} names {named}; releases.txt says {listed.get(tag)}"
 
 
 @pytest.mark.slow
@@ -130,9 +182,8 @@ def test_a_project_of_the_previous_release_passes_its_whole_suite_after_its_runt
     to this tree and `uv lock --upgrade-package sandbox-agent-runtime`, runs
     its whole suite, its recorded histories replayed, and it passes."""
     previous = previous_release(TEMPLATE)
-    if previous is None:
-        pytest.skip("no release before HEAD: the template has no v* tag reachable from HEAD other than HEAD's own")
-    assert RELEASE_TAG.fullmatch(previous)
+    assert previous is not None, "releases.txt lists no release before HEAD"
+    _, previous_commit = previous
     project_path = tmp_path / "sandbox-agent"
     succeeds(
         tool("copier"),
@@ -140,7 +191,7 @@ def test_a_project_of_the_previous_release_passes_its_whole_suite_after_its_runt
         "--trust",
         "--defaults",
         "--vcs-ref",
-        previous,
+        previous_commit,
         str(TEMPLATE),
         str(project_path),
         cwd=tmp_path,

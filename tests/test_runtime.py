@@ -157,6 +157,9 @@ def run_selection(copy: Path, selection: Selection) -> None:
         OPENAI_API_KEY="",
         OPENAI_BASE_URL="http://127.0.0.1:9",
         SANDBOX_AGENT_STAND_IN=selection.stand_in,
+        # The copy is outside git: its surface is compared with the last
+        # release's in the template's repository (runtime/tests/test_surface.py).
+        SANDBOX_AGENT_TEMPLATE_GIT=str(TEMPLATE),
     )
     said = f"{selection}:\n{tests.stdout[-20000:]}{tests.stderr[-5000:]}"
     assert tests.returncode == 0, said

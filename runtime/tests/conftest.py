@@ -95,10 +95,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Against the remote stand-in, leave out the tests of ``BOTH`` marked
     ``default_stand_in``: what they prove (a worker's signals, a Temporal
     service that restarts or goes away, a stateless model endpoint) does not
-    rest on the stand-in, and the default one proves it."""
-    if STAND_IN == "default":
-        return
-    once = [item for item in items if item.get_closest_marker("default_stand_in")]
+    rest on the stand-in, and the default one proves it. Against the default
+    one, leave out those marked ``remote_stand_in``: they need what only the
+    remote stand-in has (approvals)."""
+    other = "default_stand_in" if STAND_IN != "default" else "remote_stand_in"
+    once = [item for item in items if item.get_closest_marker(other)]
     if once:
         config.hook.pytest_deselected(items=once)
         items[:] = [item for item in items if item not in once]

@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
 from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import EXIT_GUARDRAIL, start
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.api_client import api_process, read_events
@@ -94,6 +95,27 @@ async def test_an_output_guardrail_that_asks_the_model_trips_as_a_model_activity
         await handle.fetch_history(), raise_on_replay_failure=False
     )
     assert replayed.replay_failure is None
+
+
+async def test_a_guardrails_model_calls_count_in_the_runs_usage_and_the_prompts_budget(
+    temporal_client: Client,
+) -> None:
+    model = JudgingModel(["echo all is well"])
+    async with running_worker(temporal_client, model, workflows=WORKFLOWS) as (client, _):
+        handle = await start(client, "How are things?")
+        await handle.result()
+        memo = (await (await handle.describe()).memo())[USAGE_MEMO]
+    # The agent's two calls, then the judge's: counted as the agent's are.
+    assert model.judged == 1 and memo["model_calls"] == 3, memo
+    agents_tokens = sum(each.input_tokens + each.output_tokens for each in model.reported)
+
+    # A budget the agent's two calls reach stops the judge's call.
+    again = JudgingModel(["echo all is well"])
+    async with running_worker(temporal_client, again, workflows=WORKFLOWS) as (client, _):
+        request = RunRequest("How are things?", token_budget=agents_tokens)
+        answer = await (await start(client, request)).result()
+    assert answer.stopped.startswith("stopped: token budget reached"), answer
+    assert again.judged == 0 and len(again.inputs) == 2
 
 
 async def test_a_prompt_no_guardrail_trips_is_answered_as_it_was(temporal_client: Client) -> None:

@@ -45,15 +45,26 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
+from sandbox_agent_runtime.archives import inputs_of
 from sandbox_agent_runtime.encryption import KEY_ID, EncryptionCodec, WrongKey, parse_keys
 from sandbox_agent_runtime.object_store import DirectoryObjects, data_converter, parse
-from sandbox_agent_runtime.run_request import RunAnswer, RunRequest
-from sandbox_agent_runtime.shared import CALLER_MEMO, END, MEMORY_LOAD, MEMORY_SAVE
-from sandbox_agent_runtime.testing import project_service
+from sandbox_agent_runtime.run_request import FollowUp, RunAnswer, RunRequest
+from sandbox_agent_runtime.shared import (
+    CALLER_MEMO,
+    END,
+    FOLLOW_UP,
+    MEMORY_LOAD,
+    MEMORY_SAVE,
+    WORKFLOW_TYPE,
+)
+from sandbox_agent_runtime.testing import project, project_service
+from sandbox_agent_runtime.testing.api_client import api_process, read_events
 from sandbox_agent_runtime.testing.conversing import Conversing, answered, follow_up
 from sandbox_agent_runtime.testing.object_stores import client_with, payloads_in
 from sandbox_agent_runtime.testing.plugin import BUCKET
+from sandbox_agent_runtime.testing.processes import service_environment
 from sandbox_agent_runtime.testing.support import (
+    SETTINGS,
     activities,
     running_worker,
     sandboxes_for_tests,
@@ -62,6 +73,7 @@ from sandbox_agent_runtime.testing.support import (
 from sandbox_agent_runtime.testing.workspace_agents import (
     RemembersAcrossRunsWorkflow,
     RemembersWorkflow,
+    SkillsAcrossRunsWorkflow,
 )
 from sandbox_agent_runtime.worker import agents_plugin, workflow_runner
 from sandbox_agent_runtime.workspace import IN_STORE, SnapshotStore
@@ -297,3 +309,113 @@ def test_a_kept_memory_opens_only_under_its_own_caller_s_name(tmp_path: Path) ->
     for names in ({"notes.txt": b"x"}, {"memories/../notes.txt": b"x"}):
         with pytest.raises(ValueError, match="outside its directory"):
             opened(plain, alice, "memories", sealed_tar(names))
+
+
+INPUT_SKILL = """---
+name: changelog
+description: Keep a changelog, newest version first.
+---
+
+# Changelog
+
+One heading per version, newest first.
+"""
+LISTED = "- changelog: Keep a changelog, newest version first. (file: skills/changelog)"
+
+
+def skills_input(tmp_path: Path) -> list[Any]:
+    """A run's input directory ``skills`` with one skill, as the starter
+    packs ``--input skills/``."""
+    skill = tmp_path / "skills" / "changelog"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(INPUT_SKILL)
+    return inputs_of([str(tmp_path / "skills")], has_store=False)
+
+
+async def test_skills_in_a_runs_inputs_are_listed_to_the_model_from_its_first_turn(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    model = Remembering([["cat skills/changelog/SKILL.md"], ["echo second"], ["echo third"]])
+    workflows = [project().workflow, SkillsAcrossRunsWorkflow]
+    async with running_worker(temporal_client, model, workflows=workflows) as (client, _):
+        # A job whose inputs carry a skill.
+        job = await client.start_workflow(
+            WORKFLOW_TYPE,
+            RunRequest("Read the skill.", inputs=skills_input(tmp_path / "job")),
+            id=f"{project_service().task_queue}-{uuid.uuid4()}",
+            task_queue=project_service().task_queue,
+            result_type=RunAnswer,
+        )
+        answer = await job.result()
+        job_instructions = model.instructions[:]
+        # A conversation whose follow-up carries it: listed from then on,
+        # in the next run of its chain too (it goes on there after it).
+        talk = await start(client, "Hello.", None, "SkillsAcrossRunsWorkflow")
+        await answered(talk, 1)
+        before_second = len(model.instructions)
+        inputs = skills_input(tmp_path / "talk")
+        await talk.execute_update(FOLLOW_UP, FollowUp("Read it.", inputs=inputs), result_type=int)
+        await answered(talk, 2)
+        before_third = len(model.instructions)
+        await follow_up(talk, "Again.")
+        await answered(talk, 3)
+        await talk.execute_update(END)
+        await talk.result()
+        runs = {talk.first_execution_run_id, (await talk.describe()).run_id}
+
+    # Listed in the first turn's instructions, as agent.py's skills are;
+    # its SKILL.md placed where the listing says.
+    assert LISTED in job_instructions[0], job_instructions[0]
+    assert "# Changelog" in str(answer.answer)
+    assert LISTED not in model.instructions[len(job_instructions)]
+    assert LISTED in model.instructions[before_second]
+    assert len(runs) == 2 and LISTED in model.instructions[before_third]
+    # The recorded runs replay.
+    replayer = Replayer(
+        workflows=workflows,
+        plugins=[agents_plugin(SETTINGS, sandboxes=sandboxes_for_tests())],
+        workflow_runner=workflow_runner(),
+    )
+    histories = [await job.fetch_history()] + [
+        await client.get_workflow_handle(talk.id, run_id=run).fetch_history() for run in runs
+    ]
+    for history in histories:
+        replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is None, replayed.replay_failure
+
+
+@pytest.mark.process
+async def test_skills_sent_through_the_api_as_a_directorys_files_are_listed(
+    temporal_client: Client,
+) -> None:
+    address = temporal_client.service_client.config.target_host
+    environment = service_environment(address, "http://127.0.0.1:9")
+    model = Remembering([["cat skills/changelog/SKILL.md"]])
+    async with (
+        running_worker(temporal_client, model),
+        api_process(environment) as api,
+        api.client() as http,
+    ):
+        # A file under a directory's path: the directory is the input.
+        skill = ("skills/changelog/SKILL.md", INPUT_SKILL.encode(), "text/markdown")
+        started = await http.post(
+            "/v1/runs", data={"prompt": "Read the skill."}, files=[("files", skill)]
+        )
+        assert started.status_code == 201, started.text
+        workflow_id = started.json()["id"]
+        await read_events(http, workflow_id)
+        state = (await http.get(f"/v1/runs/{workflow_id}")).json()
+        # A path that climbs, or a file where a directory is, is refused.
+        climbing = await http.post(
+            "/v1/runs", data={"prompt": "x"}, files=[("files", ("skills/../up.txt", b"x"))]
+        )
+        clashing = await http.post(
+            "/v1/runs",
+            data={"prompt": "x"},
+            files=[("files", ("skills", b"x")), ("files", ("skills/a/SKILL.md", b"x"))],
+        )
+
+    assert model.instructions and LISTED in model.instructions[0]
+    assert "# Changelog" in state["answer"]["text"], state
+    assert climbing.status_code == 400 and "'skills/../up.txt'" in climbing.text
+    assert clashing.status_code == 400 and "two files are named 'skills'" in clashing.text

@@ -27,6 +27,7 @@ from sandbox_agent_runtime.service import cost_of
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import other_agents, project, project_service
+from sandbox_agent_runtime.testing.api_client import api_process, read_events
 from sandbox_agent_runtime.testing.handovers import StallsAfterTheFirstCommand
 from sandbox_agent_runtime.testing.other_agents import (
     ASK_HELPER,
@@ -38,6 +39,7 @@ from sandbox_agent_runtime.testing.other_agents import (
     OtherAgentsChainWorkflow,
     OtherAgentsWorkflow,
 )
+from sandbox_agent_runtime.testing.processes import service_environment
 from sandbox_agent_runtime.testing.scripted_model import Call, ScriptedAgents, call_id
 from sandbox_agent_runtime.testing.support import (
     DROPPED_RUNS_CLOSED,
@@ -166,6 +168,40 @@ async def test_the_other_agents_work_in_the_runs_one_sandbox_each_turn_a_model_a
         HISTORY.write_text(json.dumps(history.to_json_dict(), indent=2) + "\n")
 
 
+@pytest.mark.process
+async def test_the_api_events_name_the_agent_of_each_turn(temporal_client: Client) -> None:
+    address = temporal_client.service_client.config.target_host
+    environment = service_environment(address, "http://127.0.0.1:9")
+    models = ScriptedAgents(scripts())
+    async with (
+        running_worker(temporal_client, models, workflows=[OtherAgentsWorkflow]),
+        api_process(environment) as api,
+        api.client() as http,
+    ):
+        started = await http.post("/v1/runs", json={"prompt": "Write, ask, have it reviewed."})
+        assert started.status_code == 201, started.text
+        workflow_id = started.json()["id"]
+        events = await read_events(http, workflow_id)
+        # A client that reconnects after the first agent's turns is told
+        # the same of the turns after.
+        second = next(each for each in events if each.data.get("text") == "turn 2")
+        after = await read_events(http, workflow_id, last_event_id=second.id)
+
+    # As the starter's steps say (the agent's own turns unnamed).
+    turns = [each.data["text"] for each in events if each.name == "model"]
+    assert turns == [
+        "turn 1",
+        "turn 2",
+        f"turn 3 ({HELPER})",
+        f"turn 4 ({HELPER})",
+        "turn 5",
+        f"turn 6 ({REVIEWER})",
+        f"turn 7 ({REVIEWER})",
+    ], events
+    assert f"model    turn 6 ({REVIEWER})" in [each.data.get("line") for each in events]
+    assert [each.data["text"] for each in after if each.name == "model"] == turns[2:]
+
+
 async def test_the_turn_budget_counts_the_turns_of_the_agent_handed_off_to(
     temporal_client: Client,
 ) -> None:
@@ -254,7 +290,7 @@ async def test_the_next_run_of_a_chain_goes_on_with_the_agent_handed_off_to(
         CHAIN_HISTORY.write_text(json.dumps(runs[1].history.to_json_dict(), indent=2) + "\n")
 
 
-@pytest.mark.skipif(not project_service().approvals, reason="the service has no approvals")
+@pytest.mark.remote_stand_in  # approvals: only the remote stand-in has them
 async def test_a_command_of_the_agent_handed_off_to_waits_for_a_person(
     temporal_client: Client,
 ) -> None:

@@ -2,11 +2,11 @@
 names and their signatures, and the settings it reads (surface.py lists
 them; surface.txt keeps the listing of the version it names)."""
 
+import os
 import re
 import subprocess
 import sys
-
-import pytest
+from pathlib import Path
 
 from tests.surface import REWRITE, RUNTIME, SURFACE, version
 
@@ -42,34 +42,32 @@ def test_the_changelog_has_an_entry_for_the_version() -> None:
     )
 
 
-def _last_release() -> tuple[str, str] | None:
-    """The last tagged release's name and its surface.txt, from git (None:
-    no git, or no tag in this clone)."""
-    tag = subprocess.run(
-        ["git", "describe", "--tags", "--abbrev=0", "--match", "v*"],
-        cwd=RUNTIME,
+def _last_release() -> tuple[str, str]:
+    """The last release's tag and its surface.txt: the last line of the
+    template repository's releases.txt (its tags may not have come with a
+    clone; its list did) and its commit's listing, from git."""
+    # A copy of the runtime outside its repository (the template's suite
+    # runs one) is told where the repository is.
+    repository = Path(os.environ.get("SANDBOX_AGENT_TEMPLATE_GIT", str(RUNTIME.parent)))
+    lines = [
+        line
+        for line in (repository / "releases.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines, f"{repository / 'releases.txt'} lists no release"
+    name, _, commit = lines[-1].partition(" ")
+    listing = subprocess.run(
+        ["git", "show", f"{commit}:runtime/surface.txt"],
+        cwd=repository,
         capture_output=True,
         text=True,
     )
-    if tag.returncode != 0:
-        return None
-    name = tag.stdout.strip()
-    listing = subprocess.run(
-        ["git", "show", f"{name}:runtime/surface.txt"],
-        cwd=RUNTIME,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return name, listing
+    assert listing.returncode == 0, f"{name} ({commit}): {listing.stderr.strip()}"
+    return name, listing.stdout
 
 
 def test_a_surface_that_moved_since_the_last_release_has_a_version_of_its_own() -> None:
-    release = _last_release()
-    if release is None:
-        # .ci/run fetches the tags; a copy without them cannot tell.
-        pytest.skip("no v* tag in this clone (git fetch --tags)")
-    name, listing = release
+    name, listing = _last_release()
     released_version, _, released = listing.removeprefix("version ").partition("\n")
     kept_version, _, kept = SURFACE.read_text().removeprefix("version ").partition("\n")
     if kept != released:

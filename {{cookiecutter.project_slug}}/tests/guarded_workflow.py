@@ -8,8 +8,9 @@ from temporalio import workflow
 
 from sandbox_agent_runtime import WORKFLOW_TYPE, Carried, RunAnswer, RunRequest
 
-import tests.guardrails_example as example
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
+
+import tests.guardrails_example as example
 
 
 @workflow.defn(name=WORKFLOW_TYPE)

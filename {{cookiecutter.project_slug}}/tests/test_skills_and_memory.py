@@ -1,7 +1,9 @@
 """docs/skills-and-memory.md's example, run as written: its capabilities
 added to this service's agent, its SKILL.md in a skills folder (tests/skills,
 checked against the page), a conversation through the real worker with a
-scripted model that keeps the instructions it is given."""
+scripted model that keeps the instructions it is given; and skills sent as a
+run's input directory skills/, as the page's starter command sends them, to
+this service's own agent."""
 
 import re
 import uuid
@@ -14,8 +16,22 @@ from agents.sandbox import SandboxAgent
 from temporalio import workflow
 from temporalio.client import Client
 
-from sandbox_agent_runtime import END, FOLLOW_UP, Carried, FollowUp, RunAnswer, RunRequest
-from sandbox_agent_runtime.testing import Conversing, answered, project_service, running_worker
+from sandbox_agent_runtime import (
+    END,
+    FOLLOW_UP,
+    WORKFLOW_TYPE,
+    Carried,
+    FollowUp,
+    RunAnswer,
+    RunRequest,
+)
+from sandbox_agent_runtime.testing import (
+    Conversing,
+    answered,
+    inputs_of,
+    project_service,
+    running_worker,
+)
 
 from {{ cookiecutter.package_name }}.workflow import SandboxAgentWorkflow
 
@@ -26,6 +42,7 @@ with workflow.unsafe.sandbox_unrestricted():
     BLOCKS = re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), re.S)
     EXAMPLE = next(code for kind, code in BLOCKS if kind == "python")
     SKILL_MD = next(code for kind, code in BLOCKS if kind == "markdown")
+    COMMANDS = next(code for kind, code in BLOCKS if kind == "sh")
 
     # The page's example, as agent.py would hold it, beside tests/skills.
     _example: dict[str, Any] = {"__file__": __file__}
@@ -101,3 +118,26 @@ async def test_the_page_s_skill_reaches_the_agent_and_a_later_prompt_reads_the_m
     assert first.answer is not None and "# Release notes" in str(first.answer.answer)
     assert REMEMBERED not in listing
     assert REMEMBERED in later
+
+
+async def test_skills_in_a_runs_inputs_reach_the_agent_as_the_page_sends_them(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    # The page's starter command sends a directory named skills.
+    assert "-starter --input skills/ " in COMMANDS
+    skill = tmp_path / "skills" / "release-notes"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(SKILL_MD)
+    model = Remembering([["cat skills/release-notes/SKILL.md"]])
+    async with running_worker(temporal_client, model) as (client, _):
+        answer = await client.execute_workflow(
+            WORKFLOW_TYPE,
+            RunRequest("Write the notes.", inputs=inputs_of([str(tmp_path / "skills")], False)),
+            id=f"{project_service().task_queue}-{uuid.uuid4()}",
+            task_queue=project_service().task_queue,
+            result_type=RunAnswer,
+        )
+
+    assert "- release-notes: Write release notes from a list of changes" in model.instructions[0]
+    assert "(file: skills/release-notes)" in model.instructions[0]
+    assert "# Release notes" in str(answer.answer)

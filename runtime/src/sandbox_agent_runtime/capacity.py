@@ -63,10 +63,10 @@ def model_heartbeat_timeout(runs: int) -> timedelta:
 
 def worker_options(runs: int) -> dict[str, Any]:
     """The Worker's slots, cache and heartbeat throttle for ``runs`` runs in
-    flight: a model call slot per run (on the model calls' queue; on the
-    service's, beside its own, when model calls go with their runs), as many
-    again for sandbox operations and tools (and, with a host-bound backend,
-    on the host's queue); twice as many cached workflows, so that neither a
+    flight: an activity slot per run on the service's queue, for its sandbox
+    operations, tools and, when they go with their runs, model calls (and as
+    many on the host's queue with a host-bound backend, and on the model
+    calls' own queue); twice as many cached workflows, so that neither a
     run in flight nor one waiting for a slot is dropped from the cache and
     replayed at its next step. The SDK sends a call's heartbeats to Temporal at most every 0.8 of
     its timeout, leaving 2 s of slack at 10 s; every half timeout leaves half."""

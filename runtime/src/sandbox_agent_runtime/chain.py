@@ -13,22 +13,24 @@ never compacts it (``bounded()``).
 import json
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from agents import (
-    AgentHooks,
     AgentsException,
     ItemHelpers,
     ModelResponse,
     RunContextWrapper,
+    RunHooks,
     Tool,
     TResponseInputItem,
 )
 from agents.agent import Agent
 from agents.exceptions import RunErrorDetails
 from agents.result import RunResultBase
+from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 from agents.run_config import CallModelData, ModelInputData
 from agents.sandbox.capabilities import Compaction
 from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
@@ -105,6 +107,9 @@ class Carried:
     # The run's stream (streaming.py), from its latest model turn's start
     # (None: a run that did not stream, or from before streams).
     stream: WorkflowStreamState | None = None
+    # Whether a prompt's inputs carried skills (phases/prompting.py's
+    # INPUT_SKILLS): the next run's prompts list them too.
+    skills: bool = False
 
 
 class HistoryFull(AgentsException):
@@ -165,14 +170,20 @@ class HistoryBudget(UsageMeter):
         self.turns += 1
 
 
-class CalledAsTool(AgentHooks[Any]):
-    """The hooks of an agent another agent calls as a tool (``Agent.as_tool``):
-    its run is a nested ``Runner.run`` that the run's hooks do not reach, so
-    these count its model calls into the run's usage and stop it at the
-    prompt's budget (through ``run``), then call the agent's own hooks."""
+# The hooks of the prompt being answered (``budgeted()``), seen by the
+# workflow's task that answers it and by every task it starts.
+PROMPT_HOOKS: ContextVar[HistoryBudget | None] = ContextVar("prompt_hooks", default=None)
 
-    def __init__(self, run: HistoryBudget, own: AgentHooks[Any] | None) -> None:
-        self.run, self.own = run, own
+
+class NestedRun(RunHooks[Any]):
+    """The hooks of a ``Runner.run`` made during a prompt by other than the
+    prompt itself: an agent's called as a tool (``Agent.as_tool``), an agent a
+    guardrail asks. The prompt's hooks do not reach it, so these count its
+    model calls into the run's usage and stop it at the prompt's budget
+    (through ``run``), then call the hooks it was given (``own``)."""
+
+    def __init__(self, run: HistoryBudget, own: RunHooks[Any] | None) -> None:
+        self.run, self.own = run, own or RunHooks[Any]()
 
     async def on_llm_start(
         self,
@@ -182,35 +193,67 @@ class CalledAsTool(AgentHooks[Any]):
         input_items: list[TResponseInputItem],
     ) -> None:
         await UsageMeter.on_llm_start(self.run, context, agent, system_prompt, input_items)
-        if self.own is not None:
-            await self.own.on_llm_start(context, agent, system_prompt, input_items)
+        await self.own.on_llm_start(context, agent, system_prompt, input_items)
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
         await self.run.on_llm_end(context, agent, response)
-        if self.own is not None:
-            await self.own.on_llm_end(context, agent, response)
+        await self.own.on_llm_end(context, agent, response)
 
-    async def on_start(self, context: Any, agent: Agent[Any]) -> None:
-        if self.own is not None:
-            await self.own.on_start(context, agent)
+    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
+        await self.own.on_agent_start(context, agent)
 
-    async def on_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
-        if self.own is not None:
-            await self.own.on_end(context, agent, output)
+    async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        await self.own.on_agent_end(context, agent, output)
 
-    async def on_handoff(self, context: Any, agent: Agent[Any], source: Agent[Any]) -> None:
-        if self.own is not None:
-            await self.own.on_handoff(context, agent, source)
+    async def on_handoff(self, context: Any, from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
+        await self.own.on_handoff(context, from_agent, to_agent)
 
     async def on_tool_start(self, context: Any, agent: Agent[Any], tool: Tool) -> None:
-        if self.own is not None:
-            await self.own.on_tool_start(context, agent, tool)
+        await self.own.on_tool_start(context, agent, tool)
 
     async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Tool, result: Any) -> None:
-        if self.own is not None:
-            await self.own.on_tool_end(context, agent, tool, result)
+        await self.own.on_tool_end(context, agent, tool, result)
+
+
+def counted(options: dict[str, Any]) -> dict[str, Any]:
+    """A ``Runner.run``'s options, with ``NestedRun`` hooks when it is made
+    during a prompt by other than the prompt itself."""
+    prompt = PROMPT_HOOKS.get()
+    if prompt is None or options.get("hooks") is prompt:
+        return options
+    return {**options, "hooks": NestedRun(prompt, options.get("hooks"))}
+
+
+class CountsNestedRuns(AgentRunner):
+    """The agent runner (``Runner.run``'s), ``inner`` with every nested run
+    of a prompt counted into it (``counted()``); as ``inner`` elsewhere."""
+
+    def __init__(self, inner: AgentRunner) -> None:
+        self.inner = inner
+
+    async def run(self, starting_agent: Any, input: Any, **options: Any) -> Any:
+        return await self.inner.run(starting_agent, input, **counted(options))
+
+    def run_sync(self, starting_agent: Any, input: Any, **options: Any) -> Any:
+        return self.inner.run_sync(starting_agent, input, **counted(options))
+
+    def run_streamed(self, starting_agent: Any, input: Any, **options: Any) -> Any:
+        return self.inner.run_streamed(starting_agent, input, **counted(options))
+
+
+@contextmanager
+def nested_runs_counted() -> Iterator[None]:
+    """While the block runs (a worker's or a replayer's life), ``Runner.run``
+    counts a prompt's nested runs (``CountsNestedRuns`` over the runner the
+    Temporal plugin set)."""
+    before = get_default_agent_runner()
+    set_default_agent_runner(CountsNestedRuns(before))
+    try:
+        yield
+    finally:
+        set_default_agent_runner(before)
 
 
 def handed_off_to(agent: Agent[Any], name: str) -> Agent[Any]:
@@ -232,40 +275,18 @@ def handed_off_to(agent: Agent[Any], name: str) -> Agent[Any]:
     return agent
 
 
-def agents_called_as_tools(agent: Agent[Any]) -> list[Agent[Any]]:
-    """Every agent that ``agent``, or an agent it hands off to or calls,
-    calls as a tool (``Agent.as_tool``), each once."""
-    seen: dict[int, Agent[Any]] = {}
-    called: dict[int, Agent[Any]] = {}
-    waiting = [agent]
-    while waiting:
-        each = waiting.pop()
-        if id(each) in seen:
-            continue
-        seen[id(each)] = each
-        waiting += [other for other in each.handoffs if isinstance(other, Agent)]
-        for tool in each.tools:
-            inner = getattr(tool, "_agent_instance", None)
-            if getattr(tool, "_is_agent_tool", False) and isinstance(inner, Agent):
-                called[id(inner)] = inner
-                waiting.append(inner)
-    return list(called.values())
-
-
 @contextmanager
 def budgeted(agent: Agent[Any], hooks: HistoryBudget) -> Iterator[None]:
-    """While the block runs, every agent ``agent`` calls as a tool counts
-    its model calls into ``hooks`` and stops at its budget (``CalledAsTool``);
-    their own hooks are given back afterwards."""
-    called = agents_called_as_tools(agent)
-    own = [each.hooks for each in called]
-    for each, hooks_of_its_own in zip(called, own, strict=True):
-        each.hooks = CalledAsTool(hooks, hooks_of_its_own)
+    """While the block (``agent``'s runs on a prompt) runs, every other
+    ``Runner.run`` the workflow makes, whichever agent it runs, counts its
+    model calls into ``hooks`` and stops at the prompt's budget
+    (``NestedRun``)."""
+    del agent  # every nested run counts, not only those of agent's tools
+    token = PROMPT_HOOKS.set(hooks)
     try:
         yield
     finally:
-        for each, hooks_of_its_own in zip(called, own, strict=True):
-            each.hooks = hooks_of_its_own
+        PROMPT_HOOKS.reset(token)
 
 
 def conversation_so_far(

@@ -15,7 +15,8 @@ import ctypes
 import signal
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from datetime import timedelta
 from functools import cache
 from importlib import metadata
@@ -42,6 +43,7 @@ from sandbox_agent_runtime.capacity import (
     model_provider,
     worker_options,
 )
+from sandbox_agent_runtime.chain import nested_runs_counted
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.encryption import codec_of
 from sandbox_agent_runtime.exits import exit_after
@@ -201,7 +203,25 @@ def agents_plugin(
         )
     # The plugin's data converter, reading model inputs cheaply.
     plugin.data_converter = with_agent_payloads
+    # A prompt's nested runs (a guardrail's, an agent's called as a tool)
+    # count into its usage and budget, in a worker and a replayer alike.
+    plugin.run_context = counting_nested_runs(plugin.run_context)
     return plugin
+
+
+def counting_nested_runs(
+    run_context: Callable[[], AbstractAsyncContextManager[None]] | None,
+) -> Callable[[], AbstractAsyncContextManager[None]]:
+    """The plugin's ``run_context``, inside which ``Runner.run`` also counts
+    a prompt's nested runs (chain.nested_runs_counted)."""
+
+    @asynccontextmanager
+    async def counting() -> AsyncIterator[None]:
+        async with run_context() if run_context is not None else nullcontext():
+            with nested_runs_counted():
+                yield
+
+    return counting
 
 
 def _plugin(
@@ -411,11 +431,11 @@ def build_worker(
     options = worker_options(settings.runs_in_flight)
     if max_cached_workflows is not None:
         options["max_cached_workflows"] = max_cached_workflows
-    # The shared queue's slots: as many again for model calls when they go
-    # with the run's own work.
+    # The shared queue's slots, one per run in flight, whether a run's model
+    # calls take them too (going with its own work) or not: a run waits on
+    # one activity at a time, and a run past WORKER_RUNS_IN_FLIGHT waits on
+    # the queue, not in the model client's pool.
     shared_options = {**options}
-    if settings.model_calls_queue != OWN:
-        shared_options["max_concurrent_activities"] = 2 * settings.runs_in_flight
     # Model calls run on either poller: a call is where the worker that
     # scheduled it sent it, whatever this worker's setting.
     model_calls = [ModelCallWait(), HeartbeatAtStart(), NamesAMissingApi(settings.openai_api)]

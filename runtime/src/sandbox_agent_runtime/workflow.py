@@ -72,6 +72,7 @@ from sandbox_agent_runtime.workspace.steps import (
     check,
     collect,
     forget,
+    in_turn,
     save_memory,
 )
 
@@ -124,6 +125,8 @@ class AgentWorkflow:
         # streams at all is decided when it starts (_run).
         self.stream = RunStream(WorkflowStream(carried.stream if carried else None))
         self.streamed = False
+        # Whether the run's inputs carried skills (prompting.INPUT_SKILLS).
+        self.input_skills = False
         # A run's first task runs its update validators before its run
         # method: they must know from here whether it takes follow-ups
         # (a client's request arrives as JSON: begin.run_request()), and a
@@ -292,6 +295,12 @@ class AgentWorkflow:
                 else [{"role": "user", "content": model_input}]
             )
         restore = prompt.restore
+        # Skills in the run's inputs (its "skills" directory), this prompt's
+        # or an earlier one's: listed like agent.py's, so the workspace is
+        # prepared before the agent's instructions are made.
+        self.input_skills = self.input_skills or prompting.carries_skills(request)
+        if self.input_skills:
+            agent = prompting.with_input_skills(agent)
         # The caller's memory: put back before the conversation's first turn,
         # kept again after each answer.
         memory = caller_memory(agent, self.given.memory_across_conversations)
@@ -322,6 +331,9 @@ class AgentWorkflow:
                 hooks.before_first_turn = preparation
             loading = MemoryLoad(self.sandbox, load_memory) if load_memory else None
             hooks.before_instructions = loading
+            if self.input_skills and preparation.needed:
+                hooks.before_first_turn = None
+                hooks.before_instructions = in_turn(preparation, loading)
             try:
                 result = await prompting.answer(
                     agent,
@@ -468,6 +480,7 @@ class AgentWorkflow:
         )
         if self.streamed or stream.log or stream.base_offset:
             handed = dataclasses.replace(handed, stream=stream)
+        handed = dataclasses.replace(handed, skills=self.input_skills)
         memo = self.progress.chain_memo(self.usage, request.follow_ups)
         interruptions.continue_as_new(request, handed, memo)
 
@@ -478,6 +491,7 @@ class AgentWorkflow:
         # The run before handed it on in this run's memo (chain_memo).
         self.progress.usage_shown = dataclasses.replace(carried.usage)
         self.run_of_chain = carried.run
+        self.input_skills = carried.skills
         self.commit = Placed(**carried.placed).commit if carried.placed else ""
         self.conversation = carried.conversation
         self.redo = carried.conversation

@@ -155,23 +155,39 @@ def boolean(fields: dict[str, Any], name: str) -> bool:
     raise Problem(422, f"field {name!r} is {str(value)[:40]!r}: use true or false.")
 
 
-def plain_file_name(name: str) -> str:
-    """An uploaded file's name, as the top of the workspace takes it: one
-    plain name, nothing that climbs or hides."""
+def file_path(name: str) -> list[str]:
+    """An uploaded file's name, as the workspace takes it: a plain name (a
+    file at the top), or a path of plain names (``skills/notes/SKILL.md``: a
+    file in a directory at the top, the directory an input as the starter's
+    ``--input skills/``); nothing that climbs or hides. Its parts."""
+    parts = name.split("/")
     if (
         not name
-        or name in (".", "..")
-        or "/" in name
+        or len(name.encode()) > 4096
         or "\\" in name
         or not name.isprintable()
-        or len(name.encode()) > 255
+        or any(part in ("", ".", "..") or len(part.encode()) > 255 for part in parts)
     ):
         raise Problem(
             400,
-            f"file name {name[:80]!r} is not allowed: use a plain name (no '/', '\\', '..' or "
-            "characters that do not print), at most 255 bytes.",
+            f"file name {name[:80]!r} is not allowed: use a plain name, or a path of plain "
+            "names under a directory (no '\\', '..', '.' or empty parts, no characters that do "
+            "not print), each at most 255 bytes.",
         )
-    return name
+    return parts
+
+
+def saved_at(directory: Path, parts: list[str]) -> Path:
+    """Where an uploaded file of ``parts`` is saved in ``directory``, its
+    directories made; refused when a file already has its path, or one of
+    its directories'."""
+    path = directory.joinpath(*parts)
+    for above in [*reversed(path.parents[: len(parts) - 1]), path]:
+        if above.is_file() or (above == path and above.exists()):
+            taken = "/".join(above.relative_to(directory).parts)
+            raise Problem(400, f"two files are named {taken!r}: each must have its own name.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 class Body:
@@ -229,15 +245,14 @@ async def read_body(request: Request, model: type[Fields], has_store: bool) -> B
                         raise Problem(
                             422, f"part {name[:40]!r} holds a file: send files as 'files' parts."
                         )
-                    file_name = plain_file_name(value.filename or "")
-                    path = directory / file_name
-                    if path.exists():
-                        raise Problem(
-                            400, f"two files are named {file_name!r}: each must have its own name."
-                        )
+                    parts = file_path(value.filename or "")
+                    path = saved_at(directory, parts)
                     with path.open("wb") as out:
                         await asyncio.to_thread(shutil.copyfileobj, value.file, out)
-                    paths.append(str(path))
+                    # Each input once: a file, or the directory at the top.
+                    top = str(directory / parts[0])
+                    if top not in paths:
+                        paths.append(top)
                     continue
                 if name not in allowed or name in fields:
                     raise Problem(

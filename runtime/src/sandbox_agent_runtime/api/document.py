@@ -70,7 +70,10 @@ def request_body(model: type[Fields], files: bool = False) -> dict[str, Any]:
         binary = {
             "type": "array",
             "items": {"type": "string", "format": "binary"},
-            "description": "Files for the workspace's top, each its own plain name.",
+            "description": (
+                "Files for the workspace's top, each its own plain name, or under a "
+                "directory there by a path of plain names (skills/notes/SKILL.md)."
+            ),
         }
         in_form = {name: form_field(field) for name, field in fields.items()}
         content["multipart/form-data"] = {"schema": schema({**in_form, "files": binary})}

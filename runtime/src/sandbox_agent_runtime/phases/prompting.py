@@ -27,6 +27,8 @@ from agents.exceptions import RunErrorDetails
 from agents.result import RunResult, RunResultBase, RunResultStreaming
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox.capabilities import Skills
+from agents.sandbox.entries import Dir
 from agents.sandbox.manifest import Environment, Manifest
 from agents.sandbox.snapshot import NoopSnapshotSpec
 from agents.tool import ToolOrigin
@@ -179,6 +181,38 @@ def guarded_in_turn(agent: SandboxAgent[None], checked: bool) -> SandboxAgent[No
             for guardrail in agent.input_guardrails
         ],
     )
+
+
+# The name of a run's input whose directories are skills (docs of a
+# render: skills-and-memory.md): listed to the model like agent.py's.
+INPUT_SKILLS = "skills"
+
+
+class InputSkills(Skills):
+    """The SDK's ``Skills``, listing the skills of the run's ``skills``
+    input (a directory each, with its ``SKILL.md``) where the input is
+    placed: nothing of it in the manifest (the input is placed as any
+    other), and no content in history."""
+
+    def process_manifest(self, manifest: Manifest) -> Manifest:
+        return manifest
+
+
+def carries_skills(request: RunRequest) -> bool:
+    """Whether the inputs of ``request`` carry skills: a directory named
+    ``INPUT_SKILLS``."""
+    return any(each.name == INPUT_SKILLS and each.kind == "directory" for each in request.inputs)
+
+
+def with_input_skills(agent: SandboxAgent[None]) -> SandboxAgent[None]:
+    """``agent``, listing the skills of the run's inputs too (their
+    directory placed before its instructions are made); an agent handed
+    off to that is no SandboxAgent (a chain's next run goes on with it) as
+    it is."""
+    if not isinstance(agent, SandboxAgent):
+        return agent
+    listing = InputSkills(from_=Dir(), skills_path=INPUT_SKILLS)
+    return dataclasses.replace(agent, capabilities=[*agent.capabilities, listing])
 
 
 def workspace_manifest(

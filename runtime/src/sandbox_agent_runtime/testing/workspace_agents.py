@@ -108,6 +108,19 @@ def _define(base: Any) -> dict[str, type[Any]]:
             answer: RunAnswer = await super().run(request, carried)
             return answer
 
+    class SkillsAcrossRunsWorkflow(base):  # type: ignore[misc]
+        """The service's workflow, its first run's history taken for full
+        once a prompt whose inputs carried skills is answered: the next
+        prompt is the next run's."""
+
+        def history_full(self) -> bool:
+            return bool(self.run_of_chain == 1 and self.input_skills)
+
+        async def run(self, request: RunRequest, carried: Carried | None = None) -> RunAnswer:
+            answer: RunAnswer = await super().run(request, carried)
+            return answer
+
+    workflow_type(SkillsAcrossRunsWorkflow, "SkillsAcrossRunsWorkflow")
     workflow_type(AgentWithFilesWorkflow, "AgentWithFilesWorkflow")
     workflow_type(RemembersAcrossRunsWorkflow, "RemembersAcrossRunsWorkflow")
     workflow_type(RemembersWorkflow, "RemembersWorkflow")
@@ -119,6 +132,7 @@ def _define(base: Any) -> dict[str, type[Any]]:
         "PricedAgentWorkflow": PricedAgentWorkflow,
         "RemembersWorkflow": RemembersWorkflow,
         "RemembersAcrossRunsWorkflow": RemembersAcrossRunsWorkflow,
+        "SkillsAcrossRunsWorkflow": SkillsAcrossRunsWorkflow,
     }
     return defined
 
@@ -131,6 +145,7 @@ if TYPE_CHECKING:
     PricedAgentWorkflow = WorkflowVariant
     RemembersWorkflow = WorkflowVariant
     RemembersAcrossRunsWorkflow = WorkflowVariant
+    SkillsAcrossRunsWorkflow = WorkflowVariant
 
 
 __getattr__ = defined_at_first_use(
@@ -141,6 +156,7 @@ __getattr__ = defined_at_first_use(
             "PricedAgentWorkflow",
             "RemembersWorkflow",
             "RemembersAcrossRunsWorkflow",
+            "SkillsAcrossRunsWorkflow",
         }
     ),
     _define,

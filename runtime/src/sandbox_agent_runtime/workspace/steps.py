@@ -10,6 +10,7 @@ chain.
 
 import dataclasses
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -323,6 +324,18 @@ class MemoryLoad:
     async def __call__(self) -> None:
         await load_memory(self.sandbox, self.memory)
         self.done = True
+
+
+def in_turn(*steps: Callable[[], Awaitable[None]] | None) -> Callable[[], Awaitable[None]]:
+    """One step of the chain's run hooks that awaits each of ``steps`` in
+    order (None: none)."""
+
+    async def each() -> None:
+        for step in steps:
+            if step is not None:
+                await step()
+
+    return each
 
 
 @dataclass

@@ -3,7 +3,8 @@
 The workflow builds the agent from ``sandbox_agent()`` at the start of every
 run, so whatever is here reaches every new run; runs already started keep
 the agent they started with only on versioned workers (docs/versioning.md).
-To give the agent a tool of its own, see tools.py and docs/tools.md.
+To give the agent a tool of its own, see tools.py and docs/tools.md; to guard
+its input and output, docs/guardrails.md.
 """
 
 from datetime import timedelta
@@ -59,5 +60,6 @@ def sandbox_agent() -> SandboxAgent[None]:
             Filesystem(configure_tools=careful_filesystem),
             Shell(configure_tools=plain_shell),
             Compaction(policy=StaticCompactionPolicy(threshold=COMPACTION_THRESHOLD)),
+            # Skills and a memory go here too (docs/skills-and-memory.md).
         ],
     )
