@@ -5,9 +5,11 @@ STREAM_MODEL_TURNS=false runs new runs whole; both histories replay."""
 
 import asyncio
 import dataclasses
+import gc
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from types import AsyncGeneratorType, CoroutineType
 from typing import Any
 
 import pytest
@@ -152,6 +154,28 @@ class StallsMidAnswer(ScriptedModel):
                 await asyncio.Future()  # until the worker stops and cancels it
 
 
+# A run's coroutines (the workflow's, the streamed run's loop, the model
+# stream's): none may be left suspended once its worker stopped.
+RUN_COROUTINES = {
+    "AgentWorkflow.run_agent",
+    "AgentRunner.run_streamed.<locals>.run_loop",
+    "_TemporalModelStub.stream_response",
+    "stream_response_with_retry",
+}
+
+
+def left_for_the_collector() -> list[str]:
+    """The run coroutines still suspended: the garbage collector would close
+    them later, in whatever run's thread it runs (worker.evict_cached_runs)."""
+    return [
+        each.__qualname__
+        for each in gc.get_objects()
+        if isinstance(each, CoroutineType | AsyncGeneratorType)
+        and each.__qualname__ in RUN_COROUTINES
+        and (each.cr_frame if isinstance(each, CoroutineType) else each.ag_frame) is not None
+    ]
+
+
 async def test_a_worker_lost_mid_stream_redoes_that_turn_alone_and_says_so_on_the_stream(
     temporal_client: Client,
 ) -> None:
@@ -168,6 +192,9 @@ async def test_a_worker_lost_mid_stream_redoes_that_turn_alone_and_says_so_on_th
         await stalling.stalled.wait()
         # The stream's batches reach the run before the worker goes.
         await asyncio.sleep(0.5)
+        assert set(left_for_the_collector()) == RUN_COROUTINES
+    # The stopped worker ended the run it cached, as an eviction does.
+    assert left_for_the_collector() == []
     async with running_worker(
         temporal_client, ScriptedModel(LONG_ANSWER, delta_every=0.01), identity="second-worker"
     ):

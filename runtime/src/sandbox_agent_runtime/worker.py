@@ -25,6 +25,11 @@ from typing import Any, NoReturn
 
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
+from temporalio.bridge.proto.workflow_activation import (
+    RemoveFromCache,
+    WorkflowActivation,
+    WorkflowActivationJob,
+)
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.converter import ExternalStorage
@@ -392,10 +397,37 @@ class ServiceWorker:
             stopping = asyncio.create_task(poller.shutdown())
             await asyncio.wait([run])
             stopping.cancel()
+            await evict_cached_runs(poller)
         failures = [run.exception() for run in self._runs if not run.cancelled()]
         failure = next((each for each in failures if each is not None), None)
         if failure is not None and (kind is None or kind is asyncio.CancelledError):
             raise failure
+
+
+async def evict_cached_runs(poller: Worker) -> None:
+    """End the runs a stopped ``poller`` still caches as the SDK evicts a
+    run (its tasks cancelled, its commands dropped). Temporal's Core evicts
+    no idle cached run at shutdown (temporalio 1.35, sdk-python#1849): its
+    coroutines were left for the garbage collector, which closed them later
+    in whatever run's thread it ran, where their ``finally`` blocks sent
+    commands into that run (sdk-python#494), which then failed to replay."""
+    # Private names of temporalio 1.35; tests/test_streaming.py fails if they move.
+    workflows = poller._workflow_worker  # noqa: SLF001
+    if workflows is None:
+        return
+    cached = workflows._running_workflows  # noqa: SLF001
+    for run_id, running in list(cached.items()):
+        eviction = RemoveFromCache(
+            message="The worker stopped.", reason=RemoveFromCache.EvictionReason.LANG_REQUESTED
+        )
+        activation = WorkflowActivation(
+            run_id=run_id, jobs=[WorkflowActivationJob(remove_from_cache=eviction)]
+        )
+        try:
+            await asyncio.to_thread(running.activate, activation)
+        except Exception as e:  # one whose tasks did not end: left as before
+            print(f"Run {run_id} could not be evicted as the worker stopped: {e}", file=sys.stderr)
+        cached.pop(run_id, None)
 
 
 def build_worker(
