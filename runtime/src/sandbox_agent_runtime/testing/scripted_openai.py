@@ -269,8 +269,12 @@ class ScriptedOpenAIServer:
                 content_type = "application/json"
                 if server.answer_200 is not None:
                     status, (content_type, data) = 200, server.answer_200
+                # Asked to stream, its answer streams; a web page, an error
+                # object or a body cut short comes as it is, as from an
+                # endpoint (or proxy) that answers a streamed request so.
                 streamed = request.get("stream") is True and api == "responses"
-                if streamed and status == 200 and content_type == "application/json":
+                scripted = server.answer_200 is None and not server.malformed
+                if streamed and status == 200 and scripted:
                     data = server_sent_events(reply)
                     content_type = "text/event-stream"
                 try:
