@@ -30,6 +30,7 @@ from sandbox_agent_runtime.testing.support import (
     running_worker,
     runs_of_chain,
     sandboxes_for_tests,
+    with_plugins,
 )
 from sandbox_agent_runtime.worker import agents_plugin, streaming_line, streams
 
@@ -309,6 +310,29 @@ async def test_a_reader_waiting_when_the_run_ends_gets_the_end_and_the_run_compl
         result = await asyncio.wait_for(handle.result(), 30)
         events = await asyncio.wait_for(reading, 30)
     assert events[-1].kind == "turn_ended" and events[-1].text == result.answer
+
+
+async def test_a_readers_poll_is_accepted_only_once_the_run_has_begun(
+    temporal_client: Client,
+) -> None:
+    # The reader polls before any worker runs the run: its poll comes with
+    # the run's first workflow task, before the run has chosen its host.
+    client = with_plugins(temporal_client)
+    handle = await start(client, "Count to 250.")
+    reading = asyncio.create_task(read_all(client, handle.id))
+    await asyncio.sleep(0.5)
+    async with running_worker(temporal_client, ScriptedModel(LONG_ANSWER)):
+        answer = str((await handle.result()).answer)
+        events = await asyncio.wait_for(reading, 60)
+
+    assert events[-1].kind == "turn_ended" and events[-1].text == answer
+    # Refused until then (a refused update leaves no event), so none is
+    # accepted in a workflow task before the one where the run, its host
+    # chosen (a local activity), creates its sandbox: a poll accepted with
+    # the host's result replays in another order (RunStream._validate_poll).
+    kinds = [event.event_type for event in (await handle.fetch_history()).events]
+    accepted = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+    assert kinds.index(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) < accepted, kinds
 
 
 @pytest.mark.long

@@ -33,10 +33,17 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import (
+    PollInput,
     WorkflowStream,
     WorkflowStreamClient,
     WorkflowStreamState,
 )
+
+# Private names of temporalio 1.35's workflow_streams: the poll update's name,
+# and the failure type its client waits and polls again on.
+from temporalio.contrib.workflow_streams._stream import _POLL
+from temporalio.contrib.workflow_streams._types import STREAM_DRAINING_ERROR_TYPE
+from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import ModelActivityParameters
 
 # The topic of the model's raw stream events, and of the workflow's own.
@@ -91,6 +98,19 @@ class RunStream:
         self.stream = stream
         self.topic = stream.topic(RUN_TOPIC)
         self.latest_turn = -1
+        # Whether the run has begun (its host chosen: phases/begin.py).
+        self.begun = False
+        workflow.set_update_handler(_POLL, stream._on_poll, validator=self._validate_poll)  # noqa: SLF001
+
+    def _validate_poll(self, poll: PollInput) -> None:
+        """A reader's poll before the run has begun is refused, as a draining
+        stream refuses it (its client polls again after its cooldown): a
+        poll accepted in the workflow task that resolves the host's local
+        activity was replayed after that activity's result (Core gives it
+        alone on replay), in another order than it ran (TMPRL1100)."""
+        if not self.begun:
+            raise ApplicationError("The run has not begun.", type=STREAM_DRAINING_ERROR_TYPE)
+        self.stream._validate_poll(poll)  # noqa: SLF001
 
     def publish(self, kind: str, agent: Agent[Any], **more: str) -> None:
         """Publish one of the workflow's own events (in memory: no history event)."""

@@ -195,6 +195,7 @@ class AgentWorkflow:
         self.given = self._given()
         self.streamed = streamed_run()
         request, self.sandbox = await begin.begin(request, carried, self.given)
+        self.stream.begun = True
         self.follow_ups = request.follow_ups
         if carried is not None:
             self._carry_on(carried)
