@@ -94,12 +94,13 @@ class RunStream:
     what the chain's earlier run handed on), and where its latest model
     turn started."""
 
-    def __init__(self, stream: WorkflowStream) -> None:
+    def __init__(self, stream: WorkflowStream, begun: bool = False) -> None:
         self.stream = stream
         self.topic = stream.topic(RUN_TOPIC)
         self.latest_turn = -1
-        # Whether the run has begun (its host chosen: phases/begin.py).
-        self.begun = False
+        # Whether the run has begun (its host chosen, phases/begin.py; a
+        # chain's later run has it from the run before).
+        self.begun = begun
         workflow.set_update_handler(_POLL, stream._on_poll, validator=self._validate_poll)  # noqa: SLF001
 
     def _validate_poll(self, poll: PollInput) -> None:

@@ -123,7 +123,9 @@ class AgentWorkflow:
         # The run's stream (streaming.py): what the model writes, its turns
         # and tool calls, for clients to read as they come; whether the run
         # streams at all is decided when it starts (_run).
-        self.stream = RunStream(WorkflowStream(carried.stream if carried else None))
+        self.stream = RunStream(
+            WorkflowStream(carried.stream if carried else None), begun=carried is not None
+        )
         self.streamed = False
         # Whether the run's inputs carried skills (prompting.INPUT_SKILLS).
         self.input_skills = False
