@@ -7,19 +7,25 @@ import asyncio
 import dataclasses
 import gc
 import json
+import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from types import AsyncGeneratorType, CoroutineType
 from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.contrib.workflow_streams import PollInput, WorkflowStream
+from temporalio.contrib.workflow_streams._stream import _POLL
+from temporalio.contrib.workflow_streams._types import STREAM_DRAINING_ERROR_TYPE
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, Worker
 
 from sandbox_agent_runtime import END, RunRequest, StreamEvent, read_run_stream
 from sandbox_agent_runtime.starter import start
+from sandbox_agent_runtime.streaming import RunStream
 from sandbox_agent_runtime.testing import answered, project
 from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow, start_long
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
@@ -30,7 +36,6 @@ from sandbox_agent_runtime.testing.support import (
     running_worker,
     runs_of_chain,
     sandboxes_for_tests,
-    with_plugins,
 )
 from sandbox_agent_runtime.worker import agents_plugin, streaming_line, streams
 
@@ -312,27 +317,48 @@ async def test_a_reader_waiting_when_the_run_ends_gets_the_end_and_the_run_compl
     assert events[-1].kind == "turn_ended" and events[-1].text == result.answer
 
 
-async def test_a_readers_poll_is_accepted_only_once_the_run_has_begun(
+@workflow.defn(sandboxed=False)
+class ChoosesItsHost:
+    """A run's stream while the run asks for its host, until ``chosen``."""
+
+    @workflow.init
+    def __init__(self) -> None:
+        self.stream = RunStream(WorkflowStream())
+        self.stream.choosing_host = True
+
+    @workflow.signal
+    def chosen(self) -> None:
+        self.stream.choosing_host = False
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: not self.stream.choosing_host)
+        self.stream.topic.publish({"kind": "tool_started", "agent": "", "tool": "chosen"})
+        self.stream.stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+
+
+async def test_a_readers_poll_is_refused_while_the_run_chooses_its_host(
     temporal_client: Client,
 ) -> None:
-    # The reader polls before any worker runs the run: its poll comes with
-    # the run's first workflow task, before the run has chosen its host.
-    client = with_plugins(temporal_client)
-    handle = await start(client, "Count to 250.")
-    reading = asyncio.create_task(read_all(client, handle.id))
-    await asyncio.sleep(0.5)
-    async with running_worker(temporal_client, ScriptedModel(LONG_ANSWER)):
-        answer = str((await handle.result()).answer)
-        events = await asyncio.wait_for(reading, 60)
-
-    assert events[-1].kind == "turn_ended" and events[-1].text == answer
-    # Refused until then (a refused update leaves no event), so none is
-    # accepted in a workflow task before the one where the run, its host
-    # chosen (a local activity), creates its sandbox: a poll accepted with
-    # the host's result replays in another order (RunStream._validate_poll).
-    kinds = [event.event_type for event in (await handle.fetch_history()).events]
-    accepted = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
-    assert kinds.index(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) < accepted, kinds
+    queue = f"chooses-its-host-{uuid.uuid4()}"
+    async with Worker(temporal_client, task_queue=queue, workflows=[ChoosesItsHost]):
+        handle = await temporal_client.start_workflow(
+            ChoosesItsHost.run, id=f"chooses-{uuid.uuid4()}", task_queue=queue
+        )
+        # Refused, as a draining stream refuses it (its client polls again):
+        # a poll accepted with the host's local activity result replays in
+        # another order (RunStream._validate_poll).
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await asyncio.wait_for(
+                handle.execute_update(_POLL, PollInput(topics=[], from_offset=0)), 10
+            )
+        assert getattr(refused.value.cause, "type", None) == STREAM_DRAINING_ERROR_TYPE
+        reading = asyncio.create_task(read_all(temporal_client, handle.id))
+        await asyncio.sleep(0.3)
+        await handle.signal(ChoosesItsHost.chosen)
+        events = await asyncio.wait_for(reading, 10)
+    assert [(event.kind, event.tool) for event in events] == [("tool_started", "chosen")]
 
 
 @pytest.mark.long

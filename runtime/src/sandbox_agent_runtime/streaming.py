@@ -41,7 +41,7 @@ from temporalio.contrib.workflow_streams import (
 
 # Private names of temporalio 1.35's workflow_streams: the poll update's name,
 # and the failure type its client waits and polls again on.
-from temporalio.contrib.workflow_streams._stream import _POLL
+from temporalio.contrib.workflow_streams._stream import _POLL as POLL
 from temporalio.contrib.workflow_streams._types import STREAM_DRAINING_ERROR_TYPE
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import ModelActivityParameters
@@ -94,23 +94,23 @@ class RunStream:
     what the chain's earlier run handed on), and where its latest model
     turn started."""
 
-    def __init__(self, stream: WorkflowStream, begun: bool = False) -> None:
+    def __init__(self, stream: WorkflowStream) -> None:
         self.stream = stream
         self.topic = stream.topic(RUN_TOPIC)
         self.latest_turn = -1
-        # Whether the run has begun (its host chosen, phases/begin.py; a
-        # chain's later run has it from the run before).
-        self.begun = begun
-        workflow.set_update_handler(_POLL, stream._on_poll, validator=self._validate_poll)  # noqa: SLF001
+        # Whether the run waits for its host's local activity (phases/begin.py).
+        self.choosing_host = False
+        workflow.set_update_handler(POLL, stream._on_poll, validator=self._validate_poll)  # noqa: SLF001
 
     def _validate_poll(self, poll: PollInput) -> None:
-        """A reader's poll before the run has begun is refused, as a draining
-        stream refuses it (its client polls again after its cooldown): a
-        poll accepted in the workflow task that resolves the host's local
-        activity was replayed after that activity's result (Core gives it
-        alone on replay), in another order than it ran (TMPRL1100)."""
-        if not self.begun:
-            raise ApplicationError("The run has not begun.", type=STREAM_DRAINING_ERROR_TYPE)
+        """A reader's poll while the run chooses its host is refused, as a
+        draining stream refuses it (its client polls again after its
+        cooldown): a poll accepted in the workflow task that resolves the
+        host's local activity was replayed after that activity's result
+        (Core gives it alone on replay), in another order than it ran
+        (TMPRL1100)."""
+        if self.choosing_host:
+            raise ApplicationError("The run chooses its host.", type=STREAM_DRAINING_ERROR_TYPE)
         self.stream._validate_poll(poll)  # noqa: SLF001
 
     def publish(self, kind: str, agent: Agent[Any], **more: str) -> None:

@@ -123,9 +123,7 @@ class AgentWorkflow:
         # The run's stream (streaming.py): what the model writes, its turns
         # and tool calls, for clients to read as they come; whether the run
         # streams at all is decided when it starts (_run).
-        self.stream = RunStream(
-            WorkflowStream(carried.stream if carried else None), begun=carried is not None
-        )
+        self.stream = RunStream(WorkflowStream(carried.stream if carried else None))
         self.streamed = False
         # Whether the run's inputs carried skills (prompting.INPUT_SKILLS).
         self.input_skills = False
@@ -196,8 +194,10 @@ class AgentWorkflow:
         conversation; a failure ends it as a person can read."""
         self.given = self._given()
         self.streamed = streamed_run()
+        # A chain's first run of a host-bound service asks for its host.
+        self.stream.choosing_host = carried is None and self.given.host_bound
         request, self.sandbox = await begin.begin(request, carried, self.given)
-        self.stream.begun = True
+        self.stream.choosing_host = False
         self.follow_ups = request.follow_ups
         if carried is not None:
             self._carry_on(carried)
