@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.starter import main as starter_main
     from sandbox_agent_runtime.starter.following import follow
     from sandbox_agent_runtime.starter.start import start
+    from sandbox_agent_runtime.streaming import StreamEvent, read_run_stream
     from sandbox_agent_runtime.worker import (
         BackendUnavailable,
         ServiceWorker,
@@ -116,6 +117,8 @@ _PUBLIC = {
     "WORKFLOW_TYPE": "shared",
     "Carried": "chain",
     "RunRequest": "run_request",
+    "StreamEvent": "streaming",
+    "read_run_stream": "streaming",
     "RunAnswer": "run_request",
     "FollowUp": "run_request",
     "Conversation": "run_request",
@@ -193,6 +196,7 @@ __all__ = [
     "RunRequest",
     "Service",
     "ServiceWorker",
+    "StreamEvent",
     "WORKFLOW_TYPE",
     "WORKING",
     "agent_tool",
@@ -213,6 +217,7 @@ __all__ = [
     "load_key",
     "mcp_server",
     "plain_shell",
+    "read_run_stream",
     "serving_health",
     "signed_decision",
     "start",

@@ -28,7 +28,13 @@ from temporalio.openai_agents import OpenAIPayloadConverter
 
 # Not exported by the plugin; if it moves, the worker fails at import and
 # runtime/tests/test_payloads.py says so.
-from temporalio.openai_agents._invoke_model_activity import ActivityModelInput
+from temporalio.openai_agents._invoke_model_activity import (
+    ActivityModelInput,
+    StreamingActivityModelInput,
+)
+
+# The model activities' inputs (whole, streamed): their conversation read as JSON.
+MODEL_INPUTS = (ActivityModelInput, StreamingActivityModelInput)
 
 
 class UndecodablePayload(ApplicationError, ValueError):
@@ -93,20 +99,20 @@ class AgentPayloadConverter(OpenAIPayloadConverter):
             raise UndecodablePayload(why) from None
 
     def _read(self, payloads: Sequence[Payload], type_hints: list[type] | None) -> list[Any]:
-        if not type_hints or ActivityModelInput not in type_hints:
+        if not type_hints or not any(hint in MODEL_INPUTS for hint in type_hints):
             return super().from_payloads(payloads, type_hints)
         return [
-            self.model_input(payload)
-            if hint is ActivityModelInput
+            self.model_input(payload, hint)
+            if hint in MODEL_INPUTS
             else super().from_payloads([payload], [hint] if hint else None)[0]
             for payload, hint in zip_longest(payloads, type_hints)
         ]
 
-    def model_input(self, payload: Payload) -> ActivityModelInput:
+    def model_input(self, payload: Payload, hint: Any = ActivityModelInput) -> ActivityModelInput:
         fields = json.loads(payload.data)
         conversation = fields.pop("input")
         rest = Payload(metadata=payload.metadata, data=json.dumps({**fields, "input": ""}).encode())
-        value: ActivityModelInput = super().from_payloads([rest], [ActivityModelInput])[0]
+        value: ActivityModelInput = super().from_payloads([rest], [hint])[0]
         value["input"] = conversation
         return value
 

@@ -376,6 +376,15 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),
     Setting(
+        "STREAM_MODEL_TURNS",
+        ("worker",),
+        "yes/no",
+        "false for an endpoint or fleet that must not stream: new runs then get each model "
+        "turn whole, not its text as it is written (a run that streams goes on streaming). "
+        "OPENAI_API=chat_completions never streams.",
+        default="true",
+    ),
+    Setting(
         "MODEL_CALLS_QUEUE",
         ("worker",),
         "choice",

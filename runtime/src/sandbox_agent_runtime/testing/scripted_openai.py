@@ -81,6 +81,34 @@ def chat_completion(reply: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def server_sent_events(response: dict[str, Any]) -> bytes:
+    """A Responses API answer as that API streams it (``stream: true``):
+    created, each message's text in deltas of 8 characters, completed."""
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**response, "output": []}}
+    ]
+    for index, item in enumerate(response.get("output", [])):
+        if item.get("type") != "message":
+            continue
+        text = "".join(part.get("text", "") for part in item.get("content", []))
+        for start in range(0, len(text), 8):
+            events.append(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "content_index": 0,
+                    "delta": text[start : start + 8],
+                    "logprobs": [],
+                }
+            )
+    events.append({"type": "response.completed", "response": response})
+    return b"".join(
+        f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode()
+        for n, event in enumerate(events)
+    )
+
+
 class ScriptedOpenAIServer:
     def __init__(
         self,
@@ -241,6 +269,14 @@ class ScriptedOpenAIServer:
                 content_type = "application/json"
                 if server.answer_200 is not None:
                     status, (content_type, data) = 200, server.answer_200
+                # Asked to stream, its answer streams; a web page, an error
+                # object or a body cut short comes as it is, as from an
+                # endpoint (or proxy) that answers a streamed request so.
+                streamed = request.get("stream") is True and api == "responses"
+                scripted = server.answer_200 is None and not server.malformed
+                if streamed and status == 200 and scripted:
+                    data = server_sent_events(reply)
+                    content_type = "text/event-stream"
                 try:
                     self.send_response(status)
                     if status == 429:
