@@ -221,7 +221,10 @@ def counted(options: dict[str, Any]) -> dict[str, Any]:
     """A ``Runner.run``'s options, with ``NestedRun`` hooks when it is made
     during a prompt by other than the prompt itself."""
     prompt = PROMPT_HOOKS.get()
-    if prompt is None or options.get("hooks") is prompt:
+    hooks = options.get("hooks")
+    # The prompt's own run: its hooks, or them published on its stream
+    # (streaming.Published, which holds them as ``hooks``).
+    if prompt is None or hooks is prompt or getattr(hooks, "hooks", None) is prompt:
         return options
     return {**options, "hooks": NestedRun(prompt, options.get("hooks"))}
 
@@ -241,6 +244,10 @@ class CountsNestedRuns(AgentRunner):
 
     def run_streamed(self, starting_agent: Any, input: Any, **options: Any) -> Any:
         return self.inner.run_streamed(starting_agent, input, **counted(options))
+
+    def __getattr__(self, name: str) -> Any:
+        # The rest is inner's (the plugin's runner: its model_params).
+        return getattr(self.inner, name)
 
 
 @contextmanager
