@@ -292,6 +292,9 @@ class Follower:
 
     async def _read(self) -> None:
         run: str | None = None
+        # Counted while it reads: one reader of a run's history (and so of
+        # its stream) per run, however many follow it.
+        self.metrics.followed_runs.inc()
         try:
             # From the chain's first run: a client sees every step.
             run = await self._first_run()
@@ -322,6 +325,7 @@ class Follower:
             log.exception("following %s", self.workflow_id)
             self._add_final("unavailable", "the API could not read the run's history")
         finally:
+            self.metrics.followed_runs.dec()
             self.closed = True
             self._grew.set()
 
@@ -544,7 +548,6 @@ class Followers:
         if follower is None or (follower.closed and follower.events and not follower.events[-1].id):
             follower = Follower(self.client, workflow_id, conversation, self.metrics)
             self.running[workflow_id] = follower
-            self.metrics.followed_runs.set(len(self.running))
         follower.clients += 1
         self.metrics.open_streams.inc()
         try:
@@ -574,7 +577,6 @@ class Followers:
             self.metrics.open_streams.dec()
             if follower.clients == 0 and self.running.get(workflow_id) is follower:
                 del self.running[workflow_id]
-                self.metrics.followed_runs.set(len(self.running))
                 follower.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await follower.task
