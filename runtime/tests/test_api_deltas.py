@@ -23,7 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from sandbox_agent_runtime.api.events import event_id_parts
+from sandbox_agent_runtime.api.events import Followers, event_id_parts
+from sandbox_agent_runtime.api.metrics import ApiMetrics
+from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing.api_client import ApiProcess, Event, api_process, read_events
 from sandbox_agent_runtime.testing.processes import service_environment
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
@@ -225,6 +227,48 @@ async def test_after_a_turn_ended_its_text_comes_in_one_delta_the_same_on_both_r
     # The steps around them are the same on both.
     steps = [[event for event in events if event.name != "delta"] for events in live]
     assert steps[0] == steps[1]
+
+
+async def sse(chunks: AsyncIterator[bytes]) -> list[Event]:
+    """The events of an API's stream, as bytes, parsed."""
+    found = []
+    async for chunk in chunks:
+        fields = dict(
+            line.partition(": ")[::2] for line in chunk.decode().splitlines() if line[:1] != ":"
+        )
+        if fields:
+            found.append(Event(fields.get("id", ""), fields["event"], json.loads(fields["data"])))
+    return found
+
+
+async def test_a_turn_read_in_many_pages_of_history_comes_in_one_delta_once_it_ended(
+    temporal_client: Client,
+) -> None:
+    async with running_worker(temporal_client, streaming_model()) as (client, _):
+        handle = await start(client, "Count to 600.")
+        answer = str((await handle.result()).answer)
+        history = await handle.fetch_history()
+        # The API's reader of runs, reading 8 history events a page: the
+        # turn's batches (some 30 signals, 4 events each) span many pages.
+        followers = Followers(client, ApiMetrics(), page_size=8)
+        events = await sse(followers.stream(handle.id, False, None))
+        signals = [
+            event.event_id
+            for event in history.events
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+        ]
+        run_id = (await handle.describe()).run_id
+        middle = f"{run_id}.{signals[len(signals) // 2]}"
+        rest = await sse(followers.stream(handle.id, False, middle))
+        await followers.close()
+
+    [whole] = deltas(events)
+    assert whole.data == {**whole.data, "text": answer, "at": 0}
+    # From the middle of the turn: the rest of it in one delta.
+    [rest_in_one] = deltas(rest)
+    assert 0 < rest_in_one.data["at"] < len(answer)
+    assert answer[rest_in_one.data["at"] :] == rest_in_one.data["text"]
+    assert [event.name for event in rest][-2:] == ["answer", "end"]
 
 
 def metrics(text: str) -> dict[str, float]:

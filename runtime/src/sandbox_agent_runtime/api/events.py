@@ -226,10 +226,16 @@ class Follower:
     client that follows it from this API process."""
 
     def __init__(
-        self, client: Client, workflow_id: str, conversation: bool, metrics: ApiMetrics
+        self,
+        client: Client,
+        workflow_id: str,
+        conversation: bool,
+        metrics: ApiMetrics,
+        page_size: int | None = None,
     ) -> None:
         self.client = client
         self.metrics = metrics
+        self.page_size = page_size
         # Events recorded from now on are read as they happen: their delay is measured.
         self.since = time.time_ns()
         self.workflow_id = workflow_id
@@ -305,7 +311,7 @@ class Follower:
                 self._runs.setdefault(run, len(self._runs))
                 self._turn = None
                 next_run = None
-                async for event in history_of(handle):
+                async for event in history_of(handle, self.page_size):
                     await self._take(run, event)
                     self._caught_up(run, event.event_id)
                     next_run = continued_as(event)
@@ -529,9 +535,12 @@ class Follower:
 class Followers:
     """The followers of this API process, one per run followed."""
 
-    def __init__(self, client: Client, metrics: ApiMetrics) -> None:
+    def __init__(self, client: Client, metrics: ApiMetrics, page_size: int | None = None) -> None:
         self.client = client
         self.metrics = metrics
+        # The history events read at once (None: the server's page, some
+        # thousand events; the tests read less, to read a turn in pages).
+        self.page_size = page_size
         self.running: dict[str, Follower] = {}
 
     @property
@@ -546,7 +555,9 @@ class Followers:
         wanted = event_id_parts(last_event_id) if last_event_id else None
         follower = self.running.get(workflow_id)
         if follower is None or (follower.closed and follower.events and not follower.events[-1].id):
-            follower = Follower(self.client, workflow_id, conversation, self.metrics)
+            follower = Follower(
+                self.client, workflow_id, conversation, self.metrics, self.page_size
+            )
             self.running[workflow_id] = follower
         follower.clients += 1
         self.metrics.open_streams.inc()
