@@ -28,8 +28,8 @@ pytestmark = [
 
 # What the page shows: the text being written, the answer, and how many steps.
 SHOWN = (
-    "[document.querySelector('.answer.writing .answer-text')?.textContent ?? null,"
-    " document.querySelector('.answer:not(.writing) .answer-text')?.textContent ?? null,"
+    "[document.querySelector('.writing .writing-text')?.textContent ?? null,"
+    " document.querySelector('.answer .answer-text')?.textContent ?? null,"
     " document.querySelectorAll('#steps li').length]"
 )
 
@@ -69,7 +69,7 @@ async def test_the_page_shows_the_answer_growing_under_its_steps_and_a_reconnect
                 await asyncio.sleep(0.02)
         workflow_id = await evaluate(page, "document.querySelector('#run-id').textContent")
         connections = await evaluate(page, "document.querySelector('#run').dataset.connections")
-        left_writing = await evaluate(page, "document.querySelectorAll('.answer.writing').length")
+        left_writing = await evaluate(page, "document.querySelectorAll('.writing').length")
         async with api.client("alice") as client:
             events = await read_events(client, workflow_id)
 

@@ -411,13 +411,13 @@
   // that grows, each delta put where its `at` says (a delta that came again
   // changes nothing); the answer takes its place when it comes.
   function showDelta(data) {
-    let block = $("answers").querySelector(".answer.writing");
+    let block = $("answers").querySelector(".writing");
     if (!block) {
-      block = element("section", { className: "answer writing", "aria-label": "Being written", "aria-busy": "true" });
-      block.append(element("h3", { text: "Being written…" }), element("pre", { className: "answer-text" }));
+      block = element("section", { className: "writing", "aria-label": "Being written", "aria-busy": "true" });
+      block.append(element("h3", { text: "Being written…" }), element("pre", { className: "writing-text" }));
       $("answers").append(block);
     }
-    const shown = block.querySelector(".answer-text");
+    const shown = block.querySelector(".writing-text");
     const turn = String(data.turn ?? "");
     const before = block.dataset.turn === turn ? shown.textContent : "";
     block.dataset.turn = turn;
@@ -427,7 +427,7 @@
 
   function showAnswer(run, data) {
     run.answered = true;
-    $("answers").querySelector(".answer.writing")?.remove();
+    $("answers").querySelector(".writing")?.remove();
     const number = typeof data.prompt === "number" ? ` to prompt ${data.prompt}` : "";
     const block = element("section", { className: "answer", "aria-label": `Answer${number}` });
     block.append(
