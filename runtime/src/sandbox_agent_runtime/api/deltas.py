@@ -14,7 +14,9 @@ what it missed (the rest of an ended turn, or of a turn written while it
 was away), then each batch as it comes. Its data: ``text``, ``at`` (where
 ``text`` goes in the turn's text: it is the text before it, but 0 after a
 model call redone on another worker), ``turn`` (the id of the turn's
-``model`` event) and ``agent``."""
+``model`` event) and ``agent``. A batch belongs to the model call under
+way: a run's model calls come one at a time (the text of calls made at
+once, by agents called as tools in parallel, would go to the latest)."""
 
 import base64
 from bisect import bisect_right
