@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.approvals import wait_for_commands, wait_for_writes
     from sandbox_agent_runtime.approvers import default_key_file, load_key, signed_decision
     from sandbox_agent_runtime.chain import Carried
+    from sandbox_agent_runtime.client.stream import StreamEvent, read_run_stream
     from sandbox_agent_runtime.codec_server import cli as codec_server_cli
     from sandbox_agent_runtime.encryption import EncryptionCodec, Keys
     from sandbox_agent_runtime.evals import main as evals_main
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.starter import main as starter_main
     from sandbox_agent_runtime.starter.following import follow
     from sandbox_agent_runtime.starter.start import start
-    from sandbox_agent_runtime.streaming import StreamEvent, read_run_stream
     from sandbox_agent_runtime.worker import (
         BackendUnavailable,
         ServiceWorker,
@@ -117,8 +117,8 @@ _PUBLIC = {
     "WORKFLOW_TYPE": "shared",
     "Carried": "chain",
     "RunRequest": "run_request",
-    "StreamEvent": "streaming",
-    "read_run_stream": "streaming",
+    "StreamEvent": "client.stream",
+    "read_run_stream": "client.stream",
     "RunAnswer": "run_request",
     "FollowUp": "run_request",
     "Conversation": "run_request",

@@ -15,7 +15,7 @@ Whether a run streams is decided once, at its start, in a replay-safe way
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -31,11 +31,9 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from temporalio import workflow
-from temporalio.client import Client
 from temporalio.contrib.workflow_streams import (
     PollInput,
     WorkflowStream,
-    WorkflowStreamClient,
     WorkflowStreamState,
 )
 
@@ -46,9 +44,8 @@ from temporalio.contrib.workflow_streams._types import STREAM_DRAINING_ERROR_TYP
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import ModelActivityParameters
 
-# The topic of the model's raw stream events, and of the workflow's own.
-MODEL_TOPIC = "model"
-RUN_TOPIC = "run"
+from sandbox_agent_runtime.client.stream import RUN_TOPIC
+
 # The patch that records, in a run's history, that it streams.
 STREAMED = "model-turns-streamed"
 # How often the model activity sends what the model wrote so far.
@@ -178,73 +175,6 @@ class Published(RunHooks[Any]):
         await self.hooks.on_tool_end(context, agent, tool, result)
 
 
-@dataclass(frozen=True)
-class StreamEvent:
-    """One event of a run's stream, as ``read_run_stream()`` gives it.
-
-    ``kind``: "delta" (``text``: what the model wrote next), "turn_started",
-    "turn_ended" (``text``: the turn's whole text, which its deltas
-    concatenate to), "turn_restarted" (the model call was redone, after its
-    worker was lost: drop the turn's deltas so far, they come again),
-    "tool_started" or "tool_ended" (``tool``: its name). ``offset``: where
-    it is in the stream (read again after it: ``from_offset=offset + 1``).
-    ``turn``: the offset of its turn's start (-1 when read from inside a
-    turn whose start was not read); ``agent``: the agent whose turn it is."""
-
-    kind: str
-    offset: int
-    turn: int = -1
-    agent: str = ""
-    text: str = ""
-    tool: str = ""
-
-
-async def read_run_stream(
-    client: Client,
-    workflow_id: str,
-    from_offset: int = 0,
-    poll_every: timedelta = timedelta(milliseconds=100),
-) -> AsyncIterator[StreamEvent]:
-    """Read a run's stream as it is written, across the runs of its chain,
-    until its run ends (what it holds by then included).
-
-    Args:
-        client: a client of the run's namespace.
-        workflow_id: the run's workflow id.
-        from_offset: the first offset to read (0: from the start; an offset
-            a continue-as-new dropped reads from the latest turn's start).
-        poll_every: how long to wait between two reads once caught up (each
-            read is an update in the run's history).
-
-    Returns:
-        An async iterator of ``StreamEvent``, in the stream's order.
-    """
-    stream = WorkflowStreamClient.create(client, workflow_id)
-    turn, agent, written = -1, "", False
-    async for item in stream.subscribe(
-        [MODEL_TOPIC, RUN_TOPIC], from_offset, poll_cooldown=poll_every
-    ):
-        data: dict[str, Any] = item.data if isinstance(item.data, dict) else {}
-        kind = str(data.get("kind") if item.topic == RUN_TOPIC else data.get("type"))
-        if kind == "turn_started":
-            turn, agent, written = item.offset, str(data.get("agent", "")), False
-        if item.topic == RUN_TOPIC:
-            yield StreamEvent(
-                kind,
-                item.offset,
-                turn,
-                str(data.get("agent", agent)),
-                str(data.get("text", "")),
-                str(data.get("tool", "")),
-            )
-        elif kind == "response.output_text.delta":
-            written = True
-            yield StreamEvent("delta", item.offset, turn, agent, str(data.get("delta", "")))
-        elif kind == "response.created" and written:
-            written = False
-            yield StreamEvent("turn_restarted", item.offset, turn, agent)
-
-
 def _response(model_response: ModelResponse, output: list[Any]) -> Response:
     usage = model_response.usage
     return Response(
@@ -322,9 +252,42 @@ COALESCE_SECONDS = 0.05
 COALESCE_CHARS = 4096
 
 
-async def coalesced(first: Any, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """``first`` then ``events``, consecutive text deltas of one part joined
-    while they come within COALESCE_SECONDS of the first of them."""
+# The end of a model's stream, in the queue it is handed over by.
+_ENDED = object()
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """What ended a model's stream with an error, handed over in its queue."""
+
+    error: Exception
+
+
+async def pumped(events: Callable[[], AsyncIterator[Any]], into: "asyncio.Queue[Any]") -> None:
+    """Read the stream ``events()`` gives to its end (or its error), each
+    event put ``into`` the queue as it comes, then the end. The stream is
+    begun, read and closed in this one task: the Agents SDK keeps its
+    tracing spans in context variables, which a stream that moved from one
+    task to another would reset in the wrong context."""
+    stream = events()
+    try:
+        async for event in stream:
+            into.put_nowait(event)
+        into.put_nowait(_ENDED)
+    except Exception as e:  # handed over: the model activity fails with it
+        into.put_nowait(_Failed(e))
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def coalesced(first: Any, queue: "asyncio.Queue[Any]") -> AsyncIterator[Any]:
+    """``first`` then the events ``queue`` hands over (``pumped``), to their
+    end, consecutive text deltas of one part joined while they come within
+    COALESCE_SECONDS of the first of them. A joined delta goes on when that
+    time is up, whether or not another event came: a model that pauses
+    mid-answer has its text so far published."""
     held: Any = None
     began = 0.0
     texts: list[str] = []
@@ -332,30 +295,35 @@ async def coalesced(first: Any, events: AsyncIterator[Any]) -> AsyncIterator[Any
     def joined() -> Any:
         return held.model_copy(update={"delta": "".join(texts)})
 
-    async def chained() -> AsyncIterator[Any]:
-        yield first
-        async for event in events:
-            yield event
-
-    async for event in chained():
-        now = time.monotonic()
+    event = first
+    while event is not _ENDED:
+        if isinstance(event, _Failed):
+            raise event.error
         if getattr(event, "type", None) == "response.output_text.delta":
             same = held is not None and (held.item_id, held.content_index) == (
                 event.item_id,
                 event.content_index,
             )
-            size = sum(len(text) for text in texts)
-            if same and now - began < COALESCE_SECONDS and size < COALESCE_CHARS:
+            if same and sum(len(text) for text in texts) < COALESCE_CHARS:
                 texts.append(event.delta)
-                continue
+            else:
+                if held is not None:
+                    yield joined()
+                held, began, texts = event, time.monotonic(), [event.delta]
+        else:
             if held is not None:
                 yield joined()
-            held, began, texts = event, now, [event.delta]
-            continue
-        if held is not None:
-            yield joined()
-            held, texts = None, []
-        yield event
+                held, texts = None, []
+            yield event
+        if held is not None and queue.empty():
+            left = COALESCE_SECONDS - (time.monotonic() - began)
+            try:
+                event = await asyncio.wait_for(queue.get(), max(left, 0.001))
+                continue
+            except TimeoutError:
+                yield joined()
+                held, texts = None, []
+        event = await queue.get()
     if held is not None:
         yield joined()
 
@@ -374,22 +342,33 @@ class WholeWhenUnstreamed(Model):
         return await self.model.get_response(*args, **kwargs)
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        pump = asyncio.create_task(
+            pumped(lambda: self.model.stream_response(*args, **kwargs), queue)
+        )
         try:
-            events = self.model.stream_response(*args, **kwargs)
-            first = await anext(aiter(events))
-        except (NotImplementedError, StopAsyncIteration):
-            # Not implemented, or a stream without a single event (an
-            # endpoint that answers otherwise): asked again, whole, its
-            # answer checked as any whole one is.
-            name = type(self.model).__name__
-            if name not in self.told:
-                self.told.add(name)
-                print(f"The model {name} did not stream: its turns come whole.", file=sys.stderr)
-            async for event in stream_of(await self.model.get_response(*args, **kwargs)):
+            first = await queue.get()
+            if first is _ENDED or (
+                isinstance(first, _Failed) and isinstance(first.error, NotImplementedError)
+            ):
+                # Not implemented, or a stream without a single event (an
+                # endpoint that answers otherwise): asked again, whole, its
+                # answer checked as any whole one is.
+                name = type(self.model).__name__
+                if name not in self.told:
+                    self.told.add(name)
+                    print(
+                        f"The model {name} did not stream: its turns come whole.", file=sys.stderr
+                    )
+                async for event in stream_of(await self.model.get_response(*args, **kwargs)):
+                    yield event
+                return
+            async for event in coalesced(first, queue):
                 yield event
-            return
-        async for event in coalesced(first, events):
-            yield event
+        finally:
+            # Read no further (a call cancelled, a failure): the stream is
+            # closed in its own task.
+            pump.cancel()
 
     async def close(self) -> None:
         await self.model.close()

@@ -50,6 +50,7 @@ from sandbox_agent_runtime.capacity import (
     worker_options,
 )
 from sandbox_agent_runtime.chain import nested_runs_counted
+from sandbox_agent_runtime.client.stream import MODEL_TOPIC
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.encryption import codec_of
 from sandbox_agent_runtime.exits import exit_after
@@ -86,7 +87,6 @@ from sandbox_agent_runtime.settings import (
 from sandbox_agent_runtime.shared import WORKFLOW_TYPE
 from sandbox_agent_runtime.streaming import (
     BATCH_INTERVAL,
-    MODEL_TOPIC,
     StreamingParameters,
     StreamingProvider,
 )
