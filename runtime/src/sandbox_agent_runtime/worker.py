@@ -50,7 +50,6 @@ from sandbox_agent_runtime.capacity import (
     worker_options,
 )
 from sandbox_agent_runtime.chain import nested_runs_counted
-from sandbox_agent_runtime.client.stream import MODEL_TOPIC
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.encryption import codec_of
 from sandbox_agent_runtime.exits import exit_after
@@ -84,7 +83,7 @@ from sandbox_agent_runtime.settings import (
     keep_litellm_offline,
     worker_settings,
 )
-from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from sandbox_agent_runtime.shared import MODEL_TOPIC, WORKFLOW_TYPE
 from sandbox_agent_runtime.streaming import (
     BATCH_INTERVAL,
     StreamingParameters,
