@@ -169,6 +169,27 @@ SETTINGS: tuple[Setting, ...] = (
         unit="runs",
     ),
     Setting(
+        "SANDBOX_REAP_EVERY_SECONDS",
+        ("worker",),
+        "number",
+        "How often a Temporal Schedule the worker creates removes the sandboxes of closed "
+        "runs (`<slug>-sandboxes reap`); 0: no schedule.",
+        default=0,
+        low=0,
+        high=86400,
+        unit="seconds",
+    ),
+    Setting(
+        "SANDBOX_REAP_GRACE_SECONDS",
+        ("worker",),
+        "number",
+        "How old the sandbox of a closed run must be before the reaper's schedule removes it.",
+        default=300,
+        low=0,
+        high=604800,
+        unit="seconds",
+    ),
+    Setting(
         "SANDBOX_COMMAND_TIME_LIMIT_SECONDS",
         ("worker",),
         "number",
