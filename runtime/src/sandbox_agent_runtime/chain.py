@@ -104,7 +104,7 @@ class Carried:
     # The agent whose turn it was, by name, when the agent.py's agent had
     # handed the prompt off to another ("" for agent.py's own).
     agent: str = ""
-    # The run's stream (streaming.py), from its latest model turn's start
+    # The run's stream (streaming.py), from its latest model turns' start
     # (None: a run that did not stream, or from before streams).
     stream: WorkflowStreamState | None = None
     # Whether a prompt's inputs carried skills (phases/prompting.py's

@@ -46,6 +46,12 @@ from temporalio.openai_agents import ModelActivityParameters
 
 from sandbox_agent_runtime.shared import RUN_TOPIC
 
+# How much of its stream a run hands on to the next run of its chain: its
+# latest model turns whose events fit here (the latest one always). A reader
+# that fell behind by less reads on across the continue-as-new, missing
+# nothing; the next run's history starts with at most this much more.
+CARRIED_STREAM_BYTES = 256 * 1024
+
 # The patch that records, in a run's history, that it streams.
 STREAMED = "model-turns-streamed"
 # How often the model activity sends what the model wrote so far.
@@ -88,13 +94,13 @@ def turn_text(response: ModelResponse) -> str:
 
 class RunStream:
     """The run's Workflow Stream (made in the workflow's ``__init__``, from
-    what the chain's earlier run handed on), and where its latest model
-    turn started."""
+    what the chain's earlier run handed on), and where its model turns
+    started."""
 
     def __init__(self, stream: WorkflowStream) -> None:
         self.stream = stream
         self.topic = stream.topic(RUN_TOPIC)
-        self.latest_turn = -1
+        self.turns: list[int] = []
         # Whether the run waits for its host's local activity (phases/begin.py).
         self.choosing_host = False
         workflow.set_update_handler(POLL, stream._on_poll, validator=self._validate_poll)  # noqa: SLF001
@@ -113,16 +119,27 @@ class RunStream:
     def publish(self, kind: str, agent: Agent[Any], **more: str) -> None:
         """Publish one of the workflow's own events (in memory: no history event)."""
         if kind == "turn_started":
-            self.latest_turn = self.stream._on_offset()  # noqa: SLF001 (its offset query)
+            self.turns.append(self.stream._on_offset())  # noqa: SLF001 (its offset query)
         self.topic.publish({"kind": kind, "agent": agent.name, **more})
 
     def handed_on(self) -> WorkflowStreamState:
         """What the next run of the chain starts its stream from: this one's,
-        from the latest model turn's start (a client reading from an offset
-        dropped reads from there). Its readers are released first
+        from the start of its latest model turns that fit
+        CARRIED_STREAM_BYTES (a client reading from an offset dropped reads
+        from the earliest kept). Its readers are released first
         (``detach_pollers()``, before the run waits for its handlers)."""
-        if self.latest_turn >= 0:
-            self.stream.truncate(self.latest_turn)
+        state = self.stream.get_state()
+        sizes = [len(item.data) for item in state.log]
+        kept = None
+        for start in reversed(self.turns):
+            if start < state.base_offset:
+                break
+            if kept is not None and sum(sizes[start - state.base_offset :]) > CARRIED_STREAM_BYTES:
+                break
+            kept = start
+        if kept is None or kept == state.base_offset:
+            return state
+        self.stream.truncate(kept)
         return self.stream.get_state()
 
 

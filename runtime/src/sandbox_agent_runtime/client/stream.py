@@ -48,7 +48,7 @@ async def read_run_stream(
         client: a client of the run's namespace.
         workflow_id: the run's workflow id.
         from_offset: the first offset to read (0: from the start; an offset
-            a continue-as-new dropped reads from the latest turn's start).
+            a continue-as-new dropped reads from the earliest turn kept).
         poll_every: how long to wait between two reads once caught up (each
             read is an update in the run's history).
 
