@@ -28,6 +28,7 @@ from sandbox_agent_runtime.api.problems import Problem
 from sandbox_agent_runtime.testing.api_client import TOKENS, ApiProcess, api_process, read_events
 from sandbox_agent_runtime.testing.processes import WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
+from sandbox_agent_runtime.testing.support import no_schedules
 
 # Examples per operation and phase: enough for every status a route
 # declares, few enough that the run takes a minute or two.
@@ -56,6 +57,8 @@ async def api(temporal_client: Client) -> AsyncIterator[ApiProcess]:
         ):
             await worker.wait_for("Worker polling")
             yield api
+            # The schedules schemathesis made would start runs in later tests.
+            await no_schedules(temporal_client)
 
 
 @pytest.mark.process

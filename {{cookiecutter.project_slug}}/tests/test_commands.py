@@ -16,7 +16,13 @@ import pytest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from temporalio.client import Client
 
-from sandbox_agent_runtime import EXIT_CANNOT_SERVE, api_main, starter_main, worker_main
+from sandbox_agent_runtime import (
+    EXIT_CANNOT_SERVE,
+    api_main,
+    sandboxes_main,
+    starter_main,
+    worker_main,
+)
 from sandbox_agent_runtime.testing import (
     API_VARIABLES,
     CREDENTIALS,
@@ -104,7 +110,7 @@ async def test_a_worker_on_chat_completions_completes_a_run_against_an_endpoint_
     assert f"{queue!r} (model calls, at most 50 a second across the fleet)" in polling
 
 
-@pytest.mark.parametrize("role", ["worker", "starter", "api", "eval"])
+@pytest.mark.parametrize("role", ["worker", "starter", "api", "eval", "sandboxes"])
 def test_console_scripts_are_installed_and_answer_help(
     role: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,6 +125,7 @@ def test_console_scripts_are_installed_and_answer_help(
         "starter": starter_main,
         "api": api_main,
         "eval": service_evals.main,
+        "sandboxes": sandboxes_main,
     }
     with pytest.raises(SystemExit) as exited:
         commands[role](["--help"])

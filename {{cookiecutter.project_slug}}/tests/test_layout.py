@@ -26,6 +26,7 @@ NAMED = (
     "api.py",
     "evals.py",
     "histories.py",
+    "sandboxes.py",
 )
 
 

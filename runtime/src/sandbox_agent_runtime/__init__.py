@@ -5,7 +5,7 @@ on Temporal, each sandbox operation an activity.
 A service describes itself as a ``Service`` and calls ``configure()``; its
 workflow type subclasses ``AgentWorkflow``; its commands call
 ``worker_cli()``, ``starter_cli()``, ``api_cli()``, ``codec_server_cli()``,
-``histories_cli()`` and ``evals_main()``.
+``histories_cli()``, ``sandboxes_cli()`` and ``evals_main()``.
 
 This module and ``sandbox_agent_runtime.testing`` are the runtime's public
 API: the names in their ``__all__``. Every other module is private, free to
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.object_store import data_converter
     from sandbox_agent_runtime.run_request import Conversation, FollowUp, RunAnswer, RunRequest
     from sandbox_agent_runtime.sandbox_tools import careful_filesystem, plain_shell
+    from sandbox_agent_runtime.sandboxes import cli as sandboxes_cli
+    from sandbox_agent_runtime.sandboxes import main as sandboxes_main
     from sandbox_agent_runtime.service import Price, Service, configure, current
     from sandbox_agent_runtime.starter import cli as starter_cli
     from sandbox_agent_runtime.starter import main as starter_main
@@ -144,6 +146,8 @@ _PUBLIC = {
     "api_cli": "api:cli",
     "codec_server_cli": "codec_server:cli",
     "histories_cli": "histories:cli",
+    "sandboxes_cli": "sandboxes:cli",
+    "sandboxes_main": "sandboxes:main",
     "evals_main": "evals:main",
     "exit_after": "exits",
     "EXIT_COMPLETED": "starter.statuses",
@@ -214,6 +218,8 @@ __all__ = [
     "exit_after",
     "follow",
     "histories_cli",
+    "sandboxes_cli",
+    "sandboxes_main",
     "load_key",
     "mcp_server",
     "plain_shell",

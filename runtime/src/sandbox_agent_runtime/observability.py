@@ -74,6 +74,9 @@ SNAPSHOT_SECONDS = "agent_snapshot_seconds"
 # the run failed naming it; "recovered": the run went on on another host from
 # its last snapshot): each time a run took its sandbox's host for gone.
 HOSTS_GONE = "agent_sandbox_hosts_gone"
+# Label: provider. Each sandbox the reaper removed because its run was closed
+# (sandboxes.py).
+SANDBOXES_REAPED = "agent_sandboxes_reaped"
 # A histogram, in seconds: how long each model call's attempt waited on its
 # task queue before a worker started it (the fleet's rate, or every worker
 # busy; next to nothing for a call handed out with its workflow task).

@@ -83,6 +83,10 @@ class WorkerSettings:
     # with (None: the worker refuses them).
     callbacks: CallbackPolicy = NO_CALLBACKS
     callback_key: bytes | None = field(default=None, repr=False)
+    # SANDBOX_REAP_EVERY_SECONDS: how often the reaper's schedule runs (0: never).
+    reap_every: timedelta = timedelta(0)
+    # SANDBOX_REAP_GRACE_SECONDS: how old a closed run's sandbox must be to go.
+    reap_grace: timedelta = timedelta(minutes=5)
     # With a host-bound backend: WORKER_HOST_ID, or the host name: the host
     # its sandboxes are bound to.
     host_id: str = ""

@@ -43,7 +43,7 @@ from temporalio.contrib.workflow_streams._types import STREAM_DRAINING_ERROR_TYP
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import ModelActivityParameters
 
-from sandbox_agent_runtime.client.stream import RUN_TOPIC
+from sandbox_agent_runtime.shared import RUN_TOPIC
 
 # The patch that records, in a run's history, that it streams.
 STREAMED = "model-turns-streamed"

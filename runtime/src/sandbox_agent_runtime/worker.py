@@ -50,7 +50,6 @@ from sandbox_agent_runtime.capacity import (
     worker_options,
 )
 from sandbox_agent_runtime.chain import nested_runs_counted
-from sandbox_agent_runtime.client.stream import MODEL_TOPIC
 from sandbox_agent_runtime.connection import ConnectionFailed, connect
 from sandbox_agent_runtime.encryption import codec_of
 from sandbox_agent_runtime.exits import exit_after
@@ -77,6 +76,7 @@ from sandbox_agent_runtime.observability import (
     tracing_plugins,
 )
 from sandbox_agent_runtime.payloads import with_agent_payloads
+from sandbox_agent_runtime.sandboxes import ReapSandboxes, reap_sandboxes, schedule_reaping
 from sandbox_agent_runtime.service import current
 from sandbox_agent_runtime.settings import (
     BadSetting,
@@ -84,7 +84,7 @@ from sandbox_agent_runtime.settings import (
     keep_litellm_offline,
     worker_settings,
 )
-from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from sandbox_agent_runtime.shared import MODEL_TOPIC, WORKFLOW_TYPE
 from sandbox_agent_runtime.streaming import (
     StreamingParameters,
     StreamingProvider,
@@ -477,9 +477,9 @@ def build_worker(
         shared = Worker(
             client,
             task_queue=current().task_queue,
-            workflows=workflows,
+            workflows=[*workflows, ReapSandboxes],
             workflow_runner=workflow_runner(),
-            activities=[callback, *tool_activities],
+            activities=[reap_sandboxes, callback, *tool_activities],
             interceptors=[SandboxOperationMeter(), *model_calls, ChecksTheAnswer()],
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             identity=identity,
@@ -501,9 +501,15 @@ def build_worker(
     shared = Worker(
         client,
         task_queue=current().task_queue,
-        workflows=workflows,
+        workflows=[*workflows, ReapSandboxes],
         workflow_runner=workflow_runner(),
-        activities=[*affinity.host_activities(host, host_bound), callback, *tool_activities],
+        # The reaper's is offered here first too, as a host's operations are.
+        activities=[
+            *affinity.host_activities(host, host_bound),
+            reap_sandboxes,
+            callback,
+            *tool_activities,
+        ],
         # Outermost first: an operation for another host is refused before
         # it is counted or run.
         interceptors=[affinity.HostFirst(host), meter, *model_calls, ChecksTheAnswer()],
@@ -528,6 +534,8 @@ def build_worker(
         client,
         task_queue=affinity.host_queue(host),
         build_id=unversioned_build(),
+        # The reaper's, for the sandboxes on this host (sandboxes.py).
+        activities=[reap_sandboxes],
         max_concurrent_activities=options["max_concurrent_activities"],
         interceptors=[meter],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
@@ -625,6 +633,13 @@ async def serve(
     ) as worker:
         if health is not None:
             health.ready = lambda: worker.ready
+        if settings.reap_every:
+            # One schedule for the fleet; one per host for sandboxes on a host.
+            own_queue = worker.own.task_queue if worker.own else task_queue
+            host_id = settings.host_id if worker.own else ""
+            await schedule_reaping(
+                client, settings.reap_every, own_queue, host_id, settings.reap_grace
+            )
         registered = sandbox_backends()
         providers = ", ".join(repr(provider) for provider in registered)
         # Only a service with a host-bound backend has a host queue.

@@ -16,8 +16,9 @@ from daytona import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from sandbox_agent_runtime.backends import daytona
+from sandbox_agent_runtime.backends import daytona, namespace_key, task_queue_key
 from sandbox_agent_runtime.settings import BadSetting, missing_credentials
+from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.support import (
     CREDENTIALS,
     SETTINGS,
@@ -29,6 +30,12 @@ from sandbox_agent_runtime.testing.support import (
     settings_with,
     use_options_of,
 )
+
+
+# Whose a sandbox is (backends.service_labels()): an ActivityEnvironment's run is in
+# the namespace "default".
+def the_services() -> dict[str, str]:
+    return {namespace_key(): "default", task_queue_key(): project_service().task_queue}
 
 
 def test_daytona_client_and_options_come_from_the_workers_settings(
@@ -102,7 +109,11 @@ async def test_each_sandbox_carries_the_labels_of_its_run(
         await client.close()
 
     [params] = asked
-    assert params.labels == {daytona.workflow_label(): "run-1", daytona.provider_label(): provider}
+    assert params.labels == {
+        daytona.workflow_label(): "run-1",
+        daytona.provider_label(): provider,
+        **the_services(),
+    }
 
 
 def test_a_worker_without_credentials_asks_for_a_daytona_key_or_token(

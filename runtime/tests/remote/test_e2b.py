@@ -18,7 +18,7 @@ from e2b import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from sandbox_agent_runtime.backends import e2b
+from sandbox_agent_runtime.backends import e2b, namespace_key, task_queue_key
 from sandbox_agent_runtime.settings import BadSetting
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.support import (
@@ -31,6 +31,12 @@ from sandbox_agent_runtime.testing.support import (
     settings_with,
     use_options_of,
 )
+
+
+# Whose a sandbox is (backends.service_labels()): an ActivityEnvironment's run is in
+# the namespace "default".
+def the_services() -> dict[str, str]:
+    return {namespace_key(): "default", task_queue_key(): project_service().task_queue}
 
 
 def test_e2b_client_and_options_come_from_the_workers_settings() -> None:
@@ -108,6 +114,7 @@ async def test_each_sandbox_carries_the_metadata_of_its_run(
     assert asked["metadata"] == {
         e2b.workflow_metadata(): "run-1",
         e2b.provider_metadata(): provider,
+        **the_services(),
     }
 
 

@@ -31,6 +31,7 @@ from temporalio.testing import ActivityEnvironment
 
 from sandbox_agent_runtime import current
 from sandbox_agent_runtime.backends import modal as modal_backend
+from sandbox_agent_runtime.backends import namespace_key, task_queue_key
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
 from sandbox_agent_runtime.testing.support import (
@@ -45,6 +46,12 @@ from sandbox_agent_runtime.testing.support import (
     settings_with,
     use_options_of,
 )
+
+
+# Whose a sandbox is (backends.service_labels()): an ActivityEnvironment's run is in
+# the namespace "default".
+def the_services() -> dict[str, str]:
+    return {namespace_key(): "default", task_queue_key(): project_service().task_queue}
 
 
 def test_modal_client_and_options_come_from_the_workers_settings() -> None:
@@ -117,7 +124,11 @@ async def test_each_sandbox_carries_the_tags_of_its_run(monkeypatch: pytest.Monk
     )
 
     assert session is created
-    assert tagged == {modal_backend.workflow_tag(): "run-1", modal_backend.provider_tag(): provider}
+    assert tagged == {
+        modal_backend.workflow_tag(): "run-1",
+        modal_backend.provider_tag(): provider,
+        **the_services(),
+    }
 
 
 def test_a_worker_without_credentials_asks_for_a_modal_token(

@@ -21,7 +21,7 @@ from runloop_api_client import (
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from sandbox_agent_runtime.backends import runloop
+from sandbox_agent_runtime.backends import namespace_key, runloop, task_queue_key
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import refusal_of_the_worker_command_without
 from sandbox_agent_runtime.testing.support import (
@@ -36,6 +36,12 @@ from sandbox_agent_runtime.testing.support import (
     refusal_without_credentials,
     use_options_of,
 )
+
+
+# Whose a sandbox is (backends.service_labels()): an ActivityEnvironment's run is in
+# the namespace "default".
+def the_services() -> dict[str, str]:
+    return {namespace_key(): "default", task_queue_key(): project_service().task_queue}
 
 
 def test_runloop_client_and_options_come_from_the_workers_settings(
@@ -110,6 +116,7 @@ async def test_each_devbox_carries_the_metadata_of_its_run(
     assert asked["metadata"] == {
         runloop.workflow_metadata(): "run-1",
         runloop.provider_metadata(): provider,
+        **the_services(),
     }
     assert (
         asked["launch_parameters"]["keep_alive_time_seconds"] == runloop.sandbox_lifetime_seconds()

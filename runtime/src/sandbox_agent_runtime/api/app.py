@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from sandbox_agent_runtime import approvers
+from sandbox_agent_runtime.api import schedules
 from sandbox_agent_runtime.api.callers import Issuer, Tokens
 from sandbox_agent_runtime.api.document import finished
 from sandbox_agent_runtime.api.events import Followers
@@ -98,7 +99,9 @@ class Api(FastAPI):
 
     def openapi(self) -> dict[str, Any]:
         if self.openapi_schema is None:
-            self.openapi_schema = finished(super().openapi())
+            served: Served = self.state.served
+            starter = served.settings.starter
+            self.openapi_schema = finished(super().openapi(), starter.schedule_min_interval)
         return self.openapi_schema
 
 
@@ -128,6 +131,18 @@ async def on_problem(request: Request, problem: Problem) -> JSONResponse:
     return problem_response(problem, request)
 
 
+def routes_of(routes: list[Any]) -> list[Any]:
+    """Every route, those of the routers included (FastAPI keeps them apart) too."""
+    found = []
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            found += routes_of(included.routes)
+        elif getattr(route, "path_regex", None) is not None:
+            found.append(route)
+    return found
+
+
 async def on_http(request: Request, error: HTTPException) -> JSONResponse:
     detail = {
         404: f"{request.url.path[:200]!r} is not a route of this API (see /openapi.json).",
@@ -136,6 +151,15 @@ async def on_http(request: Request, error: HTTPException) -> JSONResponse:
     response = problem_response(Problem(error.status_code, detail), request)
     # A 405's Allow: the methods the route takes.
     response.headers.update(error.headers or {})
+    if error.status_code == 405:
+        # Every route of the path's, not only the first that matched it.
+        methods = [
+            method
+            for route in routes_of(request.app.router.routes)
+            if route.path_regex.match(request.url.path)
+            for method in sorted(getattr(route, "methods", None) or ())
+        ]
+        response.headers["Allow"] = ", ".join(dict.fromkeys(methods))
     return response
 
 
@@ -228,5 +252,6 @@ def create_app(settings: ApiSettings, client: Client) -> FastAPI:
     app.state.served = served
     app.include_router(unlisted)
     app.include_router(router)
+    app.include_router(schedules.router)
     app.middleware("http")(count)
     return app

@@ -26,7 +26,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadConverter
 
-from sandbox_agent_runtime.client.stream import MODEL_TOPIC
+from sandbox_agent_runtime.shared import MODEL_TOPIC
 
 # The signal by which temporalio.contrib.workflow_streams publishes a batch
 # (its _PUBLISH_SIGNAL), and its input: {"items": [{"topic", "data": base64

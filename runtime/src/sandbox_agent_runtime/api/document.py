@@ -7,6 +7,7 @@ from typing import Any
 
 from sandbox_agent_runtime.api.models import SPACE, Fields
 from sandbox_agent_runtime.api.problems import PROBLEM_JSON, PROBLEM_SCHEMA, TITLES
+from sandbox_agent_runtime.schedules import LONGEST_INTERVAL
 from sandbox_agent_runtime.service import current
 
 # A Last-Event-ID as events.event_id_parts() takes it (or empty: from the
@@ -102,9 +103,10 @@ def request_body(model: type[Fields], files: bool = False) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": content}}
 
 
-def finished(document: dict[str, Any]) -> dict[str, Any]:
+def finished(document: dict[str, Any], min_interval: int = 60) -> dict[str, Any]:
     """The OpenAPI ``document`` with this service's bounds (the providers a
-    run may name, a prompt's budgets at most the service's) and the
+    run may name, a prompt's budgets at most the service's, a schedule's
+    interval from ``min_interval``, SCHEDULE_MIN_INTERVAL) and the
     problem's schema, and without FastAPI's own validation errors: every
     error is a problem."""
     budget = current().budget()
@@ -117,6 +119,9 @@ def finished(document: dict[str, Any]) -> dict[str, Any]:
                 for name, bound in most.items():
                     if name in properties and bound is not None:
                         properties[name]["maximum"] = bound
+                if "interval_seconds" in properties:
+                    properties["interval_seconds"]["minimum"] = min_interval
+                    properties["interval_seconds"]["maximum"] = LONGEST_INTERVAL
                 if "provider" in properties:
                     properties["provider"]["enum"] = ["", *current().providers]
             if "HTTPValidationError" in str(operation["responses"].get("422")):

@@ -168,3 +168,72 @@ class Approvals(BaseModel):
 class Decided(BaseModel):
     call_id: str
     decision: str
+
+
+class ScheduleBody(Fields):
+    """A schedule: a job's fields (JSON, or a form with ``files`` parts) and
+    when it runs, one of ``cron`` and ``interval_seconds``."""
+
+    prompt: Prompt
+    provider: str = Field("", description="The sandbox backend; empty: the service's.")
+    repo: str = Field(
+        "",
+        pattern=f"^[^{SPACE}]*$",
+        description="URL[@REF] of a git repository the operator allows (REPO_ALLOWED_*); "
+        "empty: none.",
+    )
+    token_budget: TokenBudget = None
+    cost_budget_usd: CostBudget = None
+    callback_url: str = Field(
+        "",
+        pattern=f"^[^{SPACE}]*$",
+        max_length=LONGEST_CALLBACK_URL,
+        description="As a run's: each run posts its end there; empty: none.",
+    )
+    cron: str = Field(
+        "",
+        max_length=200,
+        description="When, in UTC: five cron fields (minute hour day-of-month month "
+        "day-of-week) or @hourly, @daily, ...; empty: interval_seconds says.",
+    )
+    interval_seconds: int | None = Field(
+        None,
+        ge=1,
+        description="Every N seconds, at least SCHEDULE_MIN_INTERVAL; null: cron says.",
+    )
+    overlap: Literal[
+        "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other", "allow_all"
+    ] = Field("skip", description="What a run due while the last still runs does.")
+
+
+class ScheduleLinks(BaseModel):
+    self_: str = Field(alias="self")
+    pause: str
+    unpause: str
+
+
+class ScheduledRun(BaseModel):
+    """A run the schedule started: its id (GET /v1/runs/{id}), when it was due."""
+
+    id: str
+    scheduled_at: str
+    started_at: str
+
+
+class ScheduleState(BaseModel):
+    """A schedule: when it runs, its overlap policy, whether it is paused,
+    its next times and its latest runs (at most ten, newest first)."""
+
+    id: str
+    cron: str | None
+    interval_seconds: int | None
+    overlap: str
+    paused: bool
+    next_runs: list[str]
+    runs_started: int
+    runs: list[ScheduledRun]
+    links: ScheduleLinks
+
+
+class Schedules(BaseModel):
+    schedules: list[ScheduleState]

@@ -23,6 +23,7 @@ from sandbox_agent_runtime import callbacks
 from sandbox_agent_runtime.api import runs
 from sandbox_agent_runtime.api.bodies import (
     LARGEST_JSON,
+    Body,
     body_of,
     boolean,
     budgets_in,
@@ -140,30 +141,9 @@ def run_id_of(text: str) -> str:
     return text
 
 
-router = APIRouter(prefix="/v1/runs")
-
-
-@router.post(
-    "",
-    status_code=201,
-    operation_id="start_run",
-    summary="Start a run",
-    response_model=Started,
-    responses={
-        201: {
-            "description": "Started: its id and routes",
-            "headers": {"Location": {"description": "The run", "schema": {"type": "string"}}},
-            "links": RUN_LINKS,
-        },
-        **problems(400, 401, 411, 413, 415, 422, 429, 503),
-    },
-    openapi_extra=request_body(RunBody, files=True),
-)
-async def start_run(
-    request: Request, response: Response, api: ServedBy, caller: CalledBy
-) -> dict[str, Any]:
-    await runs_in_flight(api.client, caller, api.settings.runs_per_caller)
-    body = await read_body(request, RunBody, api.has_store)
+async def run_request_of(body: Body, api: Served) -> RunRequest:
+    """The run a body asks for (a run's, or a schedule's runs'), through
+    every check a run's request gets; a ``Problem`` for the first it fails."""
     prompt = prompt_in(body.fields)
     token_budget, cost_budget = budgets_in(body.fields)
     provider = str(body.fields.get("provider") or "")
@@ -189,7 +169,7 @@ async def start_run(
             )
         except callbacks.BadCallback as e:
             raise Problem(422, f"field 'callback_url' {e}.") from e
-    run = RunRequest(
+    return RunRequest(
         prompt=prompt,
         provider=provider or current().sandbox_provider,
         inputs=body.inputs,
@@ -199,6 +179,33 @@ async def start_run(
         cost_budget_usd=cost_budget,
         callback_url=callback_url,
     )
+
+
+router = APIRouter(prefix="/v1/runs")
+
+
+@router.post(
+    "",
+    status_code=201,
+    operation_id="start_run",
+    summary="Start a run",
+    response_model=Started,
+    responses={
+        201: {
+            "description": "Started: its id and routes",
+            "headers": {"Location": {"description": "The run", "schema": {"type": "string"}}},
+            "links": RUN_LINKS,
+        },
+        **problems(400, 401, 411, 413, 415, 422, 429, 503),
+    },
+    openapi_extra=request_body(RunBody, files=True),
+)
+async def start_run(
+    request: Request, response: Response, api: ServedBy, caller: CalledBy
+) -> dict[str, Any]:
+    await runs_in_flight(api.client, caller, api.settings.runs_per_caller)
+    body = await read_body(request, RunBody, api.has_store)
+    run = await run_request_of(body, api)
     workflow_id = await runs.start_run(api.client, caller, run)
     log.info("%s started run %s", caller.owner, workflow_id)
     response.headers["Location"] = f"/v1/runs/{workflow_id}"

@@ -16,10 +16,11 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
-from temporalio import workflow
+from temporalio import activity, workflow
 
 from sandbox_agent_runtime.catalog import CATALOG, KINDS
 from sandbox_agent_runtime.service import current
@@ -273,6 +274,62 @@ def provider_key() -> str:
     """The key naming the sandbox provider that made a sandbox:
     "<service>.sandbox-provider"."""
     return f"{current().name}.sandbox-provider"
+
+
+def namespace_key() -> str:
+    """The key naming the Temporal namespace of the run that made a sandbox:
+    "<service>.namespace"."""
+    return f"{current().name}.namespace"
+
+
+def task_queue_key() -> str:
+    """The key naming the task queue of the service that made a sandbox:
+    "<service>.task-queue". A sandbox without it is not this service's
+    (``found()``): the reaper leaves it alone."""
+    return f"{current().name}.task-queue"
+
+
+def service_labels() -> dict[str, str]:
+    """The labels (tags, metadata) naming whose a sandbox created now, in an
+    activity, is: its run's namespace and the service's task queue."""
+    return {
+        namespace_key(): activity.info().workflow_namespace or "",
+        task_queue_key(): current().task_queue,
+    }
+
+
+def run_labels() -> dict[str, str]:
+    """The labels (tags, metadata) of a sandbox created now, in the
+    ``<provider>-sandbox_client_create`` activity: its run's workflow id, the
+    provider, and ``service_labels()``."""
+    info = activity.info()
+    return {
+        workflow_key(): info.workflow_id or "",
+        provider_key(): info.activity_type.removesuffix("-sandbox_client_create"),
+        **service_labels(),
+    }
+
+
+@dataclass(frozen=True)
+class Found:
+    """A sandbox of this service that a backend holds (sandboxes.py)."""
+
+    provider: str
+    # The backend's own id: a container's, a workspace's path.
+    sandbox_id: str
+    workflow_id: str
+    namespace: str
+    created: datetime
+
+
+def found(labels: Mapping[str, str], sandbox_id: str, created: datetime) -> Found | None:
+    """The sandbox ``labels`` describe, if they name a run of this service
+    (its task queue, a workflow id and a provider); else None."""
+    workflow_id = labels.get(workflow_key(), "")
+    provider = labels.get(provider_key(), "")
+    if labels.get(task_queue_key()) != current().task_queue or not workflow_id or not provider:
+        return None
+    return Found(provider, sandbox_id, workflow_id, labels.get(namespace_key(), ""), created)
 
 
 def sandbox_backends() -> dict[str, Backend]:

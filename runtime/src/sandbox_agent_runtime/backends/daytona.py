@@ -25,6 +25,7 @@ from sandbox_agent_runtime.backends import (
     chosen_options,
     declared,
     provider_key,
+    service_labels,
     workflow_key,
 )
 
@@ -78,6 +79,7 @@ class LabelledDaytonaSandboxClient(DaytonaSandboxClient):
             **(params.labels or {}),
             workflow_label(): info.workflow_id,
             provider_label(): info.activity_type.rsplit("-sandbox_", 1)[0],
+            **service_labels(),
         }
         return params
 

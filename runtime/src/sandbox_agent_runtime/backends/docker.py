@@ -14,8 +14,10 @@ workflow imports this module for its options.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import io
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from agents.sandbox.errors import WorkspaceArchiveReadError
@@ -29,12 +31,14 @@ from agents.sandbox.sandboxes.docker import (
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
-from temporalio import activity
 
 from sandbox_agent_runtime.backends import (
+    Found,
     chosen_options,
     declared,
+    found,
     provider_key,
+    run_labels,
     workflow_key,
 )
 
@@ -188,12 +192,7 @@ class LabelledDockerSandboxClient(DockerSandboxClient):
 
         await self._pull_if_missing(options.image)
         # Runs inside the `<provider>-sandbox_client_create` activity.
-        info = activity.info()
-        labels = {
-            **options.labels,
-            workflow_label(): info.workflow_id,
-            provider_label(): info.activity_type.removesuffix("-sandbox_client_create"),
-        }
+        labels = {**options.labels, **run_labels()}
         try:
             session = await super().create(
                 snapshot=snapshot,
@@ -275,3 +274,29 @@ def sandbox_options() -> DockerSandboxClientOptions:
     """Options sent with each run (they are recorded in workflow history:
     never put secrets here)."""
     return DockerSandboxClientOptions(image=str(options()["image"]), network_mode=network_mode())
+
+
+def sandboxes() -> list[Found]:
+    """Every container of this service on the engine (DOCKER_HOST), running
+    or not (the reaper's; blocking)."""
+    import docker
+
+    engine: Any = docker.from_env()
+    containers = engine.containers.list(all=True, filters={"label": workflow_label()})
+    every = (found(c.labels, c.id, created(c.attrs["Created"])) for c in containers)
+    return [sandbox for sandbox in every if sandbox is not None]
+
+
+def created(stamp: str) -> datetime:
+    """The engine's creation time of a container, "2026-12-07T16:20:01.123456789Z"."""
+    seconds, _, fraction = stamp.removesuffix("Z").partition(".")
+    return datetime.fromisoformat(f"{seconds}.{(fraction + '000000')[:6]}+00:00")
+
+
+def remove(sandbox: Found) -> None:
+    """Remove the container ``sandbox`` (gone already: nothing to do; blocking)."""
+    import docker
+
+    engine: Any = docker.from_env()
+    with contextlib.suppress(docker.errors.NotFound):
+        engine.containers.get(sandbox.sandbox_id).remove(force=True)

@@ -21,6 +21,7 @@ from sandbox_agent_runtime.backends import (
     chosen_options,
     declared,
     provider_key,
+    service_labels,
     workflow_key,
 )
 
@@ -86,6 +87,7 @@ class LabelledE2BSandboxClient(E2BSandboxClient):
             **(options.metadata or {}),
             workflow_metadata(): info.workflow_id,
             provider_metadata(): info.activity_type.removesuffix("-sandbox_client_create"),
+            **service_labels(),
         }
         return await super().create(
             snapshot=snapshot,

@@ -9,18 +9,24 @@ backend instead.
 
 from __future__ import annotations
 
+import json
+import shutil
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.sandbox.manifest import Manifest
 from agents.sandbox.sandboxes.unix_local import (
     UnixLocalSandboxClient,
     UnixLocalSandboxClientOptions,
 )
 from agents.sandbox.session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec
+from temporalio import activity
 
-from sandbox_agent_runtime.backends import chosen_options, declared
+from sandbox_agent_runtime.backends import Found, chosen_options, declared, found, run_labels
 
 if TYPE_CHECKING:
     # Only for the type: the workflow imports this module (for the options of
@@ -51,6 +57,12 @@ def options() -> dict[str, Any]:
 
 # The names the SDK gives the workspaces it makes, in the temporary directory.
 WORKSPACE_PREFIX = "sandbox-local-"
+
+
+def labels_file(workspace: Path) -> Path:
+    """Where a workspace's labels are (its run, the service's task queue,
+    ...): ``.<name>.labels.json`` beside it, out of the agent's reach."""
+    return workspace.with_name(f".{workspace.name}.labels.json")
 
 
 class WorkspaceGone(Exception):
@@ -94,12 +106,53 @@ class LocalWorkspaceClient(UnixLocalSandboxClient):
             )
         return await super().resume(state)
 
+    async def create(
+        self,
+        *,
+        snapshot: SnapshotSpec | SnapshotBase | None = None,
+        manifest: Manifest | None = None,
+        options: UnixLocalSandboxClientOptions | None = None,
+    ) -> SandboxSession:
+        """A new workspace, its labels beside it when a run creates it."""
+        session = await super().create(snapshot=snapshot, manifest=manifest, options=options)
+        root = Path(session.state.manifest.root)
+        if activity.in_activity() and made_by_this_client(root):
+            labels_file(root).write_text(json.dumps(run_labels()))
+        return session
+
     async def delete(self, session: SandboxSession) -> SandboxSession:
         """Remove the session's workspace, only if this client made it."""
         root = Path(session.state.manifest.root)
         if not made_by_this_client(root):
             return session
-        return await super().delete(session)
+        deleted = await super().delete(session)
+        labels_file(root).unlink(missing_ok=True)
+        return deleted
+
+
+def sandboxes() -> list[Found]:
+    """Every workspace of this service on this host: those with labels
+    (the reaper's; blocking)."""
+    every = []
+    for labels in Path(tempfile.gettempdir()).glob(f".{WORKSPACE_PREFIX}*.labels.json"):
+        workspace = labels.with_name(labels.name[1:].removesuffix(".labels.json"))
+        try:
+            said = json.loads(labels.read_text())
+            created = datetime.fromtimestamp(labels.stat().st_mtime, UTC)
+        except (OSError, ValueError):
+            continue  # removed meanwhile, or not ours to read
+        if isinstance(said, dict):
+            every.append(found(said, str(workspace), created))
+    return [sandbox for sandbox in every if sandbox is not None]
+
+
+def remove(sandbox: Found) -> None:
+    """Remove the workspace ``sandbox`` and its labels (blocking)."""
+    workspace = Path(sandbox.sandbox_id)
+    if not made_by_this_client(workspace):
+        return
+    shutil.rmtree(workspace, ignore_errors=True)
+    labels_file(workspace).unlink(missing_ok=True)
 
 
 def sandbox_client(settings: WorkerSettings) -> UnixLocalSandboxClient:

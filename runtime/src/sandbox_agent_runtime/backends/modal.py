@@ -29,6 +29,7 @@ from sandbox_agent_runtime.backends import (
     chosen_options,
     declared,
     provider_key,
+    service_labels,
     workflow_key,
 )
 
@@ -94,6 +95,7 @@ class TaggedModalSandboxClient(ModalSandboxClient):
         tags = {
             workflow_tag(): info.workflow_id,
             provider_tag(): info.activity_type.removesuffix("-sandbox_client_create"),
+            **service_labels(),
         }
         # The SDK's session keeps Modal's own handle of the sandbox.
         sandbox = getattr(session._inner, "_sandbox", None)

@@ -11,9 +11,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-# The topic of the model's raw stream events, and of the workflow's own.
-MODEL_TOPIC = "model"
-RUN_TOPIC = "run"
+from sandbox_agent_runtime.shared import MODEL_TOPIC, RUN_TOPIC
 
 
 @dataclass(frozen=True)

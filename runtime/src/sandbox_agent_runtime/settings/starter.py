@@ -15,6 +15,7 @@ from sandbox_agent_runtime.settings.declared import read_by
 from sandbox_agent_runtime.settings.reading import (
     callback_policy,
     encryption_keys,
+    number,
     object_store,
     refused,
     repo_policy,
@@ -46,6 +47,9 @@ class StarterSettings:
     repos: repositories.RepoPolicy = repositories.DEFAULT_POLICY
     # CALLBACK_HOSTS: the servers a run's callback may call.
     callbacks: CallbackPolicy = NO_CALLBACKS
+    # SCHEDULE_MIN_INTERVAL and SCHEDULES_PER_CALLER: a schedule's bounds.
+    schedule_min_interval: int = 60
+    schedules_per_caller: int = 20
 
 
 def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings:
@@ -64,4 +68,6 @@ def starter_settings(environ: Mapping[str, str] = os.environ) -> StarterSettings
         approver_key_file=Path(key_file or default_key_file()).expanduser(),
         repos=repo_policy(environ),
         callbacks=callback_policy(environ),
+        schedule_min_interval=number(environ, "SCHEDULE_MIN_INTERVAL"),
+        schedules_per_caller=number(environ, "SCHEDULES_PER_CALLER"),
     )

@@ -163,6 +163,8 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         repos=repo_policy(environ),
         callbacks=callback_policy(environ),
         callback_key=callback_key(environ),
+        reap_every=timedelta(seconds=number(environ, "SANDBOX_REAP_EVERY_SECONDS")),
+        reap_grace=timedelta(seconds=number(environ, "SANDBOX_REAP_GRACE_SECONDS")),
         # In this order: the first one refused is the one named.
         host_id=host_id(environ) if service.host_bound else "",
         approvers=approvers(environ) if service.approvals else {},

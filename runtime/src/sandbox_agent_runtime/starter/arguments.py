@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from sandbox_agent_runtime import approvers
+from sandbox_agent_runtime.schedules import OVERLAPS
 from sandbox_agent_runtime.service import budgets_given, current
 from sandbox_agent_runtime.shared import LONGEST_PROMPT
 from sandbox_agent_runtime.starter.statuses import EXIT_USAGE, exit_statuses, starter_command
@@ -102,8 +103,34 @@ def parse_arguments(
         metavar="WORKFLOW_ID",
         help="end a conversation: its run removes its sandbox and closes with its last answer",
     )
+    mode.add_argument(
+        "--schedules", action="store_true", help="list this service's schedules and exit"
+    )
+    mode.add_argument(
+        "--unschedule",
+        metavar="SCHEDULE_ID",
+        help="delete a schedule (the runs it started go on)",
+    )
     if service.approvals:
         add_approval_arguments(parser, mode)
+    parser.add_argument(
+        "--every",
+        metavar="SECONDS",
+        help="make a schedule that starts the prompt as a run every SECONDS (at least "
+        "SCHEDULE_MIN_INTERVAL), print its id and exit",
+    )
+    parser.add_argument(
+        "--cron",
+        metavar="EXPR",
+        help='make a schedule that starts the prompt on a calendar, in UTC ("0 6 * * *": at '
+        "06:00 every day; @hourly, @daily, ...), print its id and exit",
+    )
+    parser.add_argument(
+        "--overlap",
+        choices=tuple(OVERLAPS),
+        help="with --every or --cron: what a run due while the last still runs does "
+        "(default: skip)",
+    )
     parser.add_argument(
         "--input",
         action="append",
@@ -181,8 +208,30 @@ def parse_arguments(
             parser.error("--reason goes with --reject")
         if args.always and not args.approve:
             parser.error("--always goes with --approve")
+    scheduled = args.every is not None or args.cron is not None
+    if args.every is not None and args.cron is not None:
+        parser.error("give --every or --cron, not both: a schedule runs on one")
+    if args.overlap is not None and not scheduled:
+        parser.error("--overlap goes with --every or --cron")
+    others = ("no_wait", "attach", "follow_up", "end", "schedules", "unschedule", "output")
+    if scheduled and any(getattr(args, other, None) for other in others):
+        parser.error(
+            "--every and --cron make a schedule of a new run's prompt: no --no-wait, --attach, "
+            "--continue, --end, --schedules, --unschedule or --output"
+        )
+    if (args.schedules or args.unschedule) and (asked or args.input or args.repo or args.output):
+        parser.error("--schedules and --unschedule take no prompt, --input, --repo or --output")
     budgeted = args.token_budget is not None or args.cost_budget is not None
-    modes = ("attach", "end", "pending", "approve", "reject", "new_approver_key")
+    modes = (
+        "attach",
+        "end",
+        "pending",
+        "approve",
+        "reject",
+        "new_approver_key",
+        "schedules",
+        "unschedule",
+    )
     if budgeted and any(getattr(args, mode, None) for mode in modes):
         parser.error("--token-budget and --cost-budget go with a prompt: a new run or --continue")
     try:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from sandbox_agent_runtime import callbacks
+from sandbox_agent_runtime import callbacks, schedules
 from sandbox_agent_runtime.archives import BadInput, inputs_of, repo_of
 from sandbox_agent_runtime.encryption import UnknownKey, WrongKey
 from sandbox_agent_runtime.exits import exit_after
@@ -29,6 +29,7 @@ from sandbox_agent_runtime.starter.approving import (
 from sandbox_agent_runtime.starter.arguments import BadPrompt, parse_arguments, prompt_of
 from sandbox_agent_runtime.starter.attach import attach
 from sandbox_agent_runtime.starter.conversation import continue_conversation, end_conversation
+from sandbox_agent_runtime.starter.scheduling import list_schedules, make_schedule, unschedule
 from sandbox_agent_runtime.starter.start import run
 from sandbox_agent_runtime.starter.statuses import (
     EXIT_INTERRUPTED,
@@ -62,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         elif args.end is not None:
             status = asyncio.run(end_conversation(args.end, settings))
+        elif args.schedules:
+            status = asyncio.run(list_schedules(settings))
+        elif args.unschedule is not None:
+            status = asyncio.run(unschedule(args.unschedule, settings))
         elif approvals() and args.pending is not None:
             status = asyncio.run(list_pending(args.pending))
         elif approvals() and (args.approve or args.reject):
@@ -91,19 +96,29 @@ def main(argv: Sequence[str] | None = None) -> None:
                     callbacks.checked(args.callback, settings.callbacks, unresolved_ok=True)
                 except callbacks.BadCallback as e:
                     raise BadInput(f"--callback {e}") from None
+            scheduled = args.every is not None or args.cron is not None
+            if scheduled:
+                spec, when = schedules.spec_of(
+                    args.cron, args.every, settings.schedule_min_interval, ("--cron", "--every")
+                )
             request = RunRequest(
                 prompt=prompt_of(args),
                 # --provider, with several providers; else the primary one.
                 provider=getattr(args, "provider", None) or current().sandbox_provider,
                 inputs=inputs,
                 repo=repo,
-                follow_ups=True,
+                # A schedule's runs are jobs: no one is there to follow up.
+                follow_ups=not scheduled,
                 token_budget=args.token_budget,
                 cost_budget_usd=args.cost_budget,
                 callback_url=args.callback or "",
             )
-            status = asyncio.run(run(request, settings, not args.no_wait, args.output))
-    except (BadPrompt, BadInput) as e:
+            if scheduled:
+                overlap = args.overlap or "skip"
+                status = asyncio.run(make_schedule(request, spec, when, overlap, settings))
+            else:
+                status = asyncio.run(run(request, settings, not args.no_wait, args.output))
+    except (BadPrompt, BadInput, schedules.BadSchedule) as e:
         print(f"ERROR: {e}.", file=sys.stderr)
         status = EXIT_USAGE
     except BadSetting as e:

@@ -41,6 +41,8 @@ def exit_statuses() -> dict[int, str]:
         + "), or no workflow with the id given to --attach, --continue or --end"
         + (" (or to --pending, --approve, --reject)" if with_approvals else "")
         + ", or one that is not this service's (neither its workflow type nor its task queue)"
+        + "; a --cron or --every it does not take, or an --unschedule id of no schedule of "
+        "this service's"
         + (
             "; a decision on a call that does not wait, in a run that has ended, or without the "
             "approver's key"
@@ -49,7 +51,7 @@ def exit_statuses() -> dict[int, str]:
         ),
         EXIT_REFUSED: "refused: a follow-up (--continue) to a run that is still working on a "
         "prompt, was started without follow-ups or has ended; or --end of a run that has ended "
-        "or was started without follow-ups",
+        "or was started without follow-ups; or a schedule past SCHEDULES_PER_CALLER",
         EXIT_UNDECRYPTABLE: "the run's payloads do not decrypt: encrypted with a key that "
         "PAYLOAD_ENCRYPTION_KEYS here does not hold, or another key under the same id",
         EXIT_FILES_NOT_WRITTEN: "the run answered and its answer was printed, but not every file "

@@ -239,6 +239,9 @@ TOOL_CALLS: str
 HOSTS_GONE: str
 """The metric counting the times a run took its sandbox's host for gone."""
 
+SANDBOXES_REAPED: str
+"""The metric counting the sandboxes of closed runs the reaper removed (label: provider)."""
+
 APPROVALS: str
 """The metric counting requests for approval (label: decision)."""
 
@@ -382,6 +385,7 @@ _PUBLIC = {
     "SANDBOX_OPERATIONS": "observability",
     "TOOL_CALLS": "observability",
     "HOSTS_GONE": "observability",
+    "SANDBOXES_REAPED": "observability",
     "APPROVALS": "observability",
     "APPROVAL_WAIT": "observability",
 }
@@ -422,6 +426,7 @@ __all__ = [
     "Project",
     "RESTORE",
     "RUNS_IN_FLIGHT",
+    "SANDBOXES_REAPED",
     "SANDBOX_OPERATIONS",
     "SCRIPTS",
     "SESSION_IDLE_TIMEOUT",

@@ -804,6 +804,24 @@ def this_test_started() -> datetime:
     return _TEST_BEGAN[0]
 
 
+async def no_schedules(client: Client, within: float = 15) -> None:
+    """Delete every schedule in the namespace, asking the server's list
+    (eventually consistent) until it is empty: a schedule a test left would
+    start runs in the next test's worker."""
+    from temporalio.service import RPCError
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while loop.time() < deadline:
+        left = [each.id async for each in await client.list_schedules()]
+        if not left:
+            return
+        for schedule_id in left:
+            with suppress(RPCError):
+                await client.get_schedule_handle(schedule_id).delete()
+        await asyncio.sleep(0.5)
+
+
 def open_since(since: datetime) -> str:
     """The runs still open that started after ``since``, as a visibility query."""
     return f'ExecutionStatus = "Running" AND StartTime >= "{since.isoformat()}"'
