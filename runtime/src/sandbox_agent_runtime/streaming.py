@@ -262,18 +262,25 @@ class _Failed:
 
 async def pumped(events: Callable[[], AsyncIterator[Any]], into: "asyncio.Queue[Any]") -> None:
     """Read the stream ``events()`` gives to its end (or its error), each
-    event put ``into`` the queue as it comes, then the end. The stream is
-    begun, read and closed in this one task: the Agents SDK keeps its
-    tracing spans in context variables, which a stream that moved from one
-    task to another would reset in the wrong context."""
-    stream = events()
+    event put ``into`` the queue as it comes, then its end, always: its
+    reader never waits for ever. The stream is begun, read and closed in
+    this one task: the Agents SDK keeps its tracing spans in context
+    variables, which a stream that moved from one task to another would
+    reset in the wrong context."""
+    ended: Any = _ENDED
+    stream = None
     try:
+        # A model without a stream may raise here (``def stream_response``).
+        stream = events()
         async for event in stream:
             into.put_nowait(event)
-        into.put_nowait(_ENDED)
     except Exception as e:  # handed over: the model activity fails with it
-        into.put_nowait(_Failed(e))
+        ended = _Failed(e)
+    except BaseException:
+        ended = _Failed(RuntimeError("the model's stream was stopped before its end"))
+        raise
     finally:
+        into.put_nowait(ended)
         close = getattr(stream, "aclose", None)
         if close is not None:
             await close()
