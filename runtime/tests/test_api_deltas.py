@@ -17,7 +17,7 @@ import json
 import statistics
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import httpx2 as httpx
 import pytest
@@ -27,6 +27,7 @@ from temporalio.client import Client
 
 from sandbox_agent_runtime.api.events import Followers, event_id_parts
 from sandbox_agent_runtime.api.metrics import ApiMetrics
+from sandbox_agent_runtime.settings_types import WorkerSettings
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing.api_client import ApiProcess, Event, api_process, read_events
 from sandbox_agent_runtime.testing.processes import service_environment
@@ -57,6 +58,13 @@ async def replicas(temporal_client: Client) -> AsyncIterator[Replicas]:
 
 def streaming_model() -> ScriptedModel:
     return ScriptedModel(COMMANDS, delta_every=0.01)
+
+
+def batches_of_100_ms() -> WorkerSettings:
+    """The worker's settings with its streams sent on each 100 ms
+    (STREAM_BATCH_MILLISECONDS): a turn of a few seconds in some 30 batches,
+    where the default (1 s) would send it in 3."""
+    return dataclasses.replace(SETTINGS, stream_batch=timedelta(milliseconds=100))
 
 
 async def start_run(client: httpx.AsyncClient) -> str:
@@ -116,7 +124,7 @@ async def test_deltas_come_between_the_steps_before_the_answer_and_make_its_text
     temporal_client: Client, replicas: Replicas
 ) -> None:
     async with (
-        running_worker(temporal_client, streaming_model()),
+        running_worker(temporal_client, streaming_model(), settings=batches_of_100_ms()),
         replicas.a.client() as on_a,
     ):
         workflow_id = await start_run(on_a)
@@ -163,7 +171,7 @@ async def test_a_client_that_reconnects_mid_turn_gets_the_rest_once_on_either_re
     temporal_client: Client, replicas: Replicas
 ) -> None:
     async with (
-        running_worker(temporal_client, streaming_model()),
+        running_worker(temporal_client, streaming_model(), settings=batches_of_100_ms()),
         replicas.a.client() as on_a,
         replicas.b.client() as on_b,
     ):
@@ -200,7 +208,7 @@ async def test_after_a_turn_ended_its_text_comes_in_one_delta_the_same_on_both_r
     temporal_client: Client, replicas: Replicas
 ) -> None:
     async with (
-        running_worker(temporal_client, streaming_model()),
+        running_worker(temporal_client, streaming_model(), settings=batches_of_100_ms()),
         replicas.a.client() as on_a,
         replicas.b.client() as on_b,
     ):
@@ -261,7 +269,10 @@ async def sse(chunks: AsyncIterator[bytes]) -> list[Event]:
 async def test_a_turn_read_in_many_pages_of_history_comes_in_one_delta_once_it_ended(
     temporal_client: Client,
 ) -> None:
-    async with running_worker(temporal_client, streaming_model()) as (client, _):
+    async with running_worker(temporal_client, streaming_model(), settings=batches_of_100_ms()) as (
+        client,
+        _,
+    ):
         handle = await start(client, "Count to 600.")
         answer = str((await handle.result()).answer)
         history = await handle.fetch_history()
@@ -301,7 +312,7 @@ async def test_one_api_process_reads_a_run_once_however_many_follow_it(
     temporal_client: Client, replicas: Replicas
 ) -> None:
     async with (
-        running_worker(temporal_client, streaming_model()),
+        running_worker(temporal_client, streaming_model(), settings=batches_of_100_ms()),
         replicas.a.client() as on_a,
     ):
         workflow_id = await start_run(on_a)

@@ -16,6 +16,7 @@ from sandbox_agent_runtime.testing.browser import chromium, evaluate, headless_c
 from sandbox_agent_runtime.testing.processes import service_environment
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
 from sandbox_agent_runtime.testing.support import running_worker
+from tests.test_api_deltas import batches_of_100_ms
 from tests.test_api_page import click, open_page, screenshot, type_into, use_token
 
 pytestmark = [
@@ -41,7 +42,11 @@ async def test_the_page_shows_the_answer_growing_under_its_steps_and_a_reconnect
         temporal_client.service_client.config.target_host, "http://127.0.0.1:9"
     )
     async with (
-        running_worker(temporal_client, ScriptedModel(["seq 1 600"], delta_every=0.01)),
+        running_worker(
+            temporal_client,
+            ScriptedModel(["seq 1 600"], delta_every=0.01),
+            settings=batches_of_100_ms(),
+        ),
         api_process(environment) as api,
         headless_chromium(str(chromium()), tmp_path / "chromium") as browser,
     ):

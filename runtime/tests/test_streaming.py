@@ -295,9 +295,10 @@ async def test_a_streamed_turn_adds_a_few_events_a_second_of_text_to_history(
             }
         )
     )
-    # A signal per 100 ms batch at most (each with its workflow task's 3
-    # events): a few dozen events a second of text, not 4 a delta.
-    assert added <= 4 * 12 * seconds + 8, figures
+    # A signal per batch at most, one a second by default (each with its
+    # workflow task's 3 events): a few events a second of text, not 4 a delta.
+    batches = seconds / SETTINGS.stream_batch.total_seconds() + 2
+    assert added <= 4 * batches + 8, figures
 
 
 async def test_a_reader_waiting_when_the_run_ends_gets_the_end_and_the_run_completes(

@@ -17,7 +17,6 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, ClassVar
 
 from agents import Agent, Model, ModelProvider, ModelResponse, RunContextWrapper, RunHooks, Tool
@@ -54,8 +53,6 @@ CARRIED_STREAM_BYTES = 256 * 1024
 
 # The patch that records, in a run's history, that it streams.
 STREAMED = "model-turns-streamed"
-# How often the model activity sends what the model wrote so far.
-BATCH_INTERVAL = timedelta(milliseconds=100)
 
 
 @dataclass

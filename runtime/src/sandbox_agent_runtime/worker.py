@@ -86,7 +86,6 @@ from sandbox_agent_runtime.settings import (
 )
 from sandbox_agent_runtime.shared import MODEL_TOPIC, WORKFLOW_TYPE
 from sandbox_agent_runtime.streaming import (
-    BATCH_INTERVAL,
     StreamingParameters,
     StreamingProvider,
 )
@@ -254,7 +253,7 @@ def _plugin(
             # writes goes to the run's stream in batches; a run that
             # streams goes on streaming whatever this worker's setting.
             streaming_topic=MODEL_TOPIC,
-            streaming_batch_interval=BATCH_INTERVAL,
+            streaming_batch_interval=settings.stream_batch,
             stream_new_runs=streams(settings),
         ),
         # A model that cannot stream gives its turns whole (streaming.py);

@@ -185,6 +185,7 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         backend_options=backend_options(environ),
         openai_api=openai_api(environ),
         stream_model_turns=stream_model_turns(environ),
+        stream_batch=timedelta(milliseconds=number(environ, "STREAM_BATCH_MILLISECONDS")),
         model_calls_per_second=model_calls_per_second(environ),
         model_calls_queue=model_calls_queue(environ),
     )
