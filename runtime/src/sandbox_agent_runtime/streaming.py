@@ -97,7 +97,9 @@ class RunStream:
     def __init__(self, stream: WorkflowStream) -> None:
         self.stream = stream
         self.topic = stream.topic(RUN_TOPIC)
-        self.turns: list[int] = []
+        # Where its model turns started: the first is where what the
+        # chain's earlier run handed on starts (a turn's start, or 0).
+        self.turns: list[int] = [stream.get_state().base_offset]
         # Whether the run waits for its host's local activity (phases/begin.py).
         self.choosing_host = False
         workflow.set_update_handler(POLL, stream._on_poll, validator=self._validate_poll)  # noqa: SLF001
@@ -127,14 +129,12 @@ class RunStream:
         (``detach_pollers()``, before the run waits for its handlers)."""
         state = self.stream.get_state()
         sizes = [len(item.data) for item in state.log]
-        kept = None
-        for start in reversed(self.turns):
-            if start < state.base_offset:
-                break
-            if kept is not None and sum(sizes[start - state.base_offset :]) > CARRIED_STREAM_BYTES:
+        kept = self.turns[-1]
+        for start in reversed(self.turns[:-1]):
+            if sum(sizes[start - state.base_offset :]) > CARRIED_STREAM_BYTES:
                 break
             kept = start
-        if kept is None or kept == state.base_offset:
+        if kept == state.base_offset:
             return state
         self.stream.truncate(kept)
         return self.stream.get_state()
