@@ -79,6 +79,12 @@ async def test_a_stream_follows_a_conversation_across_its_continue_as_new(
     assert [each["prompt"] for each in answers] == [1, 2]
     assert answers[0]["text"] == "prompt 1: made\n" and answers[1]["text"] == "prompt 2: first\n"
     assert whole[-1].name == "end"
+    # Each prompt's text came as it was written (events.py's deltas), in the
+    # chain's first run and in the next: each answer's turn in one delta,
+    # named by its run's history event.
+    written = [event for event in whole if event.name == "delta"]
+    assert [delta.data["text"] for delta in written] == [each["text"] for each in answers]
+    assert [event_id_parts(delta.id)[0] for delta in written] == [runs[0], runs[-1]]
     assert rest == whole[last_of_first + 1 :] and event_id_parts(rest[0].id)[0] == runs[-1]
     assert state.status_code == 200 and state.json()["answered"] == 2
     assert refused.status_code == 404

@@ -102,7 +102,7 @@ def model_calls_by_agent(history: WorkflowHistory) -> list[str]:
         for event in history.events
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and event.activity_task_scheduled_event_attributes.activity_type.name
-        == "invoke_model_activity"
+        in ("invoke_model_activity", "invoke_model_activity_streaming")
     ]
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sandbox_agent_runtime.approvals import wait_for_commands, wait_for_writes
     from sandbox_agent_runtime.approvers import default_key_file, load_key, signed_decision
     from sandbox_agent_runtime.chain import Carried
+    from sandbox_agent_runtime.client.stream import StreamEvent, read_run_stream
     from sandbox_agent_runtime.codec_server import cli as codec_server_cli
     from sandbox_agent_runtime.encryption import EncryptionCodec, Keys
     from sandbox_agent_runtime.evals import main as evals_main
@@ -118,6 +119,8 @@ _PUBLIC = {
     "WORKFLOW_TYPE": "shared",
     "Carried": "chain",
     "RunRequest": "run_request",
+    "StreamEvent": "client.stream",
+    "read_run_stream": "client.stream",
     "RunAnswer": "run_request",
     "FollowUp": "run_request",
     "Conversation": "run_request",
@@ -197,6 +200,7 @@ __all__ = [
     "RunRequest",
     "Service",
     "ServiceWorker",
+    "StreamEvent",
     "WORKFLOW_TYPE",
     "WORKING",
     "agent_tool",
@@ -217,6 +221,7 @@ __all__ = [
     "load_key",
     "mcp_server",
     "plain_shell",
+    "read_run_stream",
     "sandboxes_cli",
     "sandboxes_main",
     "serving_health",

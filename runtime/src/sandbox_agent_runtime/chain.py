@@ -39,6 +39,7 @@ from agents.sandbox.session.sandbox_session import SandboxSession
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ActivityError
 
 # The classes temporal_sandbox_client() builds, which the plugin requires.
@@ -104,6 +105,9 @@ class Carried:
     # The agent whose turn it was, by name, when the agent.py's agent had
     # handed the prompt off to another ("" for agent.py's own).
     agent: str = ""
+    # The run's stream (streaming.py), from its latest model turns' start
+    # (None: a run that did not stream, or from before streams).
+    stream: WorkflowStreamState | None = None
     # Whether a prompt's inputs carried skills (phases/prompting.py's
     # INPUT_SKILLS): the next run's prompts list them too.
     skills: bool = False
@@ -221,7 +225,10 @@ def counted(options: dict[str, Any]) -> dict[str, Any]:
     """A ``Runner.run``'s options, with ``NestedRun`` hooks when it is made
     during a prompt by other than the prompt itself."""
     prompt = PROMPT_HOOKS.get()
-    if prompt is None or options.get("hooks") is prompt:
+    hooks = options.get("hooks")
+    # The prompt's own run: its hooks, or them published on its stream
+    # (streaming.Published, which holds them as ``hooks``).
+    if prompt is None or hooks is prompt or getattr(hooks, "hooks", None) is prompt:
         return options
     return {**options, "hooks": NestedRun(prompt, options.get("hooks"))}
 
@@ -241,6 +248,10 @@ class CountsNestedRuns(AgentRunner):
 
     def run_streamed(self, starting_agent: Any, input: Any, **options: Any) -> Any:
         return self.inner.run_streamed(starting_agent, input, **counted(options))
+
+    def __getattr__(self, name: str) -> Any:
+        # The rest is inner's (the plugin's runner: its model_params).
+        return getattr(self.inner, name)
 
 
 @contextmanager

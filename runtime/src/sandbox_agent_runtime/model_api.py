@@ -209,6 +209,18 @@ def within_bounds(usage: Usage) -> list[str]:
     return changed
 
 
+def streamed_usage(answer: Any) -> Any:
+    """The usage a streamed model call's answer (its stream's events)
+    reports, in its completed event; None without one."""
+    if not isinstance(answer, list):
+        return None
+    for event in reversed(answer):
+        response = getattr(event, "response", None)
+        if getattr(event, "type", None) == "response.completed" and response is not None:
+            return response.usage
+    return None
+
+
 class ChecksTheAnswer(Interceptor):
     """A model call the endpoint answered with a success that holds no
     answer (UnusableAnswer) fails at once, for good, with its line; the
@@ -234,8 +246,10 @@ class _ChecksTheAnswer(ActivityInboundInterceptor):
                     e.__cause__.message, type=UNUSABLE_ANSWER, non_retryable=True
                 ) from None
             raise
-        if isinstance(answer, ModelResponse):
-            changed = within_bounds(answer.usage)
+        # Streamed, the usage is in the stream's last event (streaming.py).
+        usage = answer.usage if isinstance(answer, ModelResponse) else streamed_usage(answer)
+        if usage is not None:
+            changed = within_bounds(usage)
             if changed:
                 print(
                     f"The model endpoint reported usage no model call has for run "

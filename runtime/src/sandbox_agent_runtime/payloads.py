@@ -8,6 +8,19 @@ worker's CPU in a long run"). The items are TypedDicts, plain dicts at run
 time, so reading them as JSON gives the model the same items, cheaply.
 Everything else in the input (settings, tools, tracing) is still validated.
 
+A streamed model turn's events are read by their ``type``, in every process
+alike. The plugin's streaming activity returns them as
+``list[TResponseStreamEvent]``, but the workflow learns that type from the
+activity's annotations with their ``Annotated`` metadata stripped: the bare
+union of some sixty event types, without the discriminator. Events a
+Responses endpoint sent without a field the installed ``openai`` requires
+(``cache_write_tokens``) fail strict validation, and the plugin's lenient
+reading of the bare union then gave the first member (an audio delta), unless
+the ``openai`` client had parsed such events in the same process before (its
+discriminator cache): a worker that had called the model read the turn, a
+replayer or a fresh worker lost its tool calls (TMPRL1100). The events are
+read with the discriminator here.
+
 A payload no code could read (a lone surrogate in a run's request, which
 JSON escapes but the plugin's JSON reader refuses) is an
 ``UndecodablePayload``, a failure retrying cannot fix: such a request fails
@@ -17,10 +30,12 @@ workflow task for ever (issue 61).
 
 import dataclasses
 import json
+import typing
 from collections.abc import Sequence
 from itertools import zip_longest
 from typing import Any
 
+from agents.items import TResponseStreamEvent
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
@@ -28,7 +43,21 @@ from temporalio.openai_agents import OpenAIPayloadConverter
 
 # Not exported by the plugin; if it moves, the worker fails at import and
 # runtime/tests/test_payloads.py says so.
-from temporalio.openai_agents._invoke_model_activity import ActivityModelInput
+from temporalio.openai_agents._invoke_model_activity import (
+    ActivityModelInput,
+    ModelActivity,
+    StreamingActivityModelInput,
+)
+
+# The model activities' inputs (whole, streamed): their conversation read as JSON.
+MODEL_INPUTS = (ActivityModelInput, StreamingActivityModelInput)
+
+# A streamed turn's events as the workflow asks for them (the bare union),
+# and as they are read (the union with its discriminator).
+STREAM_EVENTS_ASKED: Any = typing.get_type_hints(ModelActivity.invoke_model_activity_streaming)[
+    "return"
+]
+STREAM_EVENTS_READ: Any = list[TResponseStreamEvent]
 
 
 class UndecodablePayload(ApplicationError, ValueError):
@@ -93,20 +122,24 @@ class AgentPayloadConverter(OpenAIPayloadConverter):
             raise UndecodablePayload(why) from None
 
     def _read(self, payloads: Sequence[Payload], type_hints: list[type] | None) -> list[Any]:
-        if not type_hints or ActivityModelInput not in type_hints:
+        if type_hints and STREAM_EVENTS_ASKED in type_hints:
+            type_hints = [
+                STREAM_EVENTS_READ if hint == STREAM_EVENTS_ASKED else hint for hint in type_hints
+            ]
+        if not type_hints or not any(hint in MODEL_INPUTS for hint in type_hints):
             return super().from_payloads(payloads, type_hints)
         return [
-            self.model_input(payload)
-            if hint is ActivityModelInput
+            self.model_input(payload, hint)
+            if hint in MODEL_INPUTS
             else super().from_payloads([payload], [hint] if hint else None)[0]
             for payload, hint in zip_longest(payloads, type_hints)
         ]
 
-    def model_input(self, payload: Payload) -> ActivityModelInput:
+    def model_input(self, payload: Payload, hint: Any = ActivityModelInput) -> ActivityModelInput:
         fields = json.loads(payload.data)
         conversation = fields.pop("input")
         rest = Payload(metadata=payload.metadata, data=json.dumps({**fields, "input": ""}).encode())
-        value: ActivityModelInput = super().from_payloads([rest], [ActivityModelInput])[0]
+        value: ActivityModelInput = super().from_payloads([rest], [hint])[0]
         value["input"] = conversation
         return value
 

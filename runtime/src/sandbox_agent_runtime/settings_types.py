@@ -114,6 +114,11 @@ class WorkerSettings:
     backend_options: Mapping[str, Mapping[str, int | bool | str]] = field(default_factory=dict)
     # OPENAI_API: the model endpoint's API, "responses" or "chat_completions".
     openai_api: str = "responses"
+    # STREAM_MODEL_TURNS: whether new runs stream the model's text.
+    stream_model_turns: bool = True
+    # STREAM_BATCH_MILLISECONDS: how often a streamed model call sends what
+    # the model wrote (each send a signal in the run's history).
+    stream_batch: timedelta = timedelta(seconds=1)
     # MODEL_CALLS_PER_SECOND: the most model calls the whole fleet of the
     # service's workers starts a second, which Temporal's server holds on the
     # model calls' task queue; None: no limit.

@@ -27,6 +27,11 @@ USAGE_MEMO = "usage"
 # and the longest an operation waits for a free slot on a busy host.
 SANDBOX_HOST_WAIT = timedelta(seconds=120)
 
+# The topics of a run's stream (streaming.py writes it, client/stream.py
+# reads it): the model's raw stream events, and the workflow's own.
+MODEL_TOPIC = "model"
+RUN_TOPIC = "run"
+
 # The workflow's query listing the requests that wait for a person, and its
 # update deciding one (the starter, `temporal workflow query` and `temporal
 # workflow update execute` call them by these names).

@@ -25,13 +25,15 @@ from typing import Any, NoReturn
 
 from agents.models.interface import ModelProvider
 from agents.sandbox.session.sandbox_client import BaseSandboxClient
+from temporalio.bridge.proto.workflow_activation import (
+    RemoveFromCache,
+    WorkflowActivation,
+    WorkflowActivationJob,
+)
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.converter import ExternalStorage
-from temporalio.openai_agents import (
-    ModelActivityParameters,
-    OpenAIAgentsPlugin,
-)
+from temporalio.openai_agents import OpenAIAgentsPlugin
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -83,7 +85,11 @@ from sandbox_agent_runtime.settings import (
     keep_litellm_offline,
     worker_settings,
 )
-from sandbox_agent_runtime.shared import WORKFLOW_TYPE
+from sandbox_agent_runtime.shared import MODEL_TOPIC, WORKFLOW_TYPE
+from sandbox_agent_runtime.streaming import (
+    StreamingParameters,
+    StreamingProvider,
+)
 from sandbox_agent_runtime.workspace import (
     WorkspaceProvider,
     snapshot_store,
@@ -236,7 +242,7 @@ def _plugin(
     mcp_servers: McpServers,
 ) -> OpenAIAgentsPlugin:
     return OpenAIAgentsPlugin(
-        model_params=ModelActivityParameters(
+        model_params=StreamingParameters(
             start_to_close_timeout=settings.model_activity_timeout,
             heartbeat_timeout=model_heartbeat_timeout(settings.runs_in_flight),
             retry_policy=model_retry_policy,
@@ -247,8 +253,16 @@ def _plugin(
             # Model calls stay ordinary activities, so each one shows in the Web
             # UI and the starter's progress, heartbeats, and is retried on its
             # own (use_local_activity=True would trade that for a little speed).
+            # Streamed (Runner.run_streamed: streaming.py), what the model
+            # writes goes to the run's stream in batches; a run that
+            # streams goes on streaming whatever this worker's setting.
+            streaming_topic=MODEL_TOPIC,
+            streaming_batch_interval=settings.stream_batch,
+            stream_new_runs=streams(settings),
         ),
-        model_provider=model_provider,
+        # A model that cannot stream gives its turns whole (streaming.py);
+        # None: OpenAI's, which streams.
+        model_provider=StreamingProvider(model_provider) if model_provider else None,
         # One set of sandbox activities per provider, each prefixed with the
         # provider's name; the workflow picks the provider by that name. Each
         # client cuts what it returns to a size Temporal can record, and bounds
@@ -281,6 +295,25 @@ def _plugin(
         # Built on the worker from its environment: their credentials stay here.
         mcp_server_providers=list(mcp_servers),
     )
+
+
+def streams(settings: WorkerSettings) -> bool:
+    """Whether this worker streams new runs: STREAM_MODEL_TURNS, and an
+    endpoint that speaks the Responses API (Chat Completions gives whole
+    turns)."""
+    return settings.stream_model_turns and settings.openai_api == "responses"
+
+
+def streaming_line(settings: WorkerSettings) -> str:
+    """The worker's line at its start when new runs do not stream, else ""."""
+    if not settings.stream_model_turns:
+        return "Model turns come whole (STREAM_MODEL_TURNS=false): new runs do not stream."
+    if not streams(settings):
+        return (
+            "Model turns come whole: the endpoint speaks Chat Completions "
+            "(OPENAI_API=chat_completions), so new runs do not stream."
+        )
+    return ""
 
 
 def host_bound(provider: str, settings: WorkerSettings) -> bool:
@@ -368,10 +401,37 @@ class ServiceWorker:
             stopping = asyncio.create_task(poller.shutdown())
             await asyncio.wait([run])
             stopping.cancel()
+            await evict_cached_runs(poller)
         failures = [run.exception() for run in self._runs if not run.cancelled()]
         failure = next((each for each in failures if each is not None), None)
         if failure is not None and (kind is None or kind is asyncio.CancelledError):
             raise failure
+
+
+async def evict_cached_runs(poller: Worker) -> None:
+    """End the runs a stopped ``poller`` still caches as the SDK evicts a
+    run (its tasks cancelled, its commands dropped). Temporal's Core evicts
+    no idle cached run at shutdown (temporalio 1.35, sdk-python#1849): its
+    coroutines were left for the garbage collector, which closed them later
+    in whatever run's thread it ran, where their ``finally`` blocks sent
+    commands into that run (sdk-python#494), which then failed to replay."""
+    # Private names of temporalio 1.35; tests/test_streaming.py fails if they move.
+    workflows = poller._workflow_worker  # noqa: SLF001
+    if workflows is None:
+        return
+    cached = workflows._running_workflows  # noqa: SLF001
+    for run_id, running in list(cached.items()):
+        eviction = RemoveFromCache(
+            message="The worker stopped.", reason=RemoveFromCache.EvictionReason.LANG_REQUESTED
+        )
+        activation = WorkflowActivation(
+            run_id=run_id, jobs=[WorkflowActivationJob(remove_from_cache=eviction)]
+        )
+        try:
+            await asyncio.to_thread(running.activate, activation)
+        except Exception as e:  # one whose tasks did not end: left as before
+            print(f"Run {run_id} could not be evicted as the worker stopped: {e}", file=sys.stderr)
+        cached.pop(run_id, None)
 
 
 def build_worker(
@@ -616,6 +676,8 @@ async def serve(
             f"{'providers' if len(registered) > 1 else 'provider'} {providers}. "
             f"Up to {runs} runs in flight. Ctrl+C to stop."
         )
+        if streaming_line(settings):
+            print(streaming_line(settings))
         await stop.wait()
         print("Stopping: letting work in flight finish...")
     print("Worker stopped.")

@@ -18,6 +18,7 @@ from typing import Any, cast
 from agents import AgentsException, MaxTurnsExceeded
 from agents.sandbox import SandboxAgent
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.openai_agents import AgentsWorkflowError
 
@@ -63,6 +64,7 @@ from sandbox_agent_runtime.shared import (
     PENDING,
     SANDBOX_HOST_WAIT,
 )
+from sandbox_agent_runtime.streaming import RunStream, streamed_run
 from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
 from sandbox_agent_runtime.workspace.steps import (
     MemoryLoad,
@@ -123,6 +125,11 @@ class AgentWorkflow:
         self.redo: list[dict[str, Any]] = []
         self.snapshots = Snapshots()
         self.commit = ""
+        # The run's stream (streaming.py): what the model writes, its turns
+        # and tool calls, for clients to read as they come; whether the run
+        # streams at all is decided when it starts (_run).
+        self.stream = RunStream(WorkflowStream(carried.stream if carried else None))
+        self.streamed = False
         # Whether the run's inputs carried skills (prompting.INPUT_SKILLS).
         self.input_skills = False
         # Where the run posts its end (RunRequest.callback_url), once read.
@@ -177,12 +184,21 @@ class AgentWorkflow:
             if outcome in ("failed", "cancelled"):
                 self._charge()
                 await ending.call_back(self.callback_url, outcome, None, self.usage, e)
+            if outcome is not None:
+                await self._release_readers()
             raise
         count_run("completed")
         self._charge()
         state = "stopped" if answer.stopped else "completed"
         await ending.call_back(self.callback_url, state, answer, self.usage)
+        await self._release_readers()
         return answer
+
+    async def _release_readers(self) -> None:
+        """Before the run ends: its stream's readers get what they wait for
+        (they then read the rest of the ended run by query)."""
+        self.stream.stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
 
     # ------------------------------------------------------------- the run
 
@@ -193,7 +209,11 @@ class AgentWorkflow:
         # A run recorded before costs.py replays with its tokens' cost alone.
         self.meter.on = self.progress.costs = workflow.patched(RUN_COST)
         self.given = self._given()
+        self.streamed = streamed_run()
+        # A chain's first run of a host-bound service asks for its host.
+        self.stream.choosing_host = carried is None and self.given.host_bound
         request, self.sandbox = await begin.begin(request, carried, self.given)
+        self.stream.choosing_host = False
         self.follow_ups = request.follow_ups
         self.callback_url = request.callback_url
         if carried is not None:
@@ -349,6 +369,7 @@ class AgentWorkflow:
                     self.progress,
                     self.usage,
                     input_checked,
+                    self.stream if self.streamed else None,
                 )
                 placed = self._placed(preparation, placed)
                 break
@@ -473,10 +494,13 @@ class AgentWorkflow:
         waiting: bool = False,
         agent: str = "",
     ) -> None:
-        # Once the updates being handled are done: what they change is handed on.
+        # The stream's readers released (they follow to the next run), and
+        # once the updates being handled are done: what they change is handed on.
+        self.stream.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         # What the run used so far, handed on with its sandbox's clock.
         self._charge()
+        stream = self.stream.handed_on()
         handed = interruptions.carried(
             conversation,
             self.sandbox,
@@ -491,6 +515,8 @@ class AgentWorkflow:
             waiting=waiting,
             agent=agent,
         )
+        if self.streamed or stream.log or stream.base_offset:
+            handed = dataclasses.replace(handed, stream=stream)
         since = self.meter.since.isoformat() if self.meter.since is not None else ""
         handed = dataclasses.replace(handed, skills=self.input_skills, sandbox_since=since)
         memo = self.progress.chain_memo(self.usage, request.follow_ups)

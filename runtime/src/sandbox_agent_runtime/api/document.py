@@ -15,6 +15,28 @@ from sandbox_agent_runtime.service import current
 LAST_EVENT_ID = f"^(?:[{SPACE}]*[^.{SPACE}][^.]*\\.[0-9]{{1,19}}(?:\\.[0-9]{{1,19}})?[{SPACE}]*)?$"
 
 
+# What GET /v1/runs/{id}/events sends, and its ids (events.py, deltas.py).
+EVENTS = (
+    "Server-Sent Events, from the run's first step, then live, to its end: each step as "
+    "the starter shows it (`sandbox`, `model`, `tool`, `mcp`, `run`, `session`, `prompt`, "
+    "`version`, `step`; `failure`), `approval`, `delta`, `answer` (one per prompt of a "
+    "conversation), `end`; `unavailable` (no id) when Temporal stopped answering.\n\n"
+    "`delta`: the model's text as it is written, between the steps: `text`, `at` (where "
+    "`text` goes in the turn's text: the length of what came before it, 0 after a model "
+    "call redone on another worker), `turn` (the id of the turn's `model` event), `agent`. "
+    "A turn's deltas concatenate to its text, the last turn's to the `answer`'s. A client "
+    "gets only the text it has not had: resuming in the middle of a turn, the later deltas "
+    "(or the rest of an ended turn in one); after a turn ended, its text in one. A run "
+    "that does not stream (the worker's STREAM_MODEL_TURNS) has none.\n\n"
+    "Ids: `RUN_ID.EVENT_ID` for a step or a delta (the history event it comes from, in the "
+    "chain's run RUN_ID: a delta's is its batch's signal, or the end of its turn's model "
+    "call), `RUN_ID.EVENT_ID.N` for what the API asked the run after that event (an "
+    "approval, an answer, the end). Every replica gives the same ids; `Last-Event-ID` (or "
+    "`last_event_id`) resumes after one, across the runs of a chain: nothing missed, "
+    "nothing twice."
+)
+
+
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI document's entry for the problems a route answers with."""
     return {

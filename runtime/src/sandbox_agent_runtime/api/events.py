@@ -8,7 +8,8 @@ events it made; each client gets them from where it stands. When its last
 client goes, the follower stops: a client that went away costs nothing.
 
 An event's id names where it comes from: ``RUN_ID.EVENT_ID`` for a step of
-a run's history (history event ids restart in each run of a chain), and
+a run's history (history event ids restart in each run of a chain) and for
+the model's text as it is written (a ``delta``: deltas.py), and
 ``RUN_ID.EVENT_ID.N`` for what the API asked the run right after that event
 (the requests that wait for a person; a conversation's answer). Any replica
 makes the same ids from the same history, so a client that reconnects with
@@ -31,6 +32,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from sandbox_agent_runtime.api.deltas import PUBLISH_SIGNAL, Turn, change, published
 from sandbox_agent_runtime.api.metrics import ApiMetrics
 from sandbox_agent_runtime.api.runs import approval_data
 from sandbox_agent_runtime.client import (
@@ -91,6 +93,8 @@ class Event:
     name: str
     data: dict[str, Any]
     position: Position = field(compare=False)
+    # A delta's turn: what each client is sent of it depends on what it had.
+    turn: Turn | None = field(default=None, compare=False)
 
     @functools.cached_property
     def sse(self) -> bytes:
@@ -146,9 +150,21 @@ def answer_data(answer: Any, prompt: int | None) -> dict[str, Any]:
     }
 
 
+def model_response(result: Any) -> Any:
+    """A model call's response (its result in history, as JSON): a streamed
+    call's result is its stream's events, the last of them holding it."""
+    if isinstance(result, list):
+        for event in reversed(result):
+            if isinstance(event, dict) and event.get("type") == "response.completed":
+                return event.get("response")
+        return None
+    return result
+
+
 def model_text(response: Any) -> str:
     """The text of a model call's response (its result in history, as JSON):
     what the agent answered when that call was its last."""
+    response = model_response(response)
     if not isinstance(response, dict):
         return ""
     texts = []
@@ -162,6 +178,7 @@ def model_text(response: Any) -> str:
 
 def call_ids(response: Any) -> set[str]:
     """The tool calls a model call's response (as JSON) asked for."""
+    response = model_response(response)
     if not isinstance(response, dict):
         return set()
     return {
@@ -171,15 +188,54 @@ def call_ids(response: Any) -> set[str]:
     }
 
 
+def closed_activity(event: HistoryEvent) -> int | None:
+    """The scheduled event of the activity ``event`` closes (None: it closes none)."""
+    for kind, attributes in (
+        (EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, "activity_task_completed_event_attributes"),
+        (EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED, "activity_task_failed_event_attributes"),
+        (EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, "activity_task_timed_out_event_attributes"),
+        (EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED, "activity_task_canceled_event_attributes"),
+    ):
+        if event.event_type == kind:
+            return int(getattr(event, attributes).scheduled_event_id)
+    return None
+
+
+def delta_for(event: Event, had: dict[str, str], since: Position | None) -> Event | None:
+    """What a client is sent of a ``delta`` event: the text it has not had of
+    the event's turn, up to where the event stands (``had``: what it has of
+    each turn, kept here; ``since``: where it resumed, None from the first);
+    None when a later event of the turn is listed (that one sends it all) or
+    it has it."""
+    turn = event.turn
+    assert turn is not None
+    if turn.listed is not None and event.position < turn.listed:
+        return None
+    now = turn.text_at(event.position)
+    before = had.get(turn.step)
+    moved = change(turn.text_at(since) if before is None else before, now)
+    had[turn.step] = now
+    if moved is None:
+        return None
+    data = {**event.data, **moved}
+    return event if data == event.data else Event(event.id, event.name, data, event.position)
+
+
 class Follower:
     """Reads one run's chain once and keeps the events it made, for every
     client that follows it from this API process."""
 
     def __init__(
-        self, client: Client, workflow_id: str, conversation: bool, metrics: ApiMetrics
+        self,
+        client: Client,
+        workflow_id: str,
+        conversation: bool,
+        metrics: ApiMetrics,
+        page_size: int | None = None,
     ) -> None:
         self.client = client
         self.metrics = metrics
+        self.page_size = page_size
         # Events recorded from now on are read as they happen: their delay is measured.
         self.since = time.time_ns()
         self.workflow_id = workflow_id
@@ -200,19 +256,37 @@ class Follower:
         self._calls: set[str] = set()
         self._recorded = ""
         self._recorded_ns = 0
+        # The model turn under way (its call's scheduled event), and the
+        # latest batch of each publisher of the run's stream (deltas.py).
+        self._turn: Turn | None = None
+        self._turn_scheduled = 0
+        self._published: dict[str, int] = {}
+        # Whether the history read is the run's present (not what was
+        # written before the follower began, up to where it stood then):
+        # until then a turn's deltas are kept, and given in one.
+        self.live = False
+        self._present: tuple[str, int] | None = None
         self.task = asyncio.create_task(self._read(), name=f"follow {workflow_id}")
 
     def run_index(self, run_id: str) -> int | None:
         return self._runs.get(run_id)
 
     def _add(
-        self, run_id: str, event: int, name: str, data: dict[str, Any], asked: int = 0
+        self,
+        run_id: str,
+        event: int,
+        name: str,
+        data: dict[str, Any],
+        asked: int = 0,
+        turn: Turn | None = None,
     ) -> None:
         position = Position(self._runs[run_id], event, asked)
         event_id = f"{run_id}.{event}" + (f".{asked}" if asked else "")
         # When the history event it comes from was recorded.
         data = {**data, "time": self._recorded}
-        self.events.append(Event(event_id, name, data, position))
+        self.events.append(Event(event_id, name, data, position, turn))
+        if turn is not None:
+            turn.listed = position
         # From that time to now: the delay a client sees, for the events
         # recorded while the run is followed (the events a client is shown
         # are recorded as they happen: an activity's start, written only
@@ -224,15 +298,22 @@ class Follower:
 
     async def _read(self) -> None:
         run: str | None = None
+        # Counted while it reads: one reader of a run's history (and so of
+        # its stream) per run, however many follow it.
+        self.metrics.followed_runs.inc()
         try:
             # From the chain's first run: a client sees every step.
             run = await self._first_run()
+            self._present = await self._where_now()
+            self.live = self._present is None
             handle = chain_run(self.client, self.workflow_id, run)
             while run is not None:
                 self._runs.setdefault(run, len(self._runs))
+                self._turn = None
                 next_run = None
-                async for event in history_of(handle):
+                async for event in history_of(handle, self.page_size):
                     await self._take(run, event)
+                    self._caught_up(run, event.event_id)
                     next_run = continued_as(event)
                 run = next_run
                 if run is not None:
@@ -250,6 +331,7 @@ class Follower:
             log.exception("following %s", self.workflow_id)
             self._add_final("unavailable", "the API could not read the run's history")
         finally:
+            self.metrics.followed_runs.dec()
             self.closed = True
             self._grew.set()
 
@@ -265,6 +347,53 @@ class Follower:
         ):
             return str(event.workflow_execution_started_event_attributes.first_execution_run_id)
         raise RuntimeError(f"workflow {self.workflow_id} has no history")
+
+    async def _where_now(self) -> tuple[str, int] | None:
+        """The chain's latest run and its last event now (None: unknown)."""
+        try:
+            now = await chain_run(self.client, self.workflow_id, None).describe()
+        except RPCError:
+            return None
+        return now.run_id, now.raw_description.workflow_execution_info.history_length
+
+    def _caught_up(self, run_id: str, event_id: int) -> None:
+        """Once the history read reaches where it stood when the follower
+        began: the turn under way gives what it wrote so far in one delta,
+        at its latest batch, and each batch from then on as it comes."""
+        if self.live or self._present is None:
+            return
+        if run_id != self._present[0] or event_id < self._present[1]:
+            return
+        self.live = True
+        turn = self._turn
+        if turn is not None and turn.marks:
+            data = {"text": turn.text, "at": 0, "turn": turn.step, "agent": turn.agent}
+            self._add(run_id, turn.marks[-1].position.event, "delta", data, turn=turn)
+
+    async def _signaled(self, run_id: str, event: HistoryEvent) -> None:
+        """A batch the model call published on the run's stream: its text,
+        as a delta of the turn under way (kept until the follower is live)."""
+        signaled = event.workflow_execution_signaled_event_attributes
+        turn = self._turn
+        if signaled.signal_name != PUBLISH_SIGNAL or turn is None:
+            return
+        [batch] = await self._decode(signaled.input) or [None]
+        converter = self.client.data_converter.payload_converter
+        before = turn.text
+        position = Position(self._runs[run_id], event.event_id)
+        if not turn.take(position, published(batch, converter, self._published)):
+            return
+        if self.live:
+            data = {**(change(before, turn.text) or {}), "turn": turn.step, "agent": turn.agent}
+            self._add(run_id, event.event_id, "delta", data, turn=turn)
+
+    def _turn_ended(self, run_id: str, event: HistoryEvent, completed: bool) -> None:
+        """The model call of the turn under way closed: completed, its whole
+        text, for a client that missed some of it (the rest, in one delta)."""
+        turn, self._turn = self._turn, None
+        if turn is not None and completed and turn.marks:
+            data = {"text": turn.text, "at": 0, "turn": turn.step, "agent": turn.agent}
+            self._add(run_id, event.event_id, "delta", data, turn=turn)
 
     async def _take(self, run_id: str, event: HistoryEvent) -> None:
         kind = event.event_type
@@ -283,7 +412,14 @@ class Follower:
                 in MODEL_ACTIVITIES
             ):
                 self._model_scheduled.add(event.event_id)
-        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                step = f"{run_id}.{event.event_id}"
+                self._turn = Turn(run_id, step, self._progress.agent)
+                self._turn_scheduled = event.event_id
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            await self._signaled(run_id, event)
+        elif closed_activity(event) == self._turn_scheduled and self._turn is not None:
+            self._turn_ended(run_id, event, kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+        if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             completed = event.activity_task_completed_event_attributes
             if completed.scheduled_event_id in self._model_scheduled:
                 self._last_model_result = completed.result
@@ -399,9 +535,12 @@ class Follower:
 class Followers:
     """The followers of this API process, one per run followed."""
 
-    def __init__(self, client: Client, metrics: ApiMetrics) -> None:
+    def __init__(self, client: Client, metrics: ApiMetrics, page_size: int | None = None) -> None:
         self.client = client
         self.metrics = metrics
+        # The history events read at once (None: the server's page, some
+        # thousand events; the tests read less, to read a turn in pages).
+        self.page_size = page_size
         self.running: dict[str, Follower] = {}
 
     @property
@@ -416,13 +555,16 @@ class Followers:
         wanted = event_id_parts(last_event_id) if last_event_id else None
         follower = self.running.get(workflow_id)
         if follower is None or (follower.closed and follower.events and not follower.events[-1].id):
-            follower = Follower(self.client, workflow_id, conversation, self.metrics)
+            follower = Follower(
+                self.client, workflow_id, conversation, self.metrics, self.page_size
+            )
             self.running[workflow_id] = follower
-            self.metrics.followed_runs.set(len(self.running))
         follower.clients += 1
         self.metrics.open_streams.inc()
         try:
             position: Position | None = None
+            # What this client has of each turn's text (deltas.py).
+            had: dict[str, str] = {}
             async for event in follower.after(None):
                 if event is None:
                     yield b": still following\n\n"
@@ -435,13 +577,17 @@ class Followers:
                     position = Position(run, wanted[1], wanted[2])
                 if position is not None and not event.position > position:
                     continue
+                if event.turn is not None:
+                    shown = delta_for(event, had, position)
+                    if shown is None:
+                        continue
+                    event = shown
                 yield event.sse
         finally:
             follower.clients -= 1
             self.metrics.open_streams.dec()
             if follower.clients == 0 and self.running.get(workflow_id) is follower:
                 del self.running[workflow_id]
-                self.metrics.followed_runs.set(len(self.running))
                 follower.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await follower.task

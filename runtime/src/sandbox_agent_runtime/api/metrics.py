@@ -13,8 +13,8 @@ REQUESTS = "agent_api_requests"
 METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
 )
-# Event streams open now, and runs followed now (one follower per run:
-# events.py).
+# Event streams open now, and runs whose history is being read now (one
+# follower per run, which reads it once for every stream of it: events.py).
 OPEN_STREAMS = "agent_api_open_streams"
 FOLLOWED_RUNS = "agent_api_followed_runs"
 # From an event's time in history to the API's reading it, for events
@@ -45,7 +45,7 @@ class ApiMetrics:
         )
         self.open_streams = Gauge(OPEN_STREAMS, "Event streams open", registry=self.registry)
         self.followed_runs = Gauge(
-            FOLLOWED_RUNS, "Runs followed (one follower each)", registry=self.registry
+            FOLLOWED_RUNS, "Runs being read (one reader each)", registry=self.registry
         )
         self.event_delay = Histogram(
             EVENT_DELAY,

@@ -33,7 +33,13 @@ from sandbox_agent_runtime.api.bodies import (
     read_body,
 )
 from sandbox_agent_runtime.api.callers import Caller, Issuer, IssuerUnreachable, Tokens
-from sandbox_agent_runtime.api.document import LAST_EVENT_ID, RUN_LINKS, problems, request_body
+from sandbox_agent_runtime.api.document import (
+    EVENTS,
+    LAST_EVENT_ID,
+    RUN_LINKS,
+    problems,
+    request_body,
+)
 from sandbox_agent_runtime.api.events import BadEventId, Followers, event_id_parts
 from sandbox_agent_runtime.api.limits import HeldStream, SharedFiles, Slots, runs_in_flight
 from sandbox_agent_runtime.api.metrics import ApiMetrics
@@ -222,6 +228,7 @@ async def run_state(run: RunId, api: ServedBy, caller: CalledBy) -> dict[str, An
     "/{run}/events",
     operation_id="run_events",
     summary="A run's live events (Server-Sent Events)",
+    description=EVENTS,
     response_class=Response,
     responses={
         200: {"description": "text/event-stream", "content": {"text/event-stream": {}}},

@@ -64,11 +64,14 @@ async def answered(ask: Callable[[], Awaitable[Any]]) -> Any:
         await asyncio.sleep(ASK_AGAIN_EVERY.total_seconds())
 
 
-async def history_of(run: WorkflowHandle[Any, RunAnswer]) -> AsyncIterator[HistoryEvent]:
+async def history_of(
+    run: WorkflowHandle[Any, RunAnswer], page_size: int | None = None
+) -> AsyncIterator[HistoryEvent]:
     """Each event of ``run``'s history as it is recorded, through an outage
     of the service shorter than SERVICE_OUTAGE_LIMIT: the SDK's iterator keeps
-    its place when a page fails, so asking again goes on from there."""
-    events = run.fetch_history_events(wait_new_event=True)
+    its place when a page fails, so asking again goes on from there.
+    ``page_size``: the events a page holds at most (None: the server's)."""
+    events = run.fetch_history_events(page_size=page_size, wait_new_event=True)
     while True:
         try:
             event = await answered(events.__anext__)

@@ -91,8 +91,9 @@ class Progress:
         self.collections: set[int] = set()
         # Whether the build the current run is pinned to was shown.
         self.version_shown = False
-        # The agent of the run's first model turn (agent.py's).
+        # The agent of the run's first model turn (agent.py's), and of its latest.
         self.first_agent = ""
+        self.agent = ""
 
     async def describe(self, event: HistoryEvent) -> str | None:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
@@ -214,6 +215,7 @@ class Progress:
             [agent] = await self._decode(Payloads(payloads=[event.user_metadata.summary])) or [""]
             agent = agent if isinstance(agent, str) else ""
             self.first_agent = self.first_agent or agent
+            self.agent = agent
             if agent and agent != self.first_agent:
                 return f"model    turn {self.turns} ({one_line(agent)})"
             return f"model    turn {self.turns}"

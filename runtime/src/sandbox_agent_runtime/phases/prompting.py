@@ -15,6 +15,7 @@ prompt whose input or output guardrail (agent.py, the SDK's own) trips
 (``tripped_answer()``); every input guardrail runs before the prompt's first
 model call and sandbox operation (``guarded_in_turn()``)."""
 
+import contextlib
 import dataclasses
 import json
 from contextlib import AsyncExitStack
@@ -23,7 +24,7 @@ from typing import Any
 
 from agents import InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered, Runner
 from agents.exceptions import RunErrorDetails
-from agents.result import RunResult, RunResultBase
+from agents.result import RunResult, RunResultBase, RunResultStreaming
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Skills
@@ -55,6 +56,7 @@ from sandbox_agent_runtime.run_request import FollowUp, Outputs, RunAnswer, RunR
 from sandbox_agent_runtime.sandbox_tools import TOLD_WHEN_NOT_FOUND
 from sandbox_agent_runtime.service import Budget, prompt_budget
 from sandbox_agent_runtime.shared import mcp_server_named
+from sandbox_agent_runtime.streaming import Published, RunStream
 from sandbox_agent_runtime.workspace.requests import Placed, Snapshot
 
 
@@ -309,7 +311,8 @@ async def answer(
     progress: Progress,
     usage: Usage,
     input_checked: bool = False,
-) -> RunResult:
+    stream: RunStream | None = None,
+) -> RunResult | RunResultStreaming:
     """The agent's run on ``model_input``, in at most ``turns`` model turns
     (the agents it hands off to take turns of the same run; those it calls
     as tools count their model calls into its usage and budget). With
@@ -318,13 +321,15 @@ async def answer(
     in it). The MCP servers of the agent, and of those it may hand off to,
     are connected for the prompt (a
     stateful one's session lasts as long: mcp_servers.py). ``input_checked``:
-    the input guardrails passed the prompt before."""
+    the input guardrails passed the prompt before. ``stream``: the run's,
+    when it streams (streaming.py), else None: whole answers."""
     with budgeted(agent, hooks):
         async with AsyncExitStack() as servers:
             await connected(servers_of(agent), servers)
-            result = await Runner.run(
+            result = await ran(
                 guarded_in_turn(agent, input_checked),
-                model_input,  # type: ignore[arg-type]
+                model_input,
+                stream,
                 max_turns=turns,
                 run_config=config,
                 hooks=hooks,
@@ -338,10 +343,35 @@ async def answer(
                         state.approve(item, always_approve=decision.always)
                     else:
                         state.reject(item, rejection_message=decision.reason)
-                result = await Runner.run(agent, state, run_config=config, hooks=hooks)
+                result = await ran(agent, state, stream, run_config=config, hooks=hooks)
             if result.interruptions:
                 raise unapproved(result.interruptions[0].tool_origin, result.interruptions[0].name)
             return result
+
+
+async def ran(
+    agent: SandboxAgent[None],
+    model_input: Any,
+    stream: RunStream | None,
+    hooks: HistoryBudget,
+    **options: Any,
+) -> RunResult | RunResultStreaming:
+    """The agent's run: whole (``Runner.run``), or streamed
+    (``Runner.run_streamed``, its turns and tool calls published on
+    ``stream`` by its hooks, the model's text by the model activity). A
+    streamed run raises what a whole one would (a guardrail's trip, a
+    budget reached, its history full) once its events are read."""
+    if stream is None:
+        return await Runner.run(agent, model_input, hooks=hooks, **options)
+    result = Runner.run_streamed(agent, model_input, hooks=Published(hooks, stream), **options)
+    # The run's loop is awaited to its end before its events are read: a
+    # workflow evicted while it waits holds no open generator of them.
+    if result.run_loop_task is not None:
+        with contextlib.suppress(Exception):
+            await result.run_loop_task
+    async for _ in result.stream_events():
+        pass
+    return result
 
 
 def unapproved(origin: ToolOrigin | None, tool: str | None) -> ApplicationError:

@@ -407,6 +407,18 @@ SETTINGS: tuple[Setting, ...] = (
         bad=("²", "Responses", "completions", "chat", "responses,chat_completions"),
     ),
     Setting(
+        "STREAM_BATCH_MILLISECONDS",
+        ("worker",),
+        "number",
+        "How often a streamed model call sends what the model wrote to the run's stream: each "
+        "send is a signal and a workflow task in the run's history (about 4 events), so a "
+        "shorter time shows the text sooner and grows the history faster.",
+        default=1000,
+        low=100,
+        high=10_000,
+        unit="milliseconds",
+    ),
+    Setting(
         "MODEL_CALLS_PER_SECOND",
         ("worker",),
         "text",
@@ -426,6 +438,15 @@ SETTINGS: tuple[Setting, ...] = (
             "2/s",
             str(MOST_MODEL_CALLS_PER_SECOND + 1),
         ),
+    ),
+    Setting(
+        "STREAM_MODEL_TURNS",
+        ("worker",),
+        "yes/no",
+        "false for an endpoint or fleet that must not stream: new runs then get each model "
+        "turn whole, not its text as it is written (a run that streams goes on streaming). "
+        "OPENAI_API=chat_completions never streams.",
+        default="true",
     ),
     Setting(
         "MODEL_CALLS_QUEUE",

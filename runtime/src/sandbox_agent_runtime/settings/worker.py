@@ -185,6 +185,8 @@ def worker_settings(environ: Mapping[str, str] = os.environ) -> WorkerSettings:
         else "",
         backend_options=backend_options(environ),
         openai_api=openai_api(environ),
+        stream_model_turns=stream_model_turns(environ),
+        stream_batch=timedelta(milliseconds=number(environ, "STREAM_BATCH_MILLISECONDS")),
         model_calls_per_second=model_calls_per_second(environ),
         model_calls_queue=model_calls_queue(environ),
     )
@@ -397,6 +399,21 @@ def approvers(environ: Mapping[str, str]) -> dict[str, str]:
             ) from None
         trusted[public_text(public)] = name.strip()
     return trusted
+
+
+def stream_model_turns(environ: Mapping[str, str]) -> bool:
+    """Whether new runs stream the model's text (``STREAM_MODEL_TURNS``)."""
+    value = environ.get("STREAM_MODEL_TURNS")
+    if value is None:
+        return True
+    if value.strip().lower() not in _YES_NO:
+        raise refused(
+            "STREAM_MODEL_TURNS",
+            value,
+            "true to stream the model's text as it is written, false for whole turns (or "
+            "leave it unset for true)",
+        )
+    return _YES_NO[value.strip().lower()]
 
 
 def docker_engine_shared(environ: Mapping[str, str]) -> bool:

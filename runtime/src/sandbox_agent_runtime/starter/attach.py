@@ -71,4 +71,6 @@ async def attach(workflow_id: str, settings: StarterSettings, output: Path | Non
         prompt=prompt if running else None,
         after=prompt_started(prompt) if running and prompt > 1 else None,
         conversation=bool(session),
+        # What the model writes from now on: the steps before are shown from history.
+        stream_from=None,
     )

@@ -29,7 +29,7 @@ from sandbox_agent_runtime.run_request import FollowUp
 from sandbox_agent_runtime.settings import StarterSettings
 from sandbox_agent_runtime.shared import END, FOLLOW_UP
 from sandbox_agent_runtime.starter.approving import key_file_of
-from sandbox_agent_runtime.starter.following import follow, show_waits
+from sandbox_agent_runtime.starter.following import NOT_WRITTEN, follow, show_waits
 from sandbox_agent_runtime.starter.reaching import reached, stopped_answering
 from sandbox_agent_runtime.starter.runs import described
 from sandbox_agent_runtime.starter.statuses import (
@@ -39,6 +39,7 @@ from sandbox_agent_runtime.starter.statuses import (
     EXIT_UNREACHABLE,
 )
 from sandbox_agent_runtime.starter.statuses import Refused as StarterRefused
+from sandbox_agent_runtime.starter.writing import offset_now, writes_as_it_comes
 
 
 async def conversation_of(client: Client, workflow_id: str, option: str, closed: str) -> None:
@@ -89,6 +90,9 @@ async def continue_conversation(
         return EXIT_UNREACHABLE
     try:
         await conversation_of(client, workflow_id, "--continue", "start a new run")
+        # On a terminal, the text the model writes for this follow-up: what
+        # the run's stream holds from here.
+        stream_from = (await offset_now(client, workflow_id)) if writes_as_it_comes() else None
         # The run answers at once with the prompt's number (or refuses).
         update = await send(
             client, workflow_id, FOLLOW_UP, follow_up, result_type=int, then="send it"
@@ -122,6 +126,7 @@ async def continue_conversation(
         prompt=number,
         after=update_taken(update.update_id),
         conversation=True,
+        stream_from=NOT_WRITTEN if stream_from is None else stream_from,
     )
 
 

@@ -52,6 +52,10 @@ from sandbox_agent_runtime.starter.statuses import (
     EXIT_UNREACHABLE,
     Refused,
 )
+from sandbox_agent_runtime.starter.writing import Writing, offset_now, writes_as_it_comes
+
+# follow()'s stream_from for a run whose text is printed whole, not as written.
+NOT_WRITTEN = -1
 
 # A step that no worker has taken for this long is shown as waiting. Past a
 # worker's capacity, or with no worker running, a run's next
@@ -136,8 +140,14 @@ async def wait_notice(client: Client, queued: Queued, waited: float) -> str:
     )
 
 
+def print_line(line: str) -> None:
+    print(line, flush=True)
+
+
 async def show_waits(
-    client: Client, following: Callable[[], WorkflowHandle[Any, RunAnswer]]
+    client: Client,
+    following: Callable[[], WorkflowHandle[Any, RunAnswer]],
+    show: Callable[[str], None] | None = None,
 ) -> None:
     """Say so when the run being followed (``following()``) has a step that
     no worker has taken for WAIT_NOTICE."""
@@ -154,7 +164,7 @@ async def show_waits(
         waited = time.monotonic() - first_seen.setdefault(queued.key, time.monotonic())
         if waited >= WAIT_NOTICE.total_seconds():
             shown.add(queued.key)
-            print(await wait_notice(client, queued, waited), flush=True)
+            (show or print_line)(await wait_notice(client, queued, waited))
 
 
 async def follow(
@@ -166,6 +176,7 @@ async def follow(
     prompt: int | None = 1,
     after: Callable[[HistoryEvent], bool] | None = None,
     conversation: bool = False,
+    stream_from: int | None = 0,
 ) -> int:
     """Print each step of the run, through every run of its chain, as it happens,
     then its answer, and write its files under ``output``. With approvals, a
@@ -183,13 +194,24 @@ async def follow(
         after: show only the steps after the first event it is true of (the
             follow-up being taken); the events before are only read.
         conversation: follow the run as a conversation.
+        stream_from: on a terminal, where in the run's stream the model's
+            text to print as it is written begins (0: all of it; None: what
+            it writes from now on; NOT_WRITTEN: none, the answer whole).
 
     Returns:
         The starter's exit status for what happened (``EXIT_COMPLETED``...).
     """
     progress = Progress(client, conversation)
     current: WorkflowHandle[Any, RunAnswer] | None = handle
-    waits = asyncio.create_task(show_waits(client, lambda: current or handle))
+    writing, reading = None, None
+    if writes_as_it_comes() and stream_from != NOT_WRITTEN:
+        if stream_from is None:
+            stream_from = await offset_now(client, handle.id)
+        if stream_from is not None:
+            writing = Writing()
+            reading = asyncio.create_task(writing.read(client, handle.id, stream_from))
+    show = writing.line if writing is not None else print_line
+    waits = asyncio.create_task(show_waits(client, lambda: current or handle, show))
     # With approvals, set on each event of the run's history: ask_for_decisions asks again soon.
     moved = asyncio.Event()
     asking = (
@@ -203,10 +225,13 @@ async def follow(
             next_run = None
             async for event in history_of(current):
                 moved.set()
+                if writing and reading and writing.ends_a_model_call(event):
+                    # The text of the turn before the steps after it.
+                    await writing.caught_up(client, handle.id, reading)
                 if showing:
                     line = await progress.describe(event)
                     if line is not None:
-                        print(f"  {line}", flush=True)
+                        show(f"  {line}")
                 elif after is not None:
                     await progress.session_of(event)
                     showing = after(event)
@@ -220,6 +245,8 @@ async def follow(
             answer = await answered(lambda: latest_answer(client, handle.id))
         else:
             answer = await answered(handle.result)
+        if writing is not None and reading is not None:
+            await writing.caught_up(client, handle.id, reading)
     except WorkflowFailureError as e:
         print(f"Workflow {handle.id} {why_not_completed(e)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
@@ -239,7 +266,13 @@ async def follow(
         waits.cancel()
         if asking is not None:
             asking.cancel()
-    return await show_answer(client, handle.id, answer, output, waiting)
+        if reading is not None:
+            reading.cancel()
+    # An answer printed as it was written is not printed again.
+    written = (
+        writing is not None and not answer.structured and writing.shown_whole(str(answer.answer))
+    )
+    return await show_answer(client, handle.id, answer, output, waiting, written)
 
 
 async def latest_answer(client: Client, workflow_id: str) -> RunAnswer:

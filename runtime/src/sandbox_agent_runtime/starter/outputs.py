@@ -31,17 +31,25 @@ FOLLOW_UP_LINE = 'Follow up: {command} --continue {id} "..."   End: --end {id}'
 
 
 async def show_answer(
-    client: Client, workflow_id: str, answer: RunAnswer, output: Path | None, waiting: bool
+    client: Client,
+    workflow_id: str,
+    answer: RunAnswer,
+    output: Path | None,
+    waiting: bool,
+    written: bool = False,
 ) -> int:
-    """Print a run's answer, write its files under ``output``, say (when
-    ``waiting`` for a follow-up) how to follow up, and what it used; the
-    exit status."""
+    """Print a run's answer (unless it was ``written`` above as the model
+    wrote it), write its files under ``output``, say (when ``waiting`` for a
+    follow-up) how to follow up, and what it used; the exit status."""
     if answer.stopped:
         print(f"Stopped: {answer.stopped.removeprefix('stopped: ')}", file=sys.stderr)
-    print("Answer:")
-    if answer.structured:
+    if written:
+        print("Answer: as written above")
+    elif answer.structured:
+        print("Answer:")
         print(json.dumps(answer.answer, indent=2, ensure_ascii=False))
     else:
+        print("Answer:")
         print(str(answer.answer).rstrip("\n"))
     status = deliver(answer.outputs, output, workflow_id)
     if waiting:

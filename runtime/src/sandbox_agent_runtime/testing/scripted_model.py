@@ -11,17 +11,26 @@ through a run picks up where the last one stopped. Asked to, it compacts the
 conversation as the Responses API does: a ``compaction`` item, after which
 the SDK sends only what follows it. Each response reports a token count of
 its own (``reported``), so the tests can compare what the service counted.
+Streamed, it writes its text at a fixed rate (``stream_response``).
 """
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agents import Model, ModelProvider, ModelResponse, Usage
 from openai.types.responses import ResponseCompactionItem, ResponseCustomToolCall
 from temporalio.openai_agents.testing import ResponseBuilders, TestModel
+
+from sandbox_agent_runtime.streaming import stream_of
+
+# Streamed, the scripted model writes its text 8 characters at a time, at
+# once (a test that needs a fixed rate sets delta_every: 0.01 is a delta each
+# 10 ms).
+DELTA_CHARS = 8
+DELTA_EVERY = 0.0
 
 
 def tool_outputs(conversation: str | list[Any]) -> list[str]:
@@ -97,10 +106,17 @@ class ScriptedModel(TestModel):
             conversation, as the Responses API does; None for none.
         agent: a name for its calls' ids (``call_<agent>_<step>``), when it
             is the model of one agent of several (``ScriptedAgents``).
+        delta_chars: streamed, the characters of each text delta.
+        delta_every: streamed, the seconds between two deltas (a fixed rate).
     """
 
     def __init__(
-        self, commands: Sequence[str | Call], compact_at: int | None = None, agent: str = ""
+        self,
+        commands: Sequence[str | Call],
+        compact_at: int | None = None,
+        agent: str = "",
+        delta_chars: int = DELTA_CHARS,
+        delta_every: float = DELTA_EVERY,
     ) -> None:
         super().__init__(lambda: ResponseBuilders.output_message(""))
         self.commands = list(commands)
@@ -113,6 +129,7 @@ class ScriptedModel(TestModel):
         self.reported: list[Usage] = []
         # What each step returned, as the latest call carried it.
         self.results: list[str] = []
+        self.delta_chars, self.delta_every = delta_chars, delta_every
 
     async def get_response(
         self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
@@ -128,6 +145,15 @@ class ScriptedModel(TestModel):
         )
         self.reported.append(response.usage)
         return response
+
+    async def stream_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """The response ``get_response`` gives, streamed as the Responses API
+        does: its text in deltas of ``delta_chars``, one each ``delta_every``."""
+        response = await self.get_response(system_instructions, input, *args, **kwargs)
+        async for event in stream_of(response, self.delta_chars, self.delta_every):
+            yield event
 
     def _respond(self, input: str | list[Any]) -> ModelResponse:
         outputs = tool_outputs(input)

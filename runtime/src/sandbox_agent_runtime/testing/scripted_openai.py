@@ -81,6 +81,35 @@ def chat_completion(reply: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def server_sent_events(response: dict[str, Any]) -> list[bytes]:
+    """A Responses API answer as that API streams it (``stream: true``):
+    created, each message's text in deltas of 8 characters, completed; one
+    server-sent event each."""
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**response, "output": []}}
+    ]
+    for index, item in enumerate(response.get("output", [])):
+        if item.get("type") != "message":
+            continue
+        text = "".join(part.get("text", "") for part in item.get("content", []))
+        for start in range(0, len(text), 8):
+            events.append(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "content_index": 0,
+                    "delta": text[start : start + 8],
+                    "logprobs": [],
+                }
+            )
+    events.append({"type": "response.completed", "response": response})
+    return [
+        f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode()
+        for n, event in enumerate(events)
+    ]
+
+
 class ScriptedOpenAIServer:
     def __init__(
         self,
@@ -104,6 +133,11 @@ class ScriptedOpenAIServer:
             self.ends = [sum(len(each) for each in prompts[: n + 1]) for n in range(len(prompts))]
         # Answer every request with this HTTP error instead (e.g. 401: a bad key).
         self.error_status = error_status
+        # Streamed, the seconds between two of an answer's events (None: all
+        # at once); and the answer's events after which to hold the rest
+        # until release is set (reached is set then).
+        self.delta_every: float | None = None
+        self.hold_after_events: int | None = None
         # Answer with a body that is not JSON (cut short, as by a broken proxy).
         self.malformed = False
         # Answer every request 200 with this body, of this Content-Type,
@@ -241,6 +275,16 @@ class ScriptedOpenAIServer:
                 content_type = "application/json"
                 if server.answer_200 is not None:
                     status, (content_type, data) = 200, server.answer_200
+                # Asked to stream, its answer streams; a web page, an error
+                # object or a body cut short comes as it is, as from an
+                # endpoint (or proxy) that answers a streamed request so.
+                streamed = request.get("stream") is True and api == "responses"
+                scripted = server.answer_200 is None and not server.malformed
+                events = [data]
+                if streamed and status == 200 and scripted:
+                    events = server_sent_events(reply)
+                    data = b"".join(events)
+                    content_type = "text/event-stream"
                 try:
                     self.send_response(status)
                     if status == 429:
@@ -248,7 +292,15 @@ class ScriptedOpenAIServer:
                     self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
-                    self.wfile.write(data)
+                    for n, event in enumerate(events):
+                        if n and server.delta_every is not None:
+                            time.sleep(server.delta_every)
+                        if n and n == server.hold_after_events and len(events) > n + 1:
+                            server.hold_after_events = None
+                            server.reached.set()
+                            server.release.wait()
+                        self.wfile.write(event)
+                        self.wfile.flush()
                 except OSError:
                     pass  # the client is gone (a worker that was killed)
 

@@ -379,6 +379,9 @@
       case "approval":
         showApproval(run, data);
         break;
+      case "delta":
+        showDelta(data);
+        break;
       case "answer":
         showAnswer(run, data);
         break;
@@ -404,8 +407,27 @@
     $("steps").append(item);
   }
 
+  // The model's text as it is written: the turn being written, in one block
+  // that grows, each delta put where its `at` says (a delta that came again
+  // changes nothing); the answer takes its place when it comes.
+  function showDelta(data) {
+    let block = $("answers").querySelector(".writing");
+    if (!block) {
+      block = element("section", { className: "writing", "aria-label": "Being written", "aria-busy": "true" });
+      block.append(element("h3", { text: "Being written…" }), element("pre", { className: "writing-text" }));
+      $("answers").append(block);
+    }
+    const shown = block.querySelector(".writing-text");
+    const turn = String(data.turn ?? "");
+    const before = block.dataset.turn === turn ? shown.textContent : "";
+    block.dataset.turn = turn;
+    const at = Number.isInteger(data.at) ? Math.min(data.at, before.length) : before.length;
+    shown.textContent = before.slice(0, at) + String(data.text ?? "");
+  }
+
   function showAnswer(run, data) {
     run.answered = true;
+    $("answers").querySelector(".writing")?.remove();
     const number = typeof data.prompt === "number" ? ` to prompt ${data.prompt}` : "";
     const block = element("section", { className: "answer", "aria-label": `Answer${number}` });
     block.append(
