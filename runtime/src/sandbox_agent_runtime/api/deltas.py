@@ -80,6 +80,10 @@ class Turn:
     agent: str
     attempts: list[str] = field(default_factory=lambda: [""])
     marks: list[Mark] = field(default_factory=list)
+    # The publisher of the latest attempt (its stream client's id): an
+    # attempt given up for lost (a heartbeat timed out) may still publish
+    # while the next one writes, and its text is not the turn's.
+    writer: str = ""
     # The position of its latest event listed for clients.
     listed: Any = None
 
@@ -87,15 +91,18 @@ class Turn:
     def text(self) -> str:
         return self.attempts[-1]
 
-    def take(self, position: Any, events: list[Any]) -> bool:
-        """Take a batch's stream events; whether the turn's text changed."""
+    def take(self, position: Any, events: list[Any], publisher: str = "") -> bool:
+        """Take a batch's stream events, published by ``publisher``; whether
+        the turn's text changed."""
         before = (len(self.attempts), len(self.text))
         for event in events:
             kind = event.get("type") if isinstance(event, dict) else None
-            if kind == "response.created" and self.text:
-                # The model call begins again (its worker was lost).
-                self.attempts.append("")
-            elif kind == "response.output_text.delta":
+            if kind == "response.created":
+                if self.text:
+                    # The model call begins again (its worker was lost).
+                    self.attempts.append("")
+                self.writer = publisher
+            elif kind == "response.output_text.delta" and publisher == self.writer:
                 self.attempts[-1] += str(event.get("delta", ""))
         if (len(self.attempts), len(self.text)) == before:
             return False

@@ -381,7 +381,9 @@ class Follower:
         converter = self.client.data_converter.payload_converter
         before = turn.text
         position = Position(self._runs[run_id], event.event_id)
-        if not turn.take(position, published(batch, converter, self._published)):
+        events = published(batch, converter, self._published)
+        publisher = str(batch.get("publisher_id") or "") if isinstance(batch, dict) else ""
+        if not turn.take(position, events, publisher):
             return
         if self.live:
             data = {**(change(before, turn.text) or {}), "turn": turn.step, "agent": turn.agent}
