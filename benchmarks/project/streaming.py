@@ -9,7 +9,8 @@ scripted OpenAI-compatible server whose model answers every run at once
 characters, streamed one delta each 1/``--rate`` s, each stamp written with
 the time the server sends it (``stamps`` of the scripted server); the
 project's worker (``sandbox-agent-worker``, one); and the API
-(``sandbox-agent-api``, one). This process is the client, as in
+(``sandbox-agent-api``, one, its caller's streams and runs in flight
+bounded above ``--runs``). This process is the client, as in
 api_streams.py, whose helpers it shares.
 
 For each ``--batch`` (STREAM_BATCH_MILLISECONDS of the worker), a worker and
@@ -173,27 +174,36 @@ class Delays:
     runs: int
     wall: float
     reads: list[Read]
+    # Each turn whose deltas did not add up to its answer: its run, the
+    # characters read, and the retries of the run's activities.
+    not_whole: list[tuple[str, int, int]]
 
     @property
     def delays(self) -> list[float]:
         return [d for r in self.reads for d in r.delays]
 
 
-async def delays_of(api: Api, count: int, stamps: int) -> Delays:
+async def delays_of(api: Api, temporal: Client, count: int, stamps: int) -> Delays:
     """``count`` runs started at once, each read from just after its start."""
     async with api.client(count) as client:
 
-        async def one(n: int) -> Read:
-            return await read_deltas(client, await start_run(client, f"Streamed run {n}."))
+        async def one(n: int) -> tuple[str, Read]:
+            run = await start_run(client, f"Streamed run {n}.")
+            return run, await read_deltas(client, run)
 
         began = time.monotonic()
-        reads = await asyncio.gather(*(one(n) for n in range(count)))
+        done = await asyncio.gather(*(one(n) for n in range(count)))
         wall = time.monotonic() - began
-    bad = [r.ended for r in reads if r.ended != "end"]
-    short = [len(t) for r in reads for t in r.texts.values() if len(t) != stamps * STAMP]
-    if bad or short:
-        sys.exit(f"of {count} runs, {len(bad)} did not end ({bad[:3]}), {len(short)} turns not whole ({short[:3]})")
-    return Delays(count, wall, list(reads))
+    bad = [r.ended for _, r in done if r.ended != "end"]
+    if bad:
+        sys.exit(f"of {count} runs, {len(bad)} did not end: {bad[:3]}")
+    not_whole = []
+    for run, read in done:
+        for text in read.texts.values():
+            if len(text) != stamps * STAMP:
+                history = await temporal.get_workflow_handle(run).fetch_history()
+                not_whole.append((run, len(text), retries(history.events)))
+    return Delays(count, wall, [r for _, r in done], not_whole)
 
 
 # --- per turn: the worker's CPU, the history ------------------------------------------
@@ -212,14 +222,18 @@ class Costs:
     kinds: dict[str, int]
 
 
+def retries(events: Sequence[HistoryEvent]) -> int:
+    """The retries of a history's activities (each attempt after the first)."""
+    return sum(
+        max(0, event.activity_task_started_event_attributes.attempt - 1)
+        for event in events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    )
+
+
 def billed(events: Sequence[HistoryEvent]) -> int:
     """Billable actions in a history (BILLED, and each activity retry)."""
-    count = 0
-    for event in events:
-        count += event.event_type in BILLED
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            count += max(0, event.activity_task_started_event_attributes.attempt - 1)
-    return count
+    return sum(event.event_type in BILLED for event in events) + retries(events)
 
 
 async def costs_of(api: Api, temporal: Client, worker: int, turns: int) -> Costs:
@@ -292,20 +306,25 @@ async def benchmark(args: argparse.Namespace) -> None:
             async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal) as env:
                 address = env.client.service_client.config.target_host
                 environment = service_environment(address, model_url)
+                # The API lets its one caller (this process) hold every run's stream at once.
+                limits = {
+                    "API_STREAMS_PER_CALLER": str(args.runs + 10),
+                    "API_RUNS_IN_FLIGHT_PER_CALLER": str(args.runs + 10),
+                }
                 ways = [(f"streamed, batch {b} ms", {"STREAM_BATCH_MILLISECONDS": str(b)}, b) for b in args.batch]
                 ways.append(("whole (STREAM_MODEL_TURNS=false)", {"STREAM_MODEL_TURNS": "false"}, 0))
                 for name, extra, batch in ways:
                     tag = str(batch or "whole")
                     async with (
                         worker_process(processes, f"worker-{tag}", {**environment, **extra}) as worker,
-                        api_process(processes, f"api-{tag}", environment) as api,
+                        api_process(processes, f"api-{tag}", {**environment, **limits}) as api,
                     ):
                         await warm_up(api, "Warm up.")
                         costs[name] = await costs_of(api, env.client, worker.pid, args.turns)
                         print(f"{name}: {args.turns} turns measured", flush=True)
                         if batch:
                             for count in (1, args.runs):
-                                delays[(batch, count)] = await delays_of(api, count, stamps)
+                                delays[(batch, count)] = await delays_of(api, env.client, count, stamps)
                                 print(f"{name}: {count} runs at once read", flush=True)
         finally:
             processes.stop_all()
@@ -326,6 +345,12 @@ def report(
             f"| {batch} ms | {count} | {len(measured):,} | {1000 * statistics.median(measured):.0f} ms "
             f"| {1000 * quantile(measured, 0.99):.0f} ms | {per_turn:.1f} | {found.wall:.1f} s |"
         )
+    for (batch, count), found in delays.items():
+        for run, chars, retried in found.not_whole:
+            print(
+                f"{batch} ms, {count} runs: the deltas of {run} added up to {chars:,} characters, "
+                f"not {stamps * STAMP:,}; its activities were retried {retried} times"
+            )
     whole = costs[next(name for name in costs if name.startswith("whole"))]
     print(
         f"\nPer turn ({args.turns} runs of one turn at once each way; {stamps * STAMP:,} characters, "
