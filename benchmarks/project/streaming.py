@@ -29,12 +29,15 @@ an API process:
 2. Delays: 1 run, then ``--runs`` at once, each read through the API from
    just after its start (``GET /v1/runs/{id}/events``); for each stamp sent
    after its stream opened, the delay is when the client read the ``delta``
-   holding it minus the stamp.
+   holding it minus the stamp; and from each run's history, its batches
+   (signals) and its activities' retries.
 
-Then the same turns (1.) with STREAM_MODEL_TURNS=false: whole turns. It
+Then the same (1., and ``--runs`` runs at once of 2.) with
+STREAM_MODEL_TURNS=false: whole turns, no deltas to time. It
 prints the figures side by side, with the ratios streamed / whole and the
 history events each streamed turn added per second of its text. It checks
-nothing about the figures but that every run ended with its whole answer.
+nothing about the figures but that every run ended (and prints each turn
+whose deltas did not add up to its answer).
 """
 
 import argparse
@@ -49,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +181,9 @@ class Delays:
     # Each turn whose deltas did not add up to its answer: its run, the
     # characters read, and the retries of the run's activities.
     not_whole: list[tuple[str, int, int]]
+    # The signals (the batches) in a run's history, the mean; the runs' activity retries, by type.
+    signals: float
+    retried: Counter[str]
 
     @property
     def delays(self) -> list[float]:
@@ -197,13 +204,13 @@ async def delays_of(api: Api, temporal: Client, count: int, stamps: int) -> Dela
     bad = [r.ended for _, r in done if r.ended != "end"]
     if bad:
         sys.exit(f"of {count} runs, {len(bad)} did not end: {bad[:3]}")
-    not_whole = []
+    not_whole, signals, retried_types = [], 0, Counter[str]()
     for run, read in done:
-        for text in read.texts.values():
-            if len(text) != stamps * STAMP:
-                history = await temporal.get_workflow_handle(run).fetch_history()
-                not_whole.append((run, len(text), retries(history.events)))
-    return Delays(count, wall, [r for _, r in done], not_whole)
+        events = (await temporal.get_workflow_handle(run).fetch_history()).events
+        signals += sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in events)
+        retried_types += retried(events)
+        not_whole += [(run, len(text), retries(events)) for text in read.texts.values() if len(text) != stamps * STAMP]
+    return Delays(count, wall, [r for _, r in done], not_whole, signals / count, retried_types)
 
 
 # --- per turn: the worker's CPU, the history ------------------------------------------
@@ -222,13 +229,24 @@ class Costs:
     kinds: dict[str, int]
 
 
-def retries(events: Sequence[HistoryEvent]) -> int:
-    """The retries of a history's activities (each attempt after the first)."""
-    return sum(
-        max(0, event.activity_task_started_event_attributes.attempt - 1)
+def retried(events: Sequence[HistoryEvent]) -> Counter[str]:
+    """The retries of a history's activities (each attempt after the first), by activity type."""
+    types = {
+        event.event_id: event.activity_task_scheduled_event_attributes.activity_type.name
         for event in events
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
-    )
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    counted: Counter[str] = Counter()
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = event.activity_task_started_event_attributes
+            counted[types.get(started.scheduled_event_id, "?")] += max(0, started.attempt - 1)
+    return +counted
+
+
+def retries(events: Sequence[HistoryEvent]) -> int:
+    """The retries of a history's activities."""
+    return sum(retried(events).values())
 
 
 def billed(events: Sequence[HistoryEvent]) -> int:
@@ -322,10 +340,9 @@ async def benchmark(args: argparse.Namespace) -> None:
                         await warm_up(api, "Warm up.")
                         costs[name] = await costs_of(api, env.client, worker.pid, args.turns)
                         print(f"{name}: {args.turns} turns measured", flush=True)
-                        if batch:
-                            for count in (1, args.runs):
-                                delays[(batch, count)] = await delays_of(api, env.client, count, stamps)
-                                print(f"{name}: {count} runs at once read", flush=True)
+                        for count in (1, args.runs) if batch else (args.runs,):
+                            delays[(batch, count)] = await delays_of(api, env.client, count, stamps)
+                            print(f"{name}: {count} runs at once read", flush=True)
         finally:
             processes.stop_all()
     report(args, stamps, costs, delays)
@@ -336,14 +353,23 @@ async def benchmark(args: argparse.Namespace) -> None:
 def report(
     args: argparse.Namespace, stamps: int, costs: dict[str, Costs], delays: dict[tuple[int, int], Delays]
 ) -> None:
-    print("\n| batch | runs at once | stamps timed | delay, median | delay, p99 | deltas read per turn | wall |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "\n| batch | runs at once | stamps timed | delay, median | delay, p99 | deltas read per turn "
+        "| batches (signals) per turn | activity retries | wall |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for (batch, count), found in delays.items():
         measured = found.delays
         per_turn = statistics.mean(r.deltas for r in found.reads)
+        timed = (
+            f"{1000 * statistics.median(measured):.0f} ms | {1000 * quantile(measured, 0.99):.0f} ms"
+            if measured
+            else "- | -"
+        )
+        retries_by_type = ", ".join(f"{n} {kind}" for kind, n in found.retried.most_common()) or "0"
         print(
-            f"| {batch} ms | {count} | {len(measured):,} | {1000 * statistics.median(measured):.0f} ms "
-            f"| {1000 * quantile(measured, 0.99):.0f} ms | {per_turn:.1f} | {found.wall:.1f} s |"
+            f"| {f'{batch} ms' if batch else 'whole'} | {count} | {len(measured):,} | {timed} | {per_turn:.1f} "
+            f"| {found.signals:.1f} | {retries_by_type} | {found.wall:.1f} s |"
         )
     for (batch, count), found in delays.items():
         for run, chars, retried in found.not_whole:
