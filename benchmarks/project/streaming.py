@@ -230,7 +230,8 @@ class Costs:
 
 
 def retried(events: Sequence[HistoryEvent]) -> Counter[str]:
-    """The retries of a history's activities (each attempt after the first), by activity type."""
+    """The retries of a history's activities (each attempt after the first),
+    by activity type and what failed the attempt before."""
     types = {
         event.event_id: event.activity_task_scheduled_event_attributes.activity_type.name
         for event in events
@@ -240,7 +241,9 @@ def retried(events: Sequence[HistoryEvent]) -> Counter[str]:
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = event.activity_task_started_event_attributes
-            counted[types.get(started.scheduled_event_id, "?")] += max(0, started.attempt - 1)
+            if started.attempt > 1:
+                cause = started.last_failure.message.splitlines()[0] if started.last_failure.message else "?"
+                counted[f"{types.get(started.scheduled_event_id, '?')} ({cause})"] += started.attempt - 1
     return +counted
 
 
