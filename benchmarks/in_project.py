@@ -18,8 +18,9 @@ for another backend, ``--answer`` for other answers), or takes
 ``--project``, one rendered with the default names before; installs it with
 ``uv sync --compile-bytecode``; copies ``benchmarks/project/NAME.py`` into its
 ``benchmarks/``, with the scripts of benchmarks/project/ it imports
-(``from benchmarks.OTHER import ...``); and runs ``uv run python -m benchmarks.NAME ARGS`` there, with
-Python allowed to write bytecode as on a user's machine (tests/baked.py). The
+(``from benchmarks.OTHER import ...``); and runs ``uv run python -m
+benchmarks.NAME ARGS`` there, with Python allowed to write bytecode as on a
+user's machine (tests/baked.py). The
 docstring of each script in benchmarks/project/ says what it measures and
 prints. A generated project ships one benchmark of its own, for its team:
 ``uv run python -m benchmarks.capacity`` (docs/capacity.md).
