@@ -8,6 +8,7 @@
     python benchmarks/in_project.py inputs --times 1
     python benchmarks/in_project.py deploy --rounds 1 --in-flight 2
     python benchmarks/in_project.py run_path                      # seconds
+    python benchmarks/in_project.py streaming --runs 20
     python benchmarks/in_project.py --project /tmp/p/sandbox-agent starter
     python benchmarks/in_project.py --answer max_turns=40 versus_sample --sample DIR
     python benchmarks/in_project.py --backend daytona versus_sample --sample DIR
@@ -16,8 +17,10 @@ Renders the default (local) project in a temporary directory (``--backend``
 for another backend, ``--answer`` for other answers), or takes
 ``--project``, one rendered with the default names before; installs it with
 ``uv sync --compile-bytecode``; copies ``benchmarks/project/NAME.py`` into its
-``benchmarks/``; and runs ``uv run python -m benchmarks.NAME ARGS`` there, with
-Python allowed to write bytecode as on a user's machine (tests/baked.py). The
+``benchmarks/``, with the scripts of benchmarks/project/ it imports
+(``from benchmarks.OTHER import ...``); and runs ``uv run python -m
+benchmarks.NAME ARGS`` there, with Python allowed to write bytecode as on a
+user's machine (tests/baked.py). The
 docstring of each script in benchmarks/project/ says what it measures and
 prints. A generated project ships one benchmark of its own, for its team:
 ``uv run python -m benchmarks.capacity`` (docs/capacity.md).
@@ -25,6 +28,7 @@ prints. A generated project ships one benchmark of its own, for its team:
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +46,16 @@ SCRIPTS = TEMPLATE / "benchmarks" / "project"
 NAMES = sorted(path.stem for path in SCRIPTS.glob("*.py"))
 
 
+def shared(name: str) -> list[str]:
+    """The scripts of benchmarks/project/ that script ``name`` imports, it first."""
+    names = [name]
+    for wanted in names:
+        text = (SCRIPTS / f"{wanted}.py").read_text()
+        imported = re.findall(r"^from benchmarks\.(\w+) import", text, re.MULTILINE)
+        names += [other for other in imported if other not in names and (SCRIPTS / f"{other}.py").exists()]
+    return names
+
+
 def run_in(project: Path, name: str, arguments: list[str]) -> int:
     environment = {k: v for k, v in os.environ.items() if k not in NOT_A_USERS}
     synced = subprocess.run(
@@ -49,7 +63,8 @@ def run_in(project: Path, name: str, arguments: list[str]) -> int:
     )
     if synced.returncode != 0:
         return synced.returncode
-    shutil.copy(SCRIPTS / f"{name}.py", project / "benchmarks" / f"{name}.py")
+    for each in shared(name):
+        shutil.copy(SCRIPTS / f"{each}.py", project / "benchmarks" / f"{each}.py")
     command = [tool("uv"), "run", "--no-sync", "python", "-m", f"benchmarks.{name}", *arguments]
     return subprocess.run(command, cwd=project, env=environment).returncode
 

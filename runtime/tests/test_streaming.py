@@ -6,7 +6,11 @@ STREAM_MODEL_TURNS=false runs new runs whole; both histories replay."""
 import asyncio
 import dataclasses
 import gc
+import itertools
 import json
+import re
+import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -29,6 +33,7 @@ from sandbox_agent_runtime.streaming import RunStream
 from sandbox_agent_runtime.testing import answered, project
 from sandbox_agent_runtime.testing.long_workflow import LongSandboxAgentWorkflow, start_long
 from sandbox_agent_runtime.testing.scripted_model import ScriptedModel
+from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
 from sandbox_agent_runtime.testing.support import (
     RETRIED_AT_ONCE,
     SETTINGS,
@@ -395,3 +400,35 @@ async def test_a_reader_follows_a_chain_of_runs_its_offsets_going_on_and_nothing
     # Every run handed on the turns it was handed and its own: the late
     # reader read them all.
     assert late_events == events
+
+
+def test_the_scripted_endpoint_streams_stamps_each_written_as_it_is_sent() -> None:
+    """With ``stamps``, each delta of a streamed answer is the time it was
+    sent, one each ``delta_every``, and the completed answer is those
+    deltas (a benchmark times each delta by it); unstreamed, the answer is
+    as many stamps of the time it was answered."""
+    stamps, every = 5, 0.05
+    body = {"model": "scripted", "input": [{"role": "user", "content": "Hi"}]}
+    with scripted_openai_server([]) as server:
+        server.stamps, server.delta_every = stamps, every
+        streamed = urllib.request.Request(
+            f"{server.url}/responses", json.dumps({**body, "stream": True}).encode()
+        )
+        deltas: list[tuple[str, float]] = []
+        with urllib.request.urlopen(streamed, timeout=30) as response:
+            events = [json.loads(line[6:]) for line in response if line.startswith(b"data: ")]
+            for event in events:
+                if event["type"] == "response.output_text.delta":
+                    deltas.append((event["delta"], time.time()))
+        whole = urllib.request.Request(f"{server.url}/responses", json.dumps(body).encode())
+        with urllib.request.urlopen(whole, timeout=30) as response:
+            answered = json.load(response)["output"][0]["content"][0]["text"]
+    # Read after the whole body came: each was sent no later than it was read.
+    sent = [float(delta.removesuffix("|")) for delta, _ in deltas]
+    texts = [delta for delta, _ in deltas]
+    assert [re.fullmatch(r"\d{10}\.\d{3}\|", text) is not None for text in texts] == [True] * stamps
+    assert all(when <= read + 0.001 for when, (_, read) in zip(sent, deltas, strict=True))
+    assert all(later - earlier >= every - 0.001 for earlier, later in itertools.pairwise(sent))
+    [completed] = [event for event in events if event["type"] == "response.completed"]
+    assert completed["response"]["output"][0]["content"][0]["text"] == "".join(texts)
+    assert re.fullmatch(r"(\d{10}\.\d{3}\|)" + r"\1" * (stamps - 1), answered)

@@ -11,6 +11,7 @@ id) and asks for the next command, or answers with the last output. Point
 """
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -81,10 +82,34 @@ def chat_completion(reply: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def server_sent_events(response: dict[str, Any]) -> list[bytes]:
+# A stamp: when it was written, "%.3f|" of time.time() (15 characters until 2286).
+STAMP = re.compile(rb"\d{10}\.\d{3}\|")
+
+
+def stamp() -> str:
+    """The time now as a stamp (STAMP)."""
+    return f"{time.time():.3f}|"
+
+
+def stamped(event: bytes, sent: list[bytes]) -> bytes:
+    """A streamed answer's event with its stamps written now: a delta's one
+    stamp the time now (added to ``sent``); the completed answer's stamps
+    those sent, in order (each stamp as long as another, so the answer's
+    length does not change)."""
+    if b'"type": "response.output_text.delta"' in event:
+        now = stamp().encode()
+        sent.append(now)
+        return STAMP.sub(now, event, count=1)
+    if b'"type": "response.completed"' in event and sent:
+        ordered = iter(sent)
+        return STAMP.sub(lambda match: next(ordered, match.group(0)), event)
+    return event
+
+
+def server_sent_events(response: dict[str, Any], size: int = 8) -> list[bytes]:
     """A Responses API answer as that API streams it (``stream: true``):
-    created, each message's text in deltas of 8 characters, completed; one
-    server-sent event each."""
+    created, each message's text in deltas of ``size`` characters,
+    completed; one server-sent event each."""
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": {**response, "output": []}}
     ]
@@ -92,14 +117,14 @@ def server_sent_events(response: dict[str, Any]) -> list[bytes]:
         if item.get("type") != "message":
             continue
         text = "".join(part.get("text", "") for part in item.get("content", []))
-        for start in range(0, len(text), 8):
+        for start in range(0, len(text), size):
             events.append(
                 {
                     "type": "response.output_text.delta",
                     "item_id": item["id"],
                     "output_index": index,
                     "content_index": 0,
-                    "delta": text[start : start + 8],
+                    "delta": text[start : start + size],
                     "logprobs": [],
                 }
             )
@@ -138,6 +163,10 @@ class ScriptedOpenAIServer:
         # until release is set (reached is set then).
         self.delta_every: float | None = None
         self.hold_after_events: int | None = None
+        # Answer with this many stamps instead of the last output: each the
+        # time it was written (STAMP); streamed, a delta each, written as it
+        # is sent, so that a reader can tell when the model sent each delta.
+        self.stamps: int | None = None
         # Answer with a body that is not JSON (cut short, as by a broken proxy).
         self.malformed = False
         # Answer every request 200 with this body, of this Content-Type,
@@ -216,6 +245,8 @@ class ScriptedOpenAIServer:
             }
         else:
             text = outputs[-1] if outputs else "nothing to do"
+            if self.stamps is not None:
+                text = stamp() * self.stamps
             item = {
                 "type": "message",
                 "id": f"msg_{step}",
@@ -282,9 +313,10 @@ class ScriptedOpenAIServer:
                 scripted = server.answer_200 is None and not server.malformed
                 events = [data]
                 if streamed and status == 200 and scripted:
-                    events = server_sent_events(reply)
+                    events = server_sent_events(reply, len(stamp()) if server.stamps else 8)
                     data = b"".join(events)
                     content_type = "text/event-stream"
+                sent: list[bytes] = []
                 try:
                     self.send_response(status)
                     if status == 429:
@@ -299,6 +331,8 @@ class ScriptedOpenAIServer:
                             server.hold_after_events = None
                             server.reached.set()
                             server.release.wait()
+                        if server.stamps is not None and streamed:
+                            event = stamped(event, sent)
                         self.wfile.write(event)
                         self.wfile.flush()
                 except OSError:
