@@ -261,9 +261,13 @@ async def test_every_metric_and_label_the_dashboard_and_rules_name_is_served(
                     break
                 await asyncio.sleep(0.1)
             await buggy.terminate("seen")
-        # A model with a price, and a prompt its cost budget stops.
+        # A model with a price: a prompt that pays for its model calls, and
+        # one its cost budget stops (on a backend with a rate, by its
+        # sandbox's time before any model call).
         priced = ScriptedModel(["echo a", "echo b"])
         async with running_worker(client, priced, workflows=[PricedAgentWorkflow]) as (plugged, _):
+            paid = await start(plugged, RunRequest("Two steps."))
+            assert not (await paid.result()).stopped
             stopped = await start(plugged, RunRequest("Two steps.", cost_budget_usd=0.000001))
             assert (await stopped.result()).stopped
         for name, samples in (await metrics.scrape()).items():
