@@ -171,6 +171,13 @@ async def test_a_request_nobody_answers_is_rejected_at_the_timeout_and_the_run_g
         assert (waits["500"], waits["2500"]) == (0, 1), waits
 
 
+def last_turn(shown: str) -> str:
+    """The answer a starter on a terminal showed as it was written: its
+    last model turn's text, above "Answer: as written above"."""
+    assert "Answer: as written above" in shown, shown
+    return shown.rpartition("model    turn")[2].partition("Answer: as written above")[0]
+
+
 @pytest.mark.usefixtures("collect_dropped_runs")
 @pytest.mark.filterwarnings(DROPPED_RUNS_CLOSED)
 async def test_a_decision_sent_after_the_worker_restarted_applies_in_the_same_sandbox(
@@ -364,7 +371,7 @@ async def test_the_starter_asks_on_a_terminal_and_sends_each_answer(
                 process.kill()
             os.close(main)
     assert status == 0, screen.output
-    answer = screen.output.partition("Answer:")[2]
+    answer = last_turn(screen.output)
     assert "yes.txt" in answer and "no.txt" not in answer, screen.output
 
 
@@ -691,7 +698,7 @@ async def test_ctrl_d_at_the_prompt_is_not_now_and_the_starter_says_how_to_decid
             await screen.read_until("Usage:")
             status = await asyncio.wait_for(screen.process.wait(), 30)
     assert status == 0, screen.output
-    assert "later" in screen.output.partition("Answer:")[2], screen.output
+    assert "later" in last_turn(screen.output), screen.output
 
 
 async def test_a_quiet_run_is_asked_less_and_less_often_and_soon_once_its_history_moves(
