@@ -101,9 +101,13 @@ def answer_in(seen: list[str]) -> str:
 def answer_printed(out: str) -> str:
     """The answer the starter printed, which its last line, the usage, follows."""
     answer, usage = out.split("\nAnswer:\n", 1)[1].rsplit("Usage: ", 1)
+    # The sandbox's time and the actions, where the backend has a rate (the
+    # remote stand-in's Daytona: costs.py).
     assert re.fullmatch(
-        r"[\d,]+ model calls?, [\d,]+ input tokens, [\d,]+ output tokens, cost n/a\n", usage
-    )
+        r"[\d,]+ model calls?, [\d,]+ input tokens, [\d,]+ output tokens, cost n/a"
+        r"(; sandbox [\d,.]+ s, \$[\d.]+; [\d,]+ Temporal actions?, \$[\d.]+; total n/a)?\n",
+        usage,
+    ), usage
     return answer
 
 
