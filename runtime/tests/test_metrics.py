@@ -178,8 +178,8 @@ async def test_usage_adds_up_across_a_chain_and_the_starter_prints_it(
         assert line.startswith(
             f"Usage: {usage['model_calls']:,} model calls, {usage['input_tokens']:,} input "
             f"tokens, {usage['output_tokens']:,} output tokens, cost n/a; "
-            f"sandbox {usage['sandbox_seconds']:,.1f} s, $0.0000; "
-            f"{usage['actions']:,} Temporal actions, $0.0000; total n/a"
+            f"sandbox {usage['sandbox_seconds']:,.1f} s, ${usage['sandbox_usd']:.4f}; "
+            f"{usage['actions']:,} Temporal actions, ${usage['actions_usd']:.4f}; total n/a"
         )
 
 
