@@ -35,7 +35,6 @@ from sandbox_agent_runtime.observability import (
     metrics_runtime,
     trace_to,
 )
-from sandbox_agent_runtime.run_request import RunRequest
 from sandbox_agent_runtime.shared import USAGE_MEMO
 from sandbox_agent_runtime.starter import start, usage_line
 from sandbox_agent_runtime.testing import project, project_service
@@ -62,8 +61,11 @@ BIG_STEP = "head -c 60000 /dev/zero | tr '\\0' x"
 def agent_name() -> str:
     """The name of the project's agent, which its span carries (the project's
     name): the runtime's workflow takes the agent of each run from its
-    ``agent()`` (the project's agent.py)."""
-    name: str = project().workflow(RunRequest("")).agent().name
+    ``agent()`` (the project's agent.py). The instance is made without its
+    ``__init__``, which opens the run's stream: that needs a workflow's
+    event loop, and ``agent()`` needs nothing of it."""
+    workflow = project().workflow
+    name: str = object.__new__(workflow).agent().name
     return name
 
 

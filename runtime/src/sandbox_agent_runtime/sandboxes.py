@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,11 +42,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from temporalio.service import RPCError, RPCStatusCode
 
-    from sandbox_agent_runtime.backends import Backend, Found, backend_module
+    from sandbox_agent_runtime.backends import Found, backend_module
     from sandbox_agent_runtime.connection import ConnectionFailed, connect
     from sandbox_agent_runtime.exits import exit_after
     from sandbox_agent_runtime.observability import SANDBOXES_REAPED
     from sandbox_agent_runtime.service import current
+    from sandbox_agent_runtime.settings.worker import lacking
 
 logger = logging.getLogger(__name__)
 
@@ -85,16 +85,6 @@ async def run_state(client: Client, workflow_id: str) -> str:
     return described.status.name.lower() if described.status else UNKNOWN
 
 
-def missing_credentials(backend: Backend) -> str | None:
-    """What ``backend`` needs in the environment to reach its provider and
-    lacks ("DAYTONA_API_KEY or ... (where to get it)"), or None."""
-    needed = backend.REQUIRED_ENVIRONMENT
-    if not needed or any(all(os.environ.get(n, "").strip() for n in names) for names in needed):
-        return None
-    alternatives = " or ".join(" with ".join(names) for names in needed)
-    return f"{alternatives} ({backend.CREDENTIALS_URL})"
-
-
 async def survey(client: Client) -> list[Listed]:
     """Every sandbox of this service in the client's namespace on each of its
     backends, with its run's state.
@@ -114,8 +104,8 @@ async def survey(client: Client) -> list[Listed]:
         listing = getattr(backend, "sandboxes", None)
         if listing is None:
             continue
-        if lacking := missing_credentials(backend):
-            raise BackendUnreachable(f"Cannot list the sandboxes of {name}: set {lacking}")
+        if lack := lacking(backend.REQUIRED_ENVIRONMENT, backend.CREDENTIALS_URL):
+            raise BackendUnreachable(f"Cannot list the sandboxes of {name}: set {lack}")
         try:
             held = await asyncio.to_thread(listing, client.namespace)
         except Exception as e:

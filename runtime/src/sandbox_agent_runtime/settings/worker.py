@@ -111,6 +111,20 @@ def required_credentials() -> list[tuple[Alternatives, str]]:
     ]
 
 
+def lacking(
+    alternatives: tuple[tuple[str, ...], ...], where: str, environ: Mapping[str, str] = os.environ
+) -> str | None:
+    """What one credential lacks in ``environ``: its ``alternatives`` (sets
+    of variable names, any one set enough) and ``where`` to get it, in one
+    phrase ("DAYTONA_API_KEY or ... (where)"), or None when a set is there.
+    """
+    if not alternatives or any(
+        all(environ.get(n, "").strip() for n in names) for names in alternatives
+    ):
+        return None
+    return f"{' or '.join(' with '.join(names) for names in alternatives)} ({where})"
+
+
 def missing_credentials(environ: Mapping[str, str]) -> str | None:
     """The credentials the worker lacks.
 
@@ -122,9 +136,9 @@ def missing_credentials(environ: Mapping[str, str]) -> str | None:
         a value), or None when none is missing.
     """
     missing = [
-        f"{' or '.join(' with '.join(names) for names in alternatives)} ({where})"
+        lack
         for alternatives, where in required_credentials()
-        if not any(all(environ.get(name, "").strip() for name in names) for names in alternatives)
+        if (lack := lacking(alternatives, where, environ))
     ]
     if not missing:
         return None

@@ -8,7 +8,9 @@ project's package from another of them: the calling module being the nearest
 of these up the stack, the SDKs' frames in between skipped. A coroutine
 resumed after an ``await`` is not a call (its ``RESUME`` is not the
 function's first). Left out: the modules the data converter calls whatever
-the run does (``encryption``, ``payloads``) and the test helpers.
+the run does (``encryption``, ``payloads``), the workflow interceptors'
+methods (they pass each call on, as the SDK's frames do: ``costs`` counting
+the run's actions) and the test helpers.
 
 ``Layers`` ranks each module by the runtime's ``[tool.importlinter]``
 contracts (pyproject.toml): a top-level module by its layer, a module of a
@@ -32,9 +34,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from temporalio.worker import WorkflowInboundInterceptor, WorkflowOutboundInterceptor
+
 RUNTIME = "sandbox_agent_runtime."
 # Called by the SDK's data converter, whatever the run does.
 CONVERTER = ("encryption", "payloads")
+# A workflow interceptor passes each call on: it is no caller, nor called,
+# and what it calls (costs counting an action) is no call from the run.
+INTERCEPTORS = (WorkflowInboundInterceptor, WorkflowOutboundInterceptor)
 _RESUME = dis.opmap["RESUME"]
 # The run's phases: the workflow and the modules it takes in order
 # (phases/), but the records they share (the run's progress, what it is
@@ -63,13 +70,24 @@ class Entry:
 
 def module_of(frame: FrameType, package: str) -> str | None:
     """The module of ``frame`` (the runtime's by its name inside the
-    runtime) when it is the runtime's, but the test helpers' and the data
-    converter's, or the project's ``package``'s; else None."""
+    runtime) when it is the runtime's, but the test helpers', the data
+    converter's and a workflow interceptor's, or the project's
+    ``package``'s; else None."""
     module = str(frame.f_globals.get("__name__", ""))
+    if _intercepting(frame):
+        return None
     if module.startswith(RUNTIME):
         module = module.removeprefix(RUNTIME)
         return None if module.startswith(("testing", *CONVERTER)) else module
     return module if module.startswith(package + ".") else None
+
+
+def _intercepting(frame: FrameType) -> bool:
+    """Whether ``frame`` runs a method of a workflow interceptor (its class
+    looked up by name in its module: its ``self`` may be one of the workflow
+    sandbox's proxies, which ``isinstance`` must not touch)."""
+    owner = frame.f_globals.get(frame.f_code.co_qualname.partition(".")[0])
+    return isinstance(owner, type) and issubclass(owner, INTERCEPTORS)
 
 
 def _first_call(frame: FrameType) -> bool:
@@ -105,6 +123,8 @@ def traced(replay: Callable[[], Awaitable[None]], package: str) -> list[Entry]:
             return
         caller = frame.f_back
         while caller is not None and module_of(caller, package) is None:
+            if _intercepting(caller):
+                return  # what an interceptor calls is its own business
             caller = caller.f_back
         calling = module_of(caller, package) if caller is not None else None
         if calling is not None and calling != called:
