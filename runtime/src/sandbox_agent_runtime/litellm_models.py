@@ -12,10 +12,11 @@ install.
 """
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agents import ModelResponse, ModelSettings, Tool, TResponseInputItem
+from agents.items import TResponseStreamEvent
 from agents.models.default_models import get_default_model
 from agents.models.interface import Model, ModelProvider
 from openai import APIStatusError
@@ -76,25 +77,40 @@ class WithoutRetries(Model):
                 system_instructions, input, _once(model_settings), tools, *args, **kwargs
             )
         except APIStatusError as e:
-            # LiteLLM's error has a response of its own, without the
-            # provider's headers; it keeps those aside.
-            answered = getattr(e, "litellm_response_headers", None) or {}
-            for name in RETRY_HEADERS:
-                if name in answered and name not in e.response.headers:
-                    e.response.headers[name] = answered[name]
+            _add_retry_headers(e)
             raise
 
-    def stream_response(
+    async def stream_response(
         self,
         system_instructions: str | None,
         input: str | list[TResponseInputItem],
         model_settings: ModelSettings,
         *args: Any,
         **kwargs: Any,
-    ) -> Any:
-        return self.model.stream_response(
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        stream = self.model.stream_response(
             system_instructions, input, _once(model_settings), *args, **kwargs
         )
+        try:
+            async for event in stream:
+                yield event
+        except APIStatusError as e:
+            _add_retry_headers(e)
+            raise
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
+
+def _add_retry_headers(e: APIStatusError) -> None:
+    """Give LiteLLM's error ``e``'s response the provider's Retry-After
+    headers: its response is one of its own, without them (it keeps them
+    aside), and the plugin reads them there."""
+    answered = getattr(e, "litellm_response_headers", None) or {}
+    for name in RETRY_HEADERS:
+        if name in answered and name not in e.response.headers:
+            e.response.headers[name] = answered[name]
 
 
 def _once(model_settings: ModelSettings) -> ModelSettings:

@@ -15,6 +15,7 @@ can use, so it cannot dodge a budget (``within_bounds()``).
 import dataclasses
 import json
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -27,10 +28,17 @@ from agents import (
     TResponseInputItem,
     Usage,
 )
+from agents.items import TResponseStreamEvent
 from agents.models.default_models import get_default_model
 from agents.models.interface import Model
 from openai import APIStatusError, NotFoundError
-from openai.types.responses import ResponseCustomToolCall, ResponseFunctionToolCall
+from openai.types.responses import (
+    ResponseCompletedEvent,
+    ResponseCustomToolCall,
+    ResponseFunctionToolCall,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+)
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
@@ -346,33 +354,77 @@ class FreeformToolsAsFunctions(Model):
         *args: Any,
         **kwargs: Any,
     ) -> ModelResponse:
-        # The Responses API's own compaction, which Chat Completions lacks
-        # (its client refuses the argument): the chain bounds a conversation.
-        # (The sandbox agent's Compaction capability puts it in extra_args.)
-        extra = {
-            k: v for k, v in (model_settings.extra_args or {}).items() if k != "context_management"
-        }
-        model_settings = dataclasses.replace(
-            model_settings, context_management=None, extra_args=extra or None
-        )
-        freeform = {tool.name for tool in tools if isinstance(tool, CustomTool)}
-        if not freeform:
-            return await self.model.get_response(
-                system_instructions, input, model_settings, tools, *args, **kwargs
-            )
-        given: list[Tool] = [
-            _as_function(tool) if isinstance(tool, CustomTool) else tool for tool in tools
-        ]
-        items = (
-            input
-            if isinstance(input, str)
-            else [_item_as_function(item, freeform) for item in input]
-        )
+        freeform, items, settings, given = _as_chat_completions(input, model_settings, tools)
         response = await self.model.get_response(
-            system_instructions, items, model_settings, given, *args, **kwargs
+            system_instructions, items, settings, given, *args, **kwargs
         )
         response.output = [_call_as_freeform(item, freeform) for item in response.output]
         return response
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        return self.model.stream_response(*args, **kwargs)
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        *args: Any,
+        **kwargs: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """As ``get_response``, streamed (LiteLLM's models stream over Chat
+        Completions): each item the stream carries, in its output item's
+        events and in its completed response, made freeform again."""
+        freeform, items, settings, given = _as_chat_completions(input, model_settings, tools)
+        stream = self.model.stream_response(
+            system_instructions, items, settings, given, *args, **kwargs
+        )
+        # Closed with this one: a caller that stops reading (a retry, a worker
+        # dropping the run) closes the model's stream at once, not at the
+        # garbage collector's next pass.
+        try:
+            async for event in stream:
+                yield _event_as_freeform(event, freeform)
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
+
+def _as_chat_completions(
+    input: str | list[TResponseInputItem], model_settings: ModelSettings, tools: list[Tool]
+) -> tuple[set[str], str | list[TResponseInputItem], ModelSettings, list[Tool]]:
+    """A model call's input, settings and tools as Chat Completions takes
+    them, and the names of its freeform tools."""
+    # The Responses API's own compaction, which Chat Completions lacks (its
+    # client refuses the argument): the chain bounds a conversation. (The
+    # sandbox agent's Compaction capability puts it in extra_args.)
+    extra = {
+        k: v for k, v in (model_settings.extra_args or {}).items() if k != "context_management"
+    }
+    settings = dataclasses.replace(
+        model_settings, context_management=None, extra_args=extra or None
+    )
+    freeform = {tool.name for tool in tools if isinstance(tool, CustomTool)}
+    if not freeform:
+        return freeform, input, settings, tools
+    given: list[Tool] = [
+        _as_function(tool) if isinstance(tool, CustomTool) else tool for tool in tools
+    ]
+    items = (
+        input if isinstance(input, str) else [_item_as_function(item, freeform) for item in input]
+    )
+    return freeform, items, settings, given
+
+
+def _event_as_freeform(event: TResponseStreamEvent, freeform: set[str]) -> TResponseStreamEvent:
+    """A streamed event whose item (an output item's) or response (the
+    completed one's) holds a call of a freeform tool made as a function's,
+    with the freeform call instead."""
+    if not freeform:
+        return event
+    if isinstance(event, ResponseOutputItemAddedEvent | ResponseOutputItemDoneEvent):
+        event.item = _call_as_freeform(event.item, freeform)
+    elif isinstance(event, ResponseCompletedEvent):
+        event.response.output = [
+            _call_as_freeform(item, freeform) for item in event.response.output
+        ]
+    return event

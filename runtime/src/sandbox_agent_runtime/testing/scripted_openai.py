@@ -82,6 +82,36 @@ def chat_completion(reply: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def chat_completion_chunks(completion: dict[str, Any], size: int = 8) -> list[bytes]:
+    """A Chat Completions answer as that API streams it (``stream: true``):
+    its role, its text in deltas of ``size`` characters or its tool call
+    whole, its finish, its usage (as ``stream_options.include_usage``
+    asks), then ``[DONE]``; one server-sent event each."""
+    [choice] = completion["choices"]
+    message = choice["message"]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    text = message.get("content") or ""
+    deltas += [{"content": text[start : start + size]} for start in range(0, len(text), size)]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        deltas.append({"tool_calls": [{"index": index, **call}]})
+    head = {key: completion[key] for key in ("id", "created", "model")}
+    chunks = [
+        {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+        for delta in deltas
+    ]
+    chunks.append(
+        {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
+        }
+    )
+    chunks.append(
+        {**head, "object": "chat.completion.chunk", "choices": [], "usage": completion["usage"]}
+    )
+    return [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks] + [b"data: [DONE]\n\n"]
+
+
 # A stamp: when it was written, "%.3f|" of time.time() (15 characters until 2286).
 STAMP = re.compile(rb"\d{10}\.\d{3}\|")
 
@@ -309,11 +339,15 @@ class ScriptedOpenAIServer:
                 # Asked to stream, its answer streams; a web page, an error
                 # object or a body cut short comes as it is, as from an
                 # endpoint (or proxy) that answers a streamed request so.
-                streamed = request.get("stream") is True and api == "responses"
+                streamed = request.get("stream") is True
                 scripted = server.answer_200 is None and not server.malformed
                 events = [data]
                 if streamed and status == 200 and scripted:
-                    events = server_sent_events(reply, len(stamp()) if server.stamps else 8)
+                    size = len(stamp()) if server.stamps else 8
+                    if api == "responses":
+                        events = server_sent_events(reply, size)
+                    else:
+                        events = chat_completion_chunks(reply, size)
                     data = b"".join(events)
                     content_type = "text/event-stream"
                 sent: list[bytes] = []
