@@ -169,10 +169,6 @@ async def test_the_other_agents_work_in_the_runs_one_sandbox_each_turn_a_model_a
 
 
 @pytest.mark.process
-# Against the remote stand-in this test waits for ever since this stop's
-# merges (streaming, costs, remote reaping; not streaming alone): its cause
-# is not found yet, and the note says so. Against the default one it passes.
-@pytest.mark.default_stand_in
 async def test_the_api_events_name_the_agent_of_each_turn(temporal_client: Client) -> None:
     address = temporal_client.service_client.config.target_host
     environment = service_environment(address, "http://127.0.0.1:9")
