@@ -157,3 +157,30 @@ async def test_with_a_key_the_operator_gave_the_api_an_unsigned_decision_is_sign
 
     assert decided.status_code == 200 and decided.json()["decision"] == "approved", decided.text
     assert rest[-2].name == "answer" and rest[-2].data["text"].endswith("it ran\n")
+
+
+async def test_a_closed_runs_events_are_read_again_without_asking_the_run(
+    temporal_client: Client,
+) -> None:
+    # Read again once the run has closed, its events come from its history
+    # alone: nothing waits for a person in a closed run, and asking it would
+    # replay it on a worker at each of its workflow tasks (or, with no worker
+    # left, wait WORKER_ANSWERS_WITHIN for each).
+    environment = service_environment(
+        temporal_client.service_client.config.target_host, "http://127.0.0.1:9"
+    )
+    async with api_process(environment) as api, api.client("alice") as alice:
+        # The stand-in person approves each command as it waits.
+        async with running_worker(temporal_client, ScriptedModel(["echo one", "echo two"])):
+            started = await alice.post("/v1/runs", json={"prompt": "Run two commands."})
+            workflow_id = started.json()["id"]
+            live = await read_events(alice, workflow_id)
+        again = await read_events(alice, workflow_id)
+
+    def steps(events: list[Event]) -> list[tuple[str, Any]]:
+        return [(e.name, e.data.get("text")) for e in events if e.name not in ("approval", "delta")]
+
+    assert steps(again) == steps(live)
+    assert again[-1].name == "end" and again[-1].data["status"] == "completed"
+    asked = [line for line in api.process.output if "did not say what waits" in line]
+    assert asked == [], asked

@@ -29,7 +29,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from sandbox_agent_runtime.api.deltas import PUBLISH_SIGNAL, Turn, change, published
@@ -266,6 +266,12 @@ class Follower:
         # until then a turn's deltas are kept, and given in one.
         self.live = False
         self._present: tuple[str, int] | None = None
+        # Whether the run being read may still have requests waiting for a
+        # person: not a run of the chain closed before the follower began
+        # (asking it would replay its whole history on a worker, at each of
+        # its workflow tasks, to learn that nothing waits).
+        self._may_wait = False
+        self._closed_at_start = False
         self.task = asyncio.create_task(self._read(), name=f"follow {workflow_id}")
 
     def run_index(self, run_id: str) -> int | None:
@@ -309,6 +315,11 @@ class Follower:
             handle = chain_run(self.client, self.workflow_id, run)
             while run is not None:
                 self._runs.setdefault(run, len(self._runs))
+                # The runs before the latest one when the follower began have
+                # closed, and so has that one if it had then: nothing of
+                # them waits. That one, if open, and each after it may.
+                if self._present is None or self._present[0] == run:
+                    self._may_wait = not self._closed_at_start
                 self._turn = None
                 next_run = None
                 async for event in history_of(handle, self.page_size):
@@ -349,11 +360,13 @@ class Follower:
         raise RuntimeError(f"workflow {self.workflow_id} has no history")
 
     async def _where_now(self) -> tuple[str, int] | None:
-        """The chain's latest run and its last event now (None: unknown)."""
+        """The chain's latest run and its last event now (None: unknown);
+        whether it had closed is kept."""
         try:
             now = await chain_run(self.client, self.workflow_id, None).describe()
         except RPCError:
             return None
+        self._closed_at_start = now.status != WorkflowExecutionStatus.RUNNING
         return now.run_id, now.raw_description.workflow_execution_info.history_length
 
     def _caught_up(self, run_id: str, event_id: int) -> None:
@@ -428,7 +441,11 @@ class Follower:
                 if current().approvals:
                     decoded = await self._decode(completed.result)
                     self._calls = call_ids(decoded[0] if decoded else None)
-        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and self._calls:
+        elif (
+            kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+            and self._may_wait
+            and self._calls - self._asked
+        ):
             await self._ask_pending(run_id, event.event_id)
         answered = self._progress.session.get("answered")
         if isinstance(answered, int) and answered != was and answered > self._answered:
