@@ -12,12 +12,11 @@ from contextlib import suppress
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from sandbox_agent_runtime.client.stream import StreamEvent
 from sandbox_agent_runtime.starter.following import latest_answer
-from sandbox_agent_runtime.starter.writing import INDENT
+from sandbox_agent_runtime.starter.writing import INDENT, Writing
 from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
 from sandbox_agent_runtime.testing.scripted_openai import scripted_openai_server
-
-pytestmark = pytest.mark.process
 
 # The answer's events the endpoint sends before it holds the rest: created
 # and four deltas of 8 characters.
@@ -76,6 +75,7 @@ class Terminal:
         os.close(self.primary)
 
 
+@pytest.mark.process
 async def test_on_a_terminal_the_answer_is_printed_as_it_is_written_and_once(
     temporal_client: Client,
 ) -> None:
@@ -121,3 +121,48 @@ async def test_on_a_terminal_the_answer_is_printed_as_it_is_written_and_once(
     at = piped.output.index("Answer:")
     assert "\n".join(piped.output[at + 1 :]).startswith(piped_answer.rstrip("\n") + "\n")
     assert not any(line.startswith(INDENT) for line in piped.output)
+
+
+def test_a_turns_text_read_ahead_of_the_history_waits_for_its_step_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The stream is read apart from the history: while the history's reader
+    # waits (at a prompt, or behind under load), the next turn's text may
+    # come. It is shown under its own "model turn" line, not the one before.
+    writing = Writing(from_start=True)
+    first = [
+        StreamEvent("turn_started", 0, 0, "agent"),
+        StreamEvent("delta", 1, 0, "agent", "one"),
+        StreamEvent("turn_ended", 2, 0, "agent", "one"),
+    ]
+    second = [
+        StreamEvent("turn_started", 3, 3, "agent"),
+        StreamEvent("delta", 4, 3, "agent", "two"),
+        StreamEvent("turn_ended", 5, 3, "agent", "two"),
+    ]
+    writing.line("  model    turn 1")
+    for event in [*first, *second]:
+        writing.take(event)
+    writing.line("  sandbox  $ echo two")
+    writing.line("  model    turn 2")
+    assert capsys.readouterr().out.splitlines() == [
+        "  model    turn 1",
+        f"{INDENT}one",
+        "  sandbox  $ echo two",
+        "  model    turn 2",
+        f"{INDENT}two",
+    ]
+    # Read (held or shown): the history's reader does not wait for it.
+    assert writing.offset == 5
+    assert writing.shown_whole("two")
+
+
+def test_text_held_for_a_line_never_printed_is_shown_at_the_end(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    writing = Writing(from_start=True)
+    writing.take(StreamEvent("turn_started", 0, 0, "agent"))
+    writing.take(StreamEvent("delta", 1, 0, "agent", "late"))
+    assert capsys.readouterr().out == ""
+    writing._release(every=True)  # noqa: SLF001 (caught_up(last=True) at the run's end)
+    assert capsys.readouterr().out == f"{INDENT}late"

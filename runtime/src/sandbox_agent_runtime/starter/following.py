@@ -208,7 +208,7 @@ async def follow(
         if stream_from is None:
             stream_from = await offset_now(client, handle.id)
         if stream_from is not None:
-            writing = Writing()
+            writing = Writing(from_start=stream_from == 0 and after is None)
             reading = asyncio.create_task(writing.read(client, handle.id, stream_from))
     show = writing.line if writing is not None else print_line
     waits = asyncio.create_task(show_waits(client, lambda: current or handle, show))
@@ -246,7 +246,7 @@ async def follow(
         else:
             answer = await answered(handle.result)
         if writing is not None and reading is not None:
-            await writing.caught_up(client, handle.id, reading)
+            await writing.caught_up(client, handle.id, reading, last=True)
     except WorkflowFailureError as e:
         print(f"Workflow {handle.id} {why_not_completed(e)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED

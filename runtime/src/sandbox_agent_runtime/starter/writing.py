@@ -43,15 +43,24 @@ async def offset_now(client: Client, workflow_id: str) -> int | None:
 
 
 class Writing:
-    """What of the model's text is on the screen."""
+    """What of the model's text is on the screen.
 
-    def __init__(self) -> None:
+    Args:
+        from_start: the stream is read from its start, as the history is:
+            the k-th model turn the stream starts is the k-th ``model`` step
+            line, and a turn's text waits for its line (the stream may be
+            read ahead of the history, whose reader waits at a prompt or
+            lags under load). Read from elsewhere (``--attach``, a
+            follow-up), the text is shown as it comes.
+    """
+
+    def __init__(self, from_start: bool = False) -> None:
         # Whether the next character begins a line.
         self.at_line_start = True
-        # The turn being shown (its start's offset), whether it was read
-        # from its start, and its text shown so far.
+        # The turn being shown (its start's offset), whether its text was
+        # read from its start, and its text shown so far.
         self.turn = -1
-        self.from_start = False
+        self.read_whole = False
         self.text = ""
         # The text of the latest turn shown from its start to its end.
         self.whole: str | None = None
@@ -60,6 +69,13 @@ class Writing:
         self.moved = asyncio.Event()
         # The model calls scheduled in the history read, by event id.
         self.model_calls: set[int] = set()
+        # Read from the start: the model step lines printed, the turns
+        # whose text was begun, and the events read ahead of their line.
+        self.from_start = from_start
+        self.model_lines = 0
+        self.turns_begun = 0
+        self.begun_at = -1
+        self.held: list[StreamEvent] = []
 
     def ends_a_model_call(self, event: HistoryEvent) -> bool:
         """Whether ``event`` (of the run's history, read in order) ends a
@@ -80,24 +96,54 @@ class Writing:
         return getattr(event, ended).scheduled_event_id in self.model_calls
 
     def line(self, text: str) -> None:
-        """Print a line of the steps (after the text being written, if any)."""
+        """Print a line of the steps (after the text being written, if any);
+        after a ``model`` step line, its turn's text read ahead of it."""
         self._end_line()
         print(text, flush=True)
+        if text.lstrip().startswith("model    turn "):
+            self.model_lines += 1
+            self._release()
+
+    def _release(self, every: bool = False) -> None:
+        """Show the events held, up to the first of a turn whose line is
+        not printed yet (``every``: all of them)."""
+        while self.held and (every or self._may_show(self.held[0])):
+            self._show(self.held.pop(0))
 
     def shown_whole(self, answer: str) -> bool:
         """Whether ``answer`` is the text of the latest turn, shown whole."""
         return self.whole is not None and self.whole.rstrip("\n") == answer.rstrip("\n")
 
     def take(self, event: StreamEvent) -> None:
-        """Show one event of the run's stream."""
+        """Show one event of the run's stream, or hold it until its turn's
+        step line is printed (``from_start``)."""
+        if self.held or not self._may_show(event):
+            self.held.append(event)
+        else:
+            self._show(event)
+        # Read (held or shown): the text of the turns before it is shown.
+        self.offset = event.offset
+        self.moved.set()
+
+    def _may_show(self, event: StreamEvent) -> bool:
+        return (
+            not self.from_start
+            or event.kind != "turn_started"
+            or event.offset <= self.begun_at  # read again (a chain's stream handed on)
+            or self.turns_begun < self.model_lines
+        )
+
+    def _show(self, event: StreamEvent) -> None:
+        if event.kind == "turn_started" and event.offset > self.begun_at:
+            self.turns_begun, self.begun_at = self.turns_begun + 1, event.offset
         if event.kind == "turn_started":
             self._end_line()
-            self.turn, self.from_start, self.text, self.whole = event.offset, True, "", None
+            self.turn, self.read_whole, self.text, self.whole = event.offset, True, "", None
         elif event.kind == "delta":
             if event.turn != self.turn:
                 # Read from inside a turn whose start was not read.
                 self._end_line()
-                self.turn, self.from_start, self.text, self.whole = event.turn, False, "", None
+                self.turn, self.read_whole, self.text, self.whole = event.turn, False, "", None
             self._write(event.text)
         elif event.kind == "turn_restarted":
             # The model call was made again (its worker was lost): its text comes again.
@@ -106,10 +152,8 @@ class Writing:
             self.text = ""
         elif event.kind == "turn_ended":
             self._end_line()
-            shown = self.from_start and event.turn == self.turn and self.text == event.text
+            shown = self.read_whole and event.turn == self.turn and self.text == event.text
             self.whole = event.text if shown else None
-        self.offset = event.offset
-        self.moved.set()
 
     async def read(self, client: Client, workflow_id: str, from_offset: int) -> None:
         """Show the run's stream from ``from_offset`` until the run ends (or
@@ -120,11 +164,12 @@ class Writing:
                 self.take(event)
 
     async def caught_up(
-        self, client: Client, workflow_id: str, reading: "asyncio.Task[None]"
+        self, client: Client, workflow_id: str, reading: "asyncio.Task[None]", last: bool = False
     ) -> None:
         """Wait, for CATCH_UP at most, until what the run's stream holds now
-        is shown (the run ended: until the reading ends). The run's worker
-        answers where its stream ends after the history read so far."""
+        is read, the turns before shown (the run ended: until the reading
+        ends; ``last``: every turn shown). The run's worker answers where its
+        stream ends after the history read so far."""
         offset = await offset_now(client, workflow_id)
         try:
             async with asyncio.timeout(CATCH_UP):
@@ -137,6 +182,8 @@ class Writing:
         except TimeoutError:
             pass
         finally:
+            if last:
+                self._release(every=True)
             self._end_line()
 
     def _write(self, text: str) -> None:
