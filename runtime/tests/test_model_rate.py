@@ -20,12 +20,15 @@ rate."""
 import asyncio
 import re
 import urllib.request
+from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from sandbox_agent_runtime.observability import MODEL_CALL_WAIT
 from sandbox_agent_runtime.run_request import RunRequest
+from sandbox_agent_runtime.shared import MODEL_ACTIVITIES
 from sandbox_agent_runtime.starter import start
 from sandbox_agent_runtime.testing import project_service
 from sandbox_agent_runtime.testing.processes import STARTER, WORKER, service, service_environment
@@ -95,10 +98,42 @@ async def test_two_workers_together_keep_to_the_fleets_rate(temporal_client: Cli
     # The calls were held back, not merely slow to come: the whole took
     # about as long as the rate makes it.
     assert max(times) - min(times) >= (len(times) - RATE) / RATE - WINDOW
-    # The first worker's calls waited on the queue, and its metric says so.
+    # The first worker's metric says how long each of its calls waited on
+    # the queue: the waits its runs' histories record (from each call's
+    # scheduling to its start, by the worker that started it).
     count, waited = metric_sum(page, MODEL_CALL_WAIT)
     assert count == len(first.answered)
-    assert waited / count > 1.0, (count, waited)
+    by_worker = await model_call_waits(handles)
+    assert any(n == count and abs(total - waited) < 0.01 * n for total, n in by_worker.values()), (
+        count,
+        waited,
+        by_worker,
+    )
+
+
+async def model_call_waits(handles: list[Any]) -> dict[str, tuple[float, int]]:
+    """For each worker (its identity), the seconds its model calls waited
+    between their scheduling and their start, in all, and how many: from the
+    runs' histories."""
+    found: dict[str, tuple[float, int]] = {}
+    for handle in handles:
+        scheduled: dict[int, float] = {}
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                name = event.activity_task_scheduled_event_attributes.activity_type.name
+                if name in MODEL_ACTIVITIES:
+                    scheduled[event.event_id] = event.event_time.ToNanoseconds() / 1e9
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                started = event.activity_task_started_event_attributes
+                if started.scheduled_event_id in scheduled:
+                    assert started.attempt == 1, "a model call was retried"
+                    wait = (
+                        event.event_time.ToNanoseconds() / 1e9
+                        - scheduled[started.scheduled_event_id]
+                    )
+                    total, n = found.get(started.identity, (0.0, 0))
+                    found[started.identity] = (total + max(0.0, wait), n + 1)
+    return found
 
 
 def test_most_in_a_window_counts_the_busiest_stretch() -> None:
