@@ -517,7 +517,13 @@ async def benchmark(args: argparse.Namespace) -> None:
 
 
 async def many_streams(args: argparse.Namespace, processes: Processes, environment: dict[str, str]) -> None:
-    async with api_process(processes, "api-streams", environment) as api:
+    # The API lets its one caller (this process) hold every stream and run at
+    # once (it bounds each caller's: API_STREAMS_PER_CALLER, 20 by default).
+    limits = {
+        "API_STREAMS_PER_CALLER": str(args.streams + 10),
+        "API_RUNS_IN_FLIGHT_PER_CALLER": str(args.runs + 10),
+    }
+    async with api_process(processes, "api-streams", {**environment, **limits}) as api:
         await warm_up(api, "Warm up.")
         async with api.client(args.runs) as client:
             runs = await asyncio.gather(*(start_run(client, f"Stream run {n}.") for n in range(args.runs)))
@@ -580,7 +586,11 @@ async def many_streams(args: argparse.Namespace, processes: Processes, environme
 
 async def side_by_side(args: argparse.Namespace, processes: Processes, environment: dict[str, str]) -> None:
     count = args.side_by_side
-    async with api_process(processes, "api-side-by-side", environment) as api:
+    limits = {
+        "API_STREAMS_PER_CALLER": str(count + 10),
+        "API_RUNS_IN_FLIGHT_PER_CALLER": str(count + 10),
+    }
+    async with api_process(processes, "api-side-by-side", {**environment, **limits}) as api:
         await warm_up(api, "Warm up.")
         async with api.client(count) as client:
             runs = await asyncio.gather(*(start_run(client, f"API follower run {n}.") for n in range(count)))
